@@ -1,0 +1,140 @@
+//! memory_get (SPEC §6): a safe read of one memory file or a line range of it.
+//!
+//! Only `MEMORY.md`, `memory.md`, `memory/**` and files under configured extra paths, ending in `.md`, with no
+//! symbolic link on the way. `..`, absolute paths outside those roots and links are refused. A missing file that
+//! would be allowed reads as empty (the day's log before its first write).
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::discovery::{read_text, MemoryRoots, SkipReason};
+use crate::error::{refused, MemoryError, Result};
+use crate::types::{GetRequest, GetResponse};
+
+pub const DEFAULT_LINES: usize = 120;
+pub const DEFAULT_MAX_CHARS: usize = 12_000;
+
+/// Resolve a requested path to an absolute file path inside the memory roots, or refuse.
+pub fn resolve(roots: &MemoryRoots, requested: &str) -> Result<(PathBuf, String)> {
+    let raw = requested.trim();
+    if raw.is_empty() {
+        return Err(MemoryError::InvalidInput("path is empty".into()));
+    }
+    if raw.contains('\0') {
+        return Err(refused(raw, "path contains a NUL byte"));
+    }
+    let p = Path::new(raw);
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(refused(raw, "`..` is not allowed in memory paths"));
+    }
+    if !raw.to_ascii_lowercase().ends_with(".md") {
+        return Err(refused(raw, "only Markdown (.md) memory files can be read"));
+    }
+
+    // Candidate (root, absolute path) pairs: the workspace's memory files first, then extra paths.
+    let abs = if p.is_absolute() { p.to_path_buf() } else { roots.workspace.join(p) };
+    let abs = normalize(&abs);
+    if let Ok(rel) = abs.strip_prefix(&roots.workspace) {
+        let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let allowed = key == "MEMORY.md" || key == "memory.md" || key.starts_with("memory/");
+        if allowed {
+            check_no_links(&roots.workspace, rel, raw)?;
+            return Ok((abs, key));
+        }
+    }
+    for extra in &roots.extra_paths {
+        let extra = normalize(extra);
+        if abs == extra || abs.starts_with(&extra) {
+            let (base, rel) = if abs == extra {
+                (extra.parent().map(Path::to_path_buf).unwrap_or_default(), PathBuf::from(extra.file_name().unwrap_or_default()))
+            } else {
+                (extra.clone(), abs.strip_prefix(&extra).unwrap().to_path_buf())
+            };
+            check_no_links(&base, &rel, raw)?;
+            // The root itself must not be a link either.
+            if std::fs::symlink_metadata(&extra).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(refused(raw, "the extra path is a symbolic link"));
+            }
+            return Ok((abs.clone(), roots.key_for(&abs)));
+        }
+    }
+    Err(refused(raw, "not a memory file (allowed: MEMORY.md, memory.md, memory/**/*.md and configured extraPaths)"))
+}
+
+/// Lexical normalisation (drops `.` components); `..` was refused before.
+fn normalize(p: &Path) -> PathBuf {
+    p.components().filter(|c| !matches!(c, Component::CurDir)).collect()
+}
+
+fn check_no_links(base: &Path, rel: &Path, raw: &str) -> Result<()> {
+    let mut cur = base.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => return Err(refused(raw, "symbolic links are not followed")),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(MemoryError::io_path("cannot inspect", &cur, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Read a memory file (or lines of it) after the safety checks.
+pub fn read(roots: &MemoryRoots, request: &GetRequest, max_file_bytes: u64) -> Result<GetResponse> {
+    let (abs, key) = resolve(roots, &request.path)?;
+    let meta = match std::fs::metadata(&abs) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(GetResponse { path: key, missing: true, ..Default::default() });
+        }
+        Err(e) => return Err(MemoryError::io_path("cannot read", &abs, e)),
+    };
+    if !meta.is_file() {
+        return Err(refused(&request.path, "not a regular file"));
+    }
+    let text = read_text(&abs, max_file_bytes).map_err(|why| match why {
+        SkipReason::Unreadable(e) => MemoryError::Io { context: format!("cannot read {}", abs.display()), source: std::io::Error::other(e) },
+        other => MemoryError::InvalidInput(format!("{}: {other}", request.path)),
+    })?;
+    Ok(excerpt(key, &text, request.from, request.lines))
+}
+
+/// Cut `text` to the requested lines, within the default limits, with a note on how to continue.
+pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usize>) -> GetResponse {
+    let all: Vec<&str> = text.lines().collect();
+    let total = all.len();
+    let from = from.unwrap_or(1).max(1);
+    let want = lines.unwrap_or(DEFAULT_LINES).max(1);
+    if from > total {
+        return GetResponse { path, from, lines: 0, total_lines: total, text: String::new(), ..Default::default() };
+    }
+    let mut out = String::new();
+    let mut taken = 0;
+    let mut cut_by_chars = false;
+    for line in all.iter().skip(from - 1).take(want) {
+        let add = line.chars().count() + usize::from(taken > 0);
+        if out.chars().count() + add > DEFAULT_MAX_CHARS {
+            if taken == 0 {
+                // A single huge line: return its first part rather than nothing.
+                out.extend(line.chars().take(DEFAULT_MAX_CHARS));
+                taken = 1;
+            }
+            cut_by_chars = true;
+            break;
+        }
+        if taken > 0 {
+            out.push('\n');
+        }
+        out.push_str(line);
+        taken += 1;
+    }
+    let last = from + taken - 1;
+    let truncated = last < total && (cut_by_chars || lines.is_none());
+    let note = truncated.then(|| {
+        format!("Showing lines {from}-{last} of {total}. Continue with from={} to read more.", last + 1)
+    });
+    GetResponse { path, text: out, from, lines: taken, total_lines: total, missing: false, truncated, note }
+}
+
+#[cfg(test)]
+mod tests;

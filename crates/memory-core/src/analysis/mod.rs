@@ -1,0 +1,214 @@
+//! Keyword analysis shared by every engine, for documents and queries alike, so that every store matches the
+//! same terms: Unicode word tokens lowercased, English words stemmed (Snowball), CJK runs as character bigrams.
+//! Stores index the space-joined terms with a plain tokenizer; user text never reaches query syntax.
+//!
+//! Changing anything here changes [`crate::identity::ANALYZER_VERSION`], which rebuilds indexes.
+
+use std::collections::HashSet;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::chunking::is_cjk;
+
+/// Name recorded in the index identity.
+pub fn analyzer_name() -> String {
+    format!("{}:words+snowball-en+cjk-bigram", crate::identity::ANALYZER_VERSION)
+}
+
+/// Common English words that carry no meaning in a query.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
+    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
+    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "yourself", "yourselves", "also", "may", "might", "must", "shall", "upon", "us", "whether", "within",
+    "without", "yet", "one", "ones", "anything", "something", "etc", "eg", "ie",
+];
+
+thread_local! {
+    static STEMMER: Stemmer = Stemmer::create(Algorithm::English);
+}
+
+pub fn is_stop_word(w: &str) -> bool {
+    static SET: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| STOP_WORDS.iter().copied().collect()).contains(w)
+}
+
+/// Word tokens of `text`: runs of letters, digits and `_`, lowercased; CJK runs are returned whole
+/// (flag true) for the caller to split.
+fn raw_tokens(text: &str, mut f: impl FnMut(&str, bool)) {
+    let mut word = String::new();
+    let mut cjk = String::new();
+    for c in text.chars() {
+        if is_cjk(c) && c.is_alphanumeric() {
+            if !word.is_empty() {
+                f(&word, false);
+                word.clear();
+            }
+            cjk.push(c);
+        } else if c.is_alphanumeric() || c == '_' {
+            if !cjk.is_empty() {
+                f(&cjk, true);
+                cjk.clear();
+            }
+            word.extend(c.to_lowercase());
+        } else {
+            if !word.is_empty() {
+                f(&word, false);
+                word.clear();
+            }
+            if !cjk.is_empty() {
+                f(&cjk, true);
+                cjk.clear();
+            }
+        }
+    }
+    if !word.is_empty() {
+        f(&word, false);
+    }
+    if !cjk.is_empty() {
+        f(&cjk, true);
+    }
+}
+
+/// Stem a lowercase word: only purely alphabetic words are stemmed; ids, numbers and snake_case stay exact.
+fn stem_word(w: &str) -> String {
+    if w.len() > 3 && w.chars().all(|c| c.is_alphabetic()) {
+        STEMMER.with(|s| s.stem(w).into_owned())
+    } else {
+        w.to_string()
+    }
+}
+
+/// CJK run to terms: adjacent bigrams, or the lone character.
+fn cjk_terms(run: &str, out: &mut Vec<String>) {
+    let chars: Vec<char> = run.chars().collect();
+    if chars.len() == 1 {
+        out.push(chars[0].to_string());
+        return;
+    }
+    for w in chars.windows(2) {
+        out.push(w.iter().collect());
+    }
+}
+
+/// Every term of a document, in order (repeats kept: they are term frequency).
+pub fn document_terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    raw_tokens(text, |t, cjk| {
+        if cjk {
+            cjk_terms(t, &mut out);
+        } else {
+            out.push(stem_word(t));
+        }
+    });
+    out
+}
+
+/// Document terms joined by spaces, ready for a store's full-text index.
+pub fn document_terms_joined(text: &str) -> String {
+    document_terms(text).join(" ")
+}
+
+/// Terms of Markdown heading lines (`# ...`).
+pub fn heading_terms(text: &str) -> String {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let l = line.trim_start();
+        if l.starts_with('#') {
+            out.extend(document_terms(l.trim_start_matches('#')));
+        }
+    }
+    out.join(" ")
+}
+
+/// Maximum distinct terms in one query: bounds the cost of pasted paragraphs.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// Distinct query terms, stop words removed (unless nothing else is left), in query order.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut content = Vec::new();
+    let mut seen = HashSet::new();
+    raw_tokens(query, |t, cjk| {
+        let mut terms = Vec::new();
+        let stop = !cjk && is_stop_word(t);
+        if cjk {
+            cjk_terms(t, &mut terms);
+        } else {
+            terms.push(stem_word(t));
+        }
+        for term in terms {
+            if seen.insert(term.clone()) {
+                if !stop {
+                    content.push(term.clone());
+                }
+                all.push(term);
+            }
+        }
+    });
+    let mut terms = if content.is_empty() { all } else { content };
+    terms.truncate(MAX_QUERY_TERMS);
+    terms
+}
+
+/// Lowercase word tokens plus CJK unigrams and adjacent bigrams: the token set MMR compares (SPEC §5).
+pub fn similarity_tokens(text: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    raw_tokens(text, |t, cjk| {
+        if cjk {
+            let chars: Vec<char> = t.chars().collect();
+            for c in &chars {
+                out.insert(c.to_string());
+            }
+            for w in chars.windows(2) {
+                out.insert(w.iter().collect());
+            }
+        } else {
+            out.insert(t.to_string());
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_lowercased_and_stemmed_ids_kept() {
+        assert_eq!(document_terms("Aircrafts FLYING api_key_v2 E1234"), vec!["aircraft", "fli", "api_key_v2", "e1234"]);
+        assert_eq!(query_terms("aircraft"), query_terms("aircrafts"));
+    }
+
+    #[test]
+    fn query_drops_stop_words_but_not_all() {
+        assert_eq!(query_terms("what is the gateway host?"), vec!["gateway", "host"]);
+        assert_eq!(query_terms("the who"), vec!["the", "who"]);
+    }
+
+    #[test]
+    fn query_syntax_is_just_text() {
+        assert_eq!(query_terms("\"a\" AND (b OR c) NEAR(d e) col:x -y z*"), vec!["b", "c", "near", "d", "e", "col", "x", "y", "z"]);
+    }
+
+    #[test]
+    fn cjk_runs_become_bigrams() {
+        assert_eq!(document_terms("我喜欢咖啡"), vec!["我喜", "喜欢", "欢咖", "咖啡"]);
+        assert_eq!(query_terms("咖啡"), vec!["咖啡"]);
+        assert_eq!(query_terms("Kubernetes 灰度发布"), vec!["kubernet", "灰度", "度发", "发布"]);
+    }
+
+    #[test]
+    fn similarity_tokens_have_cjk_unigrams_and_bigrams() {
+        let t = similarity_tokens("Hello 东京");
+        for x in ["hello", "东", "京", "东京"] {
+            assert!(t.contains(x), "{x}");
+        }
+    }
+}

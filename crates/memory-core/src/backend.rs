@@ -1,0 +1,31 @@
+//! The one trait every engine implements.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::types::{Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
+
+/// A memory engine: answers `memory_search` and `memory_get`, keeps its index in step with the files.
+///
+/// Object safe: hosts hold a `Box<dyn MemoryBackend>` picked by `memory.backend`.
+#[async_trait]
+pub trait MemoryBackend: Send + Sync {
+    /// The name this engine is registered under (`builtin`, `qmd`, `lancedb`...).
+    fn name(&self) -> &str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Ranked snippets for a query. Never the whole file.
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse>;
+
+    /// A safe read of one memory file or a line range of it (SPEC §6).
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse>;
+
+    /// Bring the index in step with the files.
+    async fn sync(&self, options: SyncOptions) -> Result<SyncReport>;
+
+    async fn status(&self) -> Result<Status>;
+
+    /// Flush and release resources. Further calls may fail.
+    async fn close(&self) -> Result<()>;
+}

@@ -1,0 +1,160 @@
+//! Configuration (SPEC §9): JSON5, OpenClaw-compatible keys. Unknown keys and wrong types are errors that name
+//! the key. The search block may sit at `memory.search` or, in older configs, at `agents.defaults.memorySearch`;
+//! both are accepted and `memory.search` wins key by key.
+
+mod model;
+
+pub use model::*;
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{MemoryError, Result};
+
+/// Top-level sections of an OpenClaw config that this project does not read but must not reject, since users
+/// point us at their whole `openclaw.json`.
+const FOREIGN_SECTIONS: &[&str] = &[
+    "$schema", "meta", "env", "wizard", "diagnostics", "logging", "update", "browser", "ui", "auth", "channels",
+    "gateway", "plugins", "skills", "tools", "session", "messages", "commands", "hooks", "cron", "web", "discovery",
+    "canvasHost", "talk", "broadcast", "audio", "bindings", "approvals", "nodeHost", "media", "secrets",
+];
+
+impl Config {
+    /// Parse a JSON5 document.
+    pub fn from_json5(text: &str) -> Result<Config> {
+        let root: Value = json5::from_str(text).map_err(|e| MemoryError::config("(file)", format!("not valid JSON5: {e}")))?;
+        Self::from_value(root)
+    }
+
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| MemoryError::io_path("cannot read config", path, e))?;
+        Self::from_json5(&text).map_err(|e| match e {
+            MemoryError::Config { key, message } => {
+                MemoryError::Config { key, message: format!("{message} (in {})", path.display()) }
+            }
+            other => other,
+        })
+    }
+
+    pub fn from_value(root: Value) -> Result<Config> {
+        let Value::Object(mut root) = root else {
+            return Err(MemoryError::config("(root)", "expected an object"));
+        };
+        for key in root.keys() {
+            if !matches!(key.as_str(), "memory" | "agents" | "models") && !FOREIGN_SECTIONS.contains(&key.as_str()) {
+                return Err(MemoryError::config(key.clone(), "unknown key"));
+            }
+        }
+
+        // The older search block: validate it where it stands so errors name its real path.
+        let legacy = root
+            .get_mut("agents")
+            .and_then(|a| a.get_mut("defaults"))
+            .and_then(|d| d.get_mut("memorySearch"))
+            .map(Value::take);
+        if let Some(legacy) = &legacy {
+            typed::<SearchConfig>(legacy.clone(), "agents.defaults.memorySearch")?;
+        }
+
+        let mut memory = root.remove("memory").unwrap_or(Value::Object(Default::default()));
+        if !memory.is_object() {
+            return Err(MemoryError::config("memory", "expected an object"));
+        }
+        if let Some(search) = memory.get("search") {
+            typed::<SearchConfig>(search.clone(), "memory.search")?;
+        }
+        if let Some(legacy) = legacy {
+            let merged = match memory.get_mut("search").map(Value::take) {
+                Some(newer) => merge(legacy, newer),
+                None => legacy,
+            };
+            memory.as_object_mut().unwrap().insert("search".into(), merged);
+        }
+        let memory: MemoryConfig = typed(memory, "memory")?;
+        let models: ModelsConfig = match root.remove("models") {
+            Some(v) => typed(v, "models")?,
+            None => ModelsConfig::default(),
+        };
+        let config = Config { memory, models };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks serde cannot express: ranges and relations between keys.
+    pub fn validate(&self) -> Result<()> {
+        let s = &self.memory.search;
+        let q = &s.query;
+        if !(0.0..=1.0).contains(&q.min_score) {
+            return Err(MemoryError::config("memory.search.query.minScore", "must be between 0 and 1"));
+        }
+        if q.max_results == 0 {
+            return Err(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
+        }
+        let h = &q.hybrid;
+        if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
+            return Err(MemoryError::config(
+                "memory.search.query.hybrid",
+                "vectorWeight and textWeight must be >= 0 and not both 0",
+            ));
+        }
+        if h.candidate_multiplier == 0 {
+            return Err(MemoryError::config("memory.search.query.hybrid.candidateMultiplier", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&h.mmr.lambda) {
+            return Err(MemoryError::config("memory.search.query.hybrid.mmr.lambda", "must be between 0 and 1"));
+        }
+        if h.temporal_decay.half_life_days <= 0.0 {
+            return Err(MemoryError::config("memory.search.query.hybrid.temporalDecay.halfLifeDays", "must be > 0"));
+        }
+        if s.chunking.tokens < 16 {
+            return Err(MemoryError::config("memory.search.chunking.tokens", "must be at least 16"));
+        }
+        if s.chunking.overlap >= s.chunking.tokens {
+            return Err(MemoryError::config("memory.search.chunking.overlap", "must be smaller than chunking.tokens"));
+        }
+        if s.sources.is_empty() {
+            return Err(MemoryError::config("memory.search.sources", "must name at least one source"));
+        }
+        Ok(())
+    }
+}
+
+/// Deserialize `value` as `T`, reporting the failing key as `prefix.path.to.key`.
+fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let mut key = prefix.to_string();
+        if inner != "." && !inner.is_empty() {
+            key.push('.');
+            key.push_str(&inner);
+        }
+        let message = e.into_inner().to_string();
+        // serde names the unknown field in its message ("unknown field `x`, expected one of ..."): add it to the path.
+        if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
+            return MemoryError::config(format!("{key}.{field}"), "unknown key");
+        }
+        MemoryError::config(key, message)
+    })
+}
+
+/// Deep merge: keys of `top` override those of `base`.
+fn merge(base: Value, top: Value) -> Value {
+    match (base, top) {
+        (Value::Object(mut b), Value::Object(t)) => {
+            for (k, v) in t {
+                let merged = match b.remove(&k) {
+                    Some(old) => merge(old, v),
+                    None => v,
+                };
+                b.insert(k, merged);
+            }
+            Value::Object(b)
+        }
+        (_, top) => top,
+    }
+}
+
+#[cfg(test)]
+mod tests;

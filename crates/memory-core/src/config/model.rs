@@ -1,0 +1,418 @@
+//! The typed configuration tree with its defaults (SPEC §3-§9).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::Source;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Config {
+    pub memory: MemoryConfig,
+    pub models: ModelsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Engine name: `builtin`, `qmd`, `lancedb` or a registered plugin.
+    pub backend: String,
+    pub citations: Citations,
+    pub search: SearchConfig,
+    pub qmd: QmdConfig,
+    pub lancedb: LanceDbConfig,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            backend: "builtin".into(),
+            citations: Citations::Auto,
+            search: SearchConfig::default(),
+            qmd: QmdConfig::default(),
+            lancedb: LanceDbConfig::default(),
+        }
+    }
+}
+
+/// `auto`: a `citation` field on each result; `on`: also a `Source:` line in the snippet; `off`: neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Citations {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SearchConfig {
+    pub enabled: bool,
+    /// `auto`, `openai`, `openai-compatible`, `gemini`, `voyage`, `mistral`, `ollama`, `local`, `none`.
+    pub provider: String,
+    pub model: Option<String>,
+    /// A second provider used only when the first fails; `none` for no fallback.
+    pub fallback: String,
+    pub remote: RemoteConfig,
+    pub local: LocalConfig,
+    pub sources: Vec<Source>,
+    pub extra_paths: Vec<String>,
+    /// Where session transcripts (JSONL) are read from, for the `sessions` source.
+    pub sessions_dir: Option<String>,
+    pub chunking: ChunkingConfig,
+    pub query: QueryConfig,
+    pub cache: CacheConfig,
+    pub store: StoreConfig,
+    pub sync: SyncConfig,
+    pub multimodal: MultimodalConfig,
+    /// Files larger than this are skipped with a warning.
+    pub max_file_bytes: u64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            enabled: true,
+            provider: "auto".into(),
+            model: None,
+            fallback: "none".into(),
+            remote: RemoteConfig::default(),
+            local: LocalConfig::default(),
+            sources: vec![Source::Memory],
+            extra_paths: Vec::new(),
+            sessions_dir: None,
+            chunking: ChunkingConfig::default(),
+            query: QueryConfig::default(),
+            cache: CacheConfig::default(),
+            store: StoreConfig::default(),
+            sync: SyncConfig::default(),
+            multimodal: MultimodalConfig::default(),
+            max_file_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RemoteConfig {
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub batch: BatchConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BatchConfig {
+    pub enabled: bool,
+    pub wait: bool,
+    pub concurrency: usize,
+    pub poll_interval_ms: u64,
+    pub timeout_minutes: u64,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig { enabled: false, wait: true, concurrency: 2, poll_interval_ms: 2000, timeout_minutes: 60 }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LocalConfig {
+    /// Folder with `model.safetensors`, `config.json` and `tokenizer.json`.
+    pub model_path: Option<String>,
+    pub model_cache_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ChunkingConfig {
+    pub tokens: usize,
+    pub overlap: usize,
+}
+
+impl Default for ChunkingConfig {
+    fn default() -> Self {
+        ChunkingConfig { tokens: 400, overlap: 80 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QueryConfig {
+    pub max_results: usize,
+    pub min_score: f64,
+    pub hybrid: HybridConfig,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig { max_results: 6, min_score: 0.35, hybrid: HybridConfig::default() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HybridConfig {
+    pub enabled: bool,
+    pub vector_weight: f64,
+    pub text_weight: f64,
+    pub candidate_multiplier: usize,
+    pub mmr: MmrConfig,
+    pub temporal_decay: TemporalDecayConfig,
+}
+
+impl Default for HybridConfig {
+    fn default() -> Self {
+        HybridConfig {
+            enabled: true,
+            vector_weight: 0.7,
+            text_weight: 0.3,
+            candidate_multiplier: 4,
+            mmr: MmrConfig::default(),
+            temporal_decay: TemporalDecayConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MmrConfig {
+    pub enabled: bool,
+    pub lambda: f64,
+}
+
+impl Default for MmrConfig {
+    fn default() -> Self {
+        MmrConfig { enabled: false, lambda: 0.7 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TemporalDecayConfig {
+    pub enabled: bool,
+    pub half_life_days: f64,
+}
+
+impl Default for TemporalDecayConfig {
+    fn default() -> Self {
+        TemporalDecayConfig { enabled: false, half_life_days: 30.0 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub enabled: bool,
+    pub max_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { enabled: true, max_entries: 50_000 }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Index file; `{agentId}` is replaced. Default: `<state-dir>/memory/<agentId>.sqlite`.
+    pub path: Option<String>,
+    pub vector: StoreVectorConfig,
+    pub fts: StoreFtsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StoreVectorConfig {
+    pub enabled: bool,
+}
+
+impl Default for StoreVectorConfig {
+    fn default() -> Self {
+        StoreVectorConfig { enabled: true }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StoreFtsConfig {
+    /// Kept for compatibility; keyword analysis is the project's own (see README), recorded in the index identity.
+    pub tokenizer: String,
+}
+
+impl Default for StoreFtsConfig {
+    fn default() -> Self {
+        StoreFtsConfig { tokenizer: "unicode61".into() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SyncConfig {
+    pub watch: bool,
+    pub watch_debounce_ms: u64,
+    pub interval_minutes: u64,
+    pub on_search: bool,
+    pub on_session_start: bool,
+    pub sessions: SessionsSyncConfig,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig {
+            watch: true,
+            watch_debounce_ms: 1500,
+            interval_minutes: 0,
+            on_search: true,
+            on_session_start: true,
+            sessions: SessionsSyncConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SessionsSyncConfig {
+    pub delta_bytes: u64,
+    pub delta_messages: u64,
+}
+
+impl Default for SessionsSyncConfig {
+    fn default() -> Self {
+        SessionsSyncConfig { delta_bytes: 100_000, delta_messages: 50 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MultimodalConfig {
+    pub enabled: bool,
+    pub max_file_bytes: u64,
+}
+
+impl Default for MultimodalConfig {
+    fn default() -> Self {
+        MultimodalConfig { enabled: false, max_file_bytes: 10 * 1024 * 1024 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QmdConfig {
+    /// Path or name of the `qmd` command (or its JS entry). Default: PATH, then the project's cache.
+    pub command: Option<String>,
+    /// `search` (BM25), `vsearch` (vectors) or `query` (hybrid + rerank).
+    pub search_mode: String,
+    pub include_default_memory: bool,
+    pub paths: Vec<QmdPathConfig>,
+    pub sessions: QmdSessionsConfig,
+    pub update: QmdUpdateConfig,
+    pub limits: QmdLimitsConfig,
+    /// Which chats may search (OpenClaw's scope rules); kept as given.
+    pub scope: Option<serde_json::Value>,
+}
+
+impl Default for QmdConfig {
+    fn default() -> Self {
+        QmdConfig {
+            command: None,
+            search_mode: "search".into(),
+            include_default_memory: true,
+            paths: Vec::new(),
+            sessions: QmdSessionsConfig::default(),
+            update: QmdUpdateConfig::default(),
+            limits: QmdLimitsConfig::default(),
+            scope: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QmdPathConfig {
+    pub name: Option<String>,
+    pub path: String,
+    pub pattern: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QmdSessionsConfig {
+    pub enabled: bool,
+    pub retention_days: Option<u64>,
+    pub export_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QmdUpdateConfig {
+    /// Interval between background `qmd update` runs, e.g. "5m", "30s"; "0" disables.
+    pub interval: String,
+    pub debounce_ms: u64,
+    pub on_boot: bool,
+    pub wait_for_boot_sync: bool,
+    /// Interval between `qmd embed` runs; "0" disables.
+    pub embed_interval: String,
+    pub command_timeout_ms: u64,
+    pub update_timeout_ms: u64,
+    pub embed_timeout_ms: u64,
+}
+
+impl Default for QmdUpdateConfig {
+    fn default() -> Self {
+        QmdUpdateConfig {
+            interval: "5m".into(),
+            debounce_ms: 15_000,
+            on_boot: true,
+            wait_for_boot_sync: false,
+            embed_interval: "60m".into(),
+            command_timeout_ms: 30_000,
+            update_timeout_ms: 120_000,
+            embed_timeout_ms: 120_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QmdLimitsConfig {
+    pub max_results: usize,
+    pub max_snippet_chars: usize,
+    pub max_injected_chars: usize,
+    pub timeout_ms: u64,
+}
+
+impl Default for QmdLimitsConfig {
+    fn default() -> Self {
+        QmdLimitsConfig { max_results: 6, max_snippet_chars: 700, max_injected_chars: 4_000, timeout_ms: 4_000 }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LanceDbConfig {
+    /// Folder or object-store URI (`s3://bucket/prefix`). Default: `<state-dir>/lancedb/<agentId>`.
+    pub uri: Option<String>,
+    /// Passed to the object store (`aws_access_key_id`, `aws_endpoint`, `allow_http`...).
+    pub storage_options: BTreeMap<String, String>,
+    /// Table name; default `memory_<agentId>`.
+    pub table: Option<String>,
+}
+
+/// `models.providers.<id>`: only the keys memory search reads; other provider settings are left to the host.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModelsConfig {
+    pub providers: BTreeMap<String, ModelProviderConfig>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModelProviderConfig {
+    pub api_key: Option<String>,
+    pub base_url: Option<String>,
+    pub headers: BTreeMap<String, String>,
+}

@@ -1,0 +1,254 @@
+//! Memory-file discovery (SPEC §2): `MEMORY.md` (or `memory.md`), `memory/**/*.md` and `extraPaths`.
+//! Symbolic links are skipped, tool folders are never walked, results are de-duplicated by real path.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use crate::types::Source;
+
+/// Folders never walked.
+pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn"];
+
+/// A memory file found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFile {
+    pub source: Source,
+    /// Index key: workspace-relative with `/`, or the absolute path for extra paths outside the workspace.
+    pub key: String,
+    pub abs_path: PathBuf,
+    pub size: u64,
+    pub mtime_ms: i64,
+}
+
+/// Where memory files are looked for.
+#[derive(Debug, Clone)]
+pub struct MemoryRoots {
+    pub workspace: PathBuf,
+    pub extra_paths: Vec<PathBuf>,
+}
+
+impl MemoryRoots {
+    pub fn new(workspace: impl Into<PathBuf>, extra_paths: &[String]) -> MemoryRoots {
+        let workspace = workspace.into();
+        let extra_paths = extra_paths
+            .iter()
+            .map(|p| {
+                let p = expand_home(p);
+                if p.is_absolute() {
+                    p
+                } else {
+                    workspace.join(p)
+                }
+            })
+            .collect();
+        MemoryRoots { workspace, extra_paths }
+    }
+
+    /// The index key of an absolute path: workspace-relative when inside it.
+    pub fn key_for(&self, abs: &Path) -> String {
+        match abs.strip_prefix(&self.workspace) {
+            Ok(rel) => path_to_key(rel),
+            Err(_) => abs.to_string_lossy().replace('\\', "/"),
+        }
+    }
+}
+
+pub fn expand_home(p: &str) -> PathBuf {
+    if let Some(rest) = p.strip_prefix("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(rest);
+        }
+    }
+    PathBuf::from(p)
+}
+
+fn path_to_key(rel: &Path) -> String {
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// Find every memory file. Never fails: unreadable folders are logged and skipped.
+pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let ws = &roots.workspace;
+
+    // MEMORY.md wins over memory.md. On case-insensitive file systems both names are the same file.
+    for name in ["MEMORY.md", "memory.md"] {
+        let p = ws.join(name);
+        if let Some(f) = regular_file(roots, &p) {
+            if exact_name_exists(ws, name) {
+                push(&mut out, &mut seen, f);
+                break;
+            }
+        }
+    }
+    walk(roots, &ws.join("memory"), &mut out, &mut seen);
+    for extra in &roots.extra_paths {
+        match std::fs::symlink_metadata(extra) {
+            Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
+            Ok(m) if m.is_dir() => walk(roots, extra, &mut out, &mut seen),
+            Ok(_) if is_markdown(extra) => {
+                if let Some(f) = regular_file(roots, extra) {
+                    push(&mut out, &mut seen, f);
+                }
+            }
+            Ok(_) => warn!(path = %extra.display(), "extra path is not a .md file; skipped"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(path = %extra.display(), error = %e, "cannot read extra path; skipped"),
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+fn push(out: &mut Vec<MemoryFile>, seen: &mut HashSet<PathBuf>, f: MemoryFile) {
+    let real = std::fs::canonicalize(&f.abs_path).unwrap_or_else(|_| f.abs_path.clone());
+    if seen.insert(real) {
+        out.push(f);
+    }
+}
+
+/// True when a directory entry with exactly this name exists (so `memory.md` is not mistaken for `MEMORY.md`
+/// on a case-insensitive file system).
+fn exact_name_exists(dir: &Path, name: &str) -> bool {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().any(|e| e.file_name() == name))
+        .unwrap_or(false)
+}
+
+fn is_markdown(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}
+
+/// A regular, non-link file, with its size and mtime.
+fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<MemoryFile> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    if m.file_type().is_symlink() {
+        warn!(path = %p.display(), "symbolic link skipped");
+        return None;
+    }
+    if !m.is_file() {
+        return None;
+    }
+    Some(MemoryFile {
+        source: Source::Memory,
+        key: roots.key_for(p),
+        abs_path: p.to_path_buf(),
+        size: m.len(),
+        mtime_ms: mtime_ms(&m),
+    })
+}
+
+pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut HashSet<PathBuf>) {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            warn!(path = %dir.display(), error = %e, "cannot list folder; skipped");
+            return;
+        }
+    };
+    if let Ok(m) = std::fs::symlink_metadata(dir) {
+        if m.file_type().is_symlink() {
+            warn!(path = %dir.display(), "symbolic link skipped");
+            return;
+        }
+    }
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_symlink() {
+            warn!(path = %path.display(), "symbolic link skipped");
+            continue;
+        }
+        if ft.is_dir() {
+            let name = entry.file_name();
+            if IGNORED_DIRS.iter().any(|d| name == *d) {
+                continue;
+            }
+            walk(roots, &path, out, seen);
+        } else if ft.is_file() && is_markdown(&path) {
+            if let Some(f) = regular_file(roots, &path) {
+                push(out, seen, f);
+            }
+        }
+    }
+}
+
+/// Why a file was not indexed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    TooLarge { size: u64, limit: u64 },
+    Binary,
+    NotUtf8,
+    Unreadable(String),
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::TooLarge { size, limit } => write!(f, "file is {size} bytes, over the {limit}-byte limit"),
+            SkipReason::Binary => write!(f, "file looks binary (contains NUL bytes)"),
+            SkipReason::NotUtf8 => write!(f, "file is not valid UTF-8"),
+            SkipReason::Unreadable(e) => write!(f, "cannot read file: {e}"),
+        }
+    }
+}
+
+/// Read a memory file as text, or say why it must be skipped.
+pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, SkipReason> {
+    let size = std::fs::metadata(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?.len();
+    if size > max_bytes {
+        return Err(SkipReason::TooLarge { size, limit: max_bytes });
+    }
+    let bytes = std::fs::read(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(SkipReason::TooLarge { size: bytes.len() as u64, limit: max_bytes });
+    }
+    if bytes.contains(&0) {
+        return Err(SkipReason::Binary);
+    }
+    let mut text = String::from_utf8(bytes).map_err(|_| SkipReason::NotUtf8)?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..3);
+    }
+    Ok(text)
+}
+
+/// The date in a daily-log file name (`YYYY-MM-DD.md` or `YYYY-MM-DD-<slug>.md`), as Unix ms at 00:00 UTC.
+pub fn date_from_path(key: &str) -> Option<i64> {
+    let name = key.rsplit('/').next()?;
+    let stem = name.strip_suffix(".md").or_else(|| name.strip_suffix(".MD"))?;
+    if stem.len() < 10 {
+        return None;
+    }
+    let (date, rest) = stem.split_at(10);
+    if !(rest.is_empty() || rest.starts_with('-')) {
+        return None;
+    }
+    let d = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
+    Some(d.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
+}
+
+/// True for files that never decay: `MEMORY.md`/`memory.md` and undated notes under `memory/`.
+pub fn is_evergreen(key: &str) -> bool {
+    if key == "MEMORY.md" || key == "memory.md" {
+        return true;
+    }
+    key.starts_with("memory/") && date_from_path(key).is_none()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,65 @@
+//! Index identity (SPEC §4): everything that, when changed, makes the stored index wrong.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the keyword analysis in [`crate::analysis`]. Bump when tokenisation changes so indexes rebuild.
+pub const ANALYZER_VERSION: &str = "an2";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexIdentity {
+    /// Layout version of the store itself.
+    pub schema: u32,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub provider_fingerprint: Option<String>,
+    pub dimensions: Option<usize>,
+    pub sources: Vec<String>,
+    pub extra_paths: Vec<String>,
+    pub chunk_tokens: usize,
+    pub chunk_overlap: usize,
+    pub tokenizer: String,
+}
+
+impl IndexIdentity {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("identity serialises")
+    }
+
+    pub fn from_json(s: &str) -> Option<IndexIdentity> {
+        serde_json::from_str(s).ok()
+    }
+
+    /// Which fields differ, for the log line that explains a rebuild.
+    pub fn differences(&self, other: &IndexIdentity) -> Vec<&'static str> {
+        let mut d = Vec::new();
+        if self.schema != other.schema {
+            d.push("schema");
+        }
+        if self.provider != other.provider {
+            d.push("provider");
+        }
+        if self.model != other.model {
+            d.push("model");
+        }
+        if self.provider_fingerprint != other.provider_fingerprint {
+            d.push("provider settings");
+        }
+        if self.dimensions != other.dimensions {
+            d.push("dimensions");
+        }
+        if self.sources != other.sources {
+            d.push("sources");
+        }
+        if self.extra_paths != other.extra_paths {
+            d.push("extraPaths");
+        }
+        if self.chunk_tokens != other.chunk_tokens || self.chunk_overlap != other.chunk_overlap {
+            d.push("chunking");
+        }
+        if self.tokenizer != other.tokenizer {
+            d.push("tokenizer");
+        }
+        d
+    }
+}

@@ -1,0 +1,535 @@
+//! [`IndexedBackend`]: a complete engine on top of any [`ChunkStore`]. It discovers memory files, syncs them
+//! incrementally (size + mtime, then hash), chunks and embeds what changed (through the embedding cache),
+//! rebuilds beside the live index when the identity changes, and ranks with the shared pipeline.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use tracing::{debug, info, warn};
+
+use crate::access;
+use crate::analysis::{document_terms_joined, heading_terms, query_terms};
+use crate::backend::MemoryBackend;
+use crate::chunking::{chunk_id, chunk_text, importance};
+use crate::config::Config;
+use crate::discovery::{discover, read_text, MemoryFile, MemoryRoots};
+use crate::embedding::{EmbeddingProvider, EmbeddingPurpose};
+use crate::error::{MemoryError, Result};
+use crate::identity::IndexIdentity;
+use crate::ranking::{exact_path_tier, rank, RankingOptions};
+use crate::store::{ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use crate::types::*;
+
+/// Files per committed batch: a crash loses at most one batch of work, never the index.
+const FILES_PER_BATCH: usize = 256;
+/// Texts per embedding call (providers split further by their token budget).
+const EMBED_BATCH: usize = 64;
+const META_LAST_SYNC: &str = "lastSyncMs";
+
+/// Store layout version, part of the identity.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Progress callback for long syncs: (files done, files to process).
+pub type ProgressFn = Arc<dyn Fn(SyncProgress) + Send + Sync>;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SyncProgress {
+    pub files_done: usize,
+    pub files_total: usize,
+    pub chunks_embedded: usize,
+}
+
+pub struct IndexedBackend {
+    name: String,
+    config: Arc<Config>,
+    roots: MemoryRoots,
+    storage: Arc<dyn IndexStorage>,
+    live: RwLock<Arc<dyn ChunkStore>>,
+    embedder: Option<Arc<dyn EmbeddingProvider>>,
+    sync_lock: tokio::sync::Mutex<()>,
+    dirty: AtomicBool,
+    keyword_capable: bool,
+    progress: RwLock<Option<ProgressFn>>,
+}
+
+impl IndexedBackend {
+    /// Open the live index of `storage` for the workspace.
+    pub async fn open(
+        name: impl Into<String>,
+        config: Arc<Config>,
+        workspace: impl Into<std::path::PathBuf>,
+        storage: Arc<dyn IndexStorage>,
+        embedder: Option<Arc<dyn EmbeddingProvider>>,
+    ) -> Result<IndexedBackend> {
+        let roots = MemoryRoots::new(workspace, &config.memory.search.extra_paths);
+        let live = storage.open_live().await?;
+        let embedder = if config.memory.search.store.vector.enabled { embedder } else { None };
+        Ok(IndexedBackend {
+            name: name.into(),
+            config,
+            roots,
+            storage,
+            live: RwLock::new(live),
+            embedder,
+            sync_lock: tokio::sync::Mutex::new(()),
+            dirty: AtomicBool::new(false),
+            keyword_capable: true,
+            progress: RwLock::new(None),
+        })
+    }
+
+    /// Report progress of long syncs (the CLI draws a bar with it).
+    pub fn set_progress(&self, f: Option<ProgressFn>) {
+        *self.progress.write().unwrap() = f;
+    }
+
+    /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
+    pub fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+
+    pub fn roots(&self) -> &MemoryRoots {
+        &self.roots
+    }
+
+    fn store(&self) -> Arc<dyn ChunkStore> {
+        self.live.read().unwrap().clone()
+    }
+
+    fn model_name(&self) -> String {
+        self.embedder.as_ref().map(|e| e.model().to_string()).unwrap_or_default()
+    }
+
+    /// The identity the index should have under the current configuration.
+    pub fn desired_identity(&self) -> IndexIdentity {
+        let s = &self.config.memory.search;
+        let mut sources: Vec<String> = s.sources.iter().map(|x| x.as_str().to_string()).collect();
+        sources.sort();
+        IndexIdentity {
+            schema: SCHEMA_VERSION,
+            provider: self.embedder.as_ref().map(|e| e.id().to_string()),
+            model: self.embedder.as_ref().map(|e| e.model().to_string()),
+            provider_fingerprint: self.embedder.as_ref().map(|e| e.fingerprint()),
+            dimensions: self.embedder.as_ref().and_then(|e| e.dimensions()),
+            sources,
+            extra_paths: s.extra_paths.clone(),
+            chunk_tokens: s.chunking.tokens,
+            chunk_overlap: s.chunking.overlap,
+            tokenizer: crate::analysis::analyzer_name(),
+        }
+    }
+
+    fn cache_key(&self) -> Option<EmbeddingCacheKey> {
+        self.embedder.as_ref().map(|e| EmbeddingCacheKey {
+            provider: e.id().to_string(),
+            model: e.model().to_string(),
+            fingerprint: e.fingerprint(),
+        })
+    }
+
+    async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
+        let desired = self.desired_identity();
+        let live = self.store();
+        let current = live.identity().await?;
+        let needs_rebuild = match &current {
+            Some(cur) if *cur != desired => {
+                info!(changed = ?cur.differences(&desired), "index identity changed; rebuilding beside the live index");
+                true
+            }
+            Some(_) => options.force,
+            None => false,
+        };
+        if !needs_rebuild {
+            if current.is_none() {
+                live.set_identity(&desired).await?;
+            }
+            let report = self.sync_into(&live, &live).await?;
+            live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+            return Ok(report);
+        }
+
+        // Rebuild into a staging store; search keeps answering from `live` until the swap.
+        let staging = self.storage.open_staging().await?;
+        staging.set_identity(&desired).await?;
+        let mut report = self.sync_into(&staging, &live).await?;
+        staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        let new_live = self.storage.promote(live, staging).await?;
+        *self.live.write().unwrap() = new_live;
+        report.rebuilt = true;
+        Ok(report)
+    }
+
+    /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
+    /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
+    async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>) -> Result<SyncReport> {
+        let s = &self.config.memory.search;
+        let mut report = SyncReport::default();
+        let files = discover(&self.roots);
+        report.files_scanned = files.len();
+        let stored: HashMap<(Source, String), FileRecord> =
+            target.files().await?.into_iter().map(|f| ((f.source, f.path.clone()), f)).collect();
+
+        let mut seen: HashSet<(Source, String)> = HashSet::with_capacity(files.len());
+        let mut work: Vec<(&MemoryFile, Option<&FileRecord>)> = Vec::new();
+        for f in &files {
+            let key = (f.source, f.key.clone());
+            let old = stored.get(&key);
+            seen.insert(key);
+            match old {
+                Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && !o.hash.is_empty() => report.files_unchanged += 1,
+                _ => work.push((f, old)),
+            }
+        }
+        let removals: Vec<(Source, String)> = stored.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+        report.files_removed = removals.len();
+
+        let progress = self.progress.read().unwrap().clone();
+        let total = work.len();
+        let mut batch = SyncBatch { removals, ..Default::default() };
+        let mut pending_embed: Vec<usize> = Vec::new(); // indices into the batch's upserts needing vectors
+        for (done, (f, old)) in work.into_iter().enumerate() {
+            let text = match read_text(&f.abs_path, s.max_file_bytes) {
+                Ok(t) => t,
+                Err(why) => {
+                    warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
+                    report.warnings.push(format!("{}: skipped: {why}", f.key));
+                    report.files_skipped += 1;
+                    if old.is_some() {
+                        batch.removals.push((f.source, f.key.clone()));
+                    }
+                    continue;
+                }
+            };
+            let hash = crate::sha256_hex(text.as_bytes());
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
+            if old.is_some_and(|o| o.hash == hash) {
+                batch.touches.push(record);
+                report.files_unchanged += 1;
+            } else {
+                if old.is_some() {
+                    report.files_changed += 1;
+                } else {
+                    report.files_added += 1;
+                }
+                let chunks = self.make_chunks(f, &text);
+                report.chunks_written += chunks.len();
+                if self.embedder.is_some() && !chunks.is_empty() {
+                    pending_embed.push(batch.upserts.len());
+                }
+                batch.upserts.push((record, chunks));
+            }
+            if batch.upserts.len() + batch.touches.len() >= FILES_PER_BATCH {
+                self.embed_batch(&mut batch, &pending_embed, target, cache_from, &mut report).await;
+                pending_embed.clear();
+                target.apply(std::mem::take(&mut batch)).await?;
+            }
+            if let Some(p) = &progress {
+                p(SyncProgress { files_done: done + 1, files_total: total, chunks_embedded: report.chunks_embedded });
+            }
+        }
+        if !batch.is_empty() {
+            self.embed_batch(&mut batch, &pending_embed, target, cache_from, &mut report).await;
+            target.apply(batch).await?;
+        }
+        debug!(?report, "sync finished");
+        Ok(report)
+    }
+
+    fn make_chunks(&self, f: &MemoryFile, text: &str) -> Vec<ChunkRecord> {
+        let c = &self.config.memory.search.chunking;
+        let file_importance = importance(text);
+        let model = self.model_name();
+        chunk_text(text, c.tokens, c.overlap)
+            .into_iter()
+            .map(|ch| ChunkRecord {
+                id: chunk_id(f.source.as_str(), &f.key, ch.start_line, ch.end_line, &ch.hash, &model),
+                source: f.source,
+                path: f.key.clone(),
+                start_line: ch.start_line,
+                end_line: ch.end_line,
+                terms: document_terms_joined(&ch.text),
+                heading_terms: heading_terms(&ch.text),
+                importance: importance(&ch.text).or(file_importance),
+                hash: ch.hash,
+                text: ch.text,
+                embedding: None,
+            })
+            .collect()
+    }
+
+    /// Fill embeddings of the given upserts from the cache or the provider. On provider failure the chunks are
+    /// stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
+    /// sync tries again.
+    async fn embed_batch(
+        &self,
+        batch: &mut SyncBatch,
+        which: &[usize],
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        report: &mut SyncReport,
+    ) {
+        let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
+        if which.is_empty() {
+            return;
+        }
+        let use_cache = self.config.memory.search.cache.enabled;
+        let hashes: Vec<String> = {
+            let mut set = HashSet::new();
+            which.iter().flat_map(|&i| batch.upserts[i].1.iter()).filter(|c| set.insert(c.hash.clone())).map(|c| c.hash.clone()).collect()
+        };
+        let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
+        if use_cache {
+            match target.cached_embeddings(&key, &hashes).await {
+                Ok(v) => vectors.extend(v),
+                Err(e) => warn!(error = %e, "embedding cache read failed"),
+            }
+            if !Arc::ptr_eq(target, cache_from) {
+                let missing: Vec<String> = hashes.iter().filter(|h| !vectors.contains_key(*h)).cloned().collect();
+                if !missing.is_empty() {
+                    if let Ok(v) = cache_from.cached_embeddings(&key, &missing).await {
+                        // Carry reused vectors into the new index's cache.
+                        let entries: Vec<(String, Vec<f32>)> = v.iter().map(|(h, e)| (h.clone(), e.clone())).collect();
+                        let _ = target.cache_embeddings(&key, &entries, self.config.memory.search.cache.max_entries).await;
+                        vectors.extend(v);
+                    }
+                }
+            }
+        }
+        report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h)).count();
+
+        let mut texts_by_hash: HashMap<String, String> = HashMap::new();
+        for &i in which {
+            for c in &batch.upserts[i].1 {
+                if !vectors.contains_key(&c.hash) {
+                    texts_by_hash.entry(c.hash.clone()).or_insert_with(|| c.text.clone());
+                }
+            }
+        }
+        let todo: Vec<(String, String)> = texts_by_hash.into_iter().collect();
+        let mut failed = false;
+        for part in todo.chunks(EMBED_BATCH) {
+            let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
+            match embedder.embed(&texts, EmbeddingPurpose::Document).await {
+                Ok(vs) if vs.len() == texts.len() => {
+                    let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
+                    report.chunks_embedded += entries.len();
+                    if use_cache {
+                        if let Err(e) = target.cache_embeddings(&key, &entries, self.config.memory.search.cache.max_entries).await {
+                            warn!(error = %e, "embedding cache write failed");
+                        }
+                    }
+                    vectors.extend(entries);
+                }
+                Ok(vs) => {
+                    failed = true;
+                    report.warnings.push(format!("embedding provider returned {} vectors for {} texts", vs.len(), texts.len()));
+                    break;
+                }
+                Err(e) => {
+                    failed = true;
+                    warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    report.warnings.push(format!("embedding failed: {e}"));
+                    break;
+                }
+            }
+        }
+        for &i in which {
+            let (file, chunks) = &mut batch.upserts[i];
+            let mut complete = true;
+            for c in chunks.iter_mut() {
+                c.embedding = vectors.get(&c.hash).cloned();
+                complete &= c.embedding.is_some();
+            }
+            if !complete && failed {
+                file.hash.clear();
+            }
+        }
+    }
+
+    async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let store = self.store();
+        if store.identity().await?.is_none() {
+            // Never indexed: index first (SPEC: a search on a new workspace answers).
+            self.sync(SyncOptions::default()).await?;
+        } else if self.config.memory.search.sync.on_search && self.dirty.load(Ordering::SeqCst) {
+            if let Ok(_guard) = self.sync_lock.try_lock() {
+                // Only when no sync is running: searches never wait for a sync.
+                self.dirty.store(false, Ordering::SeqCst);
+                if let Err(e) = self.sync_inner(SyncOptions::default()).await {
+                    warn!(error = %e, "sync before search failed; answering from the current index");
+                }
+            }
+        }
+        let store = self.store();
+        let q = &self.config.memory.search.query;
+        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        let limit = RankingOptions::candidate_limit(opts.max_results, q.hybrid.candidate_multiplier);
+        let query = request.query.trim();
+        if query.is_empty() {
+            return Err(MemoryError::InvalidInput("query is empty".into()));
+        }
+        let mut warnings = Vec::new();
+
+        let terms = query_terms(query);
+        let mut keyword_ok = false;
+        let keyword = if terms.is_empty() {
+            Vec::new()
+        } else {
+            match store.keyword_search(&KeywordQuery { terms }, limit, &request.sources).await {
+                Ok(k) => {
+                    keyword_ok = true;
+                    k
+                }
+                Err(e) => {
+                    warn!(error = %e, "keyword search failed");
+                    warnings.push(format!("keyword search unavailable: {e}"));
+                    Vec::new()
+                }
+            }
+        };
+
+        let mut vector_ok = false;
+        let mut vector = Vec::new();
+        if let Some(embedder) = self.embedder.as_ref().filter(|_| q.hybrid.enabled) {
+            match embedder.embed_query(query).await {
+                Ok(v) => match store.vector_search(&v, limit, &request.sources).await {
+                    Ok(c) => {
+                        vector_ok = true;
+                        vector = c;
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "vector search failed");
+                        warnings.push(format!("vector search unavailable: {e}"));
+                    }
+                },
+                Err(e) => {
+                    warn!(error = %e, "query embedding failed; keyword results only");
+                    warnings.push(format!("embeddings unavailable: {e}"));
+                }
+            }
+        }
+        if !keyword_ok && !vector_ok && !warnings.is_empty() {
+            return Err(MemoryError::Unavailable(warnings.join("; ")));
+        }
+
+        let mut exact = Vec::new();
+        if !query.contains(char::is_whitespace) {
+            for f in store.files().await? {
+                if !request.sources.is_empty() && !request.sources.contains(&f.source) {
+                    continue;
+                }
+                let tier = exact_path_tier(query, &f.path);
+                if tier > 0 {
+                    if let Some(first) = store.file_chunks(f.source, &f.path, 1).await?.into_iter().next() {
+                        exact.push((first, tier));
+                    }
+                }
+            }
+        }
+
+        let results = rank(keyword, vector, exact, query, &opts);
+        let mode = match (keyword_ok, vector_ok) {
+            (true, true) => "hybrid",
+            (false, true) => "vector",
+            _ => "keyword",
+        };
+        Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+    }
+
+    /// Files on disk that differ from the index (by size/mtime), without reading them.
+    fn count_stale(&self, stored: &[FileRecord]) -> usize {
+        let files = discover(&self.roots);
+        let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|f| ((f.source, f.path.as_str()), f)).collect();
+        let mut stale = files
+            .iter()
+            .filter(|f| by_key.get(&(f.source, f.key.as_str())).is_none_or(|o| o.size != f.size || o.mtime_ms != f.mtime_ms))
+            .count();
+        let on_disk: HashSet<(Source, &str)> = files.iter().map(|f| (f.source, f.key.as_str())).collect();
+        stale += stored.iter().filter(|f| !on_disk.contains(&(f.source, f.path.as_str()))).count();
+        stale
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for IndexedBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let vector = self.embedder.is_some();
+        Capabilities {
+            keyword: self.keyword_capable,
+            vector,
+            hybrid: vector && self.keyword_capable,
+            persistent: true,
+            shared_ranking: true,
+            cjk: true,
+            sessions: false,
+        }
+    }
+
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        self.search_inner(request).await
+    }
+
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
+        access::read(&self.roots, request, self.config.memory.search.max_file_bytes)
+    }
+
+    async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
+        let _guard = self.sync_lock.lock().await;
+        self.dirty.store(false, Ordering::SeqCst);
+        self.sync_inner(options).await
+    }
+
+    async fn status(&self) -> Result<Status> {
+        let store = self.store();
+        let (files, chunks) = store.counts().await?;
+        let stored = store.files().await?;
+        let identity = store.identity().await?;
+        let mut warnings = Vec::new();
+        if let Some(id) = &identity {
+            let diff = id.differences(&self.desired_identity());
+            if !diff.is_empty() {
+                warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
+            }
+        }
+        let pending = stored.iter().filter(|f| f.hash.is_empty()).count();
+        if pending > 0 {
+            warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));
+        }
+        let stale = self.count_stale(&stored);
+        let mut extra = serde_json::Map::new();
+        extra.insert("staleFiles".into(), stale.into());
+        extra.insert("indexed".into(), identity.is_some().into());
+        if let Some(id) = identity {
+            extra.insert("tokenizer".into(), id.tokenizer.into());
+        }
+        Ok(Status {
+            backend: self.name.clone(),
+            workspace: self.roots.workspace.display().to_string(),
+            index_path: Some(store.location()),
+            files,
+            chunks,
+            capabilities: self.capabilities(),
+            provider: self.embedder.as_ref().map(|e| e.id().to_string()),
+            model: self.embedder.as_ref().map(|e| e.model().to_string()),
+            dimensions: self.embedder.as_ref().and_then(|e| e.dimensions()),
+            last_sync_ms: store.meta(META_LAST_SYNC).await?.and_then(|v| v.parse().ok()),
+            dirty: stale > 0 || self.dirty.load(Ordering::SeqCst),
+            fallback: None,
+            warnings,
+            extra,
+        })
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.store().close().await
+    }
+}
+
+#[cfg(test)]
+mod tests;

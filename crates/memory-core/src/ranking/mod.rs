@@ -1,0 +1,337 @@
+//! The ranking pipeline (SPEC §5), shared by every engine:
+//! keyword + vector candidates -> weighted merge -> temporal decay -> importance -> sort -> MMR -> exact-path
+//! tiers -> min-score selection with keyword back-fill -> top K, with snippets and citations.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::analysis::similarity_tokens;
+use crate::config::{Citations, Config};
+use crate::discovery::{date_from_path, is_evergreen};
+use crate::store::Candidate;
+use crate::types::{SearchResult, Source};
+
+pub const SNIPPET_MAX_CHARS: usize = 700;
+const DAY_MS: f64 = 86_400_000.0;
+
+/// BM25 rank to a 0..1 text score. SQLite's ranks are negative (more negative = better): r = -rank,
+/// score = r / (1 + r). A positive rank scores 1 / (1 + rank).
+pub fn bm25_rank_to_score(rank: f64) -> f64 {
+    if !rank.is_finite() {
+        return 0.0;
+    }
+    if rank < 0.0 {
+        let r = -rank;
+        r / (1.0 + r)
+    } else {
+        1.0 / (1.0 + rank)
+    }
+}
+
+/// exp(-ln 2 / halfLife x ageDays); no decay for future dates.
+pub fn decay_factor(age_days: f64, half_life_days: f64) -> f64 {
+    if age_days <= 0.0 || half_life_days <= 0.0 {
+        return 1.0;
+    }
+    (-(std::f64::consts::LN_2 / half_life_days) * age_days).exp()
+}
+
+/// 0.75 + 0.05 x N for N in 1..=10; absent is 1.
+pub fn importance_factor(importance: Option<u8>) -> f64 {
+    match importance {
+        Some(n) if (1..=10).contains(&n) => 0.75 + 0.05 * n as f64,
+        _ => 1.0,
+    }
+}
+
+/// The age that decay uses: the date in a daily log's name, none for evergreen files, else the mtime.
+pub fn age_days(source: Source, path: &str, file_mtime_ms: i64, now_ms: i64) -> Option<f64> {
+    if source == Source::Memory {
+        if let Some(date) = date_from_path(path) {
+            return Some((now_ms - date) as f64 / DAY_MS);
+        }
+        if is_evergreen(path) {
+            return None;
+        }
+    }
+    Some((now_ms - file_mtime_ms) as f64 / DAY_MS)
+}
+
+/// Exact-path tier of a file for a query: 3 = the path, 2 = the basename, 1 = the stem, 0 = none.
+pub fn exact_path_tier(query: &str, path: &str) -> u8 {
+    let q = query.trim();
+    if q.is_empty() {
+        return 0;
+    }
+    if q == path {
+        return 3;
+    }
+    let base = path.rsplit('/').next().unwrap_or(path);
+    if q == base {
+        return 2;
+    }
+    let stem = base.rsplit_once('.').map(|(s, _)| s).unwrap_or(base);
+    if q == stem {
+        return 1;
+    }
+    0
+}
+
+/// Settings of one ranking run.
+#[derive(Debug, Clone)]
+pub struct RankingOptions {
+    pub max_results: usize,
+    pub min_score: f64,
+    /// Weights as configured; they are normalised to sum 1 over the signals present.
+    pub vector_weight: f64,
+    pub text_weight: f64,
+    pub mmr_lambda: Option<f64>,
+    pub half_life_days: Option<f64>,
+    pub citations: Citations,
+    pub now_ms: i64,
+}
+
+impl RankingOptions {
+    pub fn from_config(config: &Config, max_results: Option<usize>, min_score: Option<f64>) -> RankingOptions {
+        let q = &config.memory.search.query;
+        RankingOptions {
+            max_results: max_results.unwrap_or(q.max_results).max(1),
+            min_score: min_score.unwrap_or(q.min_score),
+            vector_weight: q.hybrid.vector_weight,
+            text_weight: q.hybrid.text_weight,
+            mmr_lambda: q.hybrid.mmr.enabled.then_some(q.hybrid.mmr.lambda),
+            half_life_days: q.hybrid.temporal_decay.enabled.then_some(q.hybrid.temporal_decay.half_life_days),
+            citations: config.memory.citations,
+            now_ms: crate::now_ms(),
+        }
+    }
+
+    /// Candidates to ask each retriever for: min(200, maxResults x multiplier).
+    pub fn candidate_limit(max_results: usize, multiplier: usize) -> usize {
+        (max_results * multiplier).clamp(1, 200)
+    }
+}
+
+/// A candidate with its merged score.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub candidate: Candidate,
+    pub score: f64,
+    pub text_score: Option<f64>,
+    pub vector_score: Option<f64>,
+    pub tier: u8,
+}
+
+/// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text, with the weights
+/// normalised over the signals that are present in this search (keyword-only search scores by text alone).
+pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64, text_weight: f64) -> Vec<Scored> {
+    let have_text = !keyword.is_empty();
+    let have_vec = !vector.is_empty();
+    let (vw, tw) = match (have_vec, have_text) {
+        (true, true) => {
+            let sum = vector_weight + text_weight;
+            (vector_weight / sum, text_weight / sum)
+        }
+        (true, false) => (1.0, 0.0),
+        _ => (0.0, 1.0),
+    };
+    let mut by_id: HashMap<String, Scored> = HashMap::new();
+    let mut order = Vec::new();
+    for c in keyword {
+        let t = c.bm25_rank.map(bm25_rank_to_score).unwrap_or(0.0);
+        order.push(c.chunk_id.clone());
+        by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0 });
+    }
+    for c in vector {
+        let v = c.vector_score.unwrap_or(0.0);
+        match by_id.get_mut(&c.chunk_id) {
+            Some(s) => s.vector_score = Some(v),
+            None => {
+                order.push(c.chunk_id.clone());
+                by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0 });
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|id| by_id.remove(&id))
+        .map(|mut s| {
+            s.score = vw * s.vector_score.unwrap_or(0.0) + tw * s.text_score.unwrap_or(0.0);
+            s
+        })
+        .collect()
+}
+
+/// Temporal decay and importance, then sort by score (ties: path, line).
+pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
+    for s in items.iter_mut() {
+        if let Some(h) = opts.half_life_days {
+            let c = &s.candidate;
+            if let Some(age) = age_days(c.source, &c.path, c.file_mtime_ms, opts.now_ms) {
+                s.score *= decay_factor(age, h);
+            }
+        }
+        s.score *= importance_factor(s.candidate.importance);
+    }
+    sort(items);
+}
+
+fn sort(items: &mut [Scored]) {
+    items.sort_by(|a, b| {
+        b.tier
+            .cmp(&a.tier)
+            .then(b.score.total_cmp(&a.score))
+            .then_with(|| a.candidate.path.cmp(&b.candidate.path))
+            .then(a.candidate.start_line.cmp(&b.candidate.start_line))
+    });
+}
+
+/// Jaccard similarity of two token sets.
+pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
+    if union == 0 {
+        0.0
+    } else {
+        inter as f64 / union as f64
+    }
+}
+
+/// Maximal marginal relevance re-ordering: repeatedly pick the item maximising
+/// lambda x relevance - (1 - lambda) x (max similarity to the items already picked), relevance min-max normalised.
+pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
+    if items.len() < 2 {
+        return items;
+    }
+    let (lo, hi) = items.iter().fold((f64::MAX, f64::MIN), |(lo, hi), s| (lo.min(s.score), hi.max(s.score)));
+    let rel: Vec<f64> = items.iter().map(|s| if hi > lo { (s.score - lo) / (hi - lo) } else { 1.0 }).collect();
+    let tokens: Vec<HashSet<String>> = items.iter().map(|s| similarity_tokens(&s.candidate.text)).collect();
+    let mut remaining: Vec<usize> = (0..items.len()).collect();
+    let mut picked: Vec<usize> = Vec::with_capacity(items.len());
+    while !remaining.is_empty() {
+        let mut best = 0;
+        let mut best_val = f64::MIN;
+        for (pos, &i) in remaining.iter().enumerate() {
+            let max_sim = picked.iter().map(|&j| jaccard(&tokens[i], &tokens[j])).fold(0.0, f64::max);
+            let val = lambda * rel[i] - (1.0 - lambda) * max_sim;
+            if val > best_val {
+                best_val = val;
+                best = pos;
+            }
+        }
+        picked.push(remaining.remove(best));
+    }
+    let mut slots: Vec<Option<Scored>> = items.into_iter().map(Some).collect();
+    picked.into_iter().map(|i| slots[i].take().unwrap()).collect()
+}
+
+/// Results at or above `min_score`, up to `max_results`; exact-path hits always pass. If nothing passes,
+/// keyword-backed hits are returned instead of nothing.
+pub fn select(items: Vec<Scored>, max_results: usize, min_score: f64) -> Vec<Scored> {
+    let passing: Vec<Scored> = items.iter().filter(|s| s.tier > 0 || s.score >= min_score).take(max_results).cloned().collect();
+    if !passing.is_empty() {
+        return passing;
+    }
+    items.into_iter().filter(|s| s.text_score.is_some_and(|t| t > 0.0)).take(max_results).collect()
+}
+
+/// `path#L<start>-L<end>`, or `path#L<n>` for one line.
+pub fn citation(path: &str, start: usize, end: usize) -> String {
+    if start == end {
+        format!("{path}#L{start}")
+    } else {
+        format!("{path}#L{start}-L{end}")
+    }
+}
+
+/// Cap a snippet at `max_chars` characters, choosing the window of the chunk that holds the most query terms.
+pub fn snippet(text: &str, query_tokens: &HashSet<String>, max_chars: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= max_chars {
+        return text.to_string();
+    }
+    // Score windows starting at each line start: count query tokens present.
+    let mut best_start = 0;
+    let mut best_hits = 0usize;
+    let mut line_starts = vec![0];
+    line_starts.extend(chars.iter().enumerate().filter(|(_, c)| **c == '\n').map(|(i, _)| i + 1));
+    if !query_tokens.is_empty() {
+        for &start in &line_starts {
+            if start >= chars.len() {
+                break;
+            }
+            let end = (start + max_chars).min(chars.len());
+            let window: String = chars[start..end].iter().collect();
+            let hits = similarity_tokens(&window).intersection(query_tokens).count();
+            if hits > best_hits {
+                best_hits = hits;
+                best_start = start;
+            }
+        }
+    }
+    let start = best_start.min(chars.len().saturating_sub(max_chars));
+    chars[start..start + max_chars].iter().collect()
+}
+
+/// Turn ranked items into results: snippets, citations, source.
+pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<SearchResult> {
+    let qt = similarity_tokens(query);
+    items
+        .into_iter()
+        .map(|s| {
+            let c = s.candidate;
+            let cite = citation(&c.path, c.start_line, c.end_line);
+            let mut snip = snippet(&c.text, &qt, SNIPPET_MAX_CHARS);
+            if citations == Citations::On {
+                snip.push_str("\nSource: ");
+                snip.push_str(&cite);
+            }
+            SearchResult {
+                path: c.path,
+                start_line: c.start_line,
+                end_line: c.end_line,
+                score: round6(s.score),
+                snippet: snip,
+                source: c.source,
+                vector_score: s.vector_score.map(round6),
+                text_score: s.text_score.map(round6),
+                citation: (citations != Citations::Off).then_some(cite),
+            }
+        })
+        .collect()
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
+/// with its tier.
+pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
+    let mut items = merge(keyword, vector, opts.vector_weight, opts.text_weight);
+    for (c, tier) in exact {
+        // Every retrieved chunk of the file takes the tier; if none was retrieved, its first chunk stands in.
+        let mut found = false;
+        for s in items.iter_mut().filter(|s| s.candidate.source == c.source && s.candidate.path == c.path) {
+            s.tier = s.tier.max(tier);
+            found = true;
+        }
+        if !found {
+            items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, tier });
+        }
+    }
+    adjust_and_sort(&mut items, opts);
+    if let Some(lambda) = opts.mmr_lambda {
+        // Exact-path hits stay first; MMR re-orders the rest.
+        let split = items.iter().take_while(|s| s.tier > 0).count();
+        let rest = items.split_off(split);
+        items.extend(mmr(rest, lambda));
+    }
+    let selected = select(items, opts.max_results, opts.min_score);
+    to_results(selected, query, opts.citations)
+}
+
+#[cfg(test)]
+mod tests;

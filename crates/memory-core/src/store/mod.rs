@@ -1,0 +1,154 @@
+//! What an engine that stores chunks provides. The shared [`crate::indexed::IndexedBackend`] does discovery,
+//! incremental sync, embedding and ranking on top of it, so every such engine ranks alike.
+//!
+//! A store is storage plus candidate retrieval: it never ranks beyond its own keyword/vector scores.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::identity::IndexIdentity;
+use crate::types::Source;
+
+/// One indexed file as the store remembers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub source: Source,
+    /// Index key: workspace-relative with `/` separators, or absolute for extra paths outside the workspace.
+    pub path: String,
+    /// sha256 of the file content, hex.
+    pub hash: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+}
+
+/// One chunk ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRecord {
+    pub id: String,
+    pub source: Source,
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub text: String,
+    /// sha256 of `text`, hex.
+    pub hash: String,
+    /// The chunk's keyword terms, analysed by [`crate::analysis`] and joined by spaces. Stores index this
+    /// field with a plain whitespace/unicode tokenizer so that every engine matches the same terms.
+    pub terms: String,
+    /// Terms of the chunk's headings (Markdown `#` lines), indexed as a separate, heavier field.
+    pub heading_terms: String,
+    /// 1..=10 from an `<!-- importance: N -->` annotation.
+    pub importance: Option<u8>,
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// A keyword query: analysed terms, any of which may match (OR). Stores must quote each term as a literal;
+/// user text never reaches query syntax.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeywordQuery {
+    pub terms: Vec<String>,
+}
+
+/// A candidate chunk returned by a store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub chunk_id: String,
+    pub source: Source,
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub text: String,
+    pub importance: Option<u8>,
+    /// Modification time of the file, for temporal decay of undated sources.
+    pub file_mtime_ms: i64,
+    /// Keyword relevance in SQLite's convention: negative BM25, more negative = better. Stores whose BM25 is a
+    /// positive "higher is better" score pass `-score`.
+    pub bm25_rank: Option<f64>,
+    /// Cosine similarity, -1..1.
+    pub vector_score: Option<f64>,
+}
+
+/// Changes applied atomically: after a crash either all of a batch is visible or none of it.
+#[derive(Debug, Default)]
+pub struct SyncBatch {
+    /// Files whose chunks are replaced by these.
+    pub upserts: Vec<(FileRecord, Vec<ChunkRecord>)>,
+    /// Files whose content is unchanged but whose size/mtime moved.
+    pub touches: Vec<FileRecord>,
+    pub removals: Vec<(Source, String)>,
+}
+
+impl SyncBatch {
+    pub fn is_empty(&self) -> bool {
+        self.upserts.is_empty() && self.touches.is_empty() && self.removals.is_empty()
+    }
+}
+
+/// Key of the embedding cache (SPEC §4): vectors are reused only for the same provider settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EmbeddingCacheKey {
+    pub provider: String,
+    pub model: String,
+    pub fingerprint: String,
+}
+
+#[async_trait]
+pub trait ChunkStore: Send + Sync {
+    /// Human-readable location (file path, folder or URI) for status output.
+    fn location(&self) -> String;
+
+    /// The identity the index was built with, `None` for a new empty store.
+    async fn identity(&self) -> Result<Option<IndexIdentity>>;
+    async fn set_identity(&self, identity: &IndexIdentity) -> Result<()>;
+
+    /// Every indexed file.
+    async fn files(&self) -> Result<Vec<FileRecord>>;
+
+    async fn apply(&self, batch: SyncBatch) -> Result<()>;
+
+    /// Chunks of one file in line order, up to `limit` (for exact-path hits).
+    async fn file_chunks(&self, source: Source, path: &str, limit: usize) -> Result<Vec<Candidate>>;
+
+    /// Up to `limit` keyword candidates, best first, from the given sources (all when empty).
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>>;
+
+    /// Up to `limit` nearest chunks by cosine similarity, best first. Stores without vectors return
+    /// `MemoryError::Unavailable`.
+    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>>;
+
+    /// Cached vectors for chunk hashes (missing hashes are simply absent).
+    async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>>;
+    /// Store vectors, pruning the oldest entries beyond `max_entries`.
+    async fn cache_embeddings(&self, key: &EmbeddingCacheKey, entries: &[(String, Vec<f32>)], max_entries: usize) -> Result<()>;
+
+    /// (files, chunks).
+    async fn counts(&self) -> Result<(usize, usize)>;
+
+    /// Small key/value metadata (last sync time...).
+    async fn meta(&self, key: &str) -> Result<Option<String>>;
+    async fn set_meta(&self, key: &str, value: &str) -> Result<()>;
+
+    async fn close(&self) -> Result<()>;
+}
+
+/// Where an engine keeps its index, and how it swaps in a rebuilt one. A rebuild is written to a staging
+/// store beside the live one and promoted only when complete, so search answers from the old index meanwhile
+/// and a crash mid-rebuild loses nothing.
+#[async_trait]
+pub trait IndexStorage: Send + Sync {
+    /// Open (creating if needed) the live store.
+    async fn open_live(&self) -> Result<Arc<dyn ChunkStore>>;
+    /// A fresh, empty store beside the live one (any leftover staging store is discarded).
+    async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>>;
+    /// Make a completed staging store the live one. `live` is the current live handle, which the storage may
+    /// close. Returns the new live handle.
+    async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>>;
+    /// Delete every index file (memory files are never touched).
+    async fn destroy(&self) -> Result<()>;
+    /// Human-readable location.
+    fn location(&self) -> String;
+}

