@@ -26,6 +26,11 @@ pub trait MemoryBackend: Send + Sync {
 
     async fn status(&self) -> Result<Status>;
 
+    /// Delete the engine's index (never the memory files). The next sync rebuilds it.
+    async fn reset(&self) -> Result<()> {
+        Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
+    }
+
     /// Flush and release resources. Further calls may fail.
     async fn close(&self) -> Result<()>;
 }

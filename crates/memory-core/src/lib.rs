@@ -13,6 +13,7 @@ pub mod config;
 pub mod discovery;
 pub mod embedding;
 pub mod error;
+pub mod fallback;
 pub mod identity;
 pub mod indexed;
 pub mod ranking;

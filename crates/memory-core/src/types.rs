@@ -192,4 +192,7 @@ pub struct Status {
 pub struct FallbackStatus {
     pub from: String,
     pub reason: String,
+    /// Unix milliseconds since when the fallback has been answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
 }

@@ -131,9 +131,9 @@ fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T> {
             key.push_str(&inner);
         }
         let message = e.into_inner().to_string();
-        // serde names the unknown field in its message ("unknown field `x`, expected one of ..."): add it to the path.
-        if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
-            return MemoryError::config(format!("{key}.{field}"), "unknown key");
+        if message.starts_with("unknown field") {
+            // The path already ends with the unknown key; serde's list of expected keys is noise here.
+            return MemoryError::config(key, "unknown key");
         }
         MemoryError::config(key, message)
     })

@@ -1,0 +1,117 @@
+use super::*;
+use std::fs;
+
+fn ws() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn keys(files: &[MemoryFile]) -> Vec<String> {
+    files.iter().map(|f| f.key.clone()).collect()
+}
+
+#[test]
+fn finds_memory_md_daily_logs_and_nested_notes() {
+    let d = ws();
+    fs::write(d.path().join("MEMORY.md"), "# Long-term").unwrap();
+    fs::create_dir_all(d.path().join("memory/projects/deep/er")).unwrap();
+    fs::write(d.path().join("memory/2026-11-29.md"), "log").unwrap();
+    fs::write(d.path().join("memory/projects/deep/er/note.md"), "n").unwrap();
+    fs::write(d.path().join("memory/readme.txt"), "not md").unwrap();
+    fs::write(d.path().join("notes.md"), "outside memory").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[]);
+    assert_eq!(keys(&discover(&roots)), vec!["MEMORY.md", "memory/2026-11-29.md", "memory/projects/deep/er/note.md"]);
+}
+
+#[test]
+fn memory_md_is_the_fallback_only() {
+    let d = ws();
+    fs::write(d.path().join("memory.md"), "lower").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[]);
+    let found = discover(&roots);
+    // On a case-insensitive file system both names are one file; either way exactly one is used.
+    assert_eq!(found.len(), 1);
+    if !d.path().join("MEMORY.md").exists() {
+        assert_eq!(keys(&found), vec!["memory.md"]);
+    }
+    fs::write(d.path().join("MEMORY.md"), "upper").unwrap();
+    let found = discover(&roots);
+    assert_eq!(keys(&found), vec!["MEMORY.md"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_are_skipped() {
+    let d = ws();
+    let outside = ws();
+    fs::write(outside.path().join("secret.md"), "secret").unwrap();
+    fs::create_dir_all(d.path().join("memory")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("memory/link.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), d.path().join("memory/linkdir")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("MEMORY.md")).unwrap();
+    fs::write(d.path().join("memory/real.md"), "real").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[]);
+    assert_eq!(keys(&discover(&roots)), vec!["memory/real.md"]);
+}
+
+#[test]
+fn ignored_folders_are_not_walked() {
+    let d = ws();
+    for dir in IGNORED_DIRS {
+        fs::create_dir_all(d.path().join("memory").join(dir)).unwrap();
+        fs::write(d.path().join("memory").join(dir).join("x.md"), "x").unwrap();
+    }
+    fs::write(d.path().join("memory/keep.md"), "k").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[]);
+    assert_eq!(keys(&discover(&roots)), vec!["memory/keep.md"]);
+}
+
+#[test]
+fn extra_paths_files_and_folders_deduplicated() {
+    let d = ws();
+    let extra = ws();
+    fs::create_dir_all(d.path().join("memory")).unwrap();
+    fs::write(d.path().join("memory/a.md"), "a").unwrap();
+    fs::create_dir_all(extra.path().join("sub")).unwrap();
+    fs::write(extra.path().join("sub/b.md"), "b").unwrap();
+    fs::write(extra.path().join("c.txt"), "c").unwrap();
+    fs::create_dir_all(d.path().join("docs")).unwrap();
+    fs::write(d.path().join("docs/d.md"), "d").unwrap();
+    let roots = MemoryRoots::new(
+        d.path(),
+        &[extra.path().display().to_string(), "docs".into(), "memory".into(), "missing-folder".into()],
+    );
+    let found = discover(&roots);
+    let mut k = keys(&found);
+    k.sort();
+    let b = format!("{}/sub/b.md", extra.path().display());
+    let mut want = vec!["docs/d.md".to_string(), "memory/a.md".to_string(), b];
+    want.sort();
+    assert_eq!(k, want, "memory/ listed twice is found once");
+}
+
+#[test]
+fn binary_non_utf8_and_huge_files_are_skipped_with_a_reason() {
+    let d = ws();
+    let p = d.path().join("x.md");
+    fs::write(&p, b"abc\0def").unwrap();
+    assert_eq!(read_text(&p, 1000), Err(SkipReason::Binary));
+    fs::write(&p, [0x66, 0xff, 0xfe, 0x67]).unwrap();
+    assert_eq!(read_text(&p, 1000), Err(SkipReason::NotUtf8));
+    fs::write(&p, "x".repeat(2000)).unwrap();
+    assert!(matches!(read_text(&p, 1000), Err(SkipReason::TooLarge { .. })));
+    fs::write(&p, "\u{feff}# bom").unwrap();
+    assert_eq!(read_text(&p, 1000).unwrap(), "# bom");
+}
+
+#[test]
+fn dates_from_daily_log_names() {
+    assert!(date_from_path("memory/2026-11-29.md").is_some());
+    assert!(date_from_path("memory/a/b/2026-11-29-standup.md").is_some());
+    assert!(date_from_path("memory/2026-11-29x.md").is_none());
+    assert!(date_from_path("memory/2026-13-40.md").is_none());
+    assert!(date_from_path("memory/notes.md").is_none());
+    assert!(is_evergreen("MEMORY.md"));
+    assert!(is_evergreen("memory/people.md"));
+    assert!(!is_evergreen("memory/2026-11-29.md"));
+    assert!(!is_evergreen("docs/x.md"));
+}

@@ -27,6 +27,8 @@ const FILES_PER_BATCH: usize = 256;
 /// Texts per embedding call (providers split further by their token budget).
 const EMBED_BATCH: usize = 64;
 const META_LAST_SYNC: &str = "lastSyncMs";
+/// File hash recorded for a file that was skipped (binary, not UTF-8, too large).
+pub const SKIPPED_HASH: &str = "!skipped";
 
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -196,9 +198,10 @@ impl IndexedBackend {
                     warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
                     report.warnings.push(format!("{}: skipped: {why}", f.key));
                     report.files_skipped += 1;
-                    if old.is_some() {
-                        batch.removals.push((f.source, f.key.clone()));
-                    }
+                    // Remember the skip (no chunks) so an unchanged file is not re-read and warned about on
+                    // every sync; any old chunks of the file leave the index.
+                    let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+                    batch.upserts.push((record, Vec::new()));
                     continue;
                 }
             };
@@ -497,6 +500,10 @@ impl MemoryBackend for IndexedBackend {
                 warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
             }
         }
+        let skipped: Vec<&str> = stored.iter().filter(|f| f.hash == SKIPPED_HASH).map(|f| f.path.as_str()).collect();
+        if !skipped.is_empty() {
+            warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));
+        }
         let pending = stored.iter().filter(|f| f.hash.is_empty()).count();
         if pending > 0 {
             warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));
@@ -524,6 +531,14 @@ impl MemoryBackend for IndexedBackend {
             warnings,
             extra,
         })
+    }
+
+    async fn reset(&self) -> Result<()> {
+        let _guard = self.sync_lock.lock().await;
+        self.store().close().await?;
+        self.storage.destroy().await?;
+        *self.live.write().unwrap() = self.storage.open_live().await?;
+        Ok(())
     }
 
     async fn close(&self) -> Result<()> {

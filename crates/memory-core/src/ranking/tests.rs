@@ -1,0 +1,203 @@
+use super::*;
+use crate::store::Candidate;
+
+fn cand(id: &str, path: &str, text: &str) -> Candidate {
+    Candidate {
+        chunk_id: id.into(),
+        source: Source::Memory,
+        path: path.into(),
+        start_line: 1,
+        end_line: 2,
+        text: text.into(),
+        importance: None,
+        file_mtime_ms: 0,
+        bm25_rank: None,
+        vector_score: None,
+    }
+}
+
+fn scored(id: &str, text: &str, score: f64) -> Scored {
+    Scored { candidate: cand(id, "memory/x.md", text), score, text_score: Some(score), vector_score: None, tier: 0 }
+}
+
+fn opts() -> RankingOptions {
+    RankingOptions {
+        max_results: 6,
+        min_score: 0.35,
+        vector_weight: 0.7,
+        text_weight: 0.3,
+        mmr_lambda: None,
+        half_life_days: None,
+        citations: Citations::Auto,
+        now_ms: 1_800_000_000_000,
+    }
+}
+
+#[test]
+fn bm25_rank_normalisation() {
+    assert_eq!(bm25_rank_to_score(0.0), 1.0);
+    assert_eq!(bm25_rank_to_score(1.0), 0.5);
+    assert_eq!(bm25_rank_to_score(-1.0), 0.5);
+    assert!((bm25_rank_to_score(-3.0) - 0.75).abs() < 1e-12);
+    assert_eq!(bm25_rank_to_score(f64::NAN), 0.0);
+}
+
+#[test]
+fn importance_multipliers() {
+    assert!((0.8 * importance_factor(Some(10)) - 1.0).abs() < 1e-12);
+    assert!((0.8 * importance_factor(Some(1)) - 0.64).abs() < 1e-12);
+    assert_eq!(importance_factor(None), 1.0);
+    assert_eq!(importance_factor(Some(0)), 1.0);
+    assert_eq!(importance_factor(Some(11)), 1.0);
+}
+
+#[test]
+fn decay_halves_at_half_life() {
+    assert!((decay_factor(30.0, 30.0) - 0.5).abs() < 1e-12);
+    assert!((decay_factor(60.0, 30.0) - 0.25).abs() < 1e-12);
+    assert_eq!(decay_factor(0.0, 30.0), 1.0);
+    assert_eq!(decay_factor(-5.0, 30.0), 1.0);
+}
+
+#[test]
+fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
+    let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis();
+    let mut o = opts();
+    o.now_ms = now;
+    o.half_life_days = Some(30.0);
+    let mut items = vec![
+        Scored { candidate: cand("a", "memory/2026-10-31.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
+        Scored { candidate: cand("b", "MEMORY.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
+        Scored { candidate: cand("c", "memory/projects/alpha.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
+    ];
+    adjust_and_sort(&mut items, &o);
+    let by_id: HashMap<_, _> = items.iter().map(|s| (s.candidate.chunk_id.as_str(), s.score)).collect();
+    assert!((by_id["a"] - 0.4).abs() < 1e-9, "{}", by_id["a"]);
+    assert_eq!(by_id["b"], 0.8);
+    assert_eq!(by_id["c"], 0.8);
+}
+
+#[test]
+fn undated_file_outside_memory_decays_by_mtime() {
+    let now = 100 * 86_400_000;
+    assert_eq!(age_days(Source::Memory, "notes/x.md", now - 30 * 86_400_000, now), Some(30.0));
+    assert_eq!(age_days(Source::Memory, "memory/2026-01-01-standup.md", 0, now).is_some(), true);
+    assert_eq!(age_days(Source::Memory, "memory.md", 0, now), None);
+}
+
+#[test]
+fn merge_weights_and_normalises() {
+    let mut k = cand("a", "memory/a.md", "alpha");
+    k.bm25_rank = Some(-1.0); // text 0.5
+    let mut v = cand("a", "memory/a.md", "alpha");
+    v.vector_score = Some(1.0);
+    let mut v2 = cand("b", "memory/b.md", "beta");
+    v2.vector_score = Some(0.5);
+    let items = merge(vec![k], vec![v, v2], 0.7, 0.3);
+    let a = items.iter().find(|s| s.candidate.chunk_id == "a").unwrap();
+    assert!((a.score - (0.7 * 1.0 + 0.3 * 0.5)).abs() < 1e-12);
+    let b = items.iter().find(|s| s.candidate.chunk_id == "b").unwrap();
+    assert!((b.score - 0.35).abs() < 1e-12);
+    // Weights that do not sum to 1 are normalised.
+    let items = merge(vec![], vec![cand_with_vec("c", 0.9)], 7.0, 3.0);
+    assert!((items[0].score - 0.9).abs() < 1e-12, "vector-only search scores by the vector alone");
+}
+
+fn cand_with_vec(id: &str, v: f64) -> Candidate {
+    let mut c = cand(id, "memory/c.md", "c");
+    c.vector_score = Some(v);
+    c
+}
+
+#[test]
+fn keyword_only_scores_by_text() {
+    let mut k = cand("a", "memory/a.md", "alpha");
+    k.bm25_rank = Some(-3.0);
+    let items = merge(vec![k], vec![], 0.7, 0.3);
+    assert!((items[0].score - 0.75).abs() < 1e-12);
+}
+
+#[test]
+fn mmr_lambda_one_keeps_relevance_order_and_zero_diversifies() {
+    let items = vec![
+        scored("a", "deploy the gateway on the mac studio", 0.9),
+        scored("b", "deploy the gateway on the mac studio today", 0.85),
+        scored("c", "coffee preferences oat milk", 0.8),
+        scored("d", "unrelated trivia", 0.1),
+    ];
+    let order = |v: Vec<Scored>| v.into_iter().map(|s| s.candidate.chunk_id).collect::<Vec<_>>();
+    assert_eq!(order(mmr(items.clone(), 1.0)), vec!["a", "b", "c", "d"]);
+    // lambda 0: after the first pick, the near-duplicate comes last.
+    assert_eq!(order(mmr(items.clone(), 0.0)).last().unwrap(), "b");
+    // The default 0.7 pushes the near-duplicate below a slightly less relevant distinct note.
+    assert_eq!(order(mmr(items, 0.7)), vec!["a", "c", "b", "d"]);
+}
+
+#[test]
+fn jaccard_similarity() {
+    let a = similarity_tokens("a b c");
+    let b = similarity_tokens("b c d");
+    assert!((jaccard(&a, &b) - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn exact_path_tiers() {
+    assert_eq!(exact_path_tier("memory/2026-11-29.md", "memory/2026-11-29.md"), 3);
+    assert_eq!(exact_path_tier("2026-11-29.md", "memory/2026-11-29.md"), 2);
+    assert_eq!(exact_path_tier("2026-11-29", "memory/2026-11-29.md"), 1);
+    assert_eq!(exact_path_tier("2026-11", "memory/2026-11-29.md"), 0);
+}
+
+#[test]
+fn selection_applies_min_score_then_backfills_keyword_hits() {
+    let items = vec![scored("a", "x", 0.9), scored("b", "y", 0.2)];
+    let sel = select(items, 6, 0.35);
+    assert_eq!(sel.len(), 1);
+    let low = vec![scored("a", "x", 0.2), scored("b", "y", 0.1)];
+    let sel = select(low, 6, 0.35);
+    assert_eq!(sel.len(), 2, "nothing passes: keyword-backed hits are returned");
+    let mut vec_only = scored("c", "z", 0.2);
+    vec_only.text_score = None;
+    assert!(select(vec![vec_only], 6, 0.35).is_empty(), "vector-only hits are not back-filled");
+}
+
+#[test]
+fn exact_path_hit_ranks_first_even_below_min_score() {
+    let mut k = cand("a", "memory/other.md", "gateway");
+    k.bm25_rank = Some(-10.0);
+    let first = cand("f", "memory/2026-11-29.md", "unrelated text");
+    let res = rank(vec![k], vec![], vec![(first, 1)], "2026-11-29", &opts());
+    assert_eq!(res[0].path, "memory/2026-11-29.md");
+    assert_eq!(res.len(), 2);
+}
+
+#[test]
+fn citations_and_snippet_cap() {
+    assert_eq!(citation("memory/a.md", 3, 3), "memory/a.md#L3");
+    assert_eq!(citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
+    let long = format!("{}\nneedle here\n{}", "x ".repeat(600), "y ".repeat(600));
+    let s = snippet(&long, &similarity_tokens("needle"), SNIPPET_MAX_CHARS);
+    assert_eq!(s.chars().count(), SNIPPET_MAX_CHARS);
+    assert!(s.contains("needle"));
+    let mut c = cand("a", "memory/a.md", "text");
+    c.bm25_rank = Some(-1.0);
+    let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0 }], "q", Citations::On);
+    assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
+    let off = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0 }], "q", Citations::Off);
+    assert_eq!(off[0].citation, None);
+    assert_eq!(off[0].snippet, "text");
+}
+
+#[test]
+fn snippet_never_splits_a_character() {
+    let text = "😀".repeat(800);
+    let s = snippet(&text, &HashSet::new(), SNIPPET_MAX_CHARS);
+    assert_eq!(s.chars().count(), SNIPPET_MAX_CHARS);
+    assert!(s.chars().all(|c| c == '😀'));
+}
+
+#[test]
+fn candidate_limit_is_capped() {
+    assert_eq!(RankingOptions::candidate_limit(6, 4), 24);
+    assert_eq!(RankingOptions::candidate_limit(100, 4), 200);
+}

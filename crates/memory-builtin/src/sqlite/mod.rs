@@ -1,0 +1,422 @@
+//! SQLite storage: one database file per index, WAL, a writer and a reader connection (searches never wait
+//! for a sync's write transaction), FTS5 over the analysed terms, vec0 for vectors.
+
+mod schema;
+mod storage;
+
+pub use storage::SqliteStorage;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
+
+use async_trait::async_trait;
+use memory_core::identity::IndexIdentity;
+use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::{MemoryError, Result, Source};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use tracing::warn;
+
+/// BM25 weights of the FTS columns (terms, heading_terms): headings count again, at half weight.
+const BM25_WEIGHTS: (f64, f64) = (1.0, 0.5);
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+static VEC_INIT: Once = Once::new();
+
+/// Register sqlite-vec with every connection this process opens (it is compiled in, not loaded).
+fn register_sqlite_vec() {
+    VEC_INIT.call_once(|| unsafe {
+        #[allow(clippy::missing_transmute_annotations)]
+        rusqlite::ffi::sqlite3_auto_extension(Some(std::mem::transmute(sqlite_vec::sqlite3_vec_init as *const ())));
+    });
+}
+
+pub(crate) fn db_err(context: &str, e: rusqlite::Error) -> MemoryError {
+    use rusqlite::ffi::ErrorCode;
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            MemoryError::CorruptIndex(format!("{context}: {e}"))
+        }
+        rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            MemoryError::Unavailable(format!("{context}: index is busy: {e}"))
+        }
+        _ => MemoryError::Internal(format!("{context}: {e}")),
+    }
+}
+
+fn is_readonly(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ffi::ErrorCode::ReadOnly)
+}
+
+fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
+    register_sqlite_vec();
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+/// One index database.
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Option<Connection>>,
+    reader: Mutex<Option<Connection>>,
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`.
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
+        }
+        let writer = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
+        schema::create(&writer).map_err(|e| db_err("cannot create index schema", e))?;
+        let reader = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
+        Ok(SqliteStore { path: path.to_path_buf(), writer: Mutex::new(Some(writer)), reader: Mutex::new(Some(reader)) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` on a connection; on a "readonly database" error (the file was replaced or its permissions
+    /// flipped under us) reopen the connection once and retry.
+    fn with<T>(&self, slot: &Mutex<Option<Connection>>, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let mut guard = slot.lock().map_err(|_| MemoryError::Internal("index connection poisoned".into()))?;
+        let conn = guard.as_mut().ok_or_else(|| MemoryError::Unavailable("index is closed".into()))?;
+        match f(conn) {
+            Ok(v) => Ok(v),
+            Err(e) if is_readonly(&e) => {
+                warn!(path = %self.path.display(), "readonly database error; reopening the connection once");
+                let fresh = open_connection(&self.path).map_err(|e| db_err(context, e))?;
+                *guard = Some(fresh);
+                f(guard.as_mut().unwrap()).map_err(|e| db_err(context, e))
+            }
+            Err(e) => Err(db_err(context, e)),
+        }
+    }
+
+    fn read<T>(&self, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.with(&self.reader, context, f)
+    }
+
+    fn write<T>(&self, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.with(&self.writer, context, f)
+    }
+
+    /// Close both connections (checkpointing the WAL into the main file).
+    pub fn close_now(&self) {
+        for slot in [&self.reader, &self.writer] {
+            if let Ok(mut g) = slot.lock() {
+                if let Some(conn) = g.take() {
+                    if let Err((_, e)) = conn.close() {
+                        warn!(error = %e, "closing index connection failed");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn source_of(s: &str) -> Source {
+    Source::parse(s).unwrap_or(Source::Memory)
+}
+
+/// FTS5 MATCH expression: every term a quoted string (quotes doubled), any may match.
+pub fn fts_match_expression(terms: &[String]) -> String {
+    terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR ")
+}
+
+fn source_filter(sources: &[Source], column: &str) -> (String, Vec<String>) {
+    if sources.is_empty() {
+        return (String::new(), Vec::new());
+    }
+    let marks = vec!["?"; sources.len()].join(",");
+    (format!(" AND {column} IN ({marks})"), sources.iter().map(|s| s.as_str().to_string()).collect())
+}
+
+fn vec_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn blob_to_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+const CANDIDATE_COLUMNS: &str = "c.id, c.source, c.path, c.start_line, c.end_line, c.text, c.importance, f.mtime_ms";
+
+fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
+    Ok(Candidate {
+        chunk_id: row.get(0)?,
+        source: source_of(&row.get::<_, String>(1)?),
+        path: row.get(2)?,
+        start_line: row.get::<_, i64>(3)? as usize,
+        end_line: row.get::<_, i64>(4)? as usize,
+        text: row.get(5)?,
+        importance: row.get::<_, Option<i64>>(6)?.map(|n| n as u8),
+        file_mtime_ms: row.get(7)?,
+        bm25_rank: None,
+        vector_score: None,
+    })
+}
+
+#[async_trait]
+impl ChunkStore for SqliteStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn identity(&self) -> Result<Option<IndexIdentity>> {
+        let raw = self.meta("identity").await?;
+        Ok(raw.and_then(|s| IndexIdentity::from_json(&s)))
+    }
+
+    async fn set_identity(&self, identity: &IndexIdentity) -> Result<()> {
+        self.set_meta("identity", &identity.to_json()).await
+    }
+
+    async fn files(&self) -> Result<Vec<FileRecord>> {
+        self.read("list files", |c| {
+            let mut st = c.prepare_cached("SELECT source, path, hash, size, mtime_ms FROM files")?;
+            let rows = st.query_map([], |r| {
+                Ok(FileRecord {
+                    source: source_of(&r.get::<_, String>(0)?),
+                    path: r.get(1)?,
+                    hash: r.get(2)?,
+                    size: r.get::<_, i64>(3)? as u64,
+                    mtime_ms: r.get(4)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    async fn apply(&self, batch: SyncBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.write("write index batch", |c| {
+            let tx = c.transaction()?;
+            let dims = schema::vector_dims(&tx)?;
+            let mut vec_dims = dims;
+            for (source, path) in &batch.removals {
+                schema::delete_file_chunks(&tx, source.as_str(), path, vec_dims.is_some())?;
+                tx.execute("DELETE FROM files WHERE source = ?1 AND path = ?2", params![source.as_str(), path])?;
+            }
+            for f in &batch.touches {
+                tx.execute(
+                    "UPDATE files SET hash = ?3, size = ?4, mtime_ms = ?5 WHERE source = ?1 AND path = ?2",
+                    params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms],
+                )?;
+            }
+            for (f, chunks) in &batch.upserts {
+                schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
+                tx.execute(
+                    "INSERT INTO files(source, path, hash, size, mtime_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(source, path) DO UPDATE SET hash = excluded.hash, size = excluded.size, mtime_ms = excluded.mtime_ms",
+                    params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms],
+                )?;
+                let mut ins = tx.prepare_cached(
+                    "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                let mut fts = tx.prepare_cached("INSERT INTO chunks_fts(rowid, terms, heading) VALUES (?1, ?2, ?3)")?;
+                for ch in chunks {
+                    ins.execute(params![
+                        ch.id,
+                        ch.source.as_str(),
+                        ch.path,
+                        ch.start_line as i64,
+                        ch.end_line as i64,
+                        ch.text,
+                        ch.hash,
+                        ch.importance.map(|n| n as i64)
+                    ])?;
+                    let rowid = tx.last_insert_rowid();
+                    fts.execute(params![rowid, ch.terms, ch.heading_terms])?;
+                    if let Some(v) = &ch.embedding {
+                        let d = match vec_dims {
+                            Some(d) => d,
+                            None => {
+                                schema::create_vector_table(&tx, v.len())?;
+                                vec_dims = Some(v.len());
+                                v.len()
+                            }
+                        };
+                        if v.len() != d {
+                            return Err(rusqlite::Error::ToSqlConversionFailure(
+                                format!("vector has {} dimensions, the index holds {d}", v.len()).into(),
+                            ));
+                        }
+                        tx.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?1, ?2)", params![rowid, vec_to_blob(v)])?;
+                    }
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    async fn file_chunks(&self, source: Source, path: &str, limit: usize) -> Result<Vec<Candidate>> {
+        self.read("read file chunks", |c| {
+            let sql = format!(
+                "SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path
+                 WHERE c.source = ?1 AND c.path = ?2 ORDER BY c.start_line LIMIT ?3"
+            );
+            let mut st = c.prepare_cached(&sql)?;
+            let rows = st.query_map(params![source.as_str(), path, limit as i64], candidate_row)?;
+            rows.collect()
+        })
+    }
+
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+        if query.terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expr = fts_match_expression(&query.terms);
+        let (filter, filter_args) = source_filter(sources, "c.source");
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
+               (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) r
+             JOIN chunks c ON c.rowid = r.rowid
+             JOIN files f ON f.source = c.source AND f.path = c.path
+             WHERE 1 = 1{filter} ORDER BY r.rank",
+            BM25_WEIGHTS.0, BM25_WEIGHTS.1
+        );
+        // With a source filter, over-fetch so filtering leaves enough.
+        let fetch = if sources.is_empty() { limit } else { limit * 4 };
+        self.read("keyword search", |c| {
+            let mut st = c.prepare_cached(&sql)?;
+            let mut args: Vec<rusqlite::types::Value> = vec![expr.clone().into(), (fetch as i64).into()];
+            args.extend(filter_args.iter().cloned().map(Into::into));
+            let rows = st.query_map(params_from_iter(args), |r| {
+                let mut cand = candidate_row(r)?;
+                cand.bm25_rank = Some(r.get(8)?);
+                Ok(cand)
+            })?;
+            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+
+    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+        let dims = self.read("read vector dims", |c| schema::vector_dims(c))?;
+        let Some(dims) = dims else {
+            return Err(MemoryError::Unavailable("no vectors indexed yet".into()));
+        };
+        if vector.len() != dims {
+            return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {dims}", vector.len())));
+        }
+        let (filter, filter_args) = source_filter(sources, "c.source");
+        let fetch = if sources.is_empty() { limit } else { (limit * 4).min(4096) };
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS}, v.distance FROM
+               (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2) v
+             JOIN chunks c ON c.rowid = v.rowid
+             JOIN files f ON f.source = c.source AND f.path = c.path
+             WHERE 1 = 1{filter} ORDER BY v.distance"
+        );
+        let blob = vec_to_blob(vector);
+        self.read("vector search", |c| {
+            let mut st = c.prepare_cached(&sql)?;
+            let mut args: Vec<rusqlite::types::Value> = vec![blob.clone().into(), (fetch as i64).into()];
+            args.extend(filter_args.iter().cloned().map(Into::into));
+            let rows = st.query_map(params_from_iter(args), |r| {
+                let mut cand = candidate_row(r)?;
+                let distance: f64 = r.get(8)?;
+                cand.vector_score = Some(1.0 - distance);
+                Ok(cand)
+            })?;
+            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+
+    async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+        self.read("read embedding cache", |c| {
+            let mut st = c.prepare_cached(
+                "SELECT embedding FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND fingerprint = ?3 AND hash = ?4",
+            )?;
+            let mut out = HashMap::new();
+            for h in hashes {
+                if let Some(blob) = st
+                    .query_row(params![key.provider, key.model, key.fingerprint, h], |r| r.get::<_, Vec<u8>>(0))
+                    .optional()?
+                {
+                    out.insert(h.clone(), blob_to_vec(&blob));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    async fn cache_embeddings(&self, key: &EmbeddingCacheKey, entries: &[(String, Vec<f32>)], max_entries: usize) -> Result<()> {
+        let now = memory_core::now_ms();
+        self.write("write embedding cache", |c| {
+            let tx = c.transaction()?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, embedding, dims, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?;
+                for (h, v) in entries {
+                    st.execute(params![key.provider, key.model, key.fingerprint, h, vec_to_blob(v), v.len() as i64, now])?;
+                }
+                let count: i64 = tx.query_row("SELECT count(*) FROM embedding_cache", [], |r| r.get(0))?;
+                if count as usize > max_entries {
+                    tx.execute(
+                        "DELETE FROM embedding_cache WHERE rowid IN
+                           (SELECT rowid FROM embedding_cache ORDER BY updated_at, rowid LIMIT ?1)",
+                        params![count - max_entries as i64],
+                    )?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    async fn counts(&self) -> Result<(usize, usize)> {
+        self.read("count", |c| {
+            let files: i64 = c.query_row("SELECT count(*) FROM files", [], |r| r.get(0))?;
+            let chunks: i64 = c.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+            Ok((files as usize, chunks as usize))
+        })
+    }
+
+    async fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.read("read meta", |c| {
+            c.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()
+        })
+    }
+
+    async fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.write("write meta", |c| {
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", params![key, value]).map(|_| ())
+        })
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.close_now();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn match_expression_quotes_every_term() {
+        let e = fts_match_expression(&["a\"b".into(), "near".into()]);
+        assert_eq!(e, "\"a\"\"b\" OR \"near\"");
+    }
+
+    #[test]
+    fn vectors_round_trip_through_blobs() {
+        let v = vec![0.25f32, -1.5, 3.0];
+        assert_eq!(blob_to_vec(&vec_to_blob(&v)), v);
+    }
+}

@@ -1,0 +1,58 @@
+//! Tables: meta (identity, last sync...), files, chunks, chunks_fts (FTS5, contentless), chunks_vec (vec0,
+//! created with the first vector), embedding_cache.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub(crate) fn create(c: &Connection) -> rusqlite::Result<()> {
+    c.execute_batch(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS files (
+             source TEXT NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL,
+             size INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,
+             PRIMARY KEY (source, path));
+         CREATE TABLE IF NOT EXISTS chunks (
+             rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+             source TEXT NOT NULL, path TEXT NOT NULL,
+             start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+             text TEXT NOT NULL, hash TEXT NOT NULL, importance INTEGER);
+         CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks (source, path, start_line);
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+             terms, heading, content = '', contentless_delete = 1,
+             tokenize = 'unicode61 remove_diacritics 2');
+         CREATE TABLE IF NOT EXISTS embedding_cache (
+             provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
+             embedding BLOB NOT NULL, dims INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+             PRIMARY KEY (provider, model, fingerprint, hash));
+         CREATE INDEX IF NOT EXISTS embedding_cache_age ON embedding_cache (updated_at);",
+    )
+}
+
+/// Width of the vector table, `None` before the first vector.
+pub(crate) fn vector_dims(c: &Connection) -> rusqlite::Result<Option<usize>> {
+    let v: Option<String> = c.query_row("SELECT value FROM meta WHERE key = 'vectorDims'", [], |r| r.get(0)).optional()?;
+    Ok(v.and_then(|s| s.parse().ok()))
+}
+
+pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Result<()> {
+    c.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine);"
+    ))?;
+    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vectorDims', ?1)", params![dims.to_string()])?;
+    Ok(())
+}
+
+/// Remove a file's chunks from every table.
+pub(crate) fn delete_file_chunks(c: &Connection, source: &str, path: &str, has_vectors: bool) -> rusqlite::Result<()> {
+    c.execute(
+        "DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2)",
+        params![source, path],
+    )?;
+    if has_vectors {
+        c.execute(
+            "DELETE FROM chunks_vec WHERE rowid IN (SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2)",
+            params![source, path],
+        )?;
+    }
+    c.execute("DELETE FROM chunks WHERE source = ?1 AND path = ?2", params![source, path])?;
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! The builtin engine end to end on real SQLite files: sync, search, memory_get, rebuilds.
+
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use memory_builtin::BuiltinFactory;
+use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::indexed::IndexedBackend;
+use memory_core::registry::OpenContext;
+use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+
+struct Env {
+    ws: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let ws = tempfile::tempdir().unwrap();
+        fs::create_dir_all(ws.path().join("memory")).unwrap();
+        Env { ws, state: tempfile::tempdir().unwrap() }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.ws.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+        // Make sure mtime-based change detection sees a new mtime even within one clock tick.
+        bump_mtime(&self.ws.path().join(rel));
+    }
+
+    async fn open(&self, config: Config, embedder: Option<Arc<dyn EmbeddingProvider>>) -> IndexedBackend {
+        BuiltinFactory
+            .open_indexed(OpenContext {
+                config: Arc::new(config),
+                workspace: self.ws.path().to_path_buf(),
+                state_dir: self.state.path().to_path_buf(),
+                agent_id: "main".into(),
+                embedder,
+            })
+            .await
+            .unwrap()
+    }
+}
+
+fn bump_mtime(p: &Path) {
+    use std::time::{Duration, SystemTime};
+    static TICK: AtomicUsize = AtomicUsize::new(1);
+    let t = SystemTime::now() + Duration::from_secs(TICK.fetch_add(1, Ordering::SeqCst) as u64);
+    let f = fs::File::options().write(true).open(p).unwrap();
+    f.set_modified(t).unwrap();
+}
+
+async fn paths(engine: &dyn MemoryBackend, q: &str) -> Vec<String> {
+    engine.search(&SearchRequest::new(q)).await.unwrap().results.into_iter().map(|r| r.path).collect()
+}
+
+fn sample(env: &Env) {
+    env.write("MEMORY.md", "# Memory\n\nThe gateway runs on the Mac Studio in the office.\nAlice prefers oat milk.\n");
+    env.write("memory/2026-11-28.md", "# 2026-11-28\n\n- Fixed error E4012 in the billing job\n- memory.search.provider set to local\n");
+    env.write("memory/2026-11-29.md", "# 2026-11-29\n\n- Planned the aircraft wing paper with Bob\n- Deploy window moved to Friday\n");
+    env.write("memory/projects/rust.md", "# Rust port\n\nSQLite with FTS5 and sqlite-vec compiled in.\n");
+}
+
+#[tokio::test]
+async fn search_finds_documents_matching_some_words() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    // Never indexed: the search indexes first.
+    let hits = paths(&e, "where does the gateway run these days?").await;
+    assert_eq!(hits.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(paths(&e, "E4012").await.first().map(String::as_str), Some("memory/2026-11-28.md"));
+    assert_eq!(paths(&e, "memory.search.provider").await.first().map(String::as_str), Some("memory/2026-11-28.md"));
+    // Stemming: "aircrafts" finds "aircraft".
+    assert_eq!(paths(&e, "aircrafts").await.first().map(String::as_str), Some("memory/2026-11-29.md"));
+    let r = e.search(&SearchRequest::new("gateway")).await.unwrap();
+    let hit = &r.results[0];
+    assert_eq!((hit.start_line, hit.end_line), (1, 4));
+    assert_eq!(hit.citation.as_deref(), Some("MEMORY.md#L1-L4"));
+}
+
+#[tokio::test]
+async fn fts_syntax_in_queries_is_plain_text() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    for q in ["\"unbalanced", "gateway AND (", "NEAR(gateway studio)", "col:gateway", "-gateway", "gate*", "*", "\"\"", "^gateway", "gateway OR", "{x}", "'; DROP TABLE chunks; --"] {
+        let r = e.search(&SearchRequest::new(q)).await;
+        assert!(r.is_ok(), "{q}: {:?}", r.err());
+    }
+    assert_eq!(paths(&e, "NEAR(gateway studio)").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(paths(&e, "col:gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    // The index is intact afterwards.
+    assert_eq!(e.status().await.unwrap().files, 4);
+}
+
+#[tokio::test]
+async fn incremental_sync_add_change_delete_rename() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_added, r.files_changed, r.files_removed), (4, 0, 0));
+
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_unchanged, 4);
+    assert!(!r.changed_anything(), "no change costs nothing: {r:?}");
+
+    // Touch without a content change: re-hashed, not re-chunked.
+    bump_mtime(&env.ws.path().join("MEMORY.md"));
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_changed, r.chunks_written), (0, 0));
+
+    env.write("memory/2026-11-30.md", "# 2026-11-30\n\nBought a zeppelin ticket.\n");
+    env.write("memory/2026-11-29.md", "# 2026-11-29\n\n- Planned the glider paper with Bob\n");
+    fs::remove_file(env.ws.path().join("memory/projects/rust.md")).unwrap();
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_added, r.files_changed, r.files_removed), (1, 1, 1));
+    assert_eq!(paths(&e, "zeppelin").await, vec!["memory/2026-11-30.md"]);
+    assert!(paths(&e, "aircraft").await.is_empty());
+    assert_eq!(paths(&e, "glider").await, vec!["memory/2026-11-29.md"]);
+    assert!(paths(&e, "sqlite-vec").await.is_empty());
+
+    fs::rename(env.ws.path().join("memory/2026-11-30.md"), env.ws.path().join("memory/2026-12-01.md")).unwrap();
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_added, r.files_removed), (1, 1));
+    assert_eq!(paths(&e, "zeppelin").await, vec!["memory/2026-12-01.md"]);
+    assert_eq!(e.status().await.unwrap().files, 4);
+}
+
+#[tokio::test]
+async fn skipped_files_are_reported_once_and_not_searched() {
+    let env = Env::new();
+    sample(&env);
+    fs::write(env.ws.path().join("memory/bin.md"), b"gateway\0\x01\x02").unwrap();
+    fs::write(env.ws.path().join("memory/latin1.md"), b"gateway caf\xe9").unwrap();
+    let e = env.open(Config::default(), None).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_skipped, 2);
+    assert_eq!(r.warnings.len(), 2);
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_skipped, 0, "unchanged skipped files are not re-read");
+    assert_eq!(paths(&e, "gateway").await, vec!["MEMORY.md"]);
+    let st = e.status().await.unwrap();
+    assert!(!st.dirty);
+    assert!(st.warnings.iter().any(|w| w.contains("memory/bin.md")), "{:?}", st.warnings);
+}
+
+#[tokio::test]
+async fn identity_change_rebuilds_beside_the_live_index() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let index = e.status().await.unwrap().index_path.unwrap();
+    drop(e);
+
+    let mut config = Config::default();
+    config.memory.search.chunking.tokens = 64;
+    config.memory.search.chunking.overlap = 8;
+    let e = env.open(config, None).await;
+    let st = e.status().await.unwrap();
+    assert!(st.warnings.iter().any(|w| w.contains("chunking")), "{:?}", st.warnings);
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(r.files_added, 4);
+    assert_eq!(e.status().await.unwrap().index_path.unwrap(), index);
+    assert!(!Path::new(&format!("{index}.rebuild")).exists(), "staging file swapped in");
+    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    // Reopen: identity matches now, nothing to rebuild.
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(!r.rebuilt && !r.changed_anything());
+    // A forced rebuild also goes through staging.
+    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(e.status().await.unwrap().files, 4);
+}
+
+#[tokio::test]
+async fn interrupted_rebuild_leaves_the_live_index_usable() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let index = e.status().await.unwrap().index_path.unwrap();
+    drop(e);
+    // A crash mid-rebuild leaves a half-written staging file behind.
+    fs::write(format!("{index}.rebuild"), b"half written garbage").unwrap();
+    let e = env.open(Config::default(), None).await;
+    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+}
+
+#[tokio::test]
+async fn corrupt_index_file_is_detected_and_rebuilt() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let index = e.status().await.unwrap().index_path.unwrap();
+    e.close().await.unwrap();
+    drop(e);
+    fs::write(&index, vec![0x42u8; 8192]).unwrap();
+    let _ = fs::remove_file(format!("{index}-wal"));
+    let e = env.open(Config::default(), None).await;
+    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    let aside: Vec<_> = fs::read_dir(Path::new(&index).parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().contains(".corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the broken file is kept aside for inspection");
+}
+
+#[tokio::test]
+async fn memory_get_refusals_and_missing_daily_log() {
+    let env = Env::new();
+    sample(&env);
+    fs::write(env.ws.path().join("secret.txt"), "s").unwrap();
+    let e = env.open(Config::default(), None).await;
+    let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None };
+    assert_eq!(e.get(&get("memory/2026-11-28.md")).await.unwrap().total_lines, 4);
+    let r = e.get(&GetRequest { path: "MEMORY.md".into(), from: Some(3), lines: Some(1) }).await.unwrap();
+    assert_eq!(r.text, "The gateway runs on the Mac Studio in the office.");
+    for bad in ["../secret.txt", "/etc/passwd", "secret.txt", "memory/../../x.md"] {
+        assert_eq!(e.get(&get(bad)).await.unwrap_err().kind(), ErrorKind::Refused, "{bad}");
+    }
+    let missing = e.get(&get("memory/2031-01-01.md")).await.unwrap();
+    assert!(missing.missing && missing.text.is_empty());
+}
+
+#[tokio::test]
+async fn reset_deletes_the_index_not_the_notes() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    e.reset().await.unwrap();
+    assert_eq!(e.status().await.unwrap().files, 0);
+    assert!(env.ws.path().join("MEMORY.md").exists());
+    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+}
+
+/// A deterministic bag-of-words embedder: enough to exercise vec0, the merge and the cache for real.
+struct CountingEmbedder {
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+    dims: usize,
+}
+
+#[async_trait]
+impl EmbeddingProvider for CountingEmbedder {
+    fn id(&self) -> &str {
+        "test"
+    }
+    fn model(&self) -> &str {
+        "bag-of-words"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(self.dims)
+    }
+    fn fingerprint(&self) -> String {
+        format!("bow-{}", self.dims)
+    }
+    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; self.dims];
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    let h = memory_core::sha256_hex(w.as_bytes());
+                    let i = usize::from_str_radix(&h[..8], 16).unwrap() % self.dims;
+                    v[i] += 1.0;
+                }
+                sanitize_and_normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn vectors_are_stored_searched_and_cached() {
+    let env = Env::new();
+    sample(&env);
+    let emb = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 64 });
+    let e = env.open(Config::default(), Some(emb.clone())).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.chunks_embedded, 4);
+    assert!(e.capabilities().hybrid);
+    let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("hybrid"));
+    assert_eq!(res.results[0].path, "MEMORY.md");
+    assert!(res.results[0].vector_score.unwrap() > 0.0);
+
+    // A forced rebuild with the same provider re-embeds nothing.
+    let before = emb.texts.load(Ordering::SeqCst);
+    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(r.chunks_embedded, 0);
+    assert_eq!(r.embeddings_cached, 4);
+    assert_eq!(emb.texts.load(Ordering::SeqCst), before, "no document embedding calls");
+    let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
+    assert_eq!(res.results[0].path, "MEMORY.md");
+
+    // A different width rebuilds beside the live index with the new dimensions.
+    drop(e);
+    let emb2 = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 32 });
+    let e = env.open(Config::default(), Some(emb2.clone())).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(r.chunks_embedded, 4);
+    assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().results[0].path, "MEMORY.md");
+}
+
+/// Fails every call: keyword search must still answer, and the failure is reported.
+struct DownEmbedder;
+
+#[async_trait]
+impl EmbeddingProvider for DownEmbedder {
+    fn id(&self) -> &str {
+        "down"
+    }
+    fn model(&self) -> &str {
+        "none"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(8)
+    }
+    fn fingerprint(&self) -> String {
+        "down".into()
+    }
+    async fn embed(&self, _texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        Err(EmbeddingError::Transient { provider: "down".into(), message: "connection refused".into() })
+    }
+}
+
+#[tokio::test]
+async fn keyword_search_answers_when_embeddings_fail() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), Some(Arc::new(DownEmbedder))).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(r.warnings.iter().any(|w| w.contains("embedding failed")));
+    let res = e.search(&SearchRequest::new("gateway")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("keyword"));
+    assert_eq!(res.results[0].path, "MEMORY.md");
+    assert!(res.warnings.iter().any(|w| w.contains("embeddings unavailable")));
+    let st = e.status().await.unwrap();
+    assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
+}

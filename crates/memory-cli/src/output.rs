@@ -1,0 +1,116 @@
+//! What the command prints: JSON with the wire field names (SPEC §1), or text for people.
+
+use std::io::Write;
+use std::time::Duration;
+
+use memory_core::{GetResponse, SearchResponse, Status, SyncReport};
+
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub fn search(r: &SearchResponse, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let mut out = std::io::stdout().lock();
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    if r.results.is_empty() {
+        writeln!(out, "No results.")?;
+        return Ok(());
+    }
+    for (i, hit) in r.results.iter().enumerate() {
+        let lines = if hit.start_line == hit.end_line { format!("{}", hit.start_line) } else { format!("{}-{}", hit.start_line, hit.end_line) };
+        writeln!(out, "{}. {}:{}  (score {:.3})", i + 1, hit.path, lines, hit.score)?;
+        for line in hit.snippet.lines() {
+            writeln!(out, "   {line}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+pub fn get(r: &GetResponse, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let mut out = std::io::stdout().lock();
+    if r.missing {
+        eprintln!("note: {} does not exist yet", r.path);
+        return Ok(());
+    }
+    if !r.text.is_empty() {
+        writeln!(out, "{}", r.text)?;
+    }
+    if let Some(note) = &r.note {
+        eprintln!("note: {note}");
+    }
+    Ok(())
+}
+
+pub fn status(s: &Status, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(s);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "Engine:     {}", s.backend)?;
+    writeln!(out, "Workspace:  {}", s.workspace)?;
+    if let Some(p) = &s.index_path {
+        writeln!(out, "Index:      {p}")?;
+    }
+    writeln!(out, "Indexed:    {} files, {} chunks", s.files, s.chunks)?;
+    let search = match (s.capabilities.keyword, s.capabilities.vector) {
+        (true, true) => "hybrid (keyword + vector)",
+        (true, false) => "keyword only",
+        (false, true) => "vector only",
+        _ => "none",
+    };
+    writeln!(out, "Search:     {search}")?;
+    if let Some(p) = &s.provider {
+        writeln!(out, "Embeddings: {p} {}", s.model.as_deref().unwrap_or(""))?;
+    }
+    if let Some(ms) = s.last_sync_ms {
+        let ago = (memory_core::now_ms() - ms).max(0) / 1000;
+        writeln!(out, "Last sync:  {ago} s ago")?;
+    } else {
+        writeln!(out, "Last sync:  never")?;
+    }
+    writeln!(out, "Fresh:      {}", if s.dirty { "no (files changed since the last sync; run `memory index`)" } else { "yes" })?;
+    if let Some(f) = &s.fallback {
+        writeln!(out, "Fallback:   answering instead of {}: {}", f.from, f.reason)?;
+    }
+    for w in &s.warnings {
+        writeln!(out, "Warning:    {w}")?;
+    }
+    Ok(())
+}
+
+pub fn sync_report(r: &SyncReport, took: Duration, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "Indexed {} files in {:.2} s: {} added, {} changed, {} removed, {} unchanged, {} skipped; {} chunks written{}",
+        r.files_scanned,
+        took.as_secs_f64(),
+        r.files_added,
+        r.files_changed,
+        r.files_removed,
+        r.files_unchanged,
+        r.files_skipped,
+        r.chunks_written,
+        if r.rebuilt { " (full rebuild)" } else { "" }
+    )?;
+    if r.chunks_embedded + r.embeddings_cached > 0 {
+        writeln!(out, "Embeddings: {} computed, {} from cache", r.chunks_embedded, r.embeddings_cached)?;
+    }
+    // Per-file warnings were already logged as they happened.
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! The manager's behaviour against small in-test engines whose failures are switched on and off.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::types::{SearchResult, Source};
+
+#[derive(Debug, Clone)]
+enum Mode {
+    Ok,
+    Fail(fn(String) -> MemoryError),
+    Hang(Duration),
+}
+
+#[derive(Default)]
+struct Counters {
+    search: AtomicUsize,
+    get: AtomicUsize,
+    sync: AtomicUsize,
+    closed: AtomicUsize,
+}
+
+struct FakeEngine {
+    name: &'static str,
+    mode: Arc<Mutex<Mode>>,
+    calls: Arc<Counters>,
+}
+
+impl FakeEngine {
+    fn new(name: &'static str) -> (Self, Arc<Mutex<Mode>>, Arc<Counters>) {
+        let mode = Arc::new(Mutex::new(Mode::Ok));
+        let calls = Arc::new(Counters::default());
+        (FakeEngine { name, mode: mode.clone(), calls: calls.clone() }, mode, calls)
+    }
+
+    async fn behave(&self) -> Result<()> {
+        let mode = self.mode.lock().unwrap().clone();
+        match mode {
+            Mode::Ok => Ok(()),
+            Mode::Fail(f) => Err(f(format!("{} is broken", self.name))),
+            Mode::Hang(d) => {
+                tokio::time::sleep(d).await;
+                Err(MemoryError::Unavailable(format!("{} timed out", self.name)))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for FakeEngine {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { keyword: true, ..Default::default() }
+    }
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        self.calls.search.fetch_add(1, Ordering::SeqCst);
+        self.behave().await?;
+        Ok(SearchResponse {
+            results: vec![SearchResult {
+                path: format!("{}.md", self.name),
+                start_line: 1,
+                end_line: 1,
+                score: 1.0,
+                snippet: request.query.clone(),
+                source: Source::Memory,
+                vector_score: None,
+                text_score: None,
+                citation: None,
+            }],
+            mode: Some("keyword".into()),
+            warnings: vec![],
+        })
+    }
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
+        self.calls.get.fetch_add(1, Ordering::SeqCst);
+        self.behave().await?;
+        Ok(GetResponse { path: request.path.clone(), text: self.name.to_string(), from: 1, lines: 1, total_lines: 1, ..Default::default() })
+    }
+    async fn sync(&self, _options: SyncOptions) -> Result<SyncReport> {
+        self.calls.sync.fetch_add(1, Ordering::SeqCst);
+        self.behave().await?;
+        Ok(SyncReport { files_scanned: 1, ..Default::default() })
+    }
+    async fn status(&self) -> Result<Status> {
+        self.behave().await?;
+        Ok(Status { backend: self.name.into(), ..Default::default() })
+    }
+    async fn close(&self) -> Result<()> {
+        self.calls.closed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn unavailable(m: String) -> MemoryError {
+    MemoryError::Unavailable(m)
+}
+fn internal(m: String) -> MemoryError {
+    MemoryError::Internal(format!("unparsable output: {m}"))
+}
+fn refused(m: String) -> MemoryError {
+    MemoryError::Refused(m)
+}
+fn invalid(m: String) -> MemoryError {
+    MemoryError::InvalidInput(m)
+}
+
+fn policy(ms: u64, max_ms: u64) -> FallbackPolicy {
+    FallbackPolicy {
+        initial_backoff: Duration::from_millis(ms),
+        max_backoff: Duration::from_millis(max_ms),
+        multiplier: 2.0,
+        sync_fallback: true,
+    }
+}
+
+struct Setup {
+    mgr: FallbackManager,
+    primary_mode: Arc<Mutex<Mode>>,
+    primary_calls: Arc<Counters>,
+    fallback_mode: Arc<Mutex<Mode>>,
+    fallback_calls: Arc<Counters>,
+}
+
+fn setup(p: FallbackPolicy) -> Setup {
+    let (primary, primary_mode, primary_calls) = FakeEngine::new("qmd");
+    let (fallback, fallback_mode, fallback_calls) = FakeEngine::new("builtin");
+    let mgr = FallbackManager::new(Box::new(primary), Box::new(fallback) as Box<dyn MemoryBackend>, p);
+    Setup { mgr, primary_mode, primary_calls, fallback_mode, fallback_calls }
+}
+
+#[tokio::test]
+async fn healthy_primary_answers_alone() {
+    let s = setup(policy(50, 400));
+    let r = s.mgr.search(&SearchRequest::new("tea")).await.unwrap();
+    assert_eq!(r.results[0].path, "qmd.md");
+    assert!(r.warnings.is_empty());
+    assert_eq!(s.fallback_calls.search.load(Ordering::SeqCst), 0);
+    let st = s.mgr.status().await.unwrap();
+    assert_eq!(st.backend, "qmd");
+    assert!(st.fallback.is_none());
+    assert_eq!(s.mgr.name(), "qmd");
+}
+
+#[tokio::test]
+async fn failing_primary_is_answered_by_the_fallback_and_said_so() {
+    for fail in [unavailable as fn(String) -> MemoryError, internal] {
+        let s = setup(policy(60_000, 120_000));
+        *s.primary_mode.lock().unwrap() = Mode::Fail(fail);
+        let before = crate::now_ms();
+        let r = s.mgr.search(&SearchRequest::new("tea")).await.unwrap();
+        assert_eq!(r.results[0].path, "builtin.md");
+        assert_eq!(r.warnings.len(), 1);
+        assert!(r.warnings[0].contains("`qmd` is unavailable") && r.warnings[0].contains("qmd is broken"), "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("`builtin`"));
+        let st = s.mgr.status().await.unwrap();
+        assert_eq!(st.backend, "builtin");
+        let fb = st.fallback.expect("fallback status");
+        assert_eq!(fb.from, "qmd");
+        assert!(fb.reason.contains("qmd is broken"), "{}", fb.reason);
+        assert!(fb.since.unwrap() >= before);
+        assert!(st.extra.contains_key("nextProbeMs"));
+        // get falls back too.
+        let g = s.mgr.get(&GetRequest { path: "MEMORY.md".into(), ..Default::default() }).await.unwrap();
+        assert_eq!(g.text, "builtin");
+    }
+}
+
+#[tokio::test]
+async fn requests_that_are_wrong_do_not_fall_back() {
+    let s = setup(policy(50, 400));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(refused);
+    let e = s.mgr.get(&GetRequest { path: "../etc/passwd".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused);
+    *s.primary_mode.lock().unwrap() = Mode::Fail(invalid);
+    let e = s.mgr.search(&SearchRequest::new("")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert_eq!(s.fallback_calls.search.load(Ordering::SeqCst) + s.fallback_calls.get.load(Ordering::SeqCst), 0);
+    assert!(s.mgr.fallback_status().is_none());
+}
+
+#[tokio::test]
+async fn primary_is_left_alone_during_backoff_then_probed_and_used_again() {
+    let s = setup(policy(150, 1_000));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
+    // Within the back-off: the primary is not called at all.
+    for _ in 0..3 {
+        let r = s.mgr.search(&SearchRequest::new("b")).await.unwrap();
+        assert_eq!(r.results[0].path, "builtin.md");
+    }
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
+    // The primary recovers; after the back-off the next call probes it and it answers.
+    *s.primary_mode.lock().unwrap() = Mode::Ok;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = s.mgr.search(&SearchRequest::new("c")).await.unwrap();
+    assert_eq!(r.results[0].path, "qmd.md");
+    assert!(r.warnings.is_empty());
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 2);
+    assert!(s.mgr.status().await.unwrap().fallback.is_none());
+    assert!(s.mgr.backoff().is_none());
+}
+
+#[tokio::test]
+async fn backoff_grows_exponentially_and_is_capped() {
+    let s = setup(policy(20, 100));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+        seen.push(s.mgr.backoff().unwrap().as_millis());
+        let wait = s.mgr.next_probe_in().unwrap();
+        tokio::time::sleep(wait + Duration::from_millis(5)).await;
+    }
+    assert_eq!(seen, [20, 40, 80, 100, 100]);
+    // Every search after a back-off probed the primary once.
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test]
+async fn a_hanging_primary_costs_only_its_timeout() {
+    let s = setup(policy(60_000, 60_000));
+    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    let r = s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(r.results[0].path, "builtin.md");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The next call does not wait on the primary.
+    let t = std::time::Instant::now();
+    s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn both_failing_is_an_error_naming_both() {
+    let s = setup(policy(50, 400));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.fallback_mode.lock().unwrap() = Mode::Fail(internal);
+    let e = s.mgr.search(&SearchRequest::new("a")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    let msg = e.to_string();
+    assert!(msg.contains("qmd is broken") && msg.contains("builtin is broken"), "{msg}");
+}
+
+struct CountingOpener {
+    opened: Arc<AtomicUsize>,
+    calls: Arc<Mutex<Option<Arc<Counters>>>>,
+}
+
+#[async_trait]
+impl FallbackOpener for CountingOpener {
+    fn name(&self) -> &str {
+        "builtin"
+    }
+    async fn open(&self) -> Result<Box<dyn MemoryBackend>> {
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        let (engine, _, calls) = FakeEngine::new("builtin");
+        *self.calls.lock().unwrap() = Some(calls);
+        Ok(Box::new(engine))
+    }
+}
+
+#[tokio::test]
+async fn a_lazy_fallback_is_opened_once_and_synced_before_answering() {
+    let opened = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(Mutex::new(None));
+    let (primary, primary_mode, _) = FakeEngine::new("qmd");
+    let opener: Box<dyn FallbackOpener> = Box::new(CountingOpener { opened: opened.clone(), calls: calls.clone() });
+    let mgr = FallbackManager::new(Box::new(primary), opener, policy(60_000, 60_000));
+    mgr.search(&SearchRequest::new("a")).await.unwrap();
+    mgr.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(opened.load(Ordering::SeqCst), 0, "not opened while the primary works");
+    *primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    for _ in 0..3 {
+        let r = mgr.search(&SearchRequest::new("a")).await.unwrap();
+        assert_eq!(r.results[0].path, "builtin.md");
+    }
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
+    let c = calls.lock().unwrap().clone().unwrap();
+    assert_eq!(c.sync.load(Ordering::SeqCst), 1, "synced once on open");
+    // A sync while failing syncs the fallback and says so.
+    let rep = mgr.sync(SyncOptions::default()).await.unwrap();
+    assert!(rep.warnings[0].contains("synced the fallback"), "{:?}", rep.warnings);
+    assert_eq!(c.sync.load(Ordering::SeqCst), 2);
+    mgr.close().await.unwrap();
+    assert_eq!(c.closed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn sync_keeps_an_open_fallback_fresh() {
+    let s = setup(policy(50, 400));
+    let rep = s.mgr.sync(SyncOptions::default()).await.unwrap();
+    assert!(rep.warnings.is_empty());
+    assert_eq!(s.primary_calls.sync.load(Ordering::SeqCst), 1);
+    assert_eq!(s.fallback_calls.sync.load(Ordering::SeqCst), 1);
+}
