@@ -1,1 +1,0 @@
-//! Skeleton: filled by a later issue.

@@ -1,0 +1,158 @@
+//! Retrieval quality on Cranfield: one Markdown file per document (`memory/cranfield/<id>.md`, first line
+//! `# <title>`), the dev queries run through the real engine, ranked files scored against graded judgments.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use memory_builtin::BuiltinFactory;
+use memory_core::registry::OpenContext;
+use memory_core::{Config, MemoryBackend, SearchRequest, SyncOptions};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Doc {
+    id: String,
+    title: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Query {
+    id: String,
+    text: String,
+}
+
+pub struct Dataset {
+    docs: Vec<Doc>,
+    queries: Vec<Query>,
+    /// query id -> doc id -> grade
+    qrels: HashMap<String, HashMap<String, u32>>,
+}
+
+pub fn load(dir: &Path) -> anyhow::Result<Dataset> {
+    if !dir.join("docs.jsonl").exists() {
+        bail!("{} has no docs.jsonl (pass --dataset; the project's data lives in ../shared/datasets/cranfield)", dir.display());
+    }
+    let read_lines = |name: &str| -> anyhow::Result<Vec<String>> {
+        let text = std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
+        Ok(text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+    };
+    let docs = read_lines("docs.jsonl")?.iter().map(|l| serde_json::from_str(l)).collect::<Result<_, _>>()?;
+    let queries = read_lines("queries-dev.jsonl")?.iter().map(|l| serde_json::from_str(l)).collect::<Result<_, _>>()?;
+    let mut qrels: HashMap<String, HashMap<String, u32>> = HashMap::new();
+    for line in read_lines("qrels-dev.tsv")?.iter().skip(1) {
+        let parts: Vec<&str> = line.split('\t').collect();
+        if parts.len() >= 3 {
+            qrels.entry(parts[0].into()).or_default().insert(parts[1].into(), parts[2].trim().parse()?);
+        }
+    }
+    Ok(Dataset { docs, queries, qrels })
+}
+
+/// nDCG@k with gain 2^grade - 1.
+pub fn ndcg(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    let gain = |g: u32| (2f64.powi(g as i32)) - 1.0;
+    let dcg: f64 = ranked.iter().take(k).enumerate().map(|(i, d)| gain(*judged.get(d).unwrap_or(&0)) / ((i + 2) as f64).log2()).sum();
+    let mut ideal: Vec<u32> = judged.values().copied().collect();
+    ideal.sort_unstable_by(|a, b| b.cmp(a));
+    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, g)| gain(*g) / ((i + 2) as f64).log2()).sum();
+    if idcg == 0.0 {
+        0.0
+    } else {
+        dcg / idcg
+    }
+}
+
+/// Average precision over the top k (relevant = grade > 0).
+pub fn average_precision(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    let relevant = judged.values().filter(|g| **g > 0).count();
+    if relevant == 0 {
+        return 0.0;
+    }
+    let mut hits = 0;
+    let mut sum = 0.0;
+    for (i, d) in ranked.iter().take(k).enumerate() {
+        if judged.get(d).is_some_and(|g| *g > 0) {
+            hits += 1;
+            sum += hits as f64 / (i + 1) as f64;
+        }
+    }
+    sum / relevant as f64
+}
+
+pub fn recall(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    let relevant = judged.values().filter(|g| **g > 0).count();
+    if relevant == 0 {
+        return 0.0;
+    }
+    ranked.iter().take(k).filter(|d| judged.get(*d).is_some_and(|g| *g > 0)).count() as f64 / relevant as f64
+}
+
+pub async fn run(dir: &Path, verbose: bool) -> anyhow::Result<()> {
+    let data = load(dir)?;
+    let tmp = tempfile::tempdir()?;
+    let ws = tmp.path().join("workspace");
+    let docs_dir = ws.join("memory/cranfield");
+    std::fs::create_dir_all(&docs_dir)?;
+    for d in &data.docs {
+        std::fs::write(docs_dir.join(format!("{}.md", d.id)), format!("# {}\n\n{}\n", d.title.trim(), d.text.trim()))?;
+    }
+    let mut config = Config::default();
+    config.memory.search.query.min_score = 0.0;
+    let ctx = OpenContext {
+        config: Arc::new(config),
+        workspace: ws.clone(),
+        state_dir: tmp.path().join("state"),
+        agent_id: "quality".into(),
+        embedder: None,
+    };
+    let engine = BuiltinFactory.open_indexed(ctx).await?;
+    engine.sync(SyncOptions::default()).await?;
+
+    let (mut n10, mut map, mut rec, mut judged_queries) = (0.0, 0.0, 0.0, 0);
+    for q in &data.queries {
+        let Some(judged) = data.qrels.get(&q.id) else { continue };
+        let r = engine.search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![] }).await?;
+        // Documents in rank order (a long document may contribute several chunks: keep its best).
+        let mut ranked: Vec<String> = Vec::new();
+        for hit in r.results {
+            let stem = hit.path.rsplit('/').next().unwrap_or("").trim_end_matches(".md").to_string();
+            if !ranked.contains(&stem) {
+                ranked.push(stem);
+            }
+        }
+        let (a, b, c) = (ndcg(&ranked, judged, 10), average_precision(&ranked, judged, 100), recall(&ranked, judged, 100));
+        if verbose {
+            println!("q{:<4} nDCG@10 {a:.3}  AP {b:.3}  R@100 {c:.3}  {}", q.id, q.text);
+        }
+        n10 += a;
+        map += b;
+        rec += c;
+        judged_queries += 1;
+    }
+    let n = judged_queries as f64;
+    println!("Cranfield dev, {} documents, {judged_queries} judged queries, builtin keyword-only", data.docs.len());
+    println!("nDCG@10    {:.4}", n10 / n);
+    println!("MAP@100    {:.4}", map / n);
+    println!("Recall@100 {:.4}", rec / n);
+    engine.close().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_on_a_small_example() {
+        let judged: HashMap<String, u32> = [("a".to_string(), 2), ("b".to_string(), 1)].into();
+        let perfect = vec!["a".to_string(), "b".to_string()];
+        assert!((ndcg(&perfect, &judged, 10) - 1.0).abs() < 1e-12);
+        let swapped = vec!["b".to_string(), "a".to_string()];
+        assert!(ndcg(&swapped, &judged, 10) < 1.0);
+        assert!((average_precision(&["x".into(), "a".into()], &judged, 100) - 0.25).abs() < 1e-12);
+        assert_eq!(recall(&["a".into()], &judged, 100), 0.5);
+    }
+}
