@@ -1,0 +1,150 @@
+//! The `memory` command as a user runs it: exit codes, one-line errors, JSON field names.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Env {
+    ws: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let ws = tempfile::tempdir().unwrap();
+        fs::create_dir_all(ws.path().join("memory")).unwrap();
+        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
+        fs::write(ws.path().join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n").unwrap();
+        fs::write(ws.path().join("memory/notes.md"), "# Notes\n\nKubernetes canary rollout checklist\n").unwrap();
+        Env { ws, state: tempfile::tempdir().unwrap() }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_memory"))
+            .arg("--workspace")
+            .arg(self.ws.path())
+            .arg("--state-dir")
+            .arg(self.state.path())
+            .args(args)
+            .env_remove("MEMORY_CONFIG")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn search_indexes_a_new_workspace_and_prints_json_with_wire_names() {
+    let env = Env::new();
+    let o = env.run(&["search", "which error did I fix in billing?", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let first = &v["results"][0];
+    assert_eq!(first["path"], "memory/2026-11-29.md");
+    assert_eq!(first["startLine"], 1);
+    assert_eq!(first["endLine"], 4);
+    assert_eq!(first["source"], "memory");
+    assert!(first["score"].as_f64().unwrap() > 0.0);
+    assert!(first["snippet"].as_str().unwrap().contains("E4012"));
+    // The index lives in the state folder, never beside the notes.
+    let names: Vec<String> = fs::read_dir(env.ws.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains("sqlite")), "{names:?}");
+}
+
+#[test]
+fn text_output_and_max_results() {
+    let env = Env::new();
+    let o = env.run(&["search", "gateway canary billing", "--max-results", "2"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("1. "), "{out}");
+    assert!(!out.contains("3. "), "{out}");
+    let o = env.run(&["search", "zzzqqq"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("No results."));
+}
+
+#[test]
+fn get_reads_lines_and_refuses_with_one_line() {
+    let env = Env::new();
+    let o = env.run(&["get", "MEMORY.md", "--from", "3", "--lines", "1"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "The gateway runs on the Mac Studio.\n");
+    for bad in ["../etc/passwd", "/etc/passwd", "memory/../../x.md"] {
+        let o = env.run(&["get", bad]);
+        assert!(!o.status.success(), "{bad}");
+        let err = stderr(&o);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: refused"), "{err}");
+    }
+    let o = env.run(&["get", "memory/2031-01-01.md", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["text"], "");
+    assert_eq!(v["missing"], true);
+}
+
+#[test]
+fn index_status_reset() {
+    let env = Env::new();
+    let o = env.run(&["index", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["filesAdded"], 3);
+    let o = env.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["backend"], "builtin");
+    assert_eq!(v["files"], 3);
+    assert_eq!(v["dirty"], false);
+    assert_eq!(v["capabilities"]["keyword"], true);
+    let index = v["indexPath"].as_str().unwrap().to_string();
+    assert!(Path::new(&index).exists());
+
+    let o = env.run(&["reset"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--yes"));
+    assert!(Path::new(&index).exists());
+    let o = env.run(&["reset", "--yes"]);
+    assert!(o.status.success());
+    assert!(env.ws.path().join("MEMORY.md").exists());
+    let o = env.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["files"], 0);
+    assert_eq!(v["extra"]["indexed"], false, "{v}");
+}
+
+#[test]
+fn malformed_config_names_the_key() {
+    let env = Env::new();
+    let cfg = env.state.path().join("config.json5");
+    fs::write(&cfg, "{ memory: { search: { query: { maxResults: 'many' } } } }").unwrap();
+    let o = env.run(&["--config", cfg.to_str().unwrap(), "search", "gateway"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("memory.search.query.maxResults"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    fs::write(&cfg, "{ memory: { backend: 'nope' } }").unwrap();
+    let o = env.run(&["--config", cfg.to_str().unwrap(), "status"]);
+    assert!(stderr(&o).contains("memory.backend"), "{}", stderr(&o));
+}
+
+#[test]
+fn missing_workspace_is_a_clear_error() {
+    let env = Env::new();
+    let o = Command::new(env!("CARGO_BIN_EXE_memory"))
+        .args(["--workspace", "/definitely/not/here", "--state-dir"])
+        .arg(env.state.path())
+        .args(["search", "x"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not a folder"));
+}
