@@ -358,3 +358,20 @@ async fn keyword_search_answers_when_embeddings_fail() {
     let st = e.status().await.unwrap();
     assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
 }
+
+#[tokio::test]
+async fn chinese_and_japanese_words_are_found() {
+    let env = Env::new();
+    env.write("memory/2026-11-20.md", "# 周报\n\n本周完成了支付系统的灰度发布，下周继续观察。\n");
+    env.write("memory/2026-11-21.md", "# 生活\n\n早上和小王在公司楼下喝咖啡，聊了猫的事情。\n");
+    env.write("memory/2026-11-22.md", "# 出張\n\n来週は東京で打ち合わせがあります。\n");
+    env.write("memory/2026-11-23.md", "# Deploy\n\nKubernetes canary rollout for the billing service.\n");
+    let e = env.open(Config::default(), None).await;
+    assert_eq!(paths(&e, "咖啡").await.first().map(String::as_str), Some("memory/2026-11-21.md"));
+    assert_eq!(paths(&e, "周报").await.first().map(String::as_str), Some("memory/2026-11-20.md"));
+    assert_eq!(paths(&e, "東京").await.first().map(String::as_str), Some("memory/2026-11-22.md"));
+    assert_eq!(paths(&e, "猫").await.first().map(String::as_str), Some("memory/2026-11-21.md"));
+    assert_eq!(paths(&e, "上周的灰度发布怎么样了？").await.first().map(String::as_str), Some("memory/2026-11-20.md"));
+    let mixed = paths(&e, "Kubernetes 灰度发布").await;
+    assert!(mixed.contains(&"memory/2026-11-20.md".to_string()) && mixed.contains(&"memory/2026-11-23.md".to_string()), "{mixed:?}");
+}

@@ -1,5 +1,8 @@
 //! Keyword analysis shared by every engine, for documents and queries alike, so that every store matches the
-//! same terms: Unicode word tokens lowercased, English words stemmed (Snowball), CJK runs as character bigrams.
+//! same terms: Unicode word tokens lowercased, English words stemmed (Snowball), CJK runs as character bigrams
+//! (a safety net that finds every two-character word, known to a dictionary or not), plus, for Chinese, the
+//! words of a jieba segmentation that bigrams cannot express: single-character words and words of three or more
+//! characters. Japanese (any kana in the run) and Korean stay bigrams.
 //! Stores index the space-joined terms with a plain tokenizer; user text never reaches query syntax.
 //!
 //! Changing anything here changes [`crate::identity::ANALYZER_VERSION`], which rebuilds indexes.
@@ -12,7 +15,7 @@ use crate::chunking::is_cjk;
 
 /// Name recorded in the index identity.
 pub fn analyzer_name() -> String {
-    format!("{}:words+snowball-en+cjk-bigram", crate::identity::ANALYZER_VERSION)
+    format!("{}:words+snowball-en+cjk-bigram+jieba", crate::identity::ANALYZER_VERSION)
 }
 
 /// Common English words that carry no meaning in a query.
@@ -85,7 +88,22 @@ fn stem_word(w: &str) -> String {
     }
 }
 
-/// CJK run to terms: adjacent bigrams, or the lone character.
+/// Chinese function characters that carry no meaning as single-character terms.
+const CJK_STOP_CHARS: &str = "的了是在我你他她它们和与及或也都就很这那有个吗呢吧啊之其而于以为被把让给着过地得";
+
+/// The jieba segmenter, loaded on first use only: a process that never sees Chinese text never pays for its
+/// dictionary.
+fn jieba() -> &'static jieba_rs::Jieba {
+    static JIEBA: std::sync::OnceLock<jieba_rs::Jieba> = std::sync::OnceLock::new();
+    JIEBA.get_or_init(jieba_rs::Jieba::new)
+}
+
+fn is_kana_or_hangul(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9F | 0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF)
+}
+
+/// CJK run to terms: adjacent bigrams (or the lone character), plus jieba's single-character and long words
+/// for Chinese runs.
 fn cjk_terms(run: &str, out: &mut Vec<String>) {
     let chars: Vec<char> = run.chars().collect();
     if chars.len() == 1 {
@@ -94,6 +112,16 @@ fn cjk_terms(run: &str, out: &mut Vec<String>) {
     }
     for w in chars.windows(2) {
         out.push(w.iter().collect());
+    }
+    if chars.len() >= 3 && !chars.iter().any(|c| is_kana_or_hangul(*c)) {
+        for token in jieba().cut(run, true) {
+            let word = token.word;
+            match word.chars().count() {
+                1 if !CJK_STOP_CHARS.contains(word) => out.push(word.to_string()),
+                n if n >= 3 => out.push(word.to_string()),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -199,9 +227,26 @@ mod tests {
 
     #[test]
     fn cjk_runs_become_bigrams() {
-        assert_eq!(document_terms("我喜欢咖啡"), vec!["我喜", "喜欢", "欢咖", "咖啡"]);
+        let t = document_terms("我喜欢咖啡");
+        assert_eq!(&t[..4], ["我喜", "喜欢", "欢咖", "咖啡"]);
         assert_eq!(query_terms("咖啡"), vec!["咖啡"]);
         assert_eq!(query_terms("Kubernetes 灰度发布"), vec!["kubernet", "灰度", "度发", "发布"]);
+    }
+
+    #[test]
+    fn chinese_single_character_and_long_words_from_jieba() {
+        let t = document_terms("我的猫很可爱");
+        assert!(t.contains(&"猫".to_string()), "{t:?}");
+        assert!(!t.contains(&"的".to_string()), "{t:?}");
+        assert_eq!(query_terms("猫"), vec!["猫"]);
+        let t = document_terms("我们在中华人民共和国工作");
+        assert!(t.iter().any(|w| w.chars().count() >= 3), "{t:?}");
+    }
+
+    #[test]
+    fn japanese_runs_stay_bigrams() {
+        assert_eq!(document_terms("東京に行く"), vec!["東京", "京に", "に行", "行く"]);
+        assert_eq!(query_terms("東京"), vec!["東京"]);
     }
 
     #[test]
