@@ -145,6 +145,16 @@ fn blob_to_vec(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+fn file_row(r: &rusqlite::Row) -> rusqlite::Result<FileRecord> {
+    Ok(FileRecord {
+        source: source_of(&r.get::<_, String>(0)?),
+        path: r.get(1)?,
+        hash: r.get(2)?,
+        size: r.get::<_, i64>(3)? as u64,
+        mtime_ms: r.get(4)?,
+    })
+}
+
 const CANDIDATE_COLUMNS: &str = "c.id, c.source, c.path, c.start_line, c.end_line, c.text, c.importance, f.mtime_ms";
 
 fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
@@ -180,17 +190,21 @@ impl ChunkStore for SqliteStore {
     async fn files(&self) -> Result<Vec<FileRecord>> {
         self.read("list files", |c| {
             let mut st = c.prepare_cached("SELECT source, path, hash, size, mtime_ms FROM files")?;
-            let rows = st.query_map([], |r| {
-                Ok(FileRecord {
-                    source: source_of(&r.get::<_, String>(0)?),
-                    path: r.get(1)?,
-                    hash: r.get(2)?,
-                    size: r.get::<_, i64>(3)? as u64,
-                    mtime_ms: r.get(4)?,
-                })
-            })?;
+            let rows = st.query_map([], file_row)?;
             rows.collect()
         })
+    }
+
+    async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
+        // Narrow with LIKE (the query's characters escaped), then apply the exact tiers.
+        let escaped: String = query.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
+        let pattern = format!("%{escaped}%");
+        let rows = self.read("find files by name", |c| {
+            let mut st = c.prepare_cached("SELECT source, path, hash, size, mtime_ms FROM files WHERE path LIKE ?1 ESCAPE '\\'")?;
+            let rows = st.query_map(params![pattern], file_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        Ok(rows.into_iter().filter(|f| memory_core::ranking::exact_path_tier(query, &f.path) > 0).collect())
     }
 
     async fn apply(&self, batch: SyncBatch) -> Result<()> {

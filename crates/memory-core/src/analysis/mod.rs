@@ -82,11 +82,27 @@ fn raw_tokens(text: &str, mut f: impl FnMut(&str, bool)) {
 /// Stem a lowercase word: only purely alphabetic words are stemmed; ids, numbers and snake_case stay exact.
 fn stem_word(w: &str) -> String {
     if w.len() > 3 && w.chars().all(|c| c.is_alphabetic()) {
-        STEMMER.with(|s| s.stem(w).into_owned())
+        // Vocabularies are small and Zipfian: memoise stems (bounded, shared by indexing threads) so each
+        // distinct word is stemmed once.
+        let cache = STEM_CACHE.get_or_init(Default::default);
+        if let Some(s) = cache.read().ok().and_then(|c| c.get(w).cloned()) {
+            return s;
+        }
+        let stem = STEMMER.with(|s| s.stem(w).into_owned());
+        if let Ok(mut c) = cache.write() {
+            if c.len() >= STEM_CACHE_MAX {
+                c.clear();
+            }
+            c.insert(w.to_string(), stem.clone());
+        }
+        stem
     } else {
         w.to_string()
     }
 }
+
+const STEM_CACHE_MAX: usize = 100_000;
+static STEM_CACHE: std::sync::OnceLock<std::sync::RwLock<std::collections::HashMap<String, String>>> = std::sync::OnceLock::new();
 
 /// Chinese function characters that carry no meaning as single-character terms.
 const CJK_STOP_CHARS: &str = "的了是在我你他她它们和与及或也都就很这那有个吗呢吧啊之其而于以为被把让给着过地得";
@@ -188,20 +204,34 @@ pub fn query_terms(query: &str) -> Vec<String> {
 /// Lowercase word tokens plus CJK unigrams and adjacent bigrams: the token set MMR compares (SPEC §5).
 pub fn similarity_tokens(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
-    raw_tokens(text, |t, cjk| {
-        if cjk {
-            let chars: Vec<char> = t.chars().collect();
-            for c in &chars {
-                out.insert(c.to_string());
-            }
-            for w in chars.windows(2) {
-                out.insert(w.iter().collect());
-            }
-        } else {
+    for_each_similarity_token(text, |t| {
+        if !out.contains(t) {
             out.insert(t.to_string());
         }
     });
     out
+}
+
+/// Visit the similarity tokens of `text` (repeats included) without collecting them.
+pub fn for_each_similarity_token(text: &str, mut f: impl FnMut(&str)) {
+    let mut buf = String::new();
+    raw_tokens(text, |t, cjk| {
+        if cjk {
+            let chars: Vec<char> = t.chars().collect();
+            for c in &chars {
+                buf.clear();
+                buf.push(*c);
+                f(&buf);
+            }
+            for w in chars.windows(2) {
+                buf.clear();
+                buf.extend(w);
+                f(&buf);
+            }
+        } else {
+            f(t);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -77,9 +77,9 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     // MEMORY.md wins over memory.md. On case-insensitive file systems both names are the same file.
     for name in ["MEMORY.md", "memory.md"] {
         let p = ws.join(name);
-        if let Some(f) = regular_file(roots, &p) {
+        if let Some((f, m)) = regular_file(roots, &p) {
             if exact_name_exists(ws, name) {
-                push(&mut out, &mut seen, f);
+                push(&mut out, &mut seen, f, &m);
                 break;
             }
         }
@@ -90,8 +90,8 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
             Ok(m) if m.is_dir() => walk(roots, extra, &mut out, &mut seen),
             Ok(_) if is_markdown(extra) => {
-                if let Some(f) = regular_file(roots, extra) {
-                    push(&mut out, &mut seen, f);
+                if let Some((f, m)) = regular_file(roots, extra) {
+                    push(&mut out, &mut seen, f, &m);
                 }
             }
             Ok(_) => warn!(path = %extra.display(), "extra path is not a .md file; skipped"),
@@ -103,9 +103,29 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     out
 }
 
-fn push(out: &mut Vec<MemoryFile>, seen: &mut HashSet<PathBuf>, f: MemoryFile) {
-    let real = std::fs::canonicalize(&f.abs_path).unwrap_or_else(|_| f.abs_path.clone());
-    if seen.insert(real) {
+/// Identity of a file for de-duplication: (device, inode) where available — no extra system call, since no
+/// link is ever followed — else the canonical path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FileId {
+    #[cfg_attr(not(unix), allow(dead_code))]
+    Inode(u64, u64),
+    #[cfg_attr(unix, allow(dead_code))]
+    Path(PathBuf),
+}
+
+fn push(out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>, f: MemoryFile, meta: &std::fs::Metadata) {
+    #[cfg(unix)]
+    let id = {
+        use std::os::unix::fs::MetadataExt;
+        let _ = &f;
+        FileId::Inode(meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let id = {
+        let _ = meta;
+        FileId::Path(std::fs::canonicalize(&f.abs_path).unwrap_or_else(|_| f.abs_path.clone()))
+    };
+    if seen.insert(id) {
         out.push(f);
     }
 }
@@ -122,8 +142,8 @@ fn is_markdown(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("md"))
 }
 
-/// A regular, non-link file, with its size and mtime.
-fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<MemoryFile> {
+/// A regular, non-link file, with its size and mtime (and its metadata, for de-duplication).
+fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::Metadata)> {
     let m = std::fs::symlink_metadata(p).ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %p.display(), "symbolic link skipped");
@@ -132,13 +152,8 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<MemoryFile> {
     if !m.is_file() {
         return None;
     }
-    Some(MemoryFile {
-        source: Source::Memory,
-        key: roots.key_for(p),
-        abs_path: p.to_path_buf(),
-        size: m.len(),
-        mtime_ms: mtime_ms(&m),
-    })
+    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
+    Some((f, m))
 }
 
 pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
@@ -149,7 +164,7 @@ pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
         .unwrap_or(0)
 }
 
-fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut HashSet<PathBuf>) {
+fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -180,8 +195,8 @@ fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut H
             }
             walk(roots, &path, out, seen);
         } else if ft.is_file() && is_markdown(&path) {
-            if let Some(f) = regular_file(roots, &path) {
-                push(out, seen, f);
+            if let Some((f, m)) = regular_file(roots, &path) {
+                push(out, seen, f, &m);
             }
         }
     }

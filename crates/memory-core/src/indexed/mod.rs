@@ -30,6 +30,27 @@ const META_LAST_SYNC: &str = "lastSyncMs";
 /// File hash recorded for a file that was skipped (binary, not UTF-8, too large).
 pub const SKIPPED_HASH: &str = "!skipped";
 
+/// What one file needs in the index.
+enum Prepared {
+    Skipped { record: FileRecord, warning: String },
+    /// Same content, new size/mtime.
+    Touched(FileRecord),
+    Changed { record: FileRecord, chunks: Vec<ChunkRecord>, existed: bool },
+}
+
+/// `items.iter().map(f)`, spread over the available cores (in order).
+fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
+    if threads <= 1 || items.len() < 8 {
+        return items.iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.chunks(per).map(|part| s.spawn(|| part.iter().map(&f).collect::<Vec<R>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("indexing thread panicked")).collect()
+    })
+}
+
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -166,7 +187,6 @@ impl IndexedBackend {
     /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
     async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>) -> Result<SyncReport> {
-        let s = &self.config.memory.search;
         let mut report = SyncReport::default();
         let files = discover(&self.roots);
         report.files_scanned = files.len();
@@ -189,55 +209,70 @@ impl IndexedBackend {
 
         let progress = self.progress.read().unwrap().clone();
         let total = work.len();
-        let mut batch = SyncBatch { removals, ..Default::default() };
-        let mut pending_embed: Vec<usize> = Vec::new(); // indices into the batch's upserts needing vectors
-        for (done, (f, old)) in work.into_iter().enumerate() {
-            let text = match read_text(&f.abs_path, s.max_file_bytes) {
-                Ok(t) => t,
-                Err(why) => {
-                    warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
-                    report.warnings.push(format!("{}: skipped: {why}", f.key));
-                    report.files_skipped += 1;
-                    // Remember the skip (no chunks) so an unchanged file is not re-read and warned about on
-                    // every sync; any old chunks of the file leave the index.
-                    let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
-                    batch.upserts.push((record, Vec::new()));
-                    continue;
+        let mut done = 0;
+        let mut removals = Some(removals);
+        for part in work.chunks(FILES_PER_BATCH) {
+            // Reading, hashing, chunking and analysing are CPU work: spread them over the cores.
+            let prepared = map_parallel(part, |(f, old)| self.prepare(f, *old));
+            let mut batch = SyncBatch { removals: removals.take().unwrap_or_default(), ..Default::default() };
+            let mut pending_embed = Vec::new(); // indices into the batch's upserts needing vectors
+            for p in prepared {
+                match p {
+                    Prepared::Skipped { record, warning } => {
+                        report.warnings.push(warning);
+                        report.files_skipped += 1;
+                        // Remember the skip (no chunks) so an unchanged file is not re-read and warned about on
+                        // every sync; any old chunks of the file leave the index.
+                        batch.upserts.push((record, Vec::new()));
+                    }
+                    Prepared::Touched(record) => {
+                        report.files_unchanged += 1;
+                        batch.touches.push(record);
+                    }
+                    Prepared::Changed { record, chunks, existed } => {
+                        if existed {
+                            report.files_changed += 1;
+                        } else {
+                            report.files_added += 1;
+                        }
+                        report.chunks_written += chunks.len();
+                        if self.embedder.is_some() && !chunks.is_empty() {
+                            pending_embed.push(batch.upserts.len());
+                        }
+                        batch.upserts.push((record, chunks));
+                    }
                 }
-            };
-            let hash = crate::sha256_hex(text.as_bytes());
-            let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
-            if old.is_some_and(|o| o.hash == hash) {
-                batch.touches.push(record);
-                report.files_unchanged += 1;
-            } else {
-                if old.is_some() {
-                    report.files_changed += 1;
-                } else {
-                    report.files_added += 1;
-                }
-                let chunks = self.make_chunks(f, &text);
-                report.chunks_written += chunks.len();
-                if self.embedder.is_some() && !chunks.is_empty() {
-                    pending_embed.push(batch.upserts.len());
-                }
-                batch.upserts.push((record, chunks));
             }
-            if batch.upserts.len() + batch.touches.len() >= FILES_PER_BATCH {
-                self.embed_batch(&mut batch, &pending_embed, target, cache_from, &mut report).await;
-                pending_embed.clear();
-                target.apply(std::mem::take(&mut batch)).await?;
-            }
-            if let Some(p) = &progress {
-                p(SyncProgress { files_done: done + 1, files_total: total, chunks_embedded: report.chunks_embedded });
-            }
-        }
-        if !batch.is_empty() {
             self.embed_batch(&mut batch, &pending_embed, target, cache_from, &mut report).await;
             target.apply(batch).await?;
+            done += part.len();
+            if let Some(p) = &progress {
+                p(SyncProgress { files_done: done, files_total: total, chunks_embedded: report.chunks_embedded });
+            }
+        }
+        if let Some(removals) = removals.filter(|r| !r.is_empty()) {
+            target.apply(SyncBatch { removals, ..Default::default() }).await?;
         }
         debug!(?report, "sync finished");
         Ok(report)
+    }
+
+    /// Read one new or changed-looking file and decide what the index needs.
+    fn prepare(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
+        let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
+            Ok(t) => t,
+            Err(why) => {
+                warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
+                let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+                return Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) };
+            }
+        };
+        let hash = crate::sha256_hex(text.as_bytes());
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| o.hash == hash) {
+            return Prepared::Touched(record);
+        }
+        Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
     }
 
     fn make_chunks(&self, f: &MemoryFile, text: &str) -> Vec<ChunkRecord> {
@@ -419,7 +454,7 @@ impl IndexedBackend {
 
         let mut exact = Vec::new();
         if !query.contains(char::is_whitespace) {
-            for f in store.files().await? {
+            for f in store.files_named(query).await? {
                 if !request.sources.is_empty() && !request.sources.contains(&f.source) {
                     continue;
                 }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::analysis::similarity_tokens;
+use crate::analysis::{for_each_similarity_token, similarity_tokens};
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
 use crate::store::Candidate;
@@ -246,33 +246,58 @@ pub fn citation(path: &str, start: usize, end: usize) -> String {
     }
 }
 
-/// Cap a snippet at `max_chars` characters, choosing the window of the chunk that holds the most query terms.
+/// Cap a snippet at `max_chars` characters, choosing the window of the chunk (starting at a line) that holds the
+/// most distinct query tokens. Each line is tokenised once.
 pub fn snippet(text: &str, query_tokens: &HashSet<String>, max_chars: usize) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= max_chars {
+    let total = text.chars().count();
+    if total <= max_chars {
         return text.to_string();
     }
-    // Score windows starting at each line start: count query tokens present.
+    // Per line: its first char offset, its length in chars (with the newline), and which query tokens it holds.
+    let query: Vec<&String> = query_tokens.iter().collect();
+    let mut lines: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+    let mut offset = 0;
+    for line in text.split('\n') {
+        let len = line.chars().count() + 1;
+        let mut hits: Vec<usize> = Vec::new();
+        if !query.is_empty() {
+            for_each_similarity_token(line, |t| {
+                if let Some(i) = query.iter().position(|q| q.as_str() == t) {
+                    if !hits.contains(&i) {
+                        hits.push(i);
+                    }
+                }
+            });
+        }
+        lines.push((offset, len, hits));
+        offset += len;
+    }
     let mut best_start = 0;
-    let mut best_hits = 0usize;
-    let mut line_starts = vec![0];
-    line_starts.extend(chars.iter().enumerate().filter(|(_, c)| **c == '\n').map(|(i, _)| i + 1));
-    if !query_tokens.is_empty() {
-        for &start in &line_starts {
-            if start >= chars.len() {
+    let mut best_hits = 0;
+    let mut seen = vec![false; query.len()];
+    for start in 0..lines.len() {
+        seen.iter_mut().for_each(|s| *s = false);
+        let mut used = 0;
+        let mut hits = 0;
+        for (_, len, line_hits) in &lines[start..] {
+            if used >= max_chars {
                 break;
             }
-            let end = (start + max_chars).min(chars.len());
-            let window: String = chars[start..end].iter().collect();
-            let hits = similarity_tokens(&window).intersection(query_tokens).count();
-            if hits > best_hits {
-                best_hits = hits;
-                best_start = start;
+            used += len;
+            for &h in line_hits {
+                if !seen[h] {
+                    seen[h] = true;
+                    hits += 1;
+                }
             }
         }
+        if hits > best_hits {
+            best_hits = hits;
+            best_start = lines[start].0;
+        }
     }
-    let start = best_start.min(chars.len().saturating_sub(max_chars));
-    chars[start..start + max_chars].iter().collect()
+    let start = best_start.min(total - max_chars);
+    text.chars().skip(start).take(max_chars).collect()
 }
 
 /// Turn ranked items into results: snippets, citations, source.

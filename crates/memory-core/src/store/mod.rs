@@ -108,6 +108,12 @@ pub trait ChunkStore: Send + Sync {
     /// Every indexed file.
     async fn files(&self) -> Result<Vec<FileRecord>>;
 
+    /// Files whose path, basename or stem equals `query` (exact-path tiers). The default scans `files()`;
+    /// stores with an index on paths should narrow it.
+    async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
+        Ok(self.files().await?.into_iter().filter(|f| crate::ranking::exact_path_tier(query, &f.path) > 0).collect())
+    }
+
     async fn apply(&self, batch: SyncBatch) -> Result<()>;
 
     /// Chunks of one file in line order, up to `limit` (for exact-path hits).
