@@ -201,6 +201,40 @@ pub fn query_terms(query: &str) -> Vec<String> {
     terms
 }
 
+/// Pseudo-relevance feedback (RM3-style): terms that carry the top-ranked documents, weighted by how much of
+/// each document they make up and by the document's relevance. Query terms, stop words, numbers and very short
+/// terms are left out. `docs` holds (text, relevance weight) pairs, best first.
+pub fn expansion_terms(query: &[String], docs: &[(&str, f64)], max_terms: usize) -> Vec<String> {
+    let query: HashSet<&str> = query.iter().map(String::as_str).collect();
+    let mut weights: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+    let mut support: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (text, w) in docs {
+        let mut tf: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut len = 0usize;
+        raw_tokens(text, |t, cjk| {
+            if cjk || t.chars().count() < 3 || is_stop_word(t) || t.chars().any(|c| c.is_ascii_digit()) {
+                return;
+            }
+            len += 1;
+            *tf.entry(stem_word(t)).or_default() += 1;
+        });
+        if len == 0 {
+            continue;
+        }
+        for (term, n) in tf {
+            if query.contains(term.as_str()) {
+                continue;
+            }
+            *weights.entry(term.clone()).or_default() += w * n as f64 / len as f64;
+            *support.entry(term).or_default() += 1;
+        }
+    }
+    // A term seen in only one feedback document is more likely noise than topic.
+    let mut ranked: Vec<(String, f64)> = weights.into_iter().filter(|(t, _)| support[t] >= 2).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.into_iter().take(max_terms).map(|(t, _)| t).collect()
+}
+
 /// Lowercase word tokens plus CJK unigrams and adjacent bigrams: the token set MMR compares (SPEC §5).
 pub fn similarity_tokens(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
@@ -271,6 +305,21 @@ mod tests {
         assert_eq!(query_terms("猫"), vec!["猫"]);
         let t = document_terms("我们在中华人民共和国工作");
         assert!(t.iter().any(|w| w.chars().count() >= 3), "{t:?}");
+    }
+
+    #[test]
+    fn expansion_terms_come_from_several_feedback_documents() {
+        let q = query_terms("heat transfer in hypersonic flow");
+        let docs = [
+            ("boundary layer heat transfer with ablation at hypersonic speed", 1.0),
+            ("ablation of the nose cone and boundary layer transition", 0.8),
+            ("an unrelated note about coffee", 0.1),
+        ];
+        let e = expansion_terms(&q, &docs, 5);
+        assert!(e.contains(&"ablat".to_string()) || e.contains(&"ablation".to_string()), "{e:?}");
+        assert!(e.contains(&"boundari".to_string()), "{e:?}");
+        assert!(!e.iter().any(|t| q.contains(t)), "query terms are not expansion terms: {e:?}");
+        assert!(!e.contains(&"coffe".to_string()), "single-document terms are noise: {e:?}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tracing::{debug, info, warn};
 
 use crate::access;
-use crate::analysis::{document_terms_joined, heading_terms, query_terms};
+use crate::analysis::{document_terms_joined, expansion_terms, heading_terms, query_terms};
 use crate::backend::MemoryBackend;
 use crate::chunking::{chunk_id, chunk_text, importance};
 use crate::config::Config;
@@ -18,8 +18,8 @@ use crate::discovery::{discover, read_text, MemoryFile, MemoryRoots};
 use crate::embedding::{EmbeddingProvider, EmbeddingPurpose};
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
-use crate::ranking::{exact_path_tier, rank, RankingOptions};
-use crate::store::{ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use crate::ranking::{bm25_rank_to_score, exact_path_tier, rank, RankingOptions};
+use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
 use crate::types::*;
 
 /// Files per committed batch: a crash loses at most one batch of work, never the index.
@@ -50,6 +50,14 @@ fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
         handles.into_iter().flat_map(|h| h.join().expect("indexing thread panicked")).collect()
     })
 }
+
+/// Pseudo-relevance feedback: applied to queries with at least this many content terms...
+const PRF_MIN_QUERY_TERMS: usize = 4;
+/// ...using this many top keyword hits...
+const PRF_DOCS: usize = 10;
+/// ...to pick this many expansion terms, whose BM25 counts this much beside the original query's.
+const PRF_TERMS: usize = 10;
+const PRF_WEIGHT: f64 = 0.3;
 
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -428,6 +436,8 @@ impl IndexedBackend {
             }
         };
 
+        let keyword = if keyword_ok { self.expand_keyword(&store, &query_terms(query), keyword, limit, &request.sources).await } else { keyword };
+
         let mut vector_ok = false;
         let mut vector = Vec::new();
         if let Some(embedder) = self.embedder.as_ref().filter(|_| q.hybrid.enabled) {
@@ -474,6 +484,51 @@ impl IndexedBackend {
             _ => "keyword",
         };
         Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+    }
+
+    /// Pseudo-relevance feedback for questions: terms common to the best keyword hits are searched as a second,
+    /// lighter query, and each chunk's BM25 becomes rank(original) + weight x rank(expansion). Short queries
+    /// (names, ids, a word or two) are precise already and skip it.
+    async fn expand_keyword(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        terms: &[String],
+        keyword: Vec<Candidate>,
+        limit: usize,
+        sources: &[Source],
+    ) -> Vec<Candidate> {
+        if terms.len() < PRF_MIN_QUERY_TERMS || keyword.len() < PRF_DOCS {
+            return keyword;
+        }
+        let best = keyword.iter().map(|c| c.bm25_rank.map(bm25_rank_to_score).unwrap_or(0.0)).fold(0.0, f64::max);
+        let docs: Vec<(&str, f64)> = keyword
+            .iter()
+            .take(PRF_DOCS)
+            .map(|c| (c.text.as_str(), if best > 0.0 { c.bm25_rank.map(bm25_rank_to_score).unwrap_or(0.0) / best } else { 1.0 }))
+            .collect();
+        let extra = expansion_terms(terms, &docs, PRF_TERMS);
+        if extra.is_empty() {
+            return keyword;
+        }
+        let expanded = match store.keyword_search(&KeywordQuery { terms: extra }, limit, sources).await {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(error = %e, "expansion query failed; using the original ranking");
+                return keyword;
+            }
+        };
+        let mut by_id: HashMap<String, Candidate> = keyword.into_iter().map(|c| (c.chunk_id.clone(), c)).collect();
+        for e in expanded {
+            let er = e.bm25_rank.unwrap_or(0.0) * PRF_WEIGHT;
+            by_id
+                .entry(e.chunk_id.clone())
+                .and_modify(|c| c.bm25_rank = Some(c.bm25_rank.unwrap_or(0.0) + er))
+                .or_insert_with(|| Candidate { bm25_rank: Some(er), ..e });
+        }
+        let mut merged: Vec<Candidate> = by_id.into_values().collect();
+        merged.sort_by(|a, b| a.bm25_rank.unwrap_or(0.0).total_cmp(&b.bm25_rank.unwrap_or(0.0)).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
+        merged.truncate(limit);
+        merged
     }
 
     /// Files on disk that differ from the index (by size/mtime), without reading them.
