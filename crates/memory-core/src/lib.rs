@@ -18,6 +18,7 @@ pub mod identity;
 pub mod indexed;
 pub mod ranking;
 pub mod registry;
+pub mod sessions;
 pub mod store;
 pub mod types;
 

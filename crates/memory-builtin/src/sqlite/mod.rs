@@ -225,8 +225,12 @@ impl ChunkStore for SqliteStore {
                     params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms],
                 )?;
             }
-            for (f, chunks) in &batch.upserts {
-                schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
+            let upserts = batch.upserts.iter().map(|u| (u, true));
+            let appends = batch.appends.iter().map(|a| (a, false));
+            for ((f, chunks), replace) in upserts.chain(appends) {
+                if replace {
+                    schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
+                }
                 tx.execute(
                     "INSERT INTO files(source, path, hash, size, mtime_ms) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT(source, path) DO UPDATE SET hash = excluded.hash, size = excluded.size, mtime_ms = excluded.mtime_ms",

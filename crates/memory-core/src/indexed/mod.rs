@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
@@ -20,6 +21,7 @@ use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
 use crate::ranking::{bm25_rank_to_score, exact_path_tier, rank, RankingOptions};
 use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use crate::sessions::{self, SessionState};
 use crate::types::*;
 
 /// Files per committed batch: a crash loses at most one batch of work, never the index.
@@ -36,6 +38,10 @@ enum Prepared {
     /// Same content, new size/mtime.
     Touched(FileRecord),
     Changed { record: FileRecord, chunks: Vec<ChunkRecord>, existed: bool },
+    /// A transcript's new tail.
+    Appended { record: FileRecord, chunks: Vec<ChunkRecord> },
+    /// A transcript that grew less than the re-index thresholds: left for a later sync.
+    Deferred,
 }
 
 /// `items.iter().map(f)`, spread over the available cores (in order).
@@ -83,6 +89,8 @@ pub struct IndexedBackend {
     dirty: AtomicBool,
     keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
+    /// Transcripts folder, when the `sessions` source is on.
+    sessions_dir: Option<PathBuf>,
 }
 
 impl IndexedBackend {
@@ -108,7 +116,27 @@ impl IndexedBackend {
             dirty: AtomicBool::new(false),
             keyword_capable: true,
             progress: RwLock::new(None),
+            sessions_dir: None,
         })
+    }
+
+    /// Index session transcripts from `dir` when `memory.search.sources` includes `sessions`.
+    pub fn with_sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// Every file of every configured source.
+    fn discover_all(&self) -> Vec<MemoryFile> {
+        let sources = &self.config.memory.search.sources;
+        let mut files = if sources.contains(&Source::Memory) { discover(&self.roots) } else { Vec::new() };
+        if sources.contains(&Source::Sessions) {
+            match &self.sessions_dir {
+                Some(dir) => files.extend(sessions::discover(dir)),
+                None => warn!("the sessions source is on but this engine has no transcripts folder"),
+            }
+        }
+        files
     }
 
     /// Report progress of long syncs (the CLI draws a bar with it).
@@ -196,7 +224,7 @@ impl IndexedBackend {
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
     async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>) -> Result<SyncReport> {
         let mut report = SyncReport::default();
-        let files = discover(&self.roots);
+        let files = self.discover_all();
         report.files_scanned = files.len();
         let stored: HashMap<(Source, String), FileRecord> =
             target.files().await?.into_iter().map(|f| ((f.source, f.path.clone()), f)).collect();
@@ -223,7 +251,6 @@ impl IndexedBackend {
             // Reading, hashing, chunking and analysing are CPU work: spread them over the cores.
             let prepared = map_parallel(part, |(f, old)| self.prepare(f, *old));
             let mut batch = SyncBatch { removals: removals.take().unwrap_or_default(), ..Default::default() };
-            let mut pending_embed = Vec::new(); // indices into the batch's upserts needing vectors
             for p in prepared {
                 match p {
                     Prepared::Skipped { record, warning } => {
@@ -244,14 +271,17 @@ impl IndexedBackend {
                             report.files_added += 1;
                         }
                         report.chunks_written += chunks.len();
-                        if self.embedder.is_some() && !chunks.is_empty() {
-                            pending_embed.push(batch.upserts.len());
-                        }
                         batch.upserts.push((record, chunks));
                     }
+                    Prepared::Appended { record, chunks } => {
+                        report.files_changed += 1;
+                        report.chunks_written += chunks.len();
+                        batch.appends.push((record, chunks));
+                    }
+                    Prepared::Deferred => report.files_unchanged += 1,
                 }
             }
-            self.embed_batch(&mut batch, &pending_embed, target, cache_from, &mut report).await;
+            self.embed_batch(&mut batch, target, cache_from, &mut report).await;
             target.apply(batch).await?;
             done += part.len();
             if let Some(p) = &progress {
@@ -267,6 +297,9 @@ impl IndexedBackend {
 
     /// Read one new or changed-looking file and decide what the index needs.
     fn prepare(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
+        if f.source == Source::Sessions {
+            return self.prepare_session(f, old);
+        }
         let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
             Ok(t) => t,
             Err(why) => {
@@ -281,6 +314,82 @@ impl IndexedBackend {
             return Prepared::Touched(record);
         }
         Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
+    }
+
+    /// A transcript: read only the tail past what was indexed, once it has grown enough; re-read a truncated or
+    /// rotated file whole.
+    fn prepare_session(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
+        use std::io::{Read, Seek, SeekFrom};
+        let skipped = |why: String| {
+            warn!(path = %f.abs_path.display(), reason = %why, "transcript skipped");
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
+        };
+        let mut file = match std::fs::File::open(&f.abs_path) {
+            Ok(file) => file,
+            Err(e) => return skipped(e.to_string()),
+        };
+        let prefix_hash = |file: &mut std::fs::File, len: u64| -> std::io::Result<String> {
+            let mut buf = vec![0u8; len.min(sessions::PREFIX_BYTES as u64) as usize];
+            file.seek(SeekFrom::Start(0))?;
+            file.read_exact(&mut buf)?;
+            Ok(crate::sha256_hex(&buf))
+        };
+        let delta = &self.config.memory.search.sync.sessions;
+        if let Some(st) = old.and_then(|o| SessionState::decode(&o.hash)) {
+            let grown = f.size >= st.bytes && prefix_hash(&mut file, st.bytes).is_ok_and(|h| h == st.prefix_hash);
+            if grown {
+                let mut tail = Vec::new();
+                if let Err(e) = file.seek(SeekFrom::Start(st.bytes)).and_then(|_| file.read_to_end(&mut tail)) {
+                    return skipped(e.to_string());
+                }
+                let complete = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                let tail_text = String::from_utf8_lossy(&tail[..complete]);
+                let flat = sessions::flatten(&tail_text, st.records + 1);
+                if (complete as u64) < delta.delta_bytes && (flat.lines.len() as u64) < delta.delta_messages {
+                    return Prepared::Deferred;
+                }
+                let bytes = st.bytes + complete as u64;
+                let state = SessionState {
+                    bytes,
+                    records: st.records + flat.records,
+                    messages: st.messages + flat.lines.len(),
+                    prefix_hash: match prefix_hash(&mut file, bytes) {
+                        Ok(h) => h,
+                        Err(e) => return skipped(e.to_string()),
+                    },
+                };
+                let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+                return Prepared::Appended { chunks: self.session_chunks(f, &flat), record };
+            }
+            debug!(path = %f.key, "transcript truncated or rotated; re-reading it whole");
+        }
+        let mut all = Vec::new();
+        if let Err(e) = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_end(&mut all)) {
+            return skipped(e.to_string());
+        }
+        let complete = all.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let flat = sessions::flatten(&String::from_utf8_lossy(&all[..complete]), 1);
+        let state = SessionState {
+            bytes: complete as u64,
+            records: flat.records,
+            messages: flat.lines.len(),
+            prefix_hash: crate::sha256_hex(&all[..complete.min(sessions::PREFIX_BYTES)]),
+        };
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+        Prepared::Changed { chunks: self.session_chunks(f, &flat), record, existed: old.is_some() }
+    }
+
+    /// Chunks of flattened transcript lines, with line numbers mapped back to the JSONL file.
+    fn session_chunks(&self, f: &MemoryFile, flat: &sessions::Flattened) -> Vec<ChunkRecord> {
+        let mut chunks = self.make_chunks(f, &flat.text());
+        for c in &mut chunks {
+            c.start_line = flat.jsonl_lines[c.start_line - 1];
+            c.end_line = flat.jsonl_lines[c.end_line - 1];
+            c.id = chunk_id(f.source.as_str(), &f.key, c.start_line, c.end_line, &c.hash, &self.model_name());
+            c.importance = None;
+        }
+        chunks
     }
 
     fn make_chunks(&self, f: &MemoryFile, text: &str) -> Vec<ChunkRecord> {
@@ -305,25 +414,20 @@ impl IndexedBackend {
             .collect()
     }
 
-    /// Fill embeddings of the given upserts from the cache or the provider. On provider failure the chunks are
-    /// stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
+    /// Fill embeddings of the batch's new chunks from the cache or the provider. On provider failure the chunks
+    /// are stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
     /// sync tries again.
-    async fn embed_batch(
-        &self,
-        batch: &mut SyncBatch,
-        which: &[usize],
-        target: &Arc<dyn ChunkStore>,
-        cache_from: &Arc<dyn ChunkStore>,
-        report: &mut SyncReport,
-    ) {
+    async fn embed_batch(&self, batch: &mut SyncBatch, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, report: &mut SyncReport) {
         let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
-        if which.is_empty() {
+        let files = || batch.upserts.iter().chain(batch.appends.iter());
+        if files().all(|(_, chunks)| chunks.is_empty()) {
             return;
         }
+        let max_entries = self.config.memory.search.cache.max_entries;
         let use_cache = self.config.memory.search.cache.enabled;
         let hashes: Vec<String> = {
             let mut set = HashSet::new();
-            which.iter().flat_map(|&i| batch.upserts[i].1.iter()).filter(|c| set.insert(c.hash.clone())).map(|c| c.hash.clone()).collect()
+            files().flat_map(|(_, c)| c.iter()).filter(|c| set.insert(c.hash.clone())).map(|c| c.hash.clone()).collect()
         };
         let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
         if use_cache {
@@ -334,26 +438,29 @@ impl IndexedBackend {
             if !Arc::ptr_eq(target, cache_from) {
                 let missing: Vec<String> = hashes.iter().filter(|h| !vectors.contains_key(*h)).cloned().collect();
                 if !missing.is_empty() {
-                    if let Ok(v) = cache_from.cached_embeddings(&key, &missing).await {
-                        // Carry reused vectors into the new index's cache.
-                        let entries: Vec<(String, Vec<f32>)> = v.iter().map(|(h, e)| (h.clone(), e.clone())).collect();
-                        let _ = target.cache_embeddings(&key, &entries, self.config.memory.search.cache.max_entries).await;
-                        vectors.extend(v);
+                    match cache_from.cached_embeddings(&key, &missing).await {
+                        Ok(v) => {
+                            // Carry reused vectors into the new index's cache.
+                            let entries: Vec<(String, Vec<f32>)> = v.iter().map(|(h, e)| (h.clone(), e.clone())).collect();
+                            if let Err(e) = target.cache_embeddings(&key, &entries, max_entries).await {
+                                warn!(error = %e, "embedding cache write failed");
+                            }
+                            vectors.extend(v);
+                        }
+                        Err(e) => warn!(error = %e, "embedding cache of the old index unreadable"),
                     }
                 }
             }
         }
         report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h)).count();
 
-        let mut texts_by_hash: HashMap<String, String> = HashMap::new();
-        for &i in which {
-            for c in &batch.upserts[i].1 {
-                if !vectors.contains_key(&c.hash) {
-                    texts_by_hash.entry(c.hash.clone()).or_insert_with(|| c.text.clone());
-                }
+        let mut todo: Vec<(String, String)> = Vec::new();
+        let mut queued = HashSet::new();
+        for c in files().flat_map(|(_, c)| c.iter()) {
+            if !vectors.contains_key(&c.hash) && queued.insert(c.hash.clone()) {
+                todo.push((c.hash.clone(), c.text.clone()));
             }
         }
-        let todo: Vec<(String, String)> = texts_by_hash.into_iter().collect();
         let mut failed = false;
         for part in todo.chunks(EMBED_BATCH) {
             let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
@@ -362,7 +469,7 @@ impl IndexedBackend {
                     let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
                     report.chunks_embedded += entries.len();
                     if use_cache {
-                        if let Err(e) = target.cache_embeddings(&key, &entries, self.config.memory.search.cache.max_entries).await {
+                        if let Err(e) = target.cache_embeddings(&key, &entries, max_entries).await {
                             warn!(error = %e, "embedding cache write failed");
                         }
                     }
@@ -381,8 +488,7 @@ impl IndexedBackend {
                 }
             }
         }
-        for &i in which {
-            let (file, chunks) = &mut batch.upserts[i];
+        for (file, chunks) in batch.upserts.iter_mut().chain(batch.appends.iter_mut()) {
             let mut complete = true;
             for c in chunks.iter_mut() {
                 c.embedding = vectors.get(&c.hash).cloned();
@@ -533,7 +639,7 @@ impl IndexedBackend {
 
     /// Files on disk that differ from the index (by size/mtime), without reading them.
     fn count_stale(&self, stored: &[FileRecord]) -> usize {
-        let files = discover(&self.roots);
+        let files = self.discover_all();
         let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|f| ((f.source, f.path.as_str()), f)).collect();
         let mut stale = files
             .iter()
@@ -560,7 +666,7 @@ impl MemoryBackend for IndexedBackend {
             persistent: true,
             shared_ranking: true,
             cjk: true,
-            sessions: false,
+            sessions: self.sessions_dir.is_some(),
         }
     }
 

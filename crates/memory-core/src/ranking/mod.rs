@@ -317,19 +317,15 @@ pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<
                 path: c.path,
                 start_line: c.start_line,
                 end_line: c.end_line,
-                score: round6(s.score),
+                score: s.score,
                 snippet: snip,
                 source: c.source,
-                vector_score: s.vector_score.map(round6),
-                text_score: s.text_score.map(round6),
+                vector_score: s.vector_score,
+                text_score: s.text_score,
                 citation: (citations != Citations::Off).then_some(cite),
             }
         })
         .collect()
-}
-
-fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
 }
 
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,

@@ -77,6 +77,9 @@ pub struct Candidate {
 pub struct SyncBatch {
     /// Files whose chunks are replaced by these.
     pub upserts: Vec<(FileRecord, Vec<ChunkRecord>)>,
+    /// Files that grew by appending (session transcripts): these chunks are added to the file's existing ones
+    /// and its record updated; nothing is deleted.
+    pub appends: Vec<(FileRecord, Vec<ChunkRecord>)>,
     /// Files whose content is unchanged but whose size/mtime moved.
     pub touches: Vec<FileRecord>,
     pub removals: Vec<(Source, String)>,
@@ -84,7 +87,7 @@ pub struct SyncBatch {
 
 impl SyncBatch {
     pub fn is_empty(&self) -> bool {
-        self.upserts.is_empty() && self.touches.is_empty() && self.removals.is_empty()
+        self.upserts.is_empty() && self.appends.is_empty() && self.touches.is_empty() && self.removals.is_empty()
     }
 }
 

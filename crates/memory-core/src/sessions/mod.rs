@@ -1,0 +1,196 @@
+//! Session transcripts as a memory source (SPEC §2): JSONL files of an agent's conversations. Only user and
+//! assistant text is indexed, one message per line as `User: ...` / `Assistant: ...` with whitespace collapsed,
+//! secrets redacted, and every line mapped back to its JSONL line number.
+//!
+//! Transcripts grow by appending, so the index remembers how far it has read (`SessionState`, kept in the
+//! file record's hash field) and later reads only the tail, once it has grown by `sync.sessions.deltaBytes` or
+//! `deltaMessages`; a truncated or rotated file is re-read whole.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::discovery::{mtime_ms, MemoryFile};
+use crate::types::Source;
+
+/// Index keys of transcripts start with this.
+pub const KEY_PREFIX: &str = "sessions/";
+
+/// The flattened text of (part of) a transcript.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Flattened {
+    /// `User: ...` / `Assistant: ...`, one message per line.
+    pub lines: Vec<String>,
+    /// 1-based JSONL line number of each flattened line.
+    pub jsonl_lines: Vec<usize>,
+    /// JSONL lines consumed (complete lines only).
+    pub records: usize,
+}
+
+impl Flattened {
+    pub fn text(&self) -> String {
+        self.lines.join("\n")
+    }
+}
+
+/// Flatten complete JSONL lines of `text`, numbering them from `first_line` (1-based). A trailing line without a
+/// newline is left for the next read (the writer may be in the middle of it). Malformed lines are skipped.
+pub fn flatten(text: &str, first_line: usize) -> Flattened {
+    let mut out = Flattened::default();
+    let mut rest = text;
+    let mut n = first_line;
+    while let Some(end) = rest.find('\n') {
+        let line = &rest[..end];
+        rest = &rest[end + 1..];
+        if let Some(msg) = message_text(line) {
+            out.lines.push(msg);
+            out.jsonl_lines.push(n);
+        }
+        out.records += 1;
+        n += 1;
+    }
+    out
+}
+
+/// `User: ...` or `Assistant: ...` for a user/assistant message line with text; `None` for anything else
+/// (tool calls and results, images, system messages, metadata, malformed JSON).
+pub fn message_text(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line.trim()).ok()?;
+    if v.get("type").and_then(Value::as_str).is_some_and(|t| t != "message") {
+        return None;
+    }
+    let msg = v.get("message").unwrap_or(&v);
+    let label = match msg.get("role").and_then(Value::as_str)? {
+        "user" => "User",
+        "assistant" => "Assistant",
+        _ => return None,
+    };
+    let mut text = String::new();
+    match msg.get("content")? {
+        Value::String(s) => text.push_str(s),
+        Value::Array(parts) => {
+            for p in parts {
+                let is_text = p.get("type").and_then(Value::as_str).is_none_or(|t| t == "text" || t == "input_text" || t == "output_text");
+                if let (true, Some(t)) = (is_text, p.get("text").and_then(Value::as_str)) {
+                    if !text.is_empty() {
+                        text.push(' ');
+                    }
+                    text.push_str(t);
+                }
+            }
+        }
+        _ => return None,
+    }
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.is_empty() {
+        return None;
+    }
+    Some(format!("{label}: {}", redact(&collapsed)))
+}
+
+fn redaction_rules() -> &'static [(Regex, &'static str)] {
+    static RULES: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        [
+            // user:password@ in URLs
+            (r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^@\s/]+@", "$1:[REDACTED]@"),
+            (r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", "$1 [REDACTED]"),
+            (r"\bsk-[A-Za-z0-9_-]{16,}", "[REDACTED]"),
+            (r"\bAKIA[0-9A-Z]{16}\b", "[REDACTED]"),
+            (r"\bgh[pousr]_[A-Za-z0-9]{30,}", "[REDACTED]"),
+            (r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "[REDACTED]"),
+            (r"\bAIza[0-9A-Za-z_-]{35}", "[REDACTED]"),
+            (r#"(?i)\b(api[_-]?key|access[_-]?token|secret|password|passwd)(\s*[=:]\s*)["']?[^\s"',;]{6,}"#, "$1$2[REDACTED]"),
+        ]
+        .into_iter()
+        .map(|(p, r)| (Regex::new(p).expect("redaction pattern"), r))
+        .collect()
+    })
+}
+
+/// Replace API keys, bearer tokens, passwords in URLs and `password=...` style secrets.
+pub fn redact(text: &str) -> String {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (re, rep) in redaction_rules() {
+        if re.is_match(&out) {
+            out = std::borrow::Cow::Owned(re.replace_all(&out, *rep).into_owned());
+        }
+    }
+    out.into_owned()
+}
+
+/// How far a transcript has been indexed. Stored in the file record's `hash` field as
+/// `session:v1:<bytes>:<records>:<messages>:<sha256 of the first bytes>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionState {
+    /// Bytes consumed (up to the end of the last complete line).
+    pub bytes: u64,
+    /// JSONL lines consumed.
+    pub records: usize,
+    /// Messages that were indexed (user/assistant lines with text).
+    pub messages: usize,
+    /// sha256 of the first `min(bytes, PREFIX_BYTES)` bytes: tells a rotated file from a grown one.
+    pub prefix_hash: String,
+}
+
+pub const PREFIX_BYTES: usize = 4096;
+
+impl SessionState {
+    pub fn encode(&self) -> String {
+        format!("session:v1:{}:{}:{}:{}", self.bytes, self.records, self.messages, self.prefix_hash)
+    }
+
+    pub fn decode(s: &str) -> Option<SessionState> {
+        let rest = s.strip_prefix("session:v1:")?;
+        let mut it = rest.splitn(4, ':');
+        Some(SessionState {
+            bytes: it.next()?.parse().ok()?,
+            records: it.next()?.parse().ok()?,
+            messages: it.next()?.parse().ok()?,
+            prefix_hash: it.next()?.to_string(),
+        })
+    }
+}
+
+/// Transcripts (`*.jsonl`) in `dir`, not following links.
+pub fn discover(dir: &Path) -> Vec<MemoryFile> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    for e in rd.flatten() {
+        let p = e.path();
+        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+        if !m.is_file() || p.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) });
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+/// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),
+/// else OpenClaw's `~/.openclaw/agents/<agentId>/sessions` when it exists, else `<state>/agents/<agentId>/sessions`.
+pub fn sessions_dir(config: &crate::Config, state_dir: &Path, agent_id: &str) -> std::path::PathBuf {
+    if let Some(d) = &config.memory.search.sessions_dir {
+        let p = crate::discovery::expand_home(&d.replace("{agentId}", agent_id));
+        return if p.is_absolute() { p } else { state_dir.join(p) };
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let openclaw = Path::new(&home).join(".openclaw/agents").join(agent_id).join("sessions");
+        if openclaw.is_dir() {
+            return openclaw;
+        }
+    }
+    state_dir.join("agents").join(agent_id).join("sessions")
+}
+
+/// Count complete lines in `bytes`.
+pub fn complete_lines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|b| **b == b'\n').count()
+}
+
+#[cfg(test)]
+mod tests;
