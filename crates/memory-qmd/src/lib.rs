@@ -1,1 +1,16 @@
-//! Skeleton: filled by a later issue.
+//! memory-qmd: the `qmd` engine. Search is handed to the QMD command-line tool (npm `@tobilu/qmd`, run on
+//! Node 22 as a subprocess), with a self-contained QMD home per agent. See `docs/qmd.md`.
+//!
+//! - [`QmdFactory`] (registered as `qmd`) opens a [`QmdBackend`].
+//! - Every `qmd` process runs in its own process group with a timeout; the group is killed on timeout.
+//! - Failures are typed ([`memory_core::ErrorKind::Unavailable`] for a missing binary, crash, timeout or
+//!   failing exit; `Internal` for unparsable output), so `memory_core::fallback::FallbackManager` can answer
+//!   from the builtin engine.
+
+mod backend;
+pub mod collections;
+pub mod locate;
+pub mod parse;
+pub mod process;
+
+pub use backend::{parse_interval, QmdBackend, QmdFactory, QmdOptions, SearchMode};

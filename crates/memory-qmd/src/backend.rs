@@ -1,0 +1,816 @@
+//! [`QmdBackend`]: the [`MemoryBackend`] that hands search to the `qmd` command-line tool.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use memory_core::access;
+use memory_core::backend::MemoryBackend;
+use memory_core::config::{Citations, QmdConfig};
+use memory_core::discovery::MemoryRoots;
+use memory_core::error::{MemoryError, Result};
+use memory_core::registry::{BackendFactory, OpenContext};
+use memory_core::types::{
+    Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, SearchResult, Source, Status, SyncOptions,
+    SyncReport,
+};
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::collections::{self, Collection};
+use crate::parse::{self, QmdHit, UpdateCounts};
+use crate::process::{self, Invocation, RunError, RunSpec};
+
+/// What asked for an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// Start of the engine (not debounced; followed by `embed` when the mode needs vectors).
+    Boot,
+    /// The update timer (debounced).
+    Interval,
+    /// A search noticed results may be stale (debounced).
+    Search,
+    /// An explicit sync (not debounced); `force` re-creates every collection.
+    Sync { force: bool },
+}
+
+/// Search modes QMD offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMode {
+    /// BM25 full-text (no model needed).
+    Search,
+    /// Vector similarity (needs the embedding model and `qmd embed`).
+    VSearch,
+    /// Hybrid with query expansion and reranking (needs models).
+    Query,
+}
+
+impl SearchMode {
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        match s {
+            "search" => Some(SearchMode::Search),
+            "vsearch" => Some(SearchMode::VSearch),
+            "query" => Some(SearchMode::Query),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Search => "search",
+            SearchMode::VSearch => "vsearch",
+            SearchMode::Query => "query",
+        }
+    }
+
+    fn response_mode(self) -> &'static str {
+        match self {
+            SearchMode::Search => "keyword",
+            SearchMode::VSearch => "vector",
+            SearchMode::Query => "hybrid",
+        }
+    }
+
+    fn needs_vectors(self) -> bool {
+        self != SearchMode::Search
+    }
+}
+
+/// Options beyond the config file, for embedding hosts and tests.
+#[derive(Debug, Clone, Default)]
+pub struct QmdOptions {
+    /// Extra environment for every `qmd` process (e.g. `HF_ENDPOINT`).
+    pub env: Vec<(String, String)>,
+}
+
+/// Opens [`QmdBackend`]s; register it as `qmd`.
+#[derive(Debug, Clone, Default)]
+pub struct QmdFactory {
+    pub options: QmdOptions,
+}
+
+impl QmdFactory {
+    pub const NAME: &'static str = "qmd";
+
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_options(options: QmdOptions) -> Self {
+        QmdFactory { options }
+    }
+}
+
+#[async_trait]
+impl BackendFactory for QmdFactory {
+    async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        Ok(Box::new(QmdBackend::open(ctx, self.options.clone()).await?))
+    }
+}
+
+/// Parse an interval such as `5m`, `30s`, `1h`, `250ms`; a bare number is minutes; `0` (or empty) disables.
+pub fn parse_interval(key: &str, raw: &str) -> Result<Option<Duration>> {
+    let s = raw.trim().to_ascii_lowercase();
+    if s.is_empty() || s == "0" || s == "off" || s == "false" {
+        return Ok(None);
+    }
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| MemoryError::config(key, format!("`{raw}` is not a duration (examples: 30s, 5m, 1h, 0)")))?;
+    let ms = match unit.trim() {
+        "ms" => n,
+        "s" | "sec" | "secs" => n * 1000.0,
+        "" | "m" | "min" | "mins" => n * 60_000.0,
+        "h" | "hr" | "hrs" => n * 3_600_000.0,
+        "d" => n * 86_400_000.0,
+        u => return Err(MemoryError::config(key, format!("unknown duration unit `{u}` in `{raw}` (use ms, s, m, h, d)"))),
+    };
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+}
+
+#[derive(Debug, Default)]
+struct RunState {
+    /// Collections registered with QMD (as last written to the state file).
+    registered: Vec<Collection>,
+    last_update_ms: Option<i64>,
+    last_update_done: Option<Instant>,
+    last_counts: Option<UpdateCounts>,
+    last_update_error: Option<String>,
+    last_embed_ms: Option<i64>,
+    last_embed_error: Option<String>,
+    updates: u64,
+    update_running: bool,
+}
+
+struct Inner {
+    invocation: Invocation,
+    home: PathBuf,
+    env: Vec<(String, String)>,
+    workspace: PathBuf,
+    roots: MemoryRoots,
+    cfg: QmdConfig,
+    mode: SearchMode,
+    citations: Citations,
+    max_file_bytes: u64,
+    on_search_update: bool,
+    /// Serialises everything that writes QMD's index (collection changes, update, embed).
+    write_lock: tokio::sync::Mutex<()>,
+    state: Mutex<RunState>,
+    closed: AtomicBool,
+}
+
+/// The QMD engine for one agent: a self-contained QMD home under `<state_dir>/qmd/<agentId>`.
+pub struct QmdBackend {
+    inner: Arc<Inner>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for QmdBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QmdBackend").field("home", &self.inner.home).field("command", &self.inner.invocation).finish()
+    }
+}
+
+const STATE_FILE: &str = "collections.json";
+
+fn sanitize_id(id: &str) -> String {
+    let s: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    if s.is_empty() {
+        "default".into()
+    } else {
+        s
+    }
+}
+
+impl QmdBackend {
+    /// Open the engine: find qmd and Node 22, prepare the QMD home, then run the boot update (awaited when
+    /// `update.waitForBootSync`, else in the background) and start the update/embed timers.
+    pub async fn open(ctx: OpenContext, options: QmdOptions) -> Result<QmdBackend> {
+        let cfg = ctx.config.memory.qmd.clone();
+        let mode = SearchMode::parse(&cfg.search_mode).ok_or_else(|| {
+            MemoryError::config("memory.qmd.searchMode", format!("`{}` is not one of search, vsearch, query", cfg.search_mode))
+        })?;
+        let update_every = parse_interval("memory.qmd.update.interval", &cfg.update.interval)?;
+        let embed_every = parse_interval("memory.qmd.update.embedInterval", &cfg.update.embed_interval)?;
+        if cfg.limits.timeout_ms == 0 {
+            return Err(MemoryError::config("memory.qmd.limits.timeoutMs", "must be above 0"));
+        }
+        let invocation = locate_blocking(cfg.command.clone()).await?;
+        let home = ctx.state_dir.join("qmd").join(sanitize_id(&ctx.agent_id));
+        for d in ["config", "cache"] {
+            std::fs::create_dir_all(home.join(d)).map_err(|e| MemoryError::io_path("cannot create", &home.join(d), e))?;
+        }
+        let mut extra: Vec<String> = ctx.config.memory.search.extra_paths.clone();
+        extra.extend(cfg.paths.iter().map(|p| p.path.clone()));
+        let roots = MemoryRoots::new(ctx.workspace.clone(), &extra);
+        let registered = read_state(&home);
+        let mut env = vec![
+            ("XDG_CONFIG_HOME".to_string(), home.join("config").to_string_lossy().into_owned()),
+            ("XDG_CACHE_HOME".to_string(), home.join("cache").to_string_lossy().into_owned()),
+            ("NO_COLOR".to_string(), "1".to_string()),
+            ("FORCE_COLOR".to_string(), "0".to_string()),
+        ];
+        env.extend(options.env);
+        let inner = Arc::new(Inner {
+            invocation,
+            home,
+            env,
+            workspace: ctx.workspace.clone(),
+            roots,
+            mode,
+            citations: ctx.config.memory.citations,
+            max_file_bytes: ctx.config.memory.search.max_file_bytes,
+            on_search_update: ctx.config.memory.search.sync.on_search,
+            cfg,
+            write_lock: tokio::sync::Mutex::new(()),
+            state: Mutex::new(RunState { registered, ..Default::default() }),
+            closed: AtomicBool::new(false),
+        });
+        info!(home = %inner.home.display(), command = %inner.invocation.describe(), mode = mode.as_str(), "qmd engine opened");
+        let backend = QmdBackend { inner: inner.clone(), tasks: Mutex::new(Vec::new()) };
+
+        if inner.cfg.update.on_boot {
+            if inner.cfg.update.wait_for_boot_sync {
+                inner.clone().update(Trigger::Boot).await?;
+            } else {
+                let i = inner.clone();
+                backend.spawn(async move {
+                    if let Err(e) = i.clone().update(Trigger::Boot).await {
+                        warn!(error = %e, "qmd boot update failed");
+                    }
+                });
+            }
+        }
+        if let Some(every) = update_every {
+            let i = inner.clone();
+            backend.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = i.clone().update(Trigger::Interval).await {
+                        warn!(error = %e, "qmd interval update failed");
+                    }
+                }
+            });
+        }
+        if let (Some(every), true) = (embed_every, mode.needs_vectors()) {
+            let i = inner.clone();
+            backend.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = i.embed().await {
+                        warn!(error = %e, "qmd embed failed");
+                    }
+                }
+            });
+        }
+        Ok(backend)
+    }
+
+    fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(fut);
+        let mut tasks = self.tasks.lock().unwrap();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
+    /// The QMD home (its `config/` and `cache/` are QMD's XDG folders).
+    pub fn home(&self) -> &Path {
+        &self.inner.home
+    }
+
+    /// How qmd is run.
+    pub fn invocation(&self) -> &Invocation {
+        &self.inner.invocation
+    }
+
+    /// The collections registered with QMD.
+    pub fn collections(&self) -> Vec<Collection> {
+        self.inner.state.lock().unwrap().registered.clone()
+    }
+
+    /// Run `qmd embed` now (serialised with updates).
+    pub async fn embed(&self) -> Result<()> {
+        self.inner.embed().await
+    }
+
+    /// Map a `qmd://collection/path` URI to the file on disk.
+    pub fn resolve_uri(&self, uri: &str) -> Option<PathBuf> {
+        self.inner.resolve_uri(uri)
+    }
+}
+
+impl Drop for QmdBackend {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+async fn locate_blocking(command: Option<String>) -> Result<Invocation> {
+    tokio::task::spawn_blocking(move || crate::locate::resolve(command.as_deref()))
+        .await
+        .map_err(|e| MemoryError::Internal(format!("locating qmd: {e}")))?
+}
+
+fn read_state(home: &Path) -> Vec<Collection> {
+    let path = home.join(STATE_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            warn!(path = %path.display(), error = %e, "unreadable qmd collection state; collections will be re-added");
+            Vec::new()
+        }),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn write_state(home: &Path, cols: &[Collection]) -> Result<()> {
+    let path = home.join(STATE_FILE);
+    let tmp = home.join(format!("{STATE_FILE}.tmp"));
+    let bytes = serde_json::to_vec_pretty(cols).map_err(|e| MemoryError::Internal(e.to_string()))?;
+    std::fs::write(&tmp, bytes).map_err(|e| MemoryError::io_path("cannot write", &tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| MemoryError::io_path("cannot write", &path, e))
+}
+
+/// True when qmd's complaint is about its command-line flags (so another mode may work).
+fn flags_rejected(stderr: &str) -> bool {
+    let s = stderr.to_ascii_lowercase();
+    ["unknown option", "unknown flag", "unrecognized option", "unrecognised option", "invalid option", "unexpected argument", "unknown argument"]
+        .iter()
+        .any(|p| s.contains(p))
+}
+
+/// One line of query text: control characters and newlines become spaces (a newline would turn a `query` into
+/// a structured query document).
+fn normalize_query(q: &str) -> String {
+    q.split(|c: char| c.is_control() || c.is_whitespace()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+impl Inner {
+    fn run_spec(&self, args: Vec<String>, timeout: Duration) -> RunSpec<'_> {
+        RunSpec { invocation: &self.invocation, args, env: self.env.clone(), cwd: self.home.clone(), timeout }
+    }
+
+    async fn run(&self, what: &str, args: Vec<String>, timeout: Duration) -> Result<process::Output> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(MemoryError::Unavailable("the qmd engine is closed".into()));
+        }
+        process::run(self.run_spec(args, timeout)).await.map_err(|e| e.into_memory_error(what))
+    }
+
+    fn update_timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.update.update_timeout_ms.max(1))
+    }
+
+    /// Make QMD's collections match the plan: remove stale ones, add missing ones (adding indexes them).
+    async fn ensure_collections(&self, force: bool) -> Result<bool> {
+        let want = collections::plan(&self.workspace, &self.cfg);
+        let have = self.state.lock().unwrap().registered.clone();
+        if !force && want == have {
+            return Ok(false);
+        }
+        if self.cfg.include_default_memory {
+            let dir = self.workspace.join("memory");
+            if !dir.exists() {
+                std::fs::create_dir_all(&dir).map_err(|e| MemoryError::io_path("cannot create", &dir, e))?;
+            }
+        }
+        let timeout = self.update_timeout();
+        let mut registered: Vec<Collection> = have.iter().filter(|c| want.contains(c)).cloned().collect();
+        for c in &have {
+            if force || !want.contains(c) {
+                self.remove_collection(&c.name, timeout).await?;
+                registered.retain(|r| r.name != c.name);
+                // Keep the state file true to QMD at every step, so an interruption never leaves it lying.
+                write_state(&self.home, &registered)?;
+            }
+        }
+        for c in &want {
+            if registered.contains(c) {
+                continue;
+            }
+            let args = |c: &Collection| {
+                vec![
+                    "collection".to_string(),
+                    "add".into(),
+                    c.root.to_string_lossy().into_owned(),
+                    "--name".into(),
+                    c.name.clone(),
+                    "--mask".into(),
+                    c.mask.clone(),
+                ]
+            };
+            match self.run("qmd collection add", args(c), timeout).await {
+                Ok(_) => {}
+                Err(e) if e.to_string().contains("already exists") => {
+                    // QMD knows it from a run whose state file was lost: replace it.
+                    self.remove_collection(&c.name, timeout).await?;
+                    self.run("qmd collection add", args(c), timeout).await?;
+                }
+                Err(e) => return Err(e),
+            }
+            info!(name = %c.name, root = %c.root.display(), mask = %c.mask, "qmd collection added");
+            registered.push(c.clone());
+            write_state(&self.home, &registered)?;
+        }
+        self.state.lock().unwrap().registered = registered;
+        Ok(true)
+    }
+
+    async fn remove_collection(&self, name: &str, timeout: Duration) -> Result<()> {
+        match self.run("qmd collection remove", vec!["collection".into(), "remove".into(), name.into()], timeout).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.to_string().to_ascii_lowercase().contains("not found") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Bring QMD's index in step with the files. Serialised: two updates never run at once. Unless `force`,
+    /// an update finished less than `debounceMs` ago makes this a no-op (`None`).
+    async fn update(self: Arc<Self>, trigger: Trigger) -> Result<Option<UpdateCounts>> {
+        let _guard = self.write_lock.lock().await;
+        if matches!(trigger, Trigger::Interval | Trigger::Search) {
+            let debounce = Duration::from_millis(self.cfg.update.debounce_ms);
+            let recent = self.state.lock().unwrap().last_update_done.is_some_and(|t| t.elapsed() < debounce);
+            if recent {
+                debug!(?trigger, "qmd update skipped (debounced)");
+                return Ok(None);
+            }
+        }
+        let force = matches!(trigger, Trigger::Sync { force: true });
+        let boot = trigger == Trigger::Boot;
+        self.state.lock().unwrap().update_running = true;
+        let result = async {
+            self.ensure_collections(force).await?;
+            let out = self.run("qmd update", vec!["update".into()], self.update_timeout()).await?;
+            Ok::<_, MemoryError>(parse::parse_update(&out.stdout))
+        }
+        .await;
+        let mut st = self.state.lock().unwrap();
+        st.update_running = false;
+        st.updates += 1;
+        st.last_update_done = Some(Instant::now());
+        match &result {
+            Ok(c) => {
+                st.last_update_ms = Some(memory_core::now_ms());
+                st.last_counts = Some(*c);
+                st.last_update_error = None;
+                info!(new = c.new, updated = c.updated, removed = c.removed, unchanged = c.unchanged, "qmd update done");
+            }
+            Err(e) => st.last_update_error = Some(e.to_string()),
+        }
+        drop(st);
+        let counts = result?;
+        if boot && self.mode.needs_vectors() {
+            // Vectors are needed by this mode: embed right after the boot update, in the background.
+            let me = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = me.embed().await {
+                    warn!(error = %e, "qmd embed after boot failed");
+                }
+            });
+        }
+        Ok(Some(counts))
+    }
+
+    async fn embed(&self) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let timeout = Duration::from_millis(self.cfg.update.embed_timeout_ms.max(1));
+        let r = self.run("qmd embed", vec!["embed".into()], timeout).await;
+        let mut st = self.state.lock().unwrap();
+        match &r {
+            Ok(_) => {
+                st.last_embed_ms = Some(memory_core::now_ms());
+                st.last_embed_error = None;
+            }
+            Err(e) => st.last_embed_error = Some(e.to_string()),
+        }
+        r.map(|_| ())
+    }
+
+    fn resolve_uri(&self, uri: &str) -> Option<PathBuf> {
+        let (name, rel) = parse::split_qmd_uri(uri)?;
+        let st = self.state.lock().unwrap();
+        let c = st.registered.iter().find(|c| c.name == name)?;
+        if rel.split('/').any(|seg| seg == "..") {
+            return None;
+        }
+        Some(c.root.join(rel))
+    }
+
+    async fn run_search(&self, mode: SearchMode, query: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
+        let mut args = vec![mode.as_str().to_string(), "--json".into(), "-n".into(), limit.to_string()];
+        for n in names {
+            args.push("-c".into());
+            args.push(n.clone());
+        }
+        args.push("--".into());
+        args.push(query.to_string());
+        let timeout = Duration::from_millis(self.cfg.limits.timeout_ms);
+        let out = process::run(self.run_spec(args, timeout)).await?;
+        if out.stdout_truncated {
+            return Ok((Vec::new(), "\u{0}truncated".into()));
+        }
+        match parse::parse_hits(&out.stdout) {
+            Ok(hits) => Ok((hits, out.stderr)),
+            Err(e) => Ok((Vec::new(), format!("\u{0}{e}"))),
+        }
+    }
+
+    fn to_result(&self, hit: &QmdHit) -> Option<SearchResult> {
+        let abs = self.resolve_uri(&hit.file).or_else(|| {
+            // Not a qmd:// URI (e.g. --full-path output): take it as a path.
+            let p = Path::new(&hit.file);
+            (!hit.file.starts_with("qmd://")).then(|| if p.is_absolute() { p.to_path_buf() } else { self.workspace.join(p) })
+        })?;
+        let path = self.roots.key_for(&abs);
+        let lines: Vec<&str> = hit.text.split('\n').collect();
+        let lead = lines.iter().take_while(|l| l.trim().is_empty()).count();
+        let trail = if lead == lines.len() { 0 } else { lines.iter().rev().take_while(|l| l.trim().is_empty()).count() };
+        let body = if lead == lines.len() { String::new() } else { lines[lead..lines.len() - trail].join("\n") };
+        let (start, end) = match (hit.start_line, hit.line_count) {
+            (Some(s), Some(c)) => {
+                let covered = c.max(1).saturating_sub(trail.min(c.saturating_sub(1)));
+                let start = s + lead.min(covered.saturating_sub(1));
+                let end = (s + covered - 1).max(start);
+                (start, end)
+            }
+            (Some(s), None) => (s, s + body.lines().count().max(1) - 1),
+            (None, _) => {
+                let l = hit.line.unwrap_or(1).max(1);
+                (l, l)
+            }
+        };
+        let snippet = truncate_chars(&body, self.cfg.limits.max_snippet_chars);
+        Some(SearchResult {
+            path,
+            start_line: start,
+            end_line: end,
+            score: hit.score,
+            snippet,
+            source: Source::Memory,
+            vector_score: None,
+            text_score: None,
+            citation: None,
+        })
+    }
+
+    fn apply_citation(&self, r: &mut SearchResult) {
+        if self.citations == Citations::Off {
+            return;
+        }
+        let cite = if r.start_line == r.end_line {
+            format!("{}#L{}", r.path, r.start_line)
+        } else {
+            format!("{}#L{}-L{}", r.path, r.start_line, r.end_line)
+        };
+        if self.citations == Citations::On {
+            r.snippet.push_str(&format!("\nSource: {cite}"));
+        }
+        r.citation = Some(cite);
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for QmdBackend {
+    fn name(&self) -> &str {
+        QmdFactory::NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let v = self.inner.mode.needs_vectors();
+        Capabilities {
+            keyword: self.inner.mode != SearchMode::VSearch,
+            vector: v,
+            hybrid: self.inner.mode == SearchMode::Query,
+            persistent: true,
+            shared_ranking: false,
+            cjk: false,
+            sessions: false,
+        }
+    }
+
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let inner = &self.inner;
+        let query = normalize_query(&request.query);
+        if query.is_empty() {
+            return Err(MemoryError::InvalidInput("query is empty".into()));
+        }
+        if !request.sources.is_empty() && !request.sources.contains(&Source::Memory) {
+            // QMD indexes memory files only.
+            return Ok(SearchResponse {
+                results: vec![],
+                mode: Some(inner.mode.response_mode().into()),
+                warnings: vec!["the qmd engine does not index session transcripts".into()],
+            });
+        }
+        let names: Vec<String> = inner.state.lock().unwrap().registered.iter().map(|c| c.name.clone()).collect();
+        if names.is_empty() {
+            let running = inner.state.lock().unwrap().update_running;
+            return Err(MemoryError::Unavailable(if running {
+                "qmd is still building its index (first update running)".into()
+            } else {
+                "qmd has no collections yet (no update has completed)".into()
+            }));
+        }
+        let max = request.max_results.unwrap_or(inner.cfg.limits.max_results).clamp(1, 100);
+        let started = Instant::now();
+        let mut mode = inner.mode;
+        let mut warnings = Vec::new();
+        let mut attempt = inner.run_search(mode, &query, max, &names).await;
+        if let Err(e) = &attempt {
+            if mode != SearchMode::Query && flags_rejected(e.stderr()) {
+                warn!(mode = mode.as_str(), "qmd rejected the mode's flags; retrying as `query`");
+                warnings.push(format!("qmd rejected `{}` flags; answered with `query`", mode.as_str()));
+                mode = SearchMode::Query;
+                attempt = inner.run_search(mode, &query, max, &names).await;
+            }
+        }
+        let what = format!("qmd {}", mode.as_str());
+        let (hits, stderr) = attempt.map_err(|e| e.into_memory_error(&what))?;
+        if let Some(msg) = stderr.strip_prefix('\u{0}') {
+            return Err(MemoryError::Internal(format!("{what}: {msg}")));
+        }
+        if hits.is_empty() && mode == SearchMode::VSearch && stderr.contains("(100%) need embeddings") {
+            return Err(MemoryError::Unavailable(format!(
+                "{what}: no document has embeddings yet (run `qmd embed`; it needs the embedding model)"
+            )));
+        }
+        let mut results: Vec<SearchResult> = Vec::new();
+        let mut budget = inner.cfg.limits.max_injected_chars;
+        for hit in &hits {
+            if let Some(min) = request.min_score {
+                if hit.score < min {
+                    continue;
+                }
+            }
+            let Some(mut r) = inner.to_result(hit) else {
+                warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
+                continue;
+            };
+            if results.iter().any(|o| o.path == r.path && o.start_line == r.start_line && o.end_line == r.end_line) {
+                continue;
+            }
+            let n = r.snippet.chars().count();
+            if n > budget {
+                if budget == 0 || (budget < 80 && !results.is_empty()) {
+                    break;
+                }
+                r.snippet = truncate_chars(&r.snippet, budget);
+            }
+            budget = budget.saturating_sub(r.snippet.chars().count());
+            inner.apply_citation(&mut r);
+            results.push(r);
+            if results.len() >= max {
+                break;
+            }
+        }
+        debug!(query = %query, hits = hits.len(), results = results.len(), elapsed_ms = started.elapsed().as_millis() as u64, "qmd search");
+        if inner.on_search_update {
+            // Results are only as fresh as the last update: refresh in the background (debounced, serialised).
+            if let Ok(_g) = inner.write_lock.try_lock() {
+                drop(_g);
+                let i = inner.clone();
+                self.spawn(async move {
+                    if let Err(e) = i.update(Trigger::Search).await {
+                        debug!(error = %e, "qmd update after search failed");
+                    }
+                });
+            }
+        }
+        Ok(SearchResponse { results, mode: Some(mode.response_mode().into()), warnings })
+    }
+
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
+        let inner = &self.inner;
+        let mut req = request.clone();
+        if request.path.trim_start().starts_with("qmd://") {
+            let abs = inner.resolve_uri(request.path.trim()).ok_or_else(|| {
+                MemoryError::NotFound(format!("{}: not a file of a qmd collection of this agent", request.path))
+            })?;
+            req.path = abs.to_string_lossy().into_owned();
+        }
+        let roots = inner.roots.clone();
+        let max = inner.max_file_bytes;
+        tokio::task::spawn_blocking(move || access::read(&roots, &req, max))
+            .await
+            .map_err(|e| MemoryError::Internal(format!("memory_get: {e}")))?
+    }
+
+    async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
+        let counts = self.inner.clone().update(Trigger::Sync { force: options.force }).await?.unwrap_or_default();
+        Ok(SyncReport {
+            files_scanned: counts.files(),
+            files_added: counts.new,
+            files_changed: counts.updated,
+            files_removed: counts.removed,
+            files_unchanged: counts.unchanged,
+            rebuilt: options.force,
+            ..Default::default()
+        })
+    }
+
+    async fn status(&self) -> Result<Status> {
+        let inner = &self.inner;
+        let st = inner.state.lock().unwrap();
+        let cols: Vec<Value> = st
+            .registered
+            .iter()
+            .map(|c| json!({"name": c.name, "path": c.root.to_string_lossy(), "mask": c.mask}))
+            .collect();
+        let mut extra = serde_json::Map::new();
+        extra.insert("command".into(), json!(inner.invocation.describe()));
+        extra.insert("home".into(), json!(inner.home.to_string_lossy()));
+        extra.insert("searchMode".into(), json!(inner.mode.as_str()));
+        extra.insert("collections".into(), json!(cols));
+        extra.insert("updates".into(), json!(st.updates));
+        extra.insert("updateRunning".into(), json!(st.update_running));
+        if let Some(e) = &st.last_update_error {
+            extra.insert("lastUpdateError".into(), json!(e));
+        }
+        if let Some(ms) = st.last_embed_ms {
+            extra.insert("lastEmbedMs".into(), json!(ms));
+        }
+        if let Some(e) = &st.last_embed_error {
+            extra.insert("lastEmbedError".into(), json!(e));
+        }
+        let mut warnings = Vec::new();
+        if let Some(e) = &st.last_update_error {
+            warnings.push(format!("last qmd update failed: {e}"));
+        }
+        if inner.mode.needs_vectors() {
+            if let Some(e) = &st.last_embed_error {
+                warnings.push(format!("last qmd embed failed: {e}"));
+            }
+        }
+        Ok(Status {
+            backend: QmdFactory::NAME.into(),
+            workspace: inner.workspace.to_string_lossy().into_owned(),
+            index_path: Some(inner.home.join("cache/qmd/index.sqlite").to_string_lossy().into_owned()),
+            files: st.last_counts.map(|c| c.files()).unwrap_or(0),
+            chunks: 0,
+            capabilities: self.capabilities(),
+            provider: None,
+            model: None,
+            dimensions: None,
+            last_sync_ms: st.last_update_ms,
+            dirty: st.last_update_ms.is_none() || st.last_update_error.is_some(),
+            fallback: None,
+            warnings,
+            extra,
+        })
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        let tasks: Vec<_> = self.tasks.lock().unwrap().drain(..).collect();
+        for t in tasks {
+            t.abort();
+            let _ = t.await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals() {
+        let k = "memory.qmd.update.interval";
+        assert_eq!(parse_interval(k, "5m").unwrap(), Some(Duration::from_secs(300)));
+        assert_eq!(parse_interval(k, "30s").unwrap(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_interval(k, "1h").unwrap(), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_interval(k, "250ms").unwrap(), Some(Duration::from_millis(250)));
+        assert_eq!(parse_interval(k, "2").unwrap(), Some(Duration::from_secs(120)));
+        assert_eq!(parse_interval(k, "0").unwrap(), None);
+        let e = parse_interval(k, "soon").unwrap_err();
+        assert!(e.to_string().contains(k), "{e}");
+        assert!(parse_interval(k, "5 weeks").is_err());
+    }
+
+    #[test]
+    fn queries_become_one_line() {
+        assert_eq!(normalize_query("  lex: a\nvec: b\t c "), "lex: a vec: b c");
+        assert_eq!(normalize_query("\n\t"), "");
+    }
+
+    #[test]
+    fn flag_rejections() {
+        assert!(flags_rejected("error: Unknown option '--json'"));
+        assert!(!flags_rejected("Collection not found: x"));
+    }
+}

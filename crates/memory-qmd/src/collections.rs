@@ -1,0 +1,118 @@
+//! Which QMD collections an agent has: `MEMORY.md` (or `memory.md`), `memory/` and each `memory.qmd.paths` entry.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use memory_core::config::QmdConfig;
+use memory_core::discovery::expand_home;
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+/// One QMD collection: a folder and a glob mask inside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collection {
+    pub name: String,
+    pub root: PathBuf,
+    pub mask: String,
+}
+
+/// Collection name for the workspace's `MEMORY.md`.
+pub const ROOT_COLLECTION: &str = "memory-root";
+/// Collection name for the workspace's `memory/` folder.
+pub const DIR_COLLECTION: &str = "memory-dir";
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    let s = s.trim_matches('-').to_string();
+    if s.is_empty() {
+        "path".into()
+    } else {
+        s
+    }
+}
+
+/// The collections wanted for this workspace and config. Paths that do not exist are skipped with a warning.
+pub fn plan(workspace: &Path, cfg: &QmdConfig) -> Vec<Collection> {
+    let mut out = Vec::new();
+    let mut names = HashSet::new();
+    if cfg.include_default_memory {
+        // MEMORY.md wins over memory.md (compared by exact directory entry name).
+        let has = |n: &str| std::fs::read_dir(workspace).map(|rd| rd.flatten().any(|e| e.file_name() == n)).unwrap_or(false);
+        let mask = if !has("MEMORY.md") && has("memory.md") { "memory.md" } else { "MEMORY.md" };
+        out.push(Collection { name: ROOT_COLLECTION.into(), root: workspace.to_path_buf(), mask: mask.into() });
+        out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: "**/*.md".into() });
+        names.insert(ROOT_COLLECTION.to_string());
+        names.insert(DIR_COLLECTION.to_string());
+    }
+    for p in &cfg.paths {
+        let raw = expand_home(&p.path);
+        let abs = if raw.is_absolute() { raw } else { workspace.join(raw) };
+        let meta = match std::fs::symlink_metadata(&abs) {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(path = %abs.display(), error = %e, "memory.qmd.paths entry not found; skipped");
+                continue;
+            }
+        };
+        if meta.file_type().is_symlink() {
+            warn!(path = %abs.display(), "memory.qmd.paths entry is a symbolic link; skipped");
+            continue;
+        }
+        let (root, mask) = if meta.is_dir() {
+            (abs.clone(), p.pattern.clone().unwrap_or_else(|| "**/*.md".into()))
+        } else {
+            let parent = abs.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
+            let file = abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            (parent, file)
+        };
+        let base = p.name.clone().unwrap_or_else(|| {
+            abs.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "path".into())
+        });
+        let base = sanitize(&base);
+        let mut name = base.clone();
+        let mut n = 2;
+        while !names.insert(name.clone()) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        out.push(Collection { name, root, mask });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memory_core::config::QmdPathConfig;
+
+    #[test]
+    fn default_and_extra_collections() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("memory.md"), "x").unwrap();
+        std::fs::create_dir_all(ws.join("notes")).unwrap();
+        std::fs::write(ws.join("notes/a.md"), "x").unwrap();
+        std::fs::write(ws.join("single.md"), "x").unwrap();
+        let mut cfg = QmdConfig::default();
+        cfg.paths = vec![
+            QmdPathConfig { name: Some("Team Notes".into()), path: "notes".into(), pattern: None },
+            QmdPathConfig { name: None, path: ws.join("single.md").to_string_lossy().into(), pattern: None },
+            QmdPathConfig { name: Some("team notes".into()), path: "notes".into(), pattern: Some("*.md".into()) },
+            QmdPathConfig { name: None, path: "missing".into(), pattern: None },
+        ];
+        let p = plan(ws, &cfg);
+        let names: Vec<_> = p.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["memory-root", "memory-dir", "team-notes", "single", "team-notes-2"]);
+        assert_eq!(p[0].mask, "memory.md");
+        assert_eq!(p[3].root, ws);
+        assert_eq!(p[3].mask, "single.md");
+        assert_eq!(p[4].mask, "*.md");
+        std::fs::write(ws.join("MEMORY.md"), "x").unwrap();
+        assert_eq!(plan(ws, &cfg)[0].mask, "MEMORY.md");
+        cfg.include_default_memory = false;
+        assert_eq!(plan(ws, &cfg)[0].name, "team-notes");
+    }
+}
