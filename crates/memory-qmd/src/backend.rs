@@ -697,6 +697,9 @@ impl MemoryBackend for QmdBackend {
         let inner = &self.inner;
         let mut req = request.clone();
         if request.path.trim_start().starts_with("qmd://") {
+            if request.path.split('/').any(|seg| seg == "..") {
+                return Err(MemoryError::Refused(format!("{}: `..` is not allowed in memory paths", request.path)));
+            }
             let abs = inner.resolve_uri(request.path.trim()).ok_or_else(|| {
                 MemoryError::NotFound(format!("{}: not a file of a qmd collection of this agent", request.path))
             })?;

@@ -1,0 +1,180 @@
+//! The engine against the real `qmd` (installed by scripts/setup.sh): collections, search with asserted line
+//! ranges, freshness after update, deletions, qmd:// paths, extra collections.
+
+mod common;
+
+use common::*;
+use memory_core::config::QmdPathConfig;
+use memory_core::{ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+use memory_qmd::{QmdBackend, QmdOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_update_delete_and_get_with_real_qmd() {
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let state = tmp.path().join("state");
+    sample_workspace(&ws);
+    let cfg = config(entry.to_str().unwrap());
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &state), QmdOptions::default()).await.unwrap();
+
+    // Collections exist in qmd's own, self-contained config.
+    let names: Vec<String> = qmd.collections().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["memory-root", "memory-dir"]);
+    let yml = std::fs::read_to_string(qmd.home().join("config/qmd/index.yml")).unwrap();
+    assert!(yml.contains("memory-root") && yml.contains("memory-dir"), "{yml}");
+    assert!(qmd.home().join("cache/qmd/index.sqlite").is_file());
+    assert!(qmd.home().starts_with(&state));
+
+    // Top hit and its line range.
+    let r = qmd.search(&SearchRequest::new("giraffe enclosure")).await.unwrap();
+    assert_eq!(r.mode.as_deref(), Some("keyword"));
+    let top = &r.results[0];
+    assert_eq!(top.path, "memory/2026-11-02.md");
+    assert_eq!((top.start_line, top.end_line), (4, 7), "{top:?}");
+    assert!(top.snippet.starts_with("- Reviewed pull requests.\n- The giraffe enclosure"), "{:?}", top.snippet);
+    assert!(!top.snippet.contains("@@"));
+    assert_eq!(top.citation.as_deref(), Some("memory/2026-11-02.md#L4-L7"));
+    assert!(top.score > 0.0 && top.score < 1.0);
+
+    // MEMORY.md: leading/trailing blank lines of qmd's snippet are not part of the range.
+    let r = qmd.search(&SearchRequest::new("rocket")).await.unwrap();
+    let top = &r.results[0];
+    assert_eq!(top.path, "MEMORY.md");
+    assert_eq!((top.start_line, top.end_line), (7, 8), "{top:?}");
+    // The lines really are those lines of the file.
+    let g = qmd.get(&GetRequest { path: top.path.clone(), from: Some(top.start_line), lines: Some(top.end_line - top.start_line + 1) }).await.unwrap();
+    assert_eq!(g.text, top.snippet);
+
+    // A nested file under memory/.
+    let r = qmd.search(&SearchRequest::new("penguins")).await.unwrap();
+    assert_eq!(r.results[0].path, "memory/projects/zoo.md");
+
+    // No match: empty, not an error.
+    assert!(qmd.search(&SearchRequest::new("xylophonist")).await.unwrap().results.is_empty());
+
+    // A new note is found after update (and not before: qmd results are stale until update runs).
+    write(&ws, "memory/notes/okapi.md", "# Okapi\n\nAn okapi was seen near the river.\n");
+    assert!(qmd.search(&SearchRequest::new("okapi")).await.unwrap().results.is_empty());
+    let rep = qmd.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(rep.files_added, 1, "{rep:?}");
+    let r = qmd.search(&SearchRequest::new("okapi")).await.unwrap();
+    assert_eq!(r.results.len(), 1);
+    assert_eq!(r.results[0].path, "memory/notes/okapi.md");
+    assert_eq!((r.results[0].start_line, r.results[0].end_line), (1, 3));
+
+    // A deleted note is gone after update.
+    std::fs::remove_file(ws.join("memory/notes/okapi.md")).unwrap();
+    let rep = qmd.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(rep.files_removed, 1, "{rep:?}");
+    assert!(qmd.search(&SearchRequest::new("okapi")).await.unwrap().results.is_empty());
+
+    // qmd:// paths are readable through memory_get's safety rules.
+    let g = qmd.get(&GetRequest { path: "qmd://memory-dir/2026-11-02.md".into(), from: Some(5), lines: Some(1) }).await.unwrap();
+    assert_eq!(g.text, "- The giraffe enclosure migration is scheduled for March.");
+    assert_eq!(g.path, "memory/2026-11-02.md");
+    let g = qmd.get(&GetRequest { path: "qmd://memory-root/MEMORY.md".into(), ..Default::default() }).await.unwrap();
+    assert!(g.text.starts_with("# Long-term memory"));
+    let e = qmd.get(&GetRequest { path: "qmd://memory-dir/../../etc/passwd".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused);
+    let e = qmd.get(&GetRequest { path: "qmd://nope/a.md".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    let e = qmd.get(&GetRequest { path: "notes.txt".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused);
+
+    let st = qmd.status().await.unwrap();
+    assert_eq!(st.backend, "qmd");
+    assert_eq!(st.files, 4, "{st:?}");
+    assert!(st.last_sync_ms.is_some() && !st.dirty);
+    assert!(st.fallback.is_none());
+    assert_eq!(st.extra["collections"].as_array().unwrap().len(), 2);
+
+    // Empty queries are the caller's mistake.
+    assert_eq!(qmd.search(&SearchRequest::new("  \n ")).await.unwrap_err().kind(), ErrorKind::InvalidInput);
+    qmd.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_extra_paths_and_reopen_with_real_qmd() {
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let team = tmp.path().join("team-notes");
+    let state = tmp.path().join("state");
+    sample_workspace(&ws);
+    for i in 0..8 {
+        write(&team, &format!("note-{i}.md"), &format!("# Note {i}\n\nThe walrus report number {i}.\n{}\n", "filler text ".repeat(30)));
+    }
+    let mut cfg = config(entry.to_str().unwrap());
+    cfg.memory.qmd.paths = vec![QmdPathConfig { name: Some("team".into()), path: team.to_string_lossy().into(), pattern: None }];
+    cfg.memory.qmd.limits.max_results = 3;
+    cfg.memory.qmd.limits.max_snippet_chars = 30;
+    cfg.memory.qmd.limits.max_injected_chars = 100;
+    let qmd = QmdBackend::open(ctx(cfg.clone(), &ws, &state), QmdOptions::default()).await.unwrap();
+    let names: Vec<String> = qmd.collections().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["memory-root", "memory-dir", "team"]);
+
+    let r = qmd.search(&SearchRequest::new("walrus")).await.unwrap();
+    assert_eq!(r.results.len(), 3, "maxResults");
+    let total: usize = r.results.iter().map(|x| x.snippet.chars().count()).sum();
+    for x in &r.results {
+        assert!(x.path.starts_with(team.to_str().unwrap()), "extra paths keep their absolute path: {}", x.path);
+        assert!(x.snippet.chars().count() <= 30, "maxSnippetChars: {:?}", x.snippet);
+        let g = qmd.get(&GetRequest { path: x.path.clone(), ..Default::default() }).await.unwrap();
+        assert!(g.text.contains("walrus"));
+    }
+    assert!(total <= 100, "maxInjectedChars: {total}");
+    let mut req = SearchRequest::new("walrus");
+    req.max_results = Some(1);
+    assert_eq!(qmd.search(&req).await.unwrap().results.len(), 1);
+    // More results asked for than the injected-characters budget allows: the budget wins.
+    req.max_results = Some(8);
+    let r = qmd.search(&req).await.unwrap();
+    let total: usize = r.results.iter().map(|x| x.snippet.chars().count()).sum();
+    assert!(total <= 100 && r.results.len() < 8, "maxInjectedChars: {total} in {} results", r.results.len());
+    let g = qmd.get(&GetRequest { path: "qmd://team/note-3.md".into(), ..Default::default() }).await.unwrap();
+    assert!(g.text.contains("walrus report number 3"));
+    qmd.close().await.unwrap();
+    drop(qmd);
+
+    // Reopen: the registered collections are reused; dropping an extra path removes its collection.
+    cfg.memory.qmd.paths.clear();
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &state), QmdOptions::default()).await.unwrap();
+    let names: Vec<String> = qmd.collections().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["memory-root", "memory-dir"]);
+    assert!(qmd.search(&SearchRequest::new("walrus")).await.unwrap().results.is_empty());
+    assert_eq!(qmd.search(&SearchRequest::new("giraffe")).await.unwrap().results[0].path, "memory/2026-11-02.md");
+    // A forced sync rebuilds the collections.
+    let rep = qmd.sync(SyncOptions { force: true }).await.unwrap();
+    assert!(rep.rebuilt);
+    assert_eq!(qmd.search(&SearchRequest::new("giraffe")).await.unwrap().results[0].path, "memory/2026-11-02.md");
+    qmd.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_boot_update_then_search() {
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    sample_workspace(&ws);
+    let mut cfg = config(entry.to_str().unwrap());
+    cfg.memory.qmd.update.wait_for_boot_sync = false;
+    let t = std::time::Instant::now();
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "open does not wait for the boot update");
+    // Until the boot update has registered the collections, search says so (and a FallbackManager answers).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match qmd.search(&SearchRequest::new("giraffe")).await {
+            Ok(r) if !r.results.is_empty() => {
+                assert_eq!(r.results[0].path, "memory/2026-11-02.md");
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "boot update never completed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    qmd.close().await.unwrap();
+}
