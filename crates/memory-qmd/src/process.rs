@@ -106,19 +106,33 @@ fn tail_note(stderr: &str) -> String {
     last_meaningful_line(stderr).map(|m| format!(": {m}")).unwrap_or_default()
 }
 
-/// The last line of `text` that says something (ANSI codes stripped, hints and stack frames skipped).
+/// The line of `text` that best says what went wrong: the last error-like line (ANSI codes stripped; stack
+/// frames, hints and dumped object fields skipped), else the last line that says anything.
 pub fn last_meaningful_line(text: &str) -> Option<String> {
     let clean = strip_ansi(text);
     let lines: Vec<&str> = clean.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let is_field = |l: &str| {
+        // `statusCode: 404,` / `responseHeaders: undefined` lines of a dumped JS object.
+        let Some((k, _)) = l.split_once(": ") else { return false };
+        k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && (l.ends_with(',') || !l.contains(' ') || k.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+    };
     let skip = |l: &str| {
         l.starts_with("at ")
             || l.starts_with("If qmd still behaves")
             || l.starts_with("Node.js v")
-            || l == "^"
+            || l.starts_with("file://")
+            || l.starts_with("throw ")
+            || l.chars().all(|c| c == '^' || c == ' ')
             || l == "}"
-            || l.starts_with('[')
+            || l.ends_with('{')
+            || is_field(l)
     };
-    let pick = lines.iter().rev().find(|l| !skip(l)).or(lines.last())?;
+    let candidates: Vec<&str> = lines.iter().copied().filter(|l| !skip(l)).collect();
+    let errorish = |l: &str| {
+        let low = l.to_ascii_lowercase();
+        ["error", "failed", "status code", "not found", "cannot", "denied", "fatal", "abort"].iter().any(|p| low.contains(p))
+    };
+    let pick = candidates.iter().rev().find(|l| errorish(l)).or(candidates.last()).or(lines.last())?;
     let mut s: String = pick.chars().take(300).collect();
     if pick.chars().count() > 300 {
         s.push('…');
@@ -363,5 +377,8 @@ mod tests {
         assert_eq!(strip_ansi(s), "Indexing 100%\ndone\n");
         let trace = "Error: boom\n    at foo (x.js:1)\n    at bar\n\nNode.js v22.1.0\n";
         assert_eq!(last_meaningful_line(trace).as_deref(), Some("Error: boom"));
+        let dump = "file:///x/fetch.js:29\n  throw new StatusCodeError(url);\n  ^\n\nStatusCodeError: Url: http://h/m.gguf, Status code: 404\n    at f (x.js:1)\n  url: 'http://h/m.gguf',\n  statusCode: 404,\n  responseHeaders: undefined\n}\n\nNode.js v22.23.5\n";
+        assert_eq!(last_meaningful_line(dump).as_deref(), Some("StatusCodeError: Url: http://h/m.gguf, Status code: 404"));
+        assert_eq!(last_meaningful_line("just a line\n").as_deref(), Some("just a line"));
     }
 }
