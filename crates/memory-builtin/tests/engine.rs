@@ -169,8 +169,9 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(r.files_added, 4);
-    assert_eq!(e.status().await.unwrap().index_path.unwrap(), index);
-    assert!(!Path::new(&format!("{index}.rebuild")).exists(), "staging file swapped in");
+    let rebuilt = e.status().await.unwrap().index_path.unwrap();
+    assert_eq!(rebuilt, format!("{index}.g1"), "the next generation is live");
+    assert!(!Path::new(&index).exists(), "the old generation is deleted once the new one is live");
     assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
     // Reopen: identity matches now, nothing to rebuild.
     let r = e.sync(SyncOptions::default()).await.unwrap();
@@ -189,13 +190,15 @@ async fn interrupted_rebuild_leaves_the_live_index_usable() {
     e.sync(SyncOptions::default()).await.unwrap();
     let index = e.status().await.unwrap().index_path.unwrap();
     drop(e);
-    // A crash mid-rebuild leaves a half-written staging file behind.
-    fs::write(format!("{index}.rebuild"), b"half written garbage").unwrap();
+    // A crash mid-rebuild leaves a half-written next generation behind.
+    fs::write(format!("{index}.g1"), b"half written garbage").unwrap();
+    fs::write(format!("{index}.g1-wal"), b"more garbage").unwrap();
     let e = env.open(Config::default(), None).await;
     assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
     let r = e.sync(SyncOptions { force: true }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(e.status().await.unwrap().files, 4);
 }
 
 #[tokio::test]

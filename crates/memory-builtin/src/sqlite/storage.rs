@@ -1,5 +1,10 @@
-//! Where the index file lives and how a rebuilt index replaces it: the rebuild is written to
-//! `<index>.rebuild` and renamed over the live file only when complete.
+//! Where the index file lives and how a rebuilt index replaces it.
+//!
+//! Indexes are generations: generation 0 is `<index>`, generation N is `<index>.g<N>`, and the small pointer
+//! file `<index>.current` names the live one. A rebuild writes the next generation and, when complete, replaces
+//! the pointer atomically (write + rename) and deletes the old generation. A database file is never renamed over
+//! another: a process still reading the old generation keeps a consistent view, and its WAL files, named after
+//! its own generation, can never be mistaken for the new index's.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,12 +25,70 @@ impl SqliteStorage {
         SqliteStorage { path: path.into() }
     }
 
+    /// The base path (generation 0).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn staging_path(&self) -> PathBuf {
-        with_suffix(&self.path, ".rebuild")
+    fn pointer_path(&self) -> PathBuf {
+        with_suffix(&self.path, ".current")
+    }
+
+    fn generation_path(&self, generation: u64) -> PathBuf {
+        if generation == 0 {
+            self.path.clone()
+        } else {
+            with_suffix(&self.path, &format!(".g{generation}"))
+        }
+    }
+
+    /// The live generation (0 when there is no pointer yet).
+    fn current_generation(&self) -> Result<u64> {
+        match std::fs::read_to_string(self.pointer_path()) {
+            Ok(s) => s.trim().parse().map_err(|_| MemoryError::CorruptIndex(format!("{} does not hold a generation number", self.pointer_path().display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(MemoryError::io_path("cannot read", &self.pointer_path(), e)),
+        }
+    }
+
+    /// Atomically point at `generation`.
+    fn set_current_generation(&self, generation: u64) -> Result<()> {
+        let tmp = with_suffix(&self.path, ".current.tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(generation.to_string().as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, self.pointer_path())
+        };
+        write().map_err(|e| MemoryError::io_path("cannot switch the live index", &self.pointer_path(), e))
+    }
+
+    /// The live database file.
+    pub fn live_path(&self) -> Result<PathBuf> {
+        Ok(self.generation_path(self.current_generation()?))
+    }
+
+    /// Delete generation files other than the live one (left behind by a crash between the pointer switch and
+    /// the clean-up, or by an interrupted rebuild).
+    fn remove_stale_generations(&self, keep: u64) {
+        let (Some(dir), Some(name)) = (self.path.parent(), self.path.file_name()) else { return };
+        let prefix = format!("{}.g", name.to_string_lossy());
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(rest) = file.strip_prefix(&prefix) else { continue };
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let companion = &rest[digits.len()..];
+            if let (Ok(g), true) = (digits.parse::<u64>(), matches!(companion, "" | "-wal" | "-shm" | "-journal")) {
+                if g != keep {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        if keep != 0 {
+            let _ = remove_db_files(&self.path);
+        }
     }
 }
 
@@ -51,46 +114,81 @@ fn remove_db_files(p: &Path) -> Result<()> {
 #[async_trait]
 impl IndexStorage for SqliteStorage {
     async fn open_live(&self) -> Result<Arc<dyn ChunkStore>> {
-        match SqliteStore::open(&self.path) {
+        let path = self.live_path()?;
+        match SqliteStore::open(&path) {
             Ok(s) => Ok(Arc::new(s)),
             Err(e) if e.kind() == ErrorKind::CorruptIndex => {
                 // The index is derived data: keep the broken file for inspection and start afresh.
-                let aside = with_suffix(&self.path, &format!(".corrupt-{}", memory_core::now_ms()));
-                warn!(path = %self.path.display(), moved_to = %aside.display(), error = %e, "index file is corrupt; rebuilding it");
-                std::fs::rename(&self.path, &aside).map_err(|err| MemoryError::io_path("cannot move corrupt index", &self.path, err))?;
+                let aside = with_suffix(&path, &format!(".corrupt-{}", memory_core::now_ms()));
+                warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "index file is corrupt; rebuilding it");
+                std::fs::rename(&path, &aside).map_err(|err| MemoryError::io_path("cannot move corrupt index", &path, err))?;
                 for suffix in ["-wal", "-shm"] {
-                    let _ = std::fs::remove_file(with_suffix(&self.path, suffix));
+                    let _ = std::fs::remove_file(with_suffix(&path, suffix));
                 }
-                Ok(Arc::new(SqliteStore::open(&self.path)?))
+                Ok(Arc::new(SqliteStore::open(&path)?))
             }
             Err(e) => Err(e),
         }
     }
 
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>> {
-        let p = self.staging_path();
+        let live = self.current_generation()?;
+        self.remove_stale_generations(live);
+        let p = self.generation_path(live + 1);
         remove_db_files(&p)?;
         Ok(Arc::new(SqliteStore::open(&p)?))
     }
 
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>> {
-        // Closing checkpoints each WAL into its main file, so a plain rename moves the whole database.
+        let old = self.current_generation()?;
+        let new = old + 1;
+        // Closing checkpoints the staging WAL into its database file before it goes live.
         staging.close().await?;
+        self.set_current_generation(new)?;
         live.close().await?;
-        for suffix in ["-wal", "-shm"] {
-            let _ = std::fs::remove_file(with_suffix(&self.path, suffix));
-        }
-        let from = self.staging_path();
-        std::fs::rename(&from, &self.path).map_err(|e| MemoryError::io_path("cannot swap in the rebuilt index", &from, e))?;
-        Ok(Arc::new(SqliteStore::open(&self.path)?))
+        self.remove_stale_generations(new);
+        Ok(Arc::new(SqliteStore::open(&self.generation_path(new))?))
     }
 
     async fn destroy(&self) -> Result<()> {
+        let live = self.current_generation().unwrap_or(0);
+        remove_db_files(&self.generation_path(live))?;
+        remove_db_files(&self.generation_path(live + 1))?;
+        self.remove_stale_generations(0);
         remove_db_files(&self.path)?;
-        remove_db_files(&self.staging_path())
+        match std::fs::remove_file(self.pointer_path()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(MemoryError::io_path("cannot remove", &self.pointer_path(), e)),
+        }
+    }
+
+    async fn writer_lock(&self, wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        // An advisory lock beside the index: two processes syncing the same index (or rebuilding it into the
+        // same staging file) take turns instead of clobbering each other. Searches never take it.
+        let p = with_suffix(&self.path, ".lock");
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| MemoryError::io_path("cannot open lock file", &p, e))?;
+        if wait {
+            file.lock().map_err(|e| MemoryError::io_path("cannot lock", &p, e))?;
+        } else {
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Err(MemoryError::Unavailable("another process is syncing this index".into())),
+                Err(std::fs::TryLockError::Error(e)) => return Err(MemoryError::io_path("cannot lock", &p, e)),
+            }
+        }
+        Ok(Some(Box::new(file)))
     }
 
     fn location(&self) -> String {
-        self.path.display().to_string()
+        self.live_path().unwrap_or_else(|_| self.path.clone()).display().to_string()
     }
 }

@@ -508,9 +508,12 @@ impl IndexedBackend {
         } else if self.config.memory.search.sync.on_search && self.dirty.load(Ordering::SeqCst) {
             if let Ok(_guard) = self.sync_lock.try_lock() {
                 // Only when no sync is running: searches never wait for a sync.
-                self.dirty.store(false, Ordering::SeqCst);
-                if let Err(e) = self.sync_inner(SyncOptions::default()).await {
-                    warn!(error = %e, "sync before search failed; answering from the current index");
+                // Another process syncing the same index is not waited for either.
+                if let Ok(_writer) = self.storage.writer_lock(false).await {
+                    self.dirty.store(false, Ordering::SeqCst);
+                    if let Err(e) = self.sync_inner(SyncOptions::default()).await {
+                        warn!(error = %e, "sync before search failed; answering from the current index");
+                    }
                 }
             }
         }
@@ -680,6 +683,7 @@ impl MemoryBackend for IndexedBackend {
 
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
         let _guard = self.sync_lock.lock().await;
+        let _writer = self.storage.writer_lock(true).await?;
         self.dirty.store(false, Ordering::SeqCst);
         self.sync_inner(options).await
     }
@@ -731,6 +735,7 @@ impl MemoryBackend for IndexedBackend {
 
     async fn reset(&self) -> Result<()> {
         let _guard = self.sync_lock.lock().await;
+        let _writer = self.storage.writer_lock(true).await?;
         self.store().close().await?;
         self.storage.destroy().await?;
         *self.live.write().unwrap() = self.storage.open_live().await?;

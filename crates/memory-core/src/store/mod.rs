@@ -158,6 +158,12 @@ pub trait IndexStorage: Send + Sync {
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>>;
     /// Delete every index file (memory files are never touched).
     async fn destroy(&self) -> Result<()>;
+    /// Become the index's only writer across processes (others syncing the same index wait their turn);
+    /// released when the guard drops. With `wait = false`, fail with `Unavailable` instead of waiting.
+    /// Storages whose backend serialises writers itself return `None`.
+    async fn writer_lock(&self, _wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        Ok(None)
+    }
     /// Human-readable location.
     fn location(&self) -> String;
 }
