@@ -162,12 +162,13 @@ struct Inner {
     write_lock: tokio::sync::Mutex<()>,
     state: Mutex<RunState>,
     closed: AtomicBool,
+    /// Background work (boot update, timers, embeds, updates after searches); aborted on close and drop.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The QMD engine for one agent: a self-contained QMD home under `<state_dir>/qmd/<agentId>`.
 pub struct QmdBackend {
     inner: Arc<Inner>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for QmdBackend {
@@ -230,9 +231,10 @@ impl QmdBackend {
             write_lock: tokio::sync::Mutex::new(()),
             state: Mutex::new(RunState { registered, ..Default::default() }),
             closed: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
         });
         info!(home = %inner.home.display(), command = %inner.invocation.describe(), mode = mode.as_str(), "qmd engine opened");
-        let backend = QmdBackend { inner: inner.clone(), tasks: Mutex::new(Vec::new()) };
+        let backend = QmdBackend { inner: inner.clone() };
 
         if inner.cfg.update.on_boot {
             if inner.cfg.update.wait_for_boot_sync {
@@ -272,10 +274,7 @@ impl QmdBackend {
     }
 
     fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
-        let handle = tokio::spawn(fut);
-        let mut tasks = self.tasks.lock().unwrap();
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(handle);
+        self.inner.spawn(fut);
     }
 
     /// The QMD home (its `config/` and `cache/` are QMD's XDG folders).
@@ -306,7 +305,9 @@ impl QmdBackend {
 
 impl Drop for QmdBackend {
     fn drop(&mut self) {
-        for t in self.tasks.lock().unwrap().drain(..) {
+        // The tasks hold the engine's state alive: abort them (their qmd processes are killed with them).
+        self.inner.closed.store(true, Ordering::SeqCst);
+        for t in self.inner.tasks.lock().unwrap().drain(..) {
             t.abort();
         }
     }
@@ -359,6 +360,16 @@ fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 impl Inner {
+    fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let handle = tokio::spawn(fut);
+        let mut tasks = self.tasks.lock().unwrap();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
     fn run_spec(&self, args: Vec<String>, timeout: Duration) -> RunSpec<'_> {
         RunSpec { invocation: &self.invocation, args, env: self.env.clone(), cwd: self.home.clone(), timeout }
     }
@@ -476,7 +487,7 @@ impl Inner {
         if boot && self.mode.needs_vectors() {
             // Vectors are needed by this mode: embed right after the boot update, in the background.
             let me = self.clone();
-            tokio::spawn(async move {
+            self.spawn(async move {
                 if let Err(e) = me.embed().await {
                     warn!(error = %e, "qmd embed after boot failed");
                 }
@@ -778,7 +789,7 @@ impl MemoryBackend for QmdBackend {
 
     async fn close(&self) -> Result<()> {
         self.inner.closed.store(true, Ordering::SeqCst);
-        let tasks: Vec<_> = self.tasks.lock().unwrap().drain(..).collect();
+        let tasks: Vec<_> = self.inner.tasks.lock().unwrap().drain(..).collect();
         for t in tasks {
             t.abort();
             let _ = t.await;

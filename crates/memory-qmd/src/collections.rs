@@ -96,13 +96,13 @@ mod tests {
         std::fs::create_dir_all(ws.join("notes")).unwrap();
         std::fs::write(ws.join("notes/a.md"), "x").unwrap();
         std::fs::write(ws.join("single.md"), "x").unwrap();
-        let mut cfg = QmdConfig::default();
-        cfg.paths = vec![
+        let mut cfg = QmdConfig { paths: vec![], ..Default::default() };
+        cfg.paths.extend([
             QmdPathConfig { name: Some("Team Notes".into()), path: "notes".into(), pattern: None },
             QmdPathConfig { name: None, path: ws.join("single.md").to_string_lossy().into(), pattern: None },
             QmdPathConfig { name: Some("team notes".into()), path: "notes".into(), pattern: Some("*.md".into()) },
             QmdPathConfig { name: None, path: "missing".into(), pattern: None },
-        ];
+        ]);
         let p = plan(ws, &cfg);
         let names: Vec<_> = p.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["memory-root", "memory-dir", "team-notes", "single", "team-notes-2"]);
