@@ -56,6 +56,94 @@ impl FallbackOpener for FactoryOpener {
     }
 }
 
+/// A primary engine opened through its factory on first use, and again after a failed open. Lets a host start
+/// with a primary that cannot open yet (qmd not installed, boot update failing): calls fail with the open error,
+/// the [`FallbackManager`] answers from the fallback, and each probe after the back-off tries to open it again.
+pub struct OpenOnDemand {
+    name: String,
+    factory: std::sync::Arc<dyn BackendFactory>,
+    ctx: OpenContext,
+    engine: tokio::sync::RwLock<Option<Box<dyn MemoryBackend>>>,
+    open_lock: tokio::sync::Mutex<()>,
+}
+
+impl OpenOnDemand {
+    pub fn new(name: impl Into<String>, factory: std::sync::Arc<dyn BackendFactory>, ctx: OpenContext) -> Self {
+        OpenOnDemand {
+            name: name.into(),
+            factory,
+            ctx,
+            engine: tokio::sync::RwLock::new(None),
+            open_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Open now (if not open yet); the error is the engine's open error.
+    pub async fn ensure_open(&self) -> Result<()> {
+        if self.engine.read().await.is_some() {
+            return Ok(());
+        }
+        let _g = self.open_lock.lock().await;
+        if self.engine.read().await.is_some() {
+            return Ok(());
+        }
+        let b = self.factory.open(self.ctx.clone()).await.map_err(|e| match e.kind() {
+            // A wrong configuration stays the caller's business; anything else is "cannot open now".
+            ErrorKind::InvalidInput => e,
+            _ => MemoryError::Unavailable(format!("cannot open memory engine `{}`: {e}", self.name)),
+        })?;
+        info!(engine = %self.name, "memory engine opened");
+        *self.engine.write().await = Some(b);
+        Ok(())
+    }
+}
+
+macro_rules! with_engine {
+    ($self:ident, $e:ident => $body:expr) => {{
+        $self.ensure_open().await?;
+        let guard = $self.engine.read().await;
+        let $e = guard.as_ref().expect("opened above");
+        $body
+    }};
+}
+
+#[async_trait]
+impl MemoryBackend for OpenOnDemand {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match self.engine.try_read() {
+            Ok(g) => g.as_ref().map(|e| e.capabilities()).unwrap_or_default(),
+            Err(_) => Capabilities::default(),
+        }
+    }
+
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        with_engine!(self, e => e.search(request).await)
+    }
+
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
+        with_engine!(self, e => e.get(request).await)
+    }
+
+    async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
+        with_engine!(self, e => e.sync(options).await)
+    }
+
+    async fn status(&self) -> Result<Status> {
+        with_engine!(self, e => e.status().await)
+    }
+
+    async fn close(&self) -> Result<()> {
+        match self.engine.write().await.take() {
+            Some(e) => e.close().await,
+            None => Ok(()),
+        }
+    }
+}
+
 /// The fallback engine: already open, or opened on first need.
 pub enum Fallback {
     Ready(Box<dyn MemoryBackend>),
@@ -140,6 +228,32 @@ impl FallbackManager {
             Fallback::Lazy(o) => (o.name().to_string(), Some(o), tokio::sync::OnceCell::new()),
         };
         FallbackManager { primary, fallback_name, opener, fallback: cell, policy, failure: Mutex::new(None) }
+    }
+
+    /// The usual host setup: the primary opened through its factory (now if it can, else on a later probe, see
+    /// [`OpenOnDemand`]), the fallback through its own factory on first need. When the primary cannot open now,
+    /// the manager starts in fallback mode, and says so in `status`.
+    pub async fn open(
+        primary_name: &str,
+        primary: std::sync::Arc<dyn BackendFactory>,
+        fallback_name: &str,
+        fallback: std::sync::Arc<dyn BackendFactory>,
+        ctx: OpenContext,
+        policy: FallbackPolicy,
+    ) -> Result<FallbackManager> {
+        let p = OpenOnDemand::new(primary_name, primary, ctx.clone());
+        let first = p.ensure_open().await;
+        if let Err(e) = &first {
+            if !falls_back(e) {
+                return Err(first.unwrap_err());
+            }
+        }
+        let opener: Box<dyn FallbackOpener> = Box::new(FactoryOpener::new(fallback_name, fallback, ctx));
+        let mgr = FallbackManager::new(Box::new(p), opener, policy);
+        if let Err(e) = first {
+            mgr.record_failure("open", &e);
+        }
+        Ok(mgr)
     }
 
     /// The primary engine.

@@ -300,3 +300,84 @@ async fn sync_keeps_an_open_fallback_fresh() {
     assert_eq!(s.primary_calls.sync.load(Ordering::SeqCst), 1);
     assert_eq!(s.fallback_calls.sync.load(Ordering::SeqCst), 1);
 }
+
+/// A factory whose engine opens only once `ok` is set.
+struct FlakyFactory {
+    ok: Arc<std::sync::atomic::AtomicBool>,
+    opens: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl BackendFactory for FlakyFactory {
+    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        self.opens.fetch_add(1, Ordering::SeqCst);
+        if self.ok.load(Ordering::SeqCst) {
+            Ok(Box::new(FakeEngine::new("qmd").0))
+        } else {
+            Err(MemoryError::Unavailable("qmd not found: set memory.qmd.command".into()))
+        }
+    }
+}
+
+struct FakeBuiltinFactory;
+
+#[async_trait]
+impl BackendFactory for FakeBuiltinFactory {
+    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        Ok(Box::new(FakeEngine::new("builtin").0))
+    }
+}
+
+fn test_ctx() -> OpenContext {
+    OpenContext {
+        config: Arc::new(crate::config::Config::default()),
+        workspace: std::env::temp_dir(),
+        state_dir: std::env::temp_dir(),
+        agent_id: "main".into(),
+        embedder: None,
+    }
+}
+
+#[tokio::test]
+async fn a_primary_that_cannot_open_starts_in_fallback_and_opens_later() {
+    let ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opens = Arc::new(AtomicUsize::new(0));
+    let primary = Arc::new(FlakyFactory { ok: ok.clone(), opens: opens.clone() });
+    let mgr = FallbackManager::open("qmd", primary, "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100))
+        .await
+        .unwrap();
+    // Fallback from the start, and status says why.
+    let st = mgr.status().await.unwrap();
+    assert_eq!(st.backend, "builtin");
+    let fb = st.fallback.unwrap();
+    assert!(fb.reason.contains("cannot open memory engine `qmd`") && fb.reason.contains("qmd not found"), "{}", fb.reason);
+    let r = mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(r.results[0].path, "builtin.md");
+    assert_eq!(opens.load(Ordering::SeqCst), 1, "no retry inside the back-off");
+    // Installed later: the next probe opens it and it answers.
+    ok.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let r = mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(r.results[0].path, "qmd.md");
+    assert!(r.warnings.is_empty());
+    assert_eq!(opens.load(Ordering::SeqCst), 2);
+    assert!(mgr.status().await.unwrap().fallback.is_none());
+    assert_eq!(mgr.name(), "qmd");
+}
+
+#[tokio::test]
+async fn a_primary_with_a_bad_config_is_an_error() {
+    struct BadConfig;
+    #[async_trait]
+    impl BackendFactory for BadConfig {
+        async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+            Err(MemoryError::config("memory.qmd.searchMode", "`fast` is not one of search, vsearch, query"))
+        }
+    }
+    let e = FallbackManager::open("qmd", Arc::new(BadConfig), "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("memory.qmd.searchMode"));
+}
