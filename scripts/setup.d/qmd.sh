@@ -69,8 +69,11 @@ if ! qmd_ok; then
   # better-sqlite3 ships prebuilt addons in its npm package; if none loads here, compile it from source
   # against Node 22's headers (node-gyp would otherwise try to download them).
   if ! (cd "$stage" && "$NODE_BIN" -e 'new (require("better-sqlite3"))(":memory:")' >/dev/null 2>&1); then
-    log "better-sqlite3 prebuilt addon does not load; building it from source"
-    (cd "$stage" && npm rebuild better-sqlite3 --foreground-scripts --nodedir="$NODE_PKG" >&2)
+    log "better-sqlite3 prebuilt addon does not load; building it from source (about 2 minutes)"
+    # better-sqlite3 loads build/Release/better_sqlite3.node before its prebuilds. node-gyp comes with npm.
+    gyp="$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js"
+    [ -f "$gyp" ] || die "node-gyp not found (expected beside npm at $gyp)"
+    (cd "$stage/node_modules/better-sqlite3" && "$NODE_BIN" "$gyp" rebuild --release --nodedir="$NODE_PKG" >&2)
   fi
   rm -rf "$QMD_DIR"
   mv "$stage" "$QMD_DIR"
