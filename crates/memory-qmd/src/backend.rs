@@ -400,9 +400,10 @@ impl Inner {
         }
         let timeout = self.update_timeout();
         let mut registered: Vec<Collection> = have.iter().filter(|c| want.contains(c)).cloned().collect();
+        let command_timeout = Duration::from_millis(self.cfg.update.command_timeout_ms.max(1));
         for c in &have {
             if force || !want.contains(c) {
-                self.remove_collection(&c.name, timeout).await?;
+                self.remove_collection(&c.name, command_timeout).await?;
                 registered.retain(|r| r.name != c.name);
                 // Keep the state file true to QMD at every step, so an interruption never leaves it lying.
                 write_state(&self.home, &registered)?;
@@ -427,7 +428,7 @@ impl Inner {
                 Ok(_) => {}
                 Err(e) if e.to_string().contains("already exists") => {
                     // QMD knows it from a run whose state file was lost: replace it.
-                    self.remove_collection(&c.name, timeout).await?;
+                    self.remove_collection(&c.name, command_timeout).await?;
                     self.run("qmd collection add", args(c), timeout).await?;
                 }
                 Err(e) => return Err(e),
