@@ -178,3 +178,20 @@ async fn background_boot_update_then_search() {
     }
     qmd.close().await.unwrap();
 }
+
+#[test]
+fn the_npm_launcher_is_bypassed_for_node22_and_the_js_entry() {
+    let entry = std::fs::canonicalize(qmd_entry()).unwrap();
+    let install = entry.ancestors().nth(6).unwrap().to_path_buf(); // <dir>/node_modules/@tobilu/qmd/dist/cli/qmd.js
+    let node = memory_qmd::locate::find_node22().unwrap();
+    for command in [
+        install.join("node_modules/.bin/qmd"),
+        install.join("node_modules/@tobilu/qmd/bin/qmd"),
+        install.clone(),
+        entry.clone(),
+    ] {
+        let inv = memory_qmd::locate::resolve(Some(command.to_str().unwrap())).unwrap();
+        assert_eq!(inv.program, node, "{}", command.display());
+        assert_eq!(std::fs::canonicalize(&inv.pre_args[0]).unwrap(), entry, "{}", command.display());
+    }
+}
