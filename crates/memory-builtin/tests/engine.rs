@@ -378,3 +378,16 @@ async fn chinese_and_japanese_words_are_found() {
     let mixed = paths(&e, "Kubernetes 灰度发布").await;
     assert!(mixed.contains(&"memory/2026-11-20.md".to_string()) && mixed.contains(&"memory/2026-11-23.md".to_string()), "{mixed:?}");
 }
+
+#[tokio::test]
+async fn a_query_equal_to_a_path_name_or_stem_ranks_that_file_first() {
+    let env = Env::new();
+    sample(&env);
+    env.write("memory/notes-about-rust.md", "# Rust\n\nrust rust rust rust: this note mentions rust more often.\n");
+    let e = env.open(Config::default(), None).await;
+    assert_eq!(paths(&e, "memory/projects/rust.md").await[0], "memory/projects/rust.md");
+    assert_eq!(paths(&e, "rust.md").await[0], "memory/projects/rust.md");
+    assert_eq!(paths(&e, "rust").await[0], "memory/projects/rust.md", "the stem beats a note that only mentions it");
+    assert_eq!(paths(&e, "2026-11-28").await[0], "memory/2026-11-28.md");
+    assert_eq!(paths(&e, "MEMORY.md").await[0], "MEMORY.md");
+}

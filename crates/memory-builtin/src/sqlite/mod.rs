@@ -196,12 +196,12 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
-        // Narrow with LIKE (the query's characters escaped), then apply the exact tiers.
-        let escaped: String = query.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
-        let pattern = format!("%{escaped}%");
+        // Indexed equality on path, name and stem; the shared tiers decide the order.
         let rows = self.read("find files by name", |c| {
-            let mut st = c.prepare_cached("SELECT source, path, hash, size, mtime_ms FROM files WHERE path LIKE ?1 ESCAPE '\\'")?;
-            let rows = st.query_map(params![pattern], file_row)?;
+            let mut st = c.prepare_cached(
+                "SELECT source, path, hash, size, mtime_ms FROM files WHERE path = ?1 OR name = ?1 OR stem = ?1",
+            )?;
+            let rows = st.query_map(params![query], file_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })?;
         Ok(rows.into_iter().filter(|f| memory_core::ranking::exact_path_tier(query, &f.path) > 0).collect())
@@ -231,10 +231,11 @@ impl ChunkStore for SqliteStore {
                 if replace {
                     schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
                 }
+                let (name, stem) = schema::name_and_stem(&f.path);
                 tx.execute(
-                    "INSERT INTO files(source, path, hash, size, mtime_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                    "INSERT INTO files(source, path, hash, size, mtime_ms, name, stem) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT(source, path) DO UPDATE SET hash = excluded.hash, size = excluded.size, mtime_ms = excluded.mtime_ms",
-                    params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms],
+                    params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms, name, stem],
                 )?;
                 let mut ins = tx.prepare_cached(
                     "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance)

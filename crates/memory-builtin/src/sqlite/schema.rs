@@ -24,7 +24,37 @@ pub(crate) fn create(c: &Connection) -> rusqlite::Result<()> {
              embedding BLOB NOT NULL, dims INTEGER NOT NULL, updated_at INTEGER NOT NULL,
              PRIMARY KEY (provider, model, fingerprint, hash));
          CREATE INDEX IF NOT EXISTS embedding_cache_age ON embedding_cache (updated_at);",
+    )?;
+    // File name and stem, for exact-path lookups by equality (added after the first layout: migrate in place).
+    let has_name: bool = c
+        .prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = 'name'")?
+        .exists([])?;
+    if !has_name {
+        c.execute_batch(
+            "ALTER TABLE files ADD COLUMN name TEXT NOT NULL DEFAULT '';
+             ALTER TABLE files ADD COLUMN stem TEXT NOT NULL DEFAULT '';",
+        )?;
+        let rows: Vec<(String, String)> = {
+            let mut st = c.prepare("SELECT source, path FROM files")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for (source, path) in rows {
+            let (name, stem) = name_and_stem(&path);
+            c.execute("UPDATE files SET name = ?3, stem = ?4 WHERE source = ?1 AND path = ?2", params![source, path, name, stem])?;
+        }
+    }
+    c.execute_batch(
+        "CREATE INDEX IF NOT EXISTS files_by_name ON files (name);
+         CREATE INDEX IF NOT EXISTS files_by_stem ON files (stem);",
     )
+}
+
+/// (basename, stem) of an index path.
+pub(crate) fn name_and_stem(path: &str) -> (&str, &str) {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
+    (name, stem)
 }
 
 /// Width of the vector table, `None` before the first vector.

@@ -87,6 +87,8 @@ pub struct IndexedBackend {
     embedder: Option<Arc<dyn EmbeddingProvider>>,
     sync_lock: tokio::sync::Mutex<()>,
     dirty: AtomicBool,
+    /// Known to hold an index (saves reading the identity on every search).
+    indexed: AtomicBool,
     keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
@@ -114,6 +116,7 @@ impl IndexedBackend {
             embedder,
             sync_lock: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
+            indexed: AtomicBool::new(false),
             keyword_capable: true,
             progress: RwLock::new(None),
             sessions_dir: None,
@@ -502,7 +505,7 @@ impl IndexedBackend {
 
     async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let store = self.store();
-        if store.identity().await?.is_none() {
+        if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
             // Never indexed: index first (SPEC: a search on a new workspace answers).
             self.sync(SyncOptions::default()).await?;
         } else if self.config.memory.search.sync.on_search && self.dirty.load(Ordering::SeqCst) {
@@ -517,6 +520,7 @@ impl IndexedBackend {
                 }
             }
         }
+        self.indexed.store(true, Ordering::Relaxed);
         let store = self.store();
         let q = &self.config.memory.search.query;
         let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
@@ -738,6 +742,7 @@ impl MemoryBackend for IndexedBackend {
         let _writer = self.storage.writer_lock(true).await?;
         self.store().close().await?;
         self.storage.destroy().await?;
+        self.indexed.store(false, Ordering::Relaxed);
         *self.live.write().unwrap() = self.storage.open_live().await?;
         Ok(())
     }
