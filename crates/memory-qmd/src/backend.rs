@@ -158,12 +158,23 @@ struct Inner {
     citations: Citations,
     max_file_bytes: u64,
     on_search_update: bool,
+    /// Transcripts exported for QMD when `memory.qmd.sessions.enabled`.
+    sessions: Option<SessionsExport>,
     /// Serialises everything that writes QMD's index (collection changes, update, embed).
     write_lock: tokio::sync::Mutex<()>,
     state: Mutex<RunState>,
     closed: AtomicBool,
     /// Background work (boot update, timers, embeds, updates after searches); aborted on close and drop.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+#[derive(Debug, Clone)]
+struct SessionsExport {
+    /// The JSONL transcripts.
+    src: PathBuf,
+    /// Their Markdown exports (the `sessions` collection).
+    out: PathBuf,
+    retention_days: Option<u64>,
 }
 
 /// The QMD engine for one agent: a self-contained QMD home under `<state_dir>/qmd/<agentId>`.
@@ -210,6 +221,11 @@ impl QmdBackend {
         extra.extend(cfg.paths.iter().map(|p| p.path.clone()));
         let roots = MemoryRoots::new(ctx.workspace.clone(), &extra);
         let registered = read_state(&home);
+        let sessions = cfg.sessions.enabled.then(|| SessionsExport {
+            src: memory_core::sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id),
+            out: crate::sessions::export_dir(&home, cfg.sessions.export_dir.as_deref()),
+            retention_days: cfg.sessions.retention_days,
+        });
         let mut env = vec![
             ("XDG_CONFIG_HOME".to_string(), home.join("config").to_string_lossy().into_owned()),
             ("XDG_CACHE_HOME".to_string(), home.join("cache").to_string_lossy().into_owned()),
@@ -227,6 +243,7 @@ impl QmdBackend {
             citations: ctx.config.memory.citations,
             max_file_bytes: ctx.config.memory.search.max_file_bytes,
             on_search_update: ctx.config.memory.search.sync.on_search,
+            sessions,
             cfg,
             write_lock: tokio::sync::Mutex::new(()),
             state: Mutex::new(RunState { registered, ..Default::default() }),
@@ -387,7 +404,7 @@ impl Inner {
 
     /// Make QMD's collections match the plan: remove stale ones, add missing ones (adding indexes them).
     async fn ensure_collections(&self, force: bool) -> Result<bool> {
-        let want = collections::plan(&self.workspace, &self.cfg);
+        let want = collections::plan(&self.workspace, &self.cfg, self.sessions.as_ref().map(|s| s.out.as_path()));
         let have = self.state.lock().unwrap().registered.clone();
         if !force && want == have {
             return Ok(false);
@@ -465,6 +482,15 @@ impl Inner {
         let boot = trigger == Trigger::Boot;
         self.state.lock().unwrap().update_running = true;
         let result = async {
+            if let Some(s) = self.sessions.clone() {
+                let r = tokio::task::spawn_blocking(move || crate::sessions::export(&s.src, &s.out, s.retention_days))
+                    .await
+                    .map_err(|e| MemoryError::Internal(format!("exporting transcripts: {e}")))?;
+                if let Err(e) = r {
+                    // Memory files are still worth updating; the transcripts stay as last exported.
+                    warn!(error = %e, "cannot export session transcripts for qmd");
+                }
+            }
             self.ensure_collections(force).await?;
             let out = self.run("qmd update", vec!["update".into()], self.update_timeout()).await?;
             Ok::<_, MemoryError>(parse::parse_update(&out.stdout))
@@ -547,7 +573,16 @@ impl Inner {
             let p = Path::new(&hit.file);
             (!hit.file.starts_with("qmd://")).then(|| if p.is_absolute() { p.to_path_buf() } else { self.workspace.join(p) })
         })?;
-        let path = self.roots.key_for(&abs);
+        let session_md = self
+            .sessions
+            .as_ref()
+            .and_then(|_| parse::split_qmd_uri(&hit.file))
+            .filter(|(c, _)| *c == crate::sessions::SESSIONS_COLLECTION)
+            .map(|(_, rel)| rel.to_string());
+        let path = match &session_md {
+            Some(rel) => crate::sessions::transcript_key(rel),
+            None => self.roots.key_for(&abs),
+        };
         let lines: Vec<&str> = hit.text.split('\n').collect();
         let lead = lines.iter().take_while(|l| l.trim().is_empty()).count();
         let trail = if lead == lines.len() { 0 } else { lines.iter().rev().take_while(|l| l.trim().is_empty()).count() };
@@ -566,13 +601,22 @@ impl Inner {
             }
         };
         let snippet = truncate_chars(&body, self.cfg.limits.max_snippet_chars);
+        let (start, end, source) = match (&session_md, &self.sessions) {
+            (Some(rel), Some(s)) => {
+                // Markdown lines of the export back to the transcript's JSONL lines.
+                let map = crate::sessions::line_map(&s.out, rel).unwrap_or_default();
+                let to_jsonl = |n: usize| map.get(n.saturating_sub(1)).copied().unwrap_or(n);
+                (to_jsonl(start), to_jsonl(end), Source::Sessions)
+            }
+            _ => (start, end, Source::Memory),
+        };
         Some(SearchResult {
             path,
             start_line: start,
             end_line: end,
             score: hit.score,
             snippet,
-            source: Source::Memory,
+            source,
             vector_score: None,
             text_score: None,
             citation: None,
@@ -610,7 +654,7 @@ impl MemoryBackend for QmdBackend {
             persistent: true,
             shared_ranking: false,
             cjk: false,
-            sessions: false,
+            sessions: self.inner.sessions.is_some(),
         }
     }
 
@@ -620,15 +664,25 @@ impl MemoryBackend for QmdBackend {
         if query.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
-        if !request.sources.is_empty() && !request.sources.contains(&Source::Memory) {
-            // QMD indexes memory files only.
+        if !request.sources.is_empty()
+            && !request.sources.contains(&Source::Memory)
+            && inner.sessions.is_none()
+        {
             return Ok(SearchResponse {
                 results: vec![],
                 mode: Some(inner.mode.response_mode().into()),
-                warnings: vec!["the qmd engine does not index session transcripts".into()],
+                warnings: vec!["session transcripts are not indexed (memory.qmd.sessions.enabled is off)".into()],
             });
         }
-        let names: Vec<String> = inner.state.lock().unwrap().registered.iter().map(|c| c.name.clone()).collect();
+        let registered: Vec<String> = inner.state.lock().unwrap().registered.iter().map(|c| c.name.clone()).collect();
+        let wanted = |name: &str| {
+            let is_sessions = inner.sessions.is_some() && name == crate::sessions::SESSIONS_COLLECTION;
+            request.sources.is_empty() || request.sources.contains(if is_sessions { &Source::Sessions } else { &Source::Memory })
+        };
+        let names: Vec<String> = registered.iter().filter(|n| wanted(n)).cloned().collect();
+        if names.is_empty() && !registered.is_empty() {
+            return Ok(SearchResponse { results: vec![], mode: Some(inner.mode.response_mode().into()), warnings: vec![] });
+        }
         if names.is_empty() {
             let running = inner.state.lock().unwrap().update_running;
             return Err(MemoryError::Unavailable(if running {

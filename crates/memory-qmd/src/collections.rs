@@ -35,7 +35,8 @@ fn sanitize(name: &str) -> String {
 }
 
 /// The collections wanted for this workspace and config. Paths that do not exist are skipped with a warning.
-pub fn plan(workspace: &Path, cfg: &QmdConfig) -> Vec<Collection> {
+/// `sessions_export` is the folder of exported transcripts when `memory.qmd.sessions` is enabled.
+pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -> Vec<Collection> {
     let mut out = Vec::new();
     let mut names = HashSet::new();
     if cfg.include_default_memory {
@@ -46,6 +47,11 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig) -> Vec<Collection> {
         out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: "**/*.md".into() });
         names.insert(ROOT_COLLECTION.to_string());
         names.insert(DIR_COLLECTION.to_string());
+    }
+    if let Some(dir) = sessions_export {
+        let name = crate::sessions::SESSIONS_COLLECTION.to_string();
+        names.insert(name.clone());
+        out.push(Collection { name, root: dir.to_path_buf(), mask: "*.md".into() });
     }
     for p in &cfg.paths {
         let raw = expand_home(&p.path);
@@ -103,7 +109,7 @@ mod tests {
             QmdPathConfig { name: Some("team notes".into()), path: "notes".into(), pattern: Some("*.md".into()) },
             QmdPathConfig { name: None, path: "missing".into(), pattern: None },
         ]);
-        let p = plan(ws, &cfg);
+        let p = plan(ws, &cfg, None);
         let names: Vec<_> = p.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["memory-root", "memory-dir", "team-notes", "single", "team-notes-2"]);
         assert_eq!(p[0].mask, "memory.md");
@@ -111,8 +117,10 @@ mod tests {
         assert_eq!(p[3].mask, "single.md");
         assert_eq!(p[4].mask, "*.md");
         std::fs::write(ws.join("MEMORY.md"), "x").unwrap();
-        assert_eq!(plan(ws, &cfg)[0].mask, "MEMORY.md");
+        assert_eq!(plan(ws, &cfg, None)[0].mask, "MEMORY.md");
+        let with_sessions = plan(ws, &cfg, Some(&ws.join("exp")));
+        assert_eq!((with_sessions[2].name.as_str(), with_sessions[2].mask.as_str()), ("sessions", "*.md"));
         cfg.include_default_memory = false;
-        assert_eq!(plan(ws, &cfg)[0].name, "team-notes");
+        assert_eq!(plan(ws, &cfg, None)[0].name, "team-notes");
     }
 }

@@ -12,5 +12,6 @@ pub mod collections;
 pub mod locate;
 pub mod parse;
 pub mod process;
+pub mod sessions;
 
 pub use backend::{parse_interval, QmdBackend, QmdFactory, QmdOptions, SearchMode};

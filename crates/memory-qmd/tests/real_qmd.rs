@@ -195,3 +195,57 @@ fn the_npm_launcher_is_bypassed_for_node22_and_the_js_entry() {
         assert_eq!(std::fs::canonicalize(&inv.pre_args[0]).unwrap(), entry, "{}", command.display());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_transcripts_are_searchable_with_jsonl_line_numbers() {
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let transcripts = tmp.path().join("transcripts");
+    sample_workspace(&ws);
+    let msg = |role: &str, text: &str| serde_json::json!({"type": "message", "message": {"role": role, "content": text}}).to_string();
+    let jsonl = [
+        r#"{"type":"session","id":"s1"}"#.to_string(),
+        msg("user", "Remind me what we decided about the narwhal exhibit."),
+        r#"{"type":"tool_call","name":"lookup"}"#.to_string(),
+        r#"{"type":"tool_result","content":"narwhal data"}"#.to_string(),
+        msg("assistant", "We agreed the narwhal exhibit opens in June."),
+    ]
+    .join("\n")
+        + "\n";
+    write(&transcripts, "s1.jsonl", &jsonl);
+    let mut cfg = config(entry.to_str().unwrap());
+    cfg.memory.search.sessions_dir = Some(transcripts.to_string_lossy().into());
+    cfg.memory.qmd.sessions.enabled = true;
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
+    assert!(qmd.capabilities().sessions);
+    assert!(qmd.collections().iter().any(|c| c.name == "sessions"));
+
+    let r = qmd.search(&SearchRequest::new("narwhal exhibit")).await.unwrap();
+    let hit = r.results.iter().find(|h| h.path == "sessions/s1.jsonl").expect("transcript hit");
+    assert_eq!(hit.source, memory_core::Source::Sessions);
+    // The Markdown export has 2 lines (user, assistant); they are JSONL lines 2 and 5.
+    assert_eq!((hit.start_line, hit.end_line), (2, 5), "{hit:?}");
+    assert!(hit.snippet.contains("Assistant: We agreed the narwhal exhibit opens in June."), "{:?}", hit.snippet);
+    assert!(!hit.snippet.contains("narwhal data"), "tool output is not indexed");
+
+    // Sources filter the collections.
+    let mut req = SearchRequest::new("narwhal");
+    req.sources = vec![memory_core::Source::Memory];
+    assert!(qmd.search(&req).await.unwrap().results.is_empty());
+    req.sources = vec![memory_core::Source::Sessions];
+    assert_eq!(qmd.search(&req).await.unwrap().results.len(), 1);
+    req.query = "giraffe".into();
+    assert!(qmd.search(&req).await.unwrap().results.is_empty());
+
+    // A transcript that grows is re-exported on update.
+    let mut more = jsonl.clone();
+    more.push_str(&msg("user", "Also book the walrus keeper talk."));
+    more.push('\n');
+    write(&transcripts, "s1.jsonl", &more);
+    qmd.sync(SyncOptions::default()).await.unwrap();
+    let r = qmd.search(&SearchRequest::new("walrus keeper")).await.unwrap();
+    assert_eq!(r.results[0].path, "sessions/s1.jsonl");
+    assert!(r.results[0].end_line == 6, "{:?}", r.results[0]);
+    qmd.close().await.unwrap();
+}
