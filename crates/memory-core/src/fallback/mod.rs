@@ -4,8 +4,9 @@
 //! - Failures that fall back: the primary is unavailable (missing binary, crash, timeout, failing exit), returns
 //!   unparsable output (`Internal`), an unreadable index or an I/O error. A refused path, invalid input or a missing
 //!   file are the caller's business and are returned as they are.
-//! - While failing, the primary is not called until a back-off has passed (exponential, capped); the next call
-//!   after that probes it. If it answers, the manager returns to it; if not, the back-off grows.
+//! - While failing, the primary is not called until a back-off has passed (exponential, capped); the next search
+//!   (or sync) after that probes it. If a search answers, the manager returns to it; if not, the back-off grows.
+//!   `get` reads memory files and always asks the primary first; its success does not change the health state.
 //! - Nothing is hidden: search responses answered by the fallback carry a warning, and `status` reports
 //!   `fallback: {from, reason, since}`.
 //! - The fallback may be given open, or opened lazily on the first failure (then synced once so it can answer).
@@ -404,15 +405,13 @@ impl MemoryBackend for FallbackManager {
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
-        if self.should_try_primary() {
-            match self.primary.get(request).await {
-                Ok(r) => {
-                    self.record_success();
-                    return Ok(r);
-                }
-                Err(e) if !falls_back(&e) => return Err(e),
-                Err(e) => self.record_failure("get", &e),
-            }
+        // memory_get reads the memory files themselves, which engines do without their index or tools, so the
+        // primary is asked even during a back-off (it also knows its own path forms, such as `qmd://`). A file
+        // read proves nothing about search, so success leaves the health state alone.
+        match self.primary.get(request).await {
+            Ok(r) => return Ok(r),
+            Err(e) if !falls_back(&e) => return Err(e),
+            Err(e) => self.record_failure("get", &e),
         }
         let fb = self.fallback().await.map_err(|e| self.both_failed(e))?;
         fb.get(request).await.map_err(|e| self.both_failed(e))
@@ -422,10 +421,9 @@ impl MemoryBackend for FallbackManager {
         let mut primary_report = None;
         if self.should_try_primary() {
             match self.primary.sync(options).await {
-                Ok(r) => {
-                    self.record_success();
-                    primary_report = Some(r);
-                }
+                // An index update that works does not prove that search does: only a search answer clears a
+                // failure.
+                Ok(r) => primary_report = Some(r),
                 Err(e) if !falls_back(&e) => return Err(e),
                 Err(e) => self.record_failure("sync", &e),
             }

@@ -165,9 +165,10 @@ async fn failing_primary_is_answered_by_the_fallback_and_said_so() {
         assert!(fb.reason.contains("qmd is broken"), "{}", fb.reason);
         assert!(fb.since.unwrap() >= before);
         assert!(st.extra.contains_key("nextProbeMs"));
-        // get falls back too.
+        // get falls back too when the primary cannot read.
         let g = s.mgr.get(&GetRequest { path: "MEMORY.md".into(), ..Default::default() }).await.unwrap();
         assert_eq!(g.text, "builtin");
+        assert_eq!(s.primary_calls.get.load(Ordering::SeqCst), 1);
     }
 }
 
@@ -380,4 +381,21 @@ async fn a_primary_with_a_bad_config_is_an_error() {
         .unwrap();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("memory.qmd.searchMode"));
+}
+
+#[tokio::test]
+async fn get_asks_the_primary_even_during_backoff_without_clearing_the_failure() {
+    let s = setup(policy(60_000, 60_000));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert!(s.mgr.fallback_status().is_some());
+    // The primary reads files again (its search tool is still broken): get is its answer...
+    *s.primary_mode.lock().unwrap() = Mode::Ok;
+    let g = s.mgr.get(&GetRequest { path: "qmd://memory-dir/a.md".into(), ..Default::default() }).await.unwrap();
+    assert_eq!(g.text, "qmd");
+    // ...but only a search answer ends the fallback, and a sync does not either.
+    assert!(s.mgr.fallback_status().is_some());
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
+    let fb = s.mgr.search(&SearchRequest::new("b")).await.unwrap();
+    assert_eq!(fb.results[0].path, "builtin.md");
 }
