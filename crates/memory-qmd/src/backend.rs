@@ -189,6 +189,8 @@ impl std::fmt::Debug for QmdBackend {
 }
 
 const STATE_FILE: &str = "collections.json";
+/// How long `close` waits for an update or embed in flight.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 fn sanitize_id(id: &str) -> String {
     let s: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
@@ -844,6 +846,11 @@ impl MemoryBackend for QmdBackend {
 
     async fn close(&self) -> Result<()> {
         self.inner.closed.store(true, Ordering::SeqCst);
+        // Give an update or embed in flight a moment to finish rather than killing it mid-write (a one-shot CLI
+        // search closes right after its boot update started); then stop everything.
+        if tokio::time::timeout(CLOSE_GRACE, self.inner.write_lock.lock()).await.is_err() {
+            warn!("qmd update still running at close; killing it");
+        }
         let tasks: Vec<_> = self.inner.tasks.lock().unwrap().drain(..).collect();
         for t in tasks {
             t.abort();
