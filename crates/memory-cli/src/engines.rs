@@ -1,15 +1,50 @@
 //! The engines this host knows, by `memory.backend` name, and the embedding provider from config.
+//!
+//! Every engine other than builtin runs behind a `FallbackManager`: when it fails (missing binary, crash,
+//! timeout, unparsable output), builtin answers and status says why, and the engine is tried again after a
+//! back-off.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use memory_core::embedding::EmbeddingProvider;
-use memory_core::registry::BackendRegistry;
-use memory_core::{Config, Result};
+use memory_core::fallback::{FallbackManager, FallbackPolicy};
+use memory_core::registry::{BackendFactory, BackendRegistry, OpenContext};
+use memory_core::{Config, MemoryBackend, Result};
 
 pub fn registry() -> BackendRegistry {
     let mut r = BackendRegistry::new();
     r.register("builtin", Arc::new(memory_builtin::BuiltinFactory));
+    r.register("qmd", Arc::new(WithBuiltinFallback::new("qmd", Arc::new(memory_qmd::QmdFactory::new()))));
     r
+}
+
+/// Opens an engine wrapped in a `FallbackManager` whose safety net is the builtin engine.
+struct WithBuiltinFallback {
+    name: &'static str,
+    primary: Arc<dyn BackendFactory>,
+}
+
+impl WithBuiltinFallback {
+    fn new(name: &'static str, primary: Arc<dyn BackendFactory>) -> Self {
+        WithBuiltinFallback { name, primary }
+    }
+}
+
+#[async_trait]
+impl BackendFactory for WithBuiltinFallback {
+    async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        let manager = FallbackManager::open(
+            self.name,
+            self.primary.clone(),
+            "builtin",
+            Arc::new(memory_builtin::BuiltinFactory),
+            ctx,
+            FallbackPolicy::default(),
+        )
+        .await?;
+        Ok(Box::new(manager))
+    }
 }
 
 /// The embedding provider the config asks for; `None` means keyword-only.
