@@ -71,8 +71,8 @@ impl SqliteStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
         }
-        let writer = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
-        schema::create(&writer).map_err(|e| db_err("cannot create index schema", e))?;
+        let mut writer = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
+        schema::create(&mut writer).map_err(|e| db_err("cannot create index schema", e))?;
         let reader = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
         Ok(SqliteStore { path: path.to_path_buf(), writer: Mutex::new(Some(writer)), reader: Mutex::new(Some(reader)) })
     }

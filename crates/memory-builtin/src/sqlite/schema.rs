@@ -3,12 +3,21 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub(crate) fn create(c: &Connection) -> rusqlite::Result<()> {
+/// Create or migrate the schema, in one IMMEDIATE transaction so that processes opening a new index at the same
+/// moment take turns instead of racing.
+pub(crate) fn create(c: &mut Connection) -> rusqlite::Result<()> {
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    create_in(&tx)?;
+    tx.commit()
+}
+
+fn create_in(c: &Connection) -> rusqlite::Result<()> {
     c.execute_batch(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
          CREATE TABLE IF NOT EXISTS files (
              source TEXT NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL,
              size INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,
+             name TEXT NOT NULL DEFAULT '', stem TEXT NOT NULL DEFAULT '',
              PRIMARY KEY (source, path));
          CREATE TABLE IF NOT EXISTS chunks (
              rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
