@@ -203,19 +203,21 @@ impl IndexedBackend {
             Some(_) => options.force,
             None => false,
         };
+        // The identity is written only once a sync has completed: an index without one is unfinished, and the
+        // next search completes it before answering.
         if !needs_rebuild {
+            let report = self.sync_into(&live, &live).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
-            let report = self.sync_into(&live, &live).await?;
             live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             return Ok(report);
         }
 
         // Rebuild into a staging store; search keeps answering from `live` until the swap.
         let staging = self.storage.open_staging().await?;
-        staging.set_identity(&desired).await?;
         let mut report = self.sync_into(&staging, &live).await?;
+        staging.set_identity(&desired).await?;
         staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
         let new_live = self.storage.promote(live, staging).await?;
         *self.live.write().unwrap() = new_live;
