@@ -1,1 +1,29 @@
-//! Skeleton: filled by a later issue.
+//! Embedding providers for agent memory (SPEC §7).
+//!
+//! - [`from_config`]: `memory.search.provider` (`auto`, `openai`, `openai-compatible`, `gemini`, `voyage`,
+//!   `mistral`, `ollama`, `local`, `none`) and `memory.search.fallback` to an [`EmbeddingProvider`], or `None`
+//!   for keyword-only search.
+//! - [`RemoteProvider`]: the HTTP APIs (token-budget batching, a few requests in flight, retries with backoff on
+//!   429 / 5xx / timeouts, strict checking of the answers).
+//! - [`LocalProvider`]: a BERT sentence-embedding model run in-process from a folder (candle + tokenizers).
+//! - [`FallbackProvider`]: a second provider used only once the first fails.
+//!
+//! Every provider returns finite, L2-normalised vectors, one per input, all of one width, or an error.
+
+pub mod batching;
+pub mod fallback;
+pub mod http;
+pub mod local;
+pub mod remote;
+mod resolve;
+
+pub use batching::{estimate_tokens, plan_batches, BatchLimits};
+pub use fallback::FallbackProvider;
+pub use http::{ApiKey, HttpOptions};
+pub use local::{model_folder_present, LocalModelError, LocalModelInfo, LocalProvider, Pooling};
+pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+pub use remote::{known_dimensions, RemoteKind, RemoteProvider, RemoteSettings};
+pub use resolve::{
+    auto_choice, from_config, from_config_with, EnvLookup, ResolveOptions, AUTO_REMOTE_ORDER, LOCAL_MODEL_ENV,
+    PROVIDER_NAMES,
+};

@@ -1,0 +1,223 @@
+//! `from_config`: provider selection (`auto`, explicit, `none`), keys from config or environment, errors that
+//! name the key to fix, and the fallback provider end to end against loopback servers.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{MockServer, Reply};
+use memory_core::config::ModelProviderConfig;
+use memory_core::{Config, MemoryError};
+use providers::{auto_choice, from_config, from_config_with, EmbeddingPurpose, HttpOptions, ResolveOptions};
+use serde_json::json;
+
+fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn resolve(
+    config: &Config,
+    env: &HashMap<String, String>,
+) -> Result<Option<std::sync::Arc<dyn providers::EmbeddingProvider>>, MemoryError> {
+    let options = ResolveOptions {
+        http: HttpOptions {
+            request_timeout: Duration::from_secs(2),
+            max_retries: 1,
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(20),
+            max_retry_after: Duration::from_millis(100),
+        },
+    };
+    from_config_with(config, &|k| env.get(k).cloned(), &options)
+}
+
+fn config(provider: &str) -> Config {
+    let mut c = Config::default();
+    c.memory.search.provider = provider.into();
+    c
+}
+
+fn config_key(err: MemoryError) -> String {
+    match err {
+        MemoryError::Config { key, .. } => key,
+        other => panic!("expected a config error, got {other}"),
+    }
+}
+
+#[test]
+fn none_and_disabled_are_keyword_only() {
+    let env = env_of(&[("OPENAI_API_KEY", "sk-x")]);
+    assert!(resolve(&config("none"), &env).unwrap().is_none());
+    let mut c = config("openai");
+    c.memory.search.enabled = false;
+    assert!(resolve(&c, &env).unwrap().is_none());
+}
+
+#[test]
+fn auto_with_nothing_available_is_keyword_only() {
+    let env = env_of(&[]);
+    let c = config("auto");
+    assert!(resolve(&c, &env).unwrap().is_none());
+    assert_eq!(auto_choice(&c, &|_| None), None);
+    // A model path that does not exist does not count as available.
+    let mut c = config("auto");
+    c.memory.search.local.model_path = Some("/nonexistent/model".into());
+    assert!(resolve(&c, &env).unwrap().is_none());
+}
+
+#[test]
+fn auto_prefers_local_then_openai_gemini_voyage_mistral() {
+    let c = config("auto");
+    let all = [("OPENAI_API_KEY", "k1"), ("GEMINI_API_KEY", "k2"), ("VOYAGE_API_KEY", "k3"), ("MISTRAL_API_KEY", "k4")];
+    for (i, want) in ["openai", "gemini", "voyage", "mistral"].iter().enumerate() {
+        let env = env_of(&all[i..]);
+        let p = resolve(&c, &env).unwrap().unwrap();
+        assert_eq!(p.id(), *want);
+    }
+    // Keys in models.providers count too; empty keys do not.
+    let mut c2 = config("auto");
+    c2.models.providers.insert("voyage".into(), ModelProviderConfig { api_key: Some("vk".into()), ..Default::default() });
+    let env = env_of(&[("OPENAI_API_KEY", "  "), ("MISTRAL_API_KEY", "mk")]);
+    assert_eq!(resolve(&c2, &env).unwrap().unwrap().id(), "voyage");
+    // The local model wins when its folder is present (from the environment here).
+    let dir = common::test_model_dir();
+    let env = env_of(&[("OPENAI_API_KEY", "k1"), ("MEMORY_LOCAL_MODEL", dir.to_str().unwrap())]);
+    let p = resolve(&c, &env).unwrap().unwrap();
+    assert_eq!((p.id(), p.model(), p.dimensions()), ("local", "all-MiniLM-L6-v2", Some(384)));
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let env = env_of(&[]);
+    assert_eq!(config_key(resolve(&config("word2vec"), &env).err().unwrap()), "memory.search.provider");
+    let mut c = config("none");
+    c.memory.search.fallback = "bogus".into();
+    assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.fallback");
+
+    let err = resolve(&config("openai"), &env).err().unwrap();
+    let msg = err.to_string();
+    assert_eq!(config_key(err), "memory.search.remote.apiKey");
+    assert!(msg.contains("OPENAI_API_KEY"), "{msg}");
+
+    assert_eq!(config_key(resolve(&config("openai-compatible"), &env).err().unwrap()), "memory.search.model");
+    assert_eq!(config_key(resolve(&config("local"), &env).err().unwrap()), "memory.search.local.modelPath");
+    let mut c = config("local");
+    c.memory.search.local.model_path = Some("/nonexistent/model".into());
+    assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.local.modelPath");
+    let mut c = config("ollama");
+    c.memory.search.remote.base_url = Some("localhost:11434".into());
+    assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.remote.baseUrl");
+}
+
+#[test]
+fn process_environment_is_the_default_source() {
+    // `none` never reads it; this only checks the public entry point is wired.
+    assert!(from_config(&config("none")).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn remote_settings_reach_the_wire_and_keys_stay_hidden() {
+    let server = MockServer::start(|rec, _| {
+        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": [1.0, i as f32, 0.0] })).collect();
+        Reply::json(200, json!({ "data": data }).to_string())
+    })
+    .await;
+    let mut c = config("openai-compatible");
+    c.memory.search.model = Some("bge-m3".into());
+    c.memory.search.remote.base_url = Some(format!("{}/v1", server.url()));
+    c.memory.search.remote.api_key = Some("sk-config-SECRET-42".into());
+    c.memory.search.remote.headers.insert("X-Title".into(), "memory".into());
+    let p = resolve(&c, &env_of(&[])).unwrap().unwrap();
+    assert_eq!((p.id(), p.model()), ("openai-compatible", "bge-m3"));
+    let v = p.embed(&["a".into(), "b".into()], EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!(v.len(), 2);
+    assert_eq!(p.dimensions(), Some(3));
+    let rec = &server.requests()[0];
+    assert_eq!(rec.path, "/v1/embeddings");
+    assert_eq!(rec.header("authorization"), Some("Bearer sk-config-SECRET-42"));
+    assert_eq!(rec.header("x-title"), Some("memory"));
+    assert_eq!(rec.body["model"], "bge-m3");
+}
+
+#[tokio::test]
+async fn models_providers_entry_supplies_key_and_base_url() {
+    let server = MockServer::start(|rec, _| {
+        Reply::json(200, json!({ "embedding": { "values": vec![0.5; 3072] }, "path": rec.path }).to_string())
+    })
+    .await;
+    let mut c = config("gemini");
+    c.models.providers.insert(
+        "gemini".into(),
+        ModelProviderConfig { api_key: Some("g-key-SECRET".into()), base_url: Some(format!("{}/v1beta", server.url())), ..Default::default() },
+    );
+    let p = resolve(&c, &env_of(&[("GEMINI_API_KEY", "env-key-unused")])).unwrap().unwrap();
+    p.embed_query("hello").await.unwrap();
+    let rec = &server.requests()[0];
+    assert_eq!(rec.path, "/v1beta/models/gemini-embedding-001:embedContent");
+    assert_eq!(rec.header("x-goog-api-key"), Some("g-key-SECRET"), "config key wins over the environment");
+}
+
+#[tokio::test]
+async fn fallback_takes_over_only_after_the_primary_fails() {
+    // Primary: an OpenAI-compatible server that works for the first call, then fails with 503.
+    let primary = MockServer::start(|rec, n| {
+        if n == 0 {
+            let k = rec.body["input"].as_array().unwrap().len();
+            let data: Vec<_> = (0..k).map(|i| json!({ "index": i, "embedding": [1.0, 0.0] })).collect();
+            Reply::json(200, json!({ "data": data }).to_string())
+        } else {
+            Reply::json(503, r#"{"error":{"message":"overloaded"}}"#)
+        }
+    })
+    .await;
+    // Secondary: Ollama.
+    let secondary = MockServer::start(|rec, _| {
+        let k = rec.body["input"].as_array().unwrap().len();
+        // nomic-embed-text is 768 wide.
+        let mut v = vec![0.0f32; 768];
+        v[2] = 2.0;
+        Reply::json(200, json!({ "embeddings": vec![v; k] }).to_string())
+    })
+    .await;
+    let mut c = config("openai-compatible");
+    c.memory.search.model = Some("m".into());
+    c.memory.search.remote.base_url = Some(format!("{}/v1", primary.url()));
+    c.memory.search.fallback = "ollama".into();
+    c.models.providers.insert("ollama".into(), ModelProviderConfig { base_url: Some(secondary.url()), ..Default::default() });
+    let p = resolve(&c, &env_of(&[])).unwrap().unwrap();
+
+    assert_eq!(p.id(), "openai-compatible");
+    let primary_fp = p.fingerprint();
+    let v = p.embed(&["x".into()], EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!(v, vec![vec![1.0, 0.0]]);
+    assert!(secondary.requests().is_empty(), "the fallback is not used while the primary works");
+
+    // The failing call returns an error (its caller read the primary's identity), and the identity switches.
+    let err = p.embed(&["y".into()], EmbeddingPurpose::Document).await.unwrap_err();
+    assert!(err.is_transient());
+    assert!(err.to_string().contains("switched to the fallback provider `ollama`"), "{err}");
+    assert_eq!(primary.requests().len(), 3, "the primary's own retries ran first");
+    assert_eq!(p.id(), "ollama");
+    assert_eq!(p.model(), "nomic-embed-text");
+    assert_ne!(p.fingerprint(), primary_fp);
+    assert!(secondary.requests().is_empty());
+
+    let v = p.embed(&["y".into()], EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!((v.len(), v[0].len(), v[0][2]), (1, 768, 1.0));
+    assert_eq!(p.dimensions(), Some(768));
+    assert_eq!(secondary.requests()[0].path, "/api/embed");
+    assert_eq!(primary.requests().len(), 3, "no return to the primary");
+}
+
+#[test]
+fn fallback_alone_when_the_primary_is_not_set_up() {
+    let mut c = config("openai");
+    c.memory.search.fallback = "ollama".into();
+    let p = resolve(&c, &env_of(&[])).unwrap().unwrap();
+    assert_eq!(p.id(), "ollama");
+    // With a key, the primary is wrapped and reports its own identity.
+    let p = resolve(&c, &env_of(&[("OPENAI_API_KEY", "sk-1")])).unwrap().unwrap();
+    assert_eq!((p.id(), p.dimensions()), ("openai", Some(1536)));
+}

@@ -1,0 +1,157 @@
+//! The `local` provider on all-MiniLM-L6-v2 from disk (`$MEMORY_TEST_MODEL`, fetched by scripts/setup.sh).
+
+mod common;
+
+use std::sync::Arc;
+
+use memory_core::embedding::cosine;
+use providers::{EmbeddingProvider, EmbeddingPurpose, LocalModelInfo, LocalProvider, Pooling};
+use tokio::sync::OnceCell;
+
+static MODEL: OnceCell<Arc<LocalProvider>> = OnceCell::const_new();
+
+/// One loaded model shared by the tests of this file.
+async fn model() -> Arc<LocalProvider> {
+    MODEL
+        .get_or_init(|| async {
+            let p = LocalProvider::open(common::test_model_dir()).expect("open the test model");
+            p.load().await.expect("load the test model");
+            Arc::new(p)
+        })
+        .await
+        .clone()
+}
+
+fn s(t: &str) -> String {
+    t.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paraphrase_cosine_matches_the_reference() {
+    let m = model().await;
+    let v = m
+        .embed(&[s("The cat sits on the mat."), s("A kitten is resting on a rug.")], EmbeddingPurpose::Document)
+        .await
+        .unwrap();
+    let c = cosine(&v[0], &v[1]);
+    assert!((c - 0.6411).abs() < 1e-3, "cosine {c}, expected 0.6411 (sentence-transformers reference)");
+    let unrelated = m.embed_query("Quarterly revenue grew by four percent.").await.unwrap();
+    assert!(cosine(&v[0], &unrelated) < 0.2, "unrelated sentences should be far apart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_are_unit_length_deterministic_and_independent_of_batch_padding() {
+    let m = model().await;
+    assert_eq!(m.id(), "local");
+    assert_eq!(m.dimensions(), Some(384));
+    let short = s("Mac Studio is the gateway host.");
+    let long = s(&"The gateway runs on the Mac Studio in the office, next to the router. ".repeat(12));
+    let alone = m.embed(std::slice::from_ref(&short), EmbeddingPurpose::Document).await.unwrap();
+    // In a batch with a much longer text the short one is padded: the attention mask must hide the padding.
+    let batched = m.embed(&[long.clone(), short.clone(), s("")], EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!(batched.len(), 3);
+    for v in &batched {
+        assert_eq!(v.len(), 384);
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+        assert!(v.iter().all(|x| x.is_finite()));
+    }
+    let c = cosine(&alone[0], &batched[1]);
+    assert!(c > 0.99999, "padding changed the vector: cosine {c}");
+    let again = m.embed(std::slice::from_ref(&short), EmbeddingPurpose::Query).await.unwrap();
+    assert_eq!(alone, again, "same text, same vector");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_texts_are_truncated_at_the_model_limit() {
+    let m = model().await;
+    assert_eq!(m.info().max_seq_length, 256);
+    // ~600 words: far beyond 256 tokens. What follows the limit cannot change the vector.
+    let head = "memory index rebuild with embeddings and keyword search ".repeat(60);
+    let v = m
+        .embed(&[head.clone(), format!("{head} completely different tail about volcanoes")], EmbeddingPurpose::Document)
+        .await
+        .unwrap();
+    assert!(cosine(&v[0], &v[1]) > 0.99999);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paraphrase_ranks_above_keyword_overlap() {
+    let m = model().await;
+    let q = m.embed_query("the machine running the gateway").await.unwrap();
+    let docs = m
+        .embed(
+            &[s("Mac Studio gateway host: the always-on box that runs the agent gateway."), s("Running shoes for the marathon.")],
+            EmbeddingPurpose::Document,
+        )
+        .await
+        .unwrap();
+    assert!(cosine(&q, &docs[0]) > cosine(&q, &docs[1]) + 0.1);
+}
+
+#[test]
+fn inspect_reads_architecture_without_loading() {
+    let dir = common::test_model_dir();
+    let info = LocalModelInfo::inspect(&dir).unwrap();
+    assert_eq!(info.config.hidden_size, 384);
+    assert_eq!(info.config.num_hidden_layers, 6);
+    assert_eq!(info.config.num_attention_heads, 12);
+    assert_eq!(info.config.intermediate_size, 1536);
+    assert_eq!(info.config.vocab_size, 30522);
+    assert_eq!(info.pooling, Pooling::Mean);
+    assert_eq!(info.fingerprint.len(), 64);
+    // Stable across opens.
+    assert_eq!(LocalModelInfo::inspect(&dir).unwrap().fingerprint, info.fingerprint);
+
+    // The same weights laid out two ways give the same architecture and fingerprint (identity follows what
+    // produces the vectors, not how the folder is laid out):
+    // (a) the pooling config flattened over config.json (no BERT config: architecture from the weights);
+    let flat = tempfile::tempdir().unwrap();
+    for f in ["model.safetensors", "tokenizer.json", "sentence_bert_config.json"] {
+        std::os::unix::fs::symlink(dir.join(f), flat.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        flat.path().join("config.json"),
+        r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}"#,
+    )
+    .unwrap();
+    let flat_info = LocalModelInfo::inspect(flat.path()).unwrap();
+    assert_eq!(flat_info.config, info.config);
+    assert_eq!(flat_info.fingerprint, info.fingerprint);
+    // (b) a BERT config.json and the pooling config in 1_Pooling/.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["model.safetensors", "tokenizer.json", "sentence_bert_config.json"] {
+        std::os::unix::fs::symlink(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        tmp.path().join("config.json"),
+        r#"{"architectures":["BertModel"],"hidden_act":"gelu","hidden_size":384,"intermediate_size":1536,
+            "layer_norm_eps":1e-12,"max_position_embeddings":512,"model_type":"bert","num_attention_heads":12,
+            "num_hidden_layers":6,"type_vocab_size":2,"vocab_size":30522}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(tmp.path().join("1_Pooling")).unwrap();
+    std::fs::write(tmp.path().join("1_Pooling/config.json"), r#"{"pooling_mode_mean_tokens": true}"#).unwrap();
+    let other = LocalModelInfo::inspect(tmp.path()).unwrap();
+    assert_eq!(other.config, info.config);
+    assert_eq!(other.fingerprint, info.fingerprint);
+
+    // CLS pooling is another model identity.
+    std::fs::write(tmp.path().join("1_Pooling/config.json"), r#"{"pooling_mode_cls_token": true}"#).unwrap();
+    let cls = LocalModelInfo::inspect(tmp.path()).unwrap();
+    assert_eq!(cls.pooling, Pooling::Cls);
+    assert_ne!(cls.fingerprint, info.fingerprint);
+}
+
+#[test]
+fn missing_files_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = LocalProvider::open(tmp.path().join("nope")).unwrap_err();
+    assert!(err.to_string().contains("not found"), "{err}");
+    let err = LocalProvider::open(tmp.path()).unwrap_err();
+    assert!(err.to_string().contains("model.safetensors missing"), "{err}");
+    std::fs::write(tmp.path().join("model.safetensors"), b"garbage").unwrap();
+    std::fs::write(tmp.path().join("tokenizer.json"), b"{}").unwrap();
+    let err = LocalProvider::open(tmp.path()).unwrap_err();
+    assert!(err.to_string().contains("not a safetensors file"), "{err}");
+}

@@ -1,0 +1,572 @@
+//! Each HTTP provider against a loopback server speaking its API's wire format: the requests it receives
+//! (paths, auth headers, JSON bodies, task types) and the vectors that come back, plus the failure modes
+//! (401, 429 then success, 500 exhausted, timeout, malformed JSON, wrong count, wrong dimensions, NaN).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{MockServer, Recorded, Reply};
+use providers::{
+    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, HttpOptions, RemoteKind, RemoteProvider,
+    RemoteSettings,
+};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-SECRET-0123456789";
+const DIMS: usize = 4;
+
+fn fast_http() -> HttpOptions {
+    HttpOptions {
+        request_timeout: Duration::from_secs(3),
+        max_retries: 3,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(100),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+fn model_of(kind: RemoteKind) -> &'static str {
+    match kind {
+        RemoteKind::OpenAiCompatible => "test-model",
+        k => k.default_model().unwrap(),
+    }
+}
+
+fn base_url(kind: RemoteKind, server: &MockServer) -> String {
+    match kind {
+        RemoteKind::Gemini => format!("{}/v1beta", server.url()),
+        RemoteKind::Ollama => server.url(),
+        _ => format!("{}/v1", server.url()),
+    }
+}
+
+fn settings(kind: RemoteKind, server: &MockServer) -> RemoteSettings {
+    RemoteSettings {
+        model: Some(model_of(kind).into()),
+        base_url: Some(base_url(kind, server)),
+        api_key: ApiKey::new(KEY),
+        dimensions: Some(DIMS),
+        http: fast_http(),
+        ..Default::default()
+    }
+}
+
+fn provider(kind: RemoteKind, server: &MockServer) -> RemoteProvider {
+    RemoteProvider::new(kind, settings(kind, server)).unwrap()
+}
+
+/// The texts a recorded request carries, per wire format.
+fn texts_in(kind: RemoteKind, rec: &Recorded) -> Vec<String> {
+    let strs = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    match kind {
+        RemoteKind::Gemini if rec.path.ends_with(":embedContent") => {
+            vec![rec.body["content"]["parts"][0]["text"].as_str().unwrap().to_string()]
+        }
+        RemoteKind::Gemini => rec.body["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["content"]["parts"][0]["text"].as_str().unwrap().to_string())
+            .collect(),
+        RemoteKind::Ollama if rec.path == "/api/embeddings" => vec![rec.body["prompt"].as_str().unwrap().to_string()],
+        _ => strs(&rec.body["input"]),
+    }
+}
+
+/// Text `t<i> ...` embeds as `[i+1, 1, 0, ...]` (`dims` wide), so order and normalisation can be checked.
+fn vector_for(text: &str, dims: usize) -> Vec<f32> {
+    let i: f32 = text.split_whitespace().next().unwrap().trim_start_matches('t').parse().unwrap();
+    let mut v = vec![0.0; dims];
+    v[0] = i + 1.0;
+    v[1] = 1.0;
+    v
+}
+
+fn expected(i: usize) -> Vec<f32> {
+    let a = (i + 1) as f32;
+    let n = (a * a + 1.0).sqrt();
+    let mut v = vec![0.0; DIMS];
+    v[0] = a / n;
+    v[1] = 1.0 / n;
+    v
+}
+
+fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-5, "{got:?} vs {want:?}");
+    }
+}
+
+/// A success body in the provider's format for the given vectors.
+fn success_body(kind: RemoteKind, rec: &Recorded, vectors: &[Vec<f32>]) -> String {
+    match kind {
+        RemoteKind::Gemini if rec.path.ends_with(":embedContent") => json!({ "embedding": { "values": vectors[0] } }).to_string(),
+        RemoteKind::Gemini => {
+            json!({ "embeddings": vectors.iter().map(|v| json!({ "values": v })).collect::<Vec<_>>() }).to_string()
+        }
+        RemoteKind::Ollama if rec.path == "/api/embeddings" => json!({ "embedding": vectors[0] }).to_string(),
+        RemoteKind::Ollama => json!({ "model": model_of(kind), "embeddings": vectors, "total_duration": 1 }).to_string(),
+        _ => json!({
+            "object": "list",
+            "data": vectors.iter().enumerate().map(|(i, v)| json!({ "object": "embedding", "index": i, "embedding": v })).collect::<Vec<_>>(),
+            "model": model_of(kind),
+            "usage": { "prompt_tokens": 1, "total_tokens": 1 }
+        })
+        .to_string(),
+    }
+}
+
+fn answer(kind: RemoteKind, rec: &Recorded, dims: usize) -> Reply {
+    let vectors: Vec<Vec<f32>> = texts_in(kind, rec).iter().map(|t| vector_for(t, dims)).collect();
+    Reply::json(200, success_body(kind, rec, &vectors))
+}
+
+/// An error body as each API shapes it.
+fn error_body(kind: RemoteKind, status: u16, message: &str) -> String {
+    match kind {
+        RemoteKind::OpenAi | RemoteKind::OpenAiCompatible => {
+            json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": status.to_string() } })
+        }
+        RemoteKind::Gemini => json!({ "error": { "code": status, "message": message, "status": "UNAUTHENTICATED" } }),
+        RemoteKind::Voyage => json!({ "detail": message }),
+        RemoteKind::Mistral => json!({ "message": message, "request_id": "r1" }),
+        RemoteKind::Ollama => json!({ "error": message }),
+    }
+    .to_string()
+}
+
+fn texts(n: usize, pad: usize) -> Vec<String> {
+    (0..n).map(|i| format!("t{i} {}", "x".repeat(pad))).collect()
+}
+
+fn expected_path(kind: RemoteKind, n_texts: usize) -> String {
+    match kind {
+        RemoteKind::Gemini if n_texts == 1 => "/v1beta/models/gemini-embedding-001:embedContent".into(),
+        RemoteKind::Gemini => "/v1beta/models/gemini-embedding-001:batchEmbedContents".into(),
+        RemoteKind::Ollama => "/api/embed".into(),
+        _ => "/v1/embeddings".into(),
+    }
+}
+
+fn assert_request_shape(kind: RemoteKind, rec: &Recorded, purpose: EmbeddingPurpose) {
+    let n = texts_in(kind, rec).len();
+    assert_eq!(rec.method, "POST", "{kind}");
+    assert_eq!(rec.path, expected_path(kind, n), "{kind}");
+    assert!(rec.header("content-type").unwrap().starts_with("application/json"), "{kind}");
+    match kind {
+        RemoteKind::Gemini => {
+            assert_eq!(rec.header("x-goog-api-key"), Some(KEY));
+            assert_eq!(rec.header("authorization"), None);
+            let task = match purpose {
+                EmbeddingPurpose::Query => "RETRIEVAL_QUERY",
+                EmbeddingPurpose::Document => "RETRIEVAL_DOCUMENT",
+            };
+            let items: Vec<&Value> = if n == 1 {
+                vec![&rec.body]
+            } else {
+                rec.body["requests"].as_array().unwrap().iter().collect()
+            };
+            for item in items {
+                assert_eq!(item["taskType"], task);
+                assert_eq!(item["model"], "models/gemini-embedding-001");
+            }
+        }
+        _ => {
+            assert_eq!(rec.header("authorization"), Some(format!("Bearer {KEY}").as_str()), "{kind}");
+            assert_eq!(rec.body["model"], model_of(kind), "{kind}");
+            let input_type = rec.body.get("input_type");
+            if kind == RemoteKind::Voyage {
+                let want = if purpose == EmbeddingPurpose::Query { "query" } else { "document" };
+                assert_eq!(input_type, Some(&json!(want)));
+            } else {
+                assert_eq!(input_type, None, "{kind} must not send input_type");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn happy_path_every_provider() {
+    for kind in RemoteKind::ALL {
+        let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
+        let p = provider(kind, &server);
+        assert_eq!(p.id(), kind.id());
+        assert_eq!(p.dimensions(), Some(DIMS));
+        let input = texts(3, 10);
+        let out = p.embed(&input, EmbeddingPurpose::Document).await.unwrap();
+        assert_eq!(out.len(), 3);
+        for (i, v) in out.iter().enumerate() {
+            assert_close(v, &expected(i));
+        }
+        let q = p.embed_query("t7 what is the gateway host?").await.unwrap();
+        assert_close(&q, &expected(7));
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2, "{kind}: one request per call");
+        assert_request_shape(kind, &reqs[0], EmbeddingPurpose::Document);
+        assert_eq!(texts_in(kind, &reqs[0]), input);
+        assert_request_shape(kind, &reqs[1], EmbeddingPurpose::Query);
+        assert_eq!(texts_in(kind, &reqs[1]), vec!["t7 what is the gateway host?".to_string()]);
+        assert!(p.embed(&[], EmbeddingPurpose::Document).await.unwrap().is_empty());
+        assert_eq!(server.requests().len(), 2, "no request for no texts");
+    }
+}
+
+#[tokio::test]
+async fn batches_by_token_budget_with_bounded_concurrency_every_provider() {
+    for kind in RemoteKind::ALL {
+        let server =
+            MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_millis(40))).await;
+        let mut s = settings(kind, &server);
+        s.limits = Some(BatchLimits { max_tokens: 1000, max_items: 100, concurrency: 2 });
+        let p = RemoteProvider::new(kind, s).unwrap();
+        // 9 texts of ~400 estimated tokens: two per 1000-token request, five requests.
+        let input = texts(9, 1595);
+        let out = p.embed(&input, EmbeddingPurpose::Document).await.unwrap();
+        assert_eq!(out.len(), 9);
+        for (i, v) in out.iter().enumerate() {
+            assert_close(v, &expected(i));
+        }
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 5, "{kind}");
+        let mut seen: Vec<String> = reqs.iter().flat_map(|r| texts_in(kind, r)).collect();
+        seen.sort();
+        let mut want = input.clone();
+        want.sort();
+        assert_eq!(seen, want, "{kind}: every text sent exactly once");
+        for r in &reqs {
+            assert!(texts_in(kind, r).len() <= 2, "{kind}: token budget exceeded");
+            assert_request_shape(kind, r, EmbeddingPurpose::Document);
+        }
+        assert!(server.peak_in_flight() <= 2, "{kind}: {} in flight", server.peak_in_flight());
+        assert_eq!(server.peak_in_flight(), 2, "{kind}: requests should overlap");
+    }
+}
+
+#[tokio::test]
+async fn default_budget_is_eight_thousand_tokens() {
+    let kind = RemoteKind::OpenAi;
+    let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
+    let p = provider(kind, &server);
+    let out = p.embed(&texts(45, 1595), EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!(out.len(), 45);
+    let mut sizes: Vec<usize> = server.requests().iter().map(|r| texts_in(kind, r).len()).collect();
+    sizes.sort();
+    assert_eq!(sizes, vec![5, 20, 20]);
+}
+
+#[tokio::test]
+async fn unauthorized_is_permanent_not_retried_and_hides_the_key() {
+    for kind in RemoteKind::ALL {
+        // Some APIs echo the key back in the error message: it must not reach ours.
+        let server = MockServer::start(move |_, _| {
+            Reply::json(401, error_body(kind, 401, &format!("Incorrect API key provided: {KEY}")))
+        })
+        .await;
+        let p = provider(kind, &server);
+        let err = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
+        let msg = err.to_string();
+        assert!(msg.contains("401") && msg.contains("Incorrect API key provided"), "{kind}: {msg}");
+        assert!(!msg.contains(KEY) && !msg.contains("SECRET"), "{kind}: key leaked: {msg}");
+        assert_eq!(server.requests().len(), 1, "{kind}: a 401 is not retried");
+        let debug = format!("{p:?}");
+        assert!(!debug.contains("SECRET"), "{kind}: key in Debug: {debug}");
+    }
+}
+
+#[tokio::test]
+async fn rate_limited_then_success_honours_retry_after() {
+    for kind in RemoteKind::ALL {
+        let server = MockServer::start(move |rec, n| {
+            if n == 0 {
+                Reply::json(429, error_body(kind, 429, "Rate limit reached")).header("retry-after-ms", "250")
+            } else {
+                answer(kind, rec, DIMS)
+            }
+        })
+        .await;
+        let p = provider(kind, &server);
+        let started = Instant::now();
+        let out = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
+        let elapsed = started.elapsed();
+        assert_close(&out[1], &expected(1));
+        assert_eq!(server.requests().len(), 2, "{kind}");
+        assert!(elapsed >= Duration::from_millis(250), "{kind}: retried after {elapsed:?}, before retry-after-ms");
+        let reqs = server.requests();
+        assert_eq!(reqs[0].raw_body, reqs[1].raw_body, "{kind}: the same request is retried");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_is_honoured() {
+    let kind = RemoteKind::Gemini;
+    let server = MockServer::start(move |rec, n| {
+        if n == 0 {
+            Reply::json(429, error_body(kind, 429, "Resource has been exhausted")).header("Retry-After", "1")
+        } else {
+            answer(kind, rec, DIMS)
+        }
+    })
+    .await;
+    let p = provider(kind, &server);
+    let started = Instant::now();
+    p.embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(1), "waited only {:?}", started.elapsed());
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_error_exhausts_three_retries_with_backoff() {
+    for kind in RemoteKind::ALL {
+        let server = MockServer::start(move |_, _| Reply::json(500, error_body(kind, 500, "internal error"))).await;
+        let p = provider(kind, &server);
+        let started = Instant::now();
+        let err = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(err.is_transient(), "{kind}: {err}");
+        let msg = err.to_string();
+        assert!(msg.contains("HTTP 500") && msg.contains("4 attempts"), "{kind}: {msg}");
+        assert_eq!(server.requests().len(), 4, "{kind}: 1 attempt + 3 retries");
+        // Backoff 10 + 20 + 40 ms.
+        assert!(started.elapsed() >= Duration::from_millis(70), "{kind}: no backoff ({:?})", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn timeout_is_retried_then_transient() {
+    let mut handles = Vec::new();
+    for kind in RemoteKind::ALL {
+        handles.push(tokio::spawn(async move {
+            let server =
+                MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_secs(3))).await;
+            let mut s = settings(kind, &server);
+            s.http.request_timeout = Duration::from_millis(200);
+            s.http.max_retries = 1;
+            let p = RemoteProvider::new(kind, s).unwrap();
+            let started = Instant::now();
+            let err = p.embed(&texts(1, 5), EmbeddingPurpose::Query).await.unwrap_err();
+            let elapsed = started.elapsed();
+            assert!(err.is_transient(), "{kind}: {err}");
+            assert!(err.to_string().contains("timed out after 200 ms"), "{kind}: {err}");
+            assert_eq!(server.requests().len(), 2, "{kind}: timeout retried once");
+            assert!(elapsed < Duration::from_secs(2), "{kind}: took {elapsed:?}");
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_is_permanent() {
+    for kind in RemoteKind::ALL {
+        let server = MockServer::start(move |_, _| Reply::json(200, "{\"data\": [{\"embedding\": [0.1, ")).await;
+        let p = provider(kind, &server);
+        let err = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
+        assert!(err.to_string().contains("malformed response"), "{kind}: {err}");
+        assert_eq!(server.requests().len(), 1, "{kind}");
+        // Valid JSON of the wrong shape is malformed too.
+        let server = MockServer::start(move |_, _| Reply::json(200, r#"{"unexpected": true}"#)).await;
+        let err = provider(kind, &server).embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(err.to_string().contains("malformed response"), "{kind}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn wrong_dimensions_are_an_error() {
+    for kind in RemoteKind::ALL {
+        let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS + 1)).await;
+        let err = provider(kind, &server).embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
+        assert!(err.to_string().contains("5 dimensions, expected 4"), "{kind}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn known_model_width_is_enforced() {
+    // text-embedding-3-small is 1536 wide: a 4-wide answer is a broken server, not a new model.
+    let kind = RemoteKind::OpenAi;
+    let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
+    let mut s = settings(kind, &server);
+    s.dimensions = None;
+    let p = RemoteProvider::new(kind, s).unwrap();
+    assert_eq!(p.dimensions(), Some(1536));
+    let err = p.embed(&texts(1, 5), EmbeddingPurpose::Document).await.unwrap_err();
+    assert!(err.to_string().contains("expected 1536"), "{err}");
+}
+
+#[tokio::test]
+async fn wrong_vector_count_is_an_error() {
+    for kind in RemoteKind::ALL {
+        if kind == RemoteKind::Ollama {
+            continue; // covered below with its own body
+        }
+        let server = MockServer::start(move |rec, _| {
+            let mut vectors: Vec<Vec<f32>> = texts_in(kind, rec).iter().map(|t| vector_for(t, DIMS)).collect();
+            vectors.pop();
+            Reply::json(200, success_body(kind, rec, &vectors))
+        })
+        .await;
+        let err = provider(kind, &server).embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap_err();
+        assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
+        assert!(err.to_string().contains("2 vectors for 3 texts"), "{kind}: {err}");
+    }
+    let server = MockServer::start(|_, _| Reply::json(200, r#"{"model":"m","embeddings":[[1,0,0,0]]}"#)).await;
+    let err = provider(RemoteKind::Ollama, &server).embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap_err();
+    assert!(err.to_string().contains("1 vectors for 3 texts"), "{err}");
+}
+
+#[tokio::test]
+async fn non_finite_values_are_zeroed_then_normalised() {
+    for kind in RemoteKind::ALL {
+        // Python's json module writes NaN / Infinity literals; others send null.
+        let server = MockServer::start(move |rec, _| {
+            let one = "[NaN, 3.0, 4.0, Infinity]";
+            let body = match kind {
+                RemoteKind::Gemini if rec.path.ends_with(":embedContent") => format!(r#"{{"embedding":{{"values":{one}}}}}"#),
+                RemoteKind::Gemini => format!(r#"{{"embeddings":[{{"values":{one}}},{{"values":[null,3,4,-Infinity]}}]}}"#),
+                RemoteKind::Ollama => format!(r#"{{"embeddings":[{one},[null,3,4,-Infinity]]}}"#),
+                _ => format!(
+                    r#"{{"data":[{{"index":0,"embedding":{one}}},{{"index":1,"embedding":[null,3,4,-Infinity]}}]}}"#
+                ),
+            };
+            Reply::json(200, body)
+        })
+        .await;
+        let out = provider(kind, &server).embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
+        for v in out {
+            assert_close(&v, &[0.0, 0.6, 0.8, 0.0]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn openai_orders_vectors_by_index() {
+    let kind = RemoteKind::OpenAi;
+    let server = MockServer::start(move |rec, _| {
+        let items: Vec<Value> = texts_in(kind, rec)
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, t)| json!({ "object": "embedding", "index": i, "embedding": vector_for(t, DIMS) }))
+            .collect();
+        Reply::json(200, json!({ "object": "list", "data": items }).to_string())
+    })
+    .await;
+    let out = provider(kind, &server).embed(&texts(4, 5), EmbeddingPurpose::Document).await.unwrap();
+    for (i, v) in out.iter().enumerate() {
+        assert_close(v, &expected(i));
+    }
+}
+
+#[tokio::test]
+async fn openai_compatible_without_key_sends_custom_headers_and_learns_the_width() {
+    let server = MockServer::start(|rec, n| answer(RemoteKind::OpenAiCompatible, rec, if n < 2 { 6 } else { 7 })).await;
+    let p = RemoteProvider::new(
+        RemoteKind::OpenAiCompatible,
+        RemoteSettings {
+            model: Some("nomic-embed-text-v1.5".into()),
+            base_url: Some(format!("{}/v1/", server.url())),
+            headers: [("HTTP-Referer".to_string(), "https://memory.example".to_string())].into(),
+            http: fast_http(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.dimensions(), None);
+    let fingerprint = p.fingerprint();
+    p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!(p.dimensions(), Some(6));
+    assert_eq!(p.fingerprint(), fingerprint, "learning the width does not change the fingerprint");
+    p.embed_query("t0 q").await.unwrap();
+    let err = p.embed_query("t1 q").await.unwrap_err();
+    assert!(err.to_string().contains("7 dimensions, expected 6"), "{err}");
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/embeddings");
+    assert_eq!(reqs[0].header("authorization"), None);
+    assert_eq!(reqs[0].header("http-referer"), Some("https://memory.example"));
+    assert_eq!(reqs[0].body["model"], "nomic-embed-text-v1.5");
+    assert_eq!(reqs[0].body.get("input_type"), None);
+}
+
+#[tokio::test]
+async fn openai_compatible_input_type_on_request() {
+    let server = MockServer::start(|rec, _| answer(RemoteKind::OpenAiCompatible, rec, DIMS)).await;
+    let mut s = settings(RemoteKind::OpenAiCompatible, &server);
+    s.send_input_type = true;
+    let plain_fp = provider(RemoteKind::OpenAiCompatible, &server).fingerprint();
+    let p = RemoteProvider::new(RemoteKind::OpenAiCompatible, s).unwrap();
+    assert_ne!(p.fingerprint(), plain_fp, "query/document distinction changes vectors");
+    p.embed_query("t0 q").await.unwrap();
+    p.embed(&texts(1, 1), EmbeddingPurpose::Document).await.unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].body["input_type"], "query");
+    assert_eq!(reqs[1].body["input_type"], "document");
+}
+
+#[tokio::test]
+async fn ollama_falls_back_to_the_older_embeddings_endpoint() {
+    let server = MockServer::start(|rec, _| match rec.path.as_str() {
+        "/api/embed" => Reply::text(404, "404 page not found"),
+        "/api/embeddings" => answer(RemoteKind::Ollama, rec, DIMS),
+        _ => Reply::text(500, "unexpected path"),
+    })
+    .await;
+    let p = provider(RemoteKind::Ollama, &server);
+    let out = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
+    assert_close(&out[0], &expected(0));
+    assert_close(&out[1], &expected(1));
+    p.embed_query("t5 q").await.unwrap();
+    let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    // One probe of /api/embed, then the old endpoint one text at a time, remembered for later calls.
+    assert_eq!(paths, vec!["/api/embed", "/api/embeddings", "/api/embeddings", "/api/embeddings"]);
+    let legacy = &server.requests()[1];
+    assert_eq!(legacy.body["model"], "nomic-embed-text");
+    assert_eq!(legacy.body["prompt"], texts(1, 5)[0]);
+}
+
+#[tokio::test]
+async fn ollama_missing_model_is_permanent_without_fallback_probe() {
+    let server = MockServer::start(|_, _| {
+        Reply::json(404, r#"{"error":"model \"nomic-embed-text\" not found, try pulling it first"}"#)
+    })
+    .await;
+    let err = provider(RemoteKind::Ollama, &server).embed(&texts(1, 5), EmbeddingPurpose::Document).await.unwrap_err();
+    assert!(matches!(err, EmbeddingError::Permanent { .. }), "{err}");
+    assert!(err.to_string().contains("ollama pull nomic-embed-text"), "{err}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn connection_refused_is_transient() {
+    // Bind then drop a listener: nothing listens on that port any more.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut s = RemoteSettings {
+        base_url: Some(format!("http://{addr}/v1")),
+        api_key: ApiKey::new(KEY),
+        http: fast_http(),
+        ..Default::default()
+    };
+    s.http.max_retries = 1;
+    let err = RemoteProvider::new(RemoteKind::Mistral, s).unwrap().embed_query("t0 q").await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("connection failed"), "{err}");
+}
+
+#[test]
+fn provider_defaults() {
+    for kind in RemoteKind::ALL {
+        assert_eq!(RemoteKind::from_id(kind.id()), Some(kind));
+    }
+    let p = RemoteProvider::new(RemoteKind::Gemini, RemoteSettings { api_key: ApiKey::new(KEY), ..Default::default() }).unwrap();
+    assert_eq!(p.model(), "gemini-embedding-001");
+    assert_eq!(p.dimensions(), Some(3072));
+    assert_eq!(p.base_url(), "https://generativelanguage.googleapis.com/v1beta");
+    let p = RemoteProvider::new(RemoteKind::OpenAiCompatible, RemoteSettings { model: Some("m".into()), ..Default::default() }).unwrap();
+    assert_eq!(p.base_url(), "http://127.0.0.1:1234/v1");
+    let p = RemoteProvider::new(RemoteKind::Ollama, RemoteSettings::default()).unwrap();
+    assert_eq!((p.model(), p.dimensions(), p.base_url()), ("nomic-embed-text", Some(768), "http://127.0.0.1:11434"));
+    assert_eq!(p.limits().max_tokens, 8000);
+}
