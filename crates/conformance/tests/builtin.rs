@@ -1,0 +1,46 @@
+//! The conformance suite against the builtin SQLite engine: keyword-only, and hybrid with the deterministic
+//! lexicon embedder.
+
+use conformance::{run_all, RunOptions, Suite};
+use memory_builtin::BuiltinFactory;
+
+/// Ids of the shipped cases that need a capability (from the suite or the case).
+fn cases_requiring(cap: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in Suite::builtin_suites() {
+        for c in &s.manifest.cases {
+            if s.manifest.requires.iter().chain(&c.requires).any(|r| r.name() == cap) {
+                out.push(format!("{}/{}", s.name, c.id));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_keyword_only() {
+    let report = run_all(&BuiltinFactory, &RunOptions::keyword("builtin keyword-only")).await;
+    report.assert_ok();
+    // Exactly the vector cases are skipped, and they are reported as skipped, never as passed.
+    let mut skipped: Vec<String> = report.skipped().iter().map(|s| s.to_string()).collect();
+    skipped.sort();
+    let mut vector = cases_requiring("vector");
+    vector.sort();
+    assert!(!vector.is_empty());
+    assert_eq!(skipped, vector);
+    assert!(report.render(false).contains("SKIP vector/paraphrase-coffee: the engine does not declare vector"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_hybrid_lexicon_embedder() {
+    let options = RunOptions::hybrid("builtin hybrid (lexicon embedder)").known_failure(
+        "basics/fts-syntax-no-words",
+        "a query without words (`*`) errors `unavailable` in hybrid mode: the embedder returns a zero vector, \
+         sqlite-vec yields a NULL distance that memory-builtin/src/sqlite/mod.rs vector_search cannot read, and \
+         memory-core indexed::search_inner treats the skipped keyword search (no terms) as not OK, so the vector \
+         failure becomes a hard error",
+    );
+    let report = run_all(&BuiltinFactory, &options).await;
+    report.assert_ok();
+    assert!(report.skipped().is_empty(), "a hybrid builtin engine runs every case: {:?}", report.skipped());
+}
