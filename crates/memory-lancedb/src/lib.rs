@@ -1,1 +1,136 @@
-//! Skeleton: filled by a later issue.
+//! memory-lancedb: the `lancedb` engine. An agent's chunks live in a LanceDB table on a local folder or an
+//! object store (`s3://bucket/prefix`), with a full-text index on the analysed terms and a cosine vector column.
+//! Discovery, incremental sync, embeddings and ranking come from [`memory_core::indexed::IndexedBackend`], so
+//! this engine ranks exactly like the builtin one; this crate stores chunks and returns candidates.
+//!
+//! - [`LanceDbFactory`]: `memory.backend = "lancedb"`, configured by `memory.lancedb.{uri, storageOptions, table}`.
+//! - [`LanceDbStorage`]: the [`memory_core::store::IndexStorage`] (rebuilds into a new generation, then swaps).
+//! - [`LanceStore`]: the [`memory_core::store::ChunkStore`] of one generation.
+
+mod error;
+mod schema;
+mod storage;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use memory_core::indexed::IndexedBackend;
+use memory_core::registry::{BackendFactory, OpenContext};
+use memory_core::{MemoryBackend, MemoryError, Result};
+
+pub use storage::{default_table_name, LanceDbStorage};
+pub use store::{create_ann_index, LanceStore};
+
+/// Engine name in `memory.backend`.
+pub const BACKEND_NAME: &str = "lancedb";
+
+/// Tuning of the engine's maintenance and search. The defaults suit agent memories from a handful of notes
+/// to millions of chunks; tests and the benchmark lower the thresholds.
+#[derive(Debug, Clone)]
+pub struct LanceDbOptions {
+    /// Build the ANN vector index (IVF-HNSW-SQ) once this many rows have vectors; below it search is exact.
+    pub ann_min_rows: usize,
+    /// Target vectors per IVF partition.
+    pub ann_partition_size: usize,
+    /// IVF partitions probed per query once the ANN index exists (0: LanceDB's default).
+    pub nprobes: usize,
+    /// Re-rank `limit x refine_factor` ANN hits by exact distance (0: off).
+    pub refine_factor: u32,
+    /// Compact, fold new rows into the indices and prune old versions after this many written rows...
+    pub optimize_after_rows: usize,
+    /// ...or this many commits.
+    pub optimize_after_commits: usize,
+    /// Versions older than this are pruned by maintenance. Readers on other hosts may still be reading a
+    /// version for the duration of one query, so keep a margin on shared object stores.
+    pub prune_older_than: Duration,
+    /// How stale a read may be with respect to other processes' writes (zero: every read checks).
+    pub read_consistency: Duration,
+}
+
+impl Default for LanceDbOptions {
+    fn default() -> Self {
+        LanceDbOptions {
+            ann_min_rows: 25_000,
+            ann_partition_size: 4_096,
+            nprobes: 24,
+            refine_factor: 4,
+            optimize_after_rows: 5_000,
+            optimize_after_commits: 20,
+            prune_older_than: Duration::from_secs(10 * 60),
+            read_consistency: Duration::ZERO,
+        }
+    }
+}
+
+/// Opens the LanceDB engine for `memory.backend = "lancedb"`.
+#[derive(Debug, Default, Clone)]
+pub struct LanceDbFactory {
+    pub options: LanceDbOptions,
+}
+
+impl LanceDbFactory {
+    pub fn new(options: LanceDbOptions) -> Self {
+        LanceDbFactory { options }
+    }
+
+    /// The storage the configuration names: `memory.lancedb.uri` (default `<state_dir>/lancedb/<agentId>`),
+    /// `storageOptions`, `table` (default `memory_<agentId>`).
+    pub async fn storage(&self, ctx: &OpenContext) -> Result<LanceDbStorage> {
+        let cfg = &ctx.config.memory.lancedb;
+        let uri = match &cfg.uri {
+            Some(u) if u.trim().is_empty() => return Err(MemoryError::config("memory.lancedb.uri", "must not be empty")),
+            Some(u) => resolve_uri(&u.replace("{agentId}", &ctx.agent_id), &ctx.workspace),
+            None => ctx.state_dir.join("lancedb").join(&ctx.agent_id).to_string_lossy().into_owned(),
+        };
+        let table = cfg.table.clone().unwrap_or_else(|| default_table_name(&ctx.agent_id));
+        LanceDbStorage::connect(&uri, &cfg.storage_options, &table, self.options.clone()).await
+    }
+
+    /// Open the engine with its concrete type.
+    pub async fn open_indexed(&self, ctx: OpenContext) -> Result<IndexedBackend> {
+        let storage = Arc::new(self.storage(&ctx).await?);
+        IndexedBackend::open(BACKEND_NAME, ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await
+    }
+}
+
+#[async_trait]
+impl BackendFactory for LanceDbFactory {
+    async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        Ok(Box::new(self.open_indexed(ctx).await?))
+    }
+}
+
+/// Object-store URIs pass through; `~` is expanded and a relative folder is taken relative to the workspace.
+fn resolve_uri(uri: &str, workspace: &Path) -> String {
+    if uri.contains("://") {
+        return uri.to_string();
+    }
+    let p: PathBuf = if let Some(rest) = uri.strip_prefix("~/") {
+        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest)
+    } else {
+        PathBuf::from(uri)
+    };
+    if p.is_absolute() {
+        p.to_string_lossy().into_owned()
+    } else {
+        workspace.join(p).to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_resolve() {
+        let ws = Path::new("/ws");
+        assert_eq!(resolve_uri("s3://b/p", ws), "s3://b/p");
+        assert_eq!(resolve_uri("/abs/x", ws), "/abs/x");
+        assert_eq!(resolve_uri("idx", ws), "/ws/idx");
+        assert_eq!(default_table_name("main"), "memory_main");
+        assert_eq!(default_table_name("a b/c"), "memory_a_b_c");
+    }
+}

@@ -1,0 +1,298 @@
+//! Hybrid-search benchmark of the LanceDB store: p50/p99 latency with exact vector search and with the ANN
+//! index (IVF-HNSW-SQ), recall@10 of ANN against exact, and the index build time.
+//!
+//! ```text
+//! cargo run --release -p memory-lancedb --example ann_bench -- --rows 100000 [--rows 1000000] \
+//!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--nprobes 24 --refine 4]
+//! ```
+//!
+//! Data: `rows` chunks with seeded 384-dimensional vectors drawn around 2,000 random centres (clustered, as
+//! text embeddings are) and ~40 seeded words each from a 20,000-word Zipf vocabulary for the keyword side.
+//! Queries: a perturbed copy of a random stored vector plus three of its chunk's words. One "hybrid search" is
+//! what the engine does per query: keyword and vector candidates (24 each, concurrently) merged by the
+//! shared ranking pipeline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use memory_core::ranking::{rank, RankingOptions};
+use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::Source;
+use memory_lancedb::{LanceDbOptions, LanceDbStorage, LanceStore};
+
+struct Args {
+    rows: Vec<usize>,
+    dims: usize,
+    queries: usize,
+    dir: std::path::PathBuf,
+    nprobes: Vec<usize>,
+    refine: u32,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        rows: Vec::new(),
+        dims: 384,
+        queries: 200,
+        dir: std::env::temp_dir().join("lancedb-bench"),
+        nprobes: Vec::new(),
+        refine: 4,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let val = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--rows" => a.rows.push(val.parse().expect("--rows N")),
+            "--dims" => a.dims = val.parse().expect("--dims N"),
+            "--queries" => a.queries = val.parse().expect("--queries N"),
+            "--dir" => a.dir = val.into(),
+            "--nprobes" => a.nprobes.push(val.parse().expect("--nprobes N")),
+            "--refine" => a.refine = val.parse().expect("--refine N"),
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    if a.rows.is_empty() {
+        a.rows = vec![100_000];
+    }
+    if a.nprobes.is_empty() {
+        a.nprobes = vec![12, 24, 48];
+    }
+    a
+}
+
+/// xorshift64*: seeded, fast, good enough for synthetic data.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn gauss(&mut self) -> f32 {
+        let (u, v) = (self.unit().max(1e-12), self.unit());
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+    fn zipf_word(&mut self, vocab: usize) -> usize {
+        // Inverse-CDF approximation of Zipf(1): rank ~ vocab^u.
+        ((vocab as f64).powf(self.unit()) as usize).saturating_sub(1).min(vocab - 1)
+    }
+}
+
+const CENTRES: usize = 2000;
+const VOCAB: usize = 20_000;
+const WORDS: usize = 40;
+
+struct Gen {
+    dims: usize,
+    centres: Vec<Vec<f32>>,
+}
+
+impl Gen {
+    fn new(dims: usize) -> Gen {
+        let mut r = Rng(42);
+        let centres = (0..CENTRES).map(|_| (0..dims).map(|_| r.gauss()).collect()).collect();
+        Gen { dims, centres }
+    }
+    fn vector(&self, i: u64) -> Vec<f32> {
+        let mut r = Rng(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let c = &self.centres[(r.next() % CENTRES as u64) as usize];
+        let mut v: Vec<f32> = (0..self.dims).map(|d| c[d] + 0.6 * r.gauss()).collect();
+        memory_core::embedding::sanitize_and_normalize(&mut v);
+        v
+    }
+    fn words(&self, i: u64) -> Vec<String> {
+        let mut r = Rng(i ^ 0xABCD_EF01_2345_6789);
+        (0..WORDS).map(|_| format!("w{}", r.zipf_word(VOCAB))).collect()
+    }
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+async fn ingest(store: &LanceStore, gen: &Gen, rows: usize) {
+    const PER_FILE: usize = 500;
+    const FILES_PER_BATCH: usize = 40;
+    let started = Instant::now();
+    let mut i = 0usize;
+    let mut f = 0usize;
+    while i < rows {
+        let mut batch = SyncBatch::default();
+        for _ in 0..FILES_PER_BATCH {
+            if i >= rows {
+                break;
+            }
+            let path = format!("memory/bench/{f:06}.md");
+            let n = PER_FILE.min(rows - i);
+            let chunks: Vec<ChunkRecord> = (i..i + n)
+                .map(|k| {
+                    let text = gen.words(k as u64).join(" ");
+                    ChunkRecord {
+                        id: format!("c{k}"),
+                        source: Source::Memory,
+                        path: path.clone(),
+                        start_line: k - i + 1,
+                        end_line: k - i + 1,
+                        hash: format!("{k:x}"),
+                        terms: text.clone(),
+                        heading_terms: String::new(),
+                        text,
+                        importance: None,
+                        embedding: Some(gen.vector(k as u64)),
+                    }
+                })
+                .collect();
+            let file = FileRecord { source: Source::Memory, path, hash: format!("f{f}"), size: n as u64, mtime_ms: 0 };
+            batch.upserts.push((file, chunks));
+            i += n;
+            f += 1;
+        }
+        store.apply(batch).await.expect("apply");
+        eprint!("\r  ingested {i}/{rows}");
+    }
+    eprintln!("\r  ingested {rows} rows in {:.1} s", started.elapsed().as_secs_f64());
+}
+
+struct Query {
+    vector: Vec<f32>,
+    terms: Vec<String>,
+    text: String,
+}
+
+fn queries(gen: &Gen, rows: usize, n: usize) -> Vec<Query> {
+    let mut r = Rng(7);
+    (0..n)
+        .map(|_| {
+            let k = r.next() % rows as u64;
+            let mut v = gen.vector(k);
+            for x in v.iter_mut() {
+                *x += 0.02 * r.gauss();
+            }
+            memory_core::embedding::sanitize_and_normalize(&mut v);
+            let words = gen.words(k);
+            let terms: Vec<String> = (0..3).map(|j| words[(j * 13 + 5) % WORDS].clone()).collect();
+            Query { vector: v, text: terms.join(" "), terms }
+        })
+        .collect()
+}
+
+/// One engine search: keyword + vector candidates concurrently, then the shared ranking.
+async fn hybrid(store: &LanceStore, q: &Query, opts: &RankingOptions) -> Vec<String> {
+    let limit = RankingOptions::candidate_limit(opts.max_results, 4);
+    let kq = KeywordQuery { terms: q.terms.clone() };
+    let (k, v) = tokio::join!(
+        store.keyword_search(&kq, limit, &[]),
+        store.vector_search(&q.vector, limit, &[])
+    );
+    let results = rank(k.expect("keyword"), v.expect("vector"), Vec::new(), &q.text, opts);
+    results.into_iter().map(|r| format!("{}:{}", r.path, r.start_line)).collect()
+}
+
+async fn latency(store: &LanceStore, qs: &[Query], opts: &RankingOptions) -> (f64, f64) {
+    for q in qs.iter().take(5) {
+        hybrid(store, q, opts).await; // warm caches
+    }
+    let mut t = Vec::with_capacity(qs.len());
+    for q in qs {
+        let s = Instant::now();
+        std::hint::black_box(hybrid(store, q, opts).await);
+        t.push(s.elapsed());
+    }
+    t.sort();
+    (pct(&t, 0.5), pct(&t, 0.99))
+}
+
+async fn top10(store: &LanceStore, q: &Query) -> Vec<String> {
+    store.vector_search(&q.vector, 10, &[]).await.expect("vector").into_iter().map(|c| c.chunk_id).collect()
+}
+
+/// Exact top 10 ids, bypassing any index.
+async fn exact_top10(table: &lancedb::Table, q: &Query) -> Vec<String> {
+    let batches: Vec<arrow_array::RecordBatch> = table
+        .query()
+        .nearest_to(q.vector.as_slice())
+        .unwrap()
+        .column("vector")
+        .distance_type(lancedb::DistanceType::Cosine)
+        .bypass_vector_index()
+        .limit(10)
+        .only_if("kind = 'chunk'")
+        .select(Select::columns(&["id"]))
+        .execute()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b.column_by_name("id").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        out.extend((0..b.num_rows()).map(|i| ids.value(i).to_string()));
+    }
+    out
+}
+
+async fn open(dir: &std::path::Path, opts: LanceDbOptions) -> (LanceDbStorage, Arc<LanceStore>) {
+    let storage = LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "bench", opts).await.unwrap();
+    let store = storage.open_live_store().await.unwrap();
+    (storage, store)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let gen = Gen::new(a.dims);
+    let mut config = memory_core::Config::default();
+    config.memory.search.query.min_score = 0.0;
+    let ropts = RankingOptions::from_config(&config, None, None);
+    println!("profile: {}", if cfg!(debug_assertions) { "debug" } else { "release" });
+    for &rows in &a.rows {
+        let dir = a.dir.join(format!("rows-{rows}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("== {rows} chunks x {} dims ({} queries)", a.dims, a.queries);
+        // No ANN during ingest: measure exact search first.
+        let base = LanceDbOptions { ann_min_rows: usize::MAX, nprobes: 0, refine_factor: 0, ..Default::default() };
+        let (storage, store) = open(&dir, base.clone()).await;
+        ingest(&store, &gen, rows).await;
+        let s = Instant::now();
+        store.optimize_now().await.unwrap();
+        println!("  optimize (compaction + FTS/id indices): {:.1} s", s.elapsed().as_secs_f64());
+        let qs = queries(&gen, rows, a.queries);
+        let table = storage.connection().open_table("bench_g1").execute().await.unwrap();
+
+        let (p50, p99) = latency(&store, &qs, &ropts).await;
+        println!("  hybrid search, exact vectors:   p50 {p50:.1} ms  p99 {p99:.1} ms");
+
+        let s = Instant::now();
+        let with_vectors = table.count_rows(Some("vector IS NOT NULL".into())).await.unwrap();
+        let idx_opts = LanceDbOptions { ann_min_rows: 0, ..Default::default() };
+        memory_lancedb::create_ann_index(&table, with_vectors, &idx_opts).await.unwrap();
+        println!("  ANN index (IVF-HNSW-SQ, {} partitions) built in {:.1} s", (with_vectors / idx_opts.ann_partition_size).clamp(1, 4096), s.elapsed().as_secs_f64());
+
+        let mut truth = Vec::with_capacity(qs.len());
+        for q in &qs {
+            truth.push(exact_top10(&table, q).await);
+        }
+        for &np in &a.nprobes {
+            let opts = LanceDbOptions { ann_min_rows: 0, nprobes: np, refine_factor: a.refine, ..Default::default() };
+            let (_st, ann) = open(&dir, opts).await;
+            let mut hit = 0usize;
+            for (q, t) in qs.iter().zip(&truth) {
+                let got = top10(&ann, q).await;
+                hit += got.iter().filter(|id| t.contains(id)).count();
+            }
+            let recall = hit as f64 / (10 * qs.len()) as f64;
+            let (p50, p99) = latency(&ann, &qs, &ropts).await;
+            println!("  hybrid search, ANN nprobes={np} refine={}: p50 {p50:.1} ms  p99 {p99:.1} ms  recall@10 {recall:.3}", a.refine);
+        }
+    }
+}

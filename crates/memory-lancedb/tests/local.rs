@@ -1,0 +1,375 @@
+//! The engine on a local folder: fixtures rank as expected, add/change/delete, restart without re-embedding,
+//! FTS freshness, maintenance, ANN index, rebuild by generation swap, errors.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use memory_core::{ErrorKind, MemoryBackend, Source, SyncOptions};
+use memory_lancedb::LanceDbOptions;
+
+const LIMIT: Duration = Duration::from_secs(150);
+
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(LIMIT, f).await.expect("test took too long")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixtures_give_the_expected_top_results() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let emb = Arc::new(CountingEmbedder::default());
+        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let report = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!(report.files_added, 6, "{report:?}");
+        assert!(report.chunks_embedded > 0);
+
+        let cases = [
+            ("postgres migration downtime", "memory/2026-01-10.md"),
+            ("hiking trip in the Dolomites", "memory/2026-02-03.md"),
+            ("when do the tomatoes need watering", "memory/projects/garden.md"),
+            ("kubernetes ingress annotations", "memory/2026-03-15.md"),
+            ("what coffee does the user like", "MEMORY.md"),
+            ("向量数据库", "memory/notes-zh.md"),
+            ("garden.md", "memory/projects/garden.md"),
+        ];
+        for (q, want) in cases {
+            let r = search(&b, q).await;
+            assert_eq!(r.results.first().map(|x| x.path.as_str()), Some(want), "query {q:?}: {:?}", paths(&r));
+            assert_eq!(r.mode.as_deref(), Some("hybrid"), "{q}");
+        }
+        // Hybrid scores carry both parts for a keyword+vector hit.
+        let r = search(&b, "postgres migration downtime").await;
+        assert!(r.results[0].text_score.unwrap_or(0.0) > 0.0 && r.results[0].vector_score.unwrap_or(0.0) > 0.0, "{:?}", r.results[0]);
+        // A word that appears nowhere finds nothing by keyword.
+        let st = b.status().await.unwrap();
+        assert_eq!(st.files, 6);
+        assert!(st.chunks >= 6);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_change_and_delete_notes() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let emb = Arc::new(CountingEmbedder::default());
+        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        b.sync(SyncOptions::default()).await.unwrap();
+
+        write(ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to tack a catamaran on Lake Garda.\n");
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!((r.files_added, r.files_changed, r.files_removed), (1, 0, 0), "{r:?}");
+        assert_eq!(top_path(&b, "catamaran").await.as_deref(), Some("memory/2026-04-01.md"));
+
+        // Change: the new text is found, the old text is gone.
+        std::thread::sleep(Duration::from_millis(20));
+        write(ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to windsurf on Lake Garda instead.\n");
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!(r.files_changed, 1, "{r:?}");
+        assert_eq!(top_path(&b, "windsurf").await.as_deref(), Some("memory/2026-04-01.md"));
+        let kw = search(&b, "catamaran").await;
+        assert!(kw.results.iter().all(|x| x.text_score.unwrap_or(0.0) == 0.0), "stale chunk still matches: {:?}", kw.results);
+
+        // Delete.
+        std::fs::remove_file(ws.path().join("memory/2026-04-01.md")).unwrap();
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!(r.files_removed, 1, "{r:?}");
+        let after = search(&b, "windsurf").await;
+        assert!(!paths(&after).contains(&"memory/2026-04-01.md".to_string()), "{:?}", paths(&after));
+        assert_eq!(b.status().await.unwrap().files, 6);
+
+        // A touch (same content, new mtime) changes nothing searchable and keeps the vectors.
+        let before = emb.texts();
+        let p = ws.path().join("memory/projects/garden.md");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&p, text).unwrap();
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!((r.files_changed, r.chunks_embedded), (0, 0), "{r:?}");
+        assert_eq!(emb.texts(), before);
+        let r = search(&b, "tomatoes watering").await;
+        assert_eq!(r.results[0].path, "memory/projects/garden.md");
+        assert!(r.results[0].vector_score.unwrap_or(0.0) > 0.0, "vector lost on touch: {:?}", r.results[0]);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_reopens_without_re_embedding() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let emb = Arc::new(CountingEmbedder::default());
+        {
+            let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+            b.sync(SyncOptions::default()).await.unwrap();
+            b.close().await.unwrap();
+        }
+        let embedded = emb.texts();
+        assert!(embedded > 0);
+        let calls = emb.calls.load(std::sync::atomic::Ordering::SeqCst);
+
+        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let st = b.status().await.unwrap();
+        assert_eq!(st.files, 6);
+        assert!(st.warnings.is_empty(), "{:?}", st.warnings);
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert!(!r.rebuilt);
+        assert_eq!((r.files_unchanged, r.chunks_embedded), (6, 0), "{r:?}");
+        assert_eq!(emb.texts(), embedded, "documents re-embedded after restart");
+        assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
+        // Only the query was embedded.
+        assert_eq!(emb.calls.load(std::sync::atomic::Ordering::SeqCst), calls + 1);
+
+        // A forced rebuild reuses the cache: no document is embedded again.
+        let r = b.sync(SyncOptions { force: true }).await.unwrap();
+        assert!(r.rebuilt);
+        assert_eq!(r.chunks_embedded, 0, "{r:?}");
+        assert_eq!(emb.texts(), embedded + 1);
+        assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_added_after_the_fts_index_are_found() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        // Keyword-only, and no optimize: new rows stay outside the FTS index.
+        let opts = LanceDbOptions { optimize_after_rows: usize::MAX, optimize_after_commits: usize::MAX, ..test_options() };
+        let (b, s) = open_local(db.path(), ws.path(), config(""), None, opts).await;
+        b.sync(SyncOptions::default()).await.unwrap();
+        let store = s.open_live_store().await.unwrap();
+        let idx = store.index_names().await.unwrap();
+        assert!(idx.iter().any(|(c, t)| c == "terms" && t == "FTS"), "{idx:?}");
+
+        write(ws.path(), "memory/2026-05-05.md", "# Chess\n\nStudied the Najdorf variation of the Sicilian defence.\n");
+        b.sync(SyncOptions::default()).await.unwrap();
+        let r = search(&b, "najdorf sicilian").await;
+        assert_eq!(r.results.first().map(|x| x.path.as_str()), Some("memory/2026-05-05.md"), "{:?}", paths(&r));
+        assert_eq!(r.mode.as_deref(), Some("keyword"));
+        // Straight from the store as well, with a source filter.
+        let k = store
+            .keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Memory])
+            .await
+            .unwrap();
+        assert_eq!(k.len(), 1);
+        assert!(k[0].bm25_rank.unwrap() < 0.0);
+        assert!(store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Sessions]).await.unwrap().is_empty());
+        // Keyword-only store: vector search is unavailable, not an error of another kind.
+        let e = store.vector_search(&[0.0; 4], 5, &[]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        // After optimize the row is in the index and still found.
+        store.optimize_now().await.unwrap();
+        assert_eq!(top_path(&b, "najdorf").await.as_deref(), Some("memory/2026-05-05.md"));
+    })
+    .await
+}
+
+fn chunk(path: &str, i: usize, v: Vec<f32>) -> ChunkRecord {
+    let text = format!("note {i} about topic{} and item{i}", i % 7);
+    ChunkRecord {
+        id: format!("{path}#{i}"),
+        source: Source::Memory,
+        path: path.into(),
+        start_line: i + 1,
+        end_line: i + 1,
+        hash: memory_core::sha256_hex(text.as_bytes()),
+        terms: memory_core::analysis::document_terms_joined(&text),
+        heading_terms: String::new(),
+        text,
+        importance: None,
+        embedding: Some(v),
+    }
+}
+
+fn seeded_vector(seed: u64, dims: usize) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<f32> = (0..dims)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
+        })
+        .collect();
+    memory_core::embedding::sanitize_and_normalize(&mut v);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
+    bounded(async {
+        let db = tempfile::tempdir().unwrap();
+        let opts = LanceDbOptions {
+            ann_min_rows: 600,
+            ann_partition_size: 200,
+            optimize_after_commits: 4,
+            ..test_options()
+        };
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
+            .await
+            .unwrap();
+        let store = storage.open_live_store().await.unwrap();
+        // 8 files x 100 chunks, one commit per file.
+        for f in 0..8usize {
+            let path = format!("memory/f{f}.md");
+            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 32))).collect();
+            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
+            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+        }
+        assert_eq!(store.counts().await.unwrap(), (8, 800));
+        let idx = store.index_names().await.unwrap();
+        assert!(idx.iter().any(|(c, t)| c == "vector" && t.contains("Hnsw")), "no ANN index: {idx:?}");
+        // Pruned: far fewer versions than commits (8 data commits + index builds + optimizes).
+        let versions = store.data_versions().await.unwrap();
+        assert!(versions <= 4, "{versions} versions kept");
+
+        // ANN answers: an indexed vector finds itself first.
+        for probe in [3u64, 250, 777] {
+            let hits = store.vector_search(&seeded_vector(probe, 32), 5, &[]).await.unwrap();
+            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
+            assert!((hits[0].vector_score.unwrap() - 1.0).abs() < 1e-3);
+        }
+        // Rows written after the ANN index are searched too (exact over the unindexed part).
+        let extra = chunk("memory/new.md", 5000, seeded_vector(5000, 32));
+        let file = FileRecord { source: Source::Memory, path: "memory/new.md".into(), hash: "n".into(), size: 1, mtime_ms: 1 };
+        store.apply(SyncBatch { upserts: vec![(file, vec![extra])], ..Default::default() }).await.unwrap();
+        let hits = store.vector_search(&seeded_vector(5000, 32), 3, &[]).await.unwrap();
+        assert_eq!(hits[0].chunk_id, "memory/new.md#5000");
+
+        // Removing a file removes its chunks and record in one commit.
+        store.apply(SyncBatch { removals: vec![(Source::Memory, "memory/f0.md".into())], ..Default::default() }).await.unwrap();
+        assert_eq!(store.counts().await.unwrap(), (8, 801 - 100));
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["item3".into()] }, 5, &[]).await.unwrap();
+        assert!(k.is_empty(), "{k:?}");
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["item103".into()] }, 5, &[]).await.unwrap();
+        assert_eq!(k.len(), 1);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_change_rebuilds_into_a_new_generation() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let emb = Arc::new(CountingEmbedder::default());
+        let (b, s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        b.sync(SyncOptions::default()).await.unwrap();
+        drop(b);
+        let tables_before = s.connection().table_names().execute().await.unwrap();
+        assert!(tables_before.contains(&"memory_test_g1".to_string()), "{tables_before:?}");
+
+        // Smaller chunks: the identity differs, the index is rebuilt beside the old one and swapped in.
+        let (b, s) = open_local(
+            db.path(),
+            ws.path(),
+            config(", chunking: { tokens: 32, overlap: 4 }"),
+            Some(emb.clone()),
+            test_options(),
+        )
+        .await;
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert!(r.rebuilt, "{r:?}");
+        let tables = s.connection().table_names().execute().await.unwrap();
+        assert!(tables.contains(&"memory_test_g2".to_string()) && !tables.iter().any(|t| t.starts_with("memory_test_g1")), "{tables:?}");
+        assert_eq!(top_path(&b, "hiking Dolomites").await.as_deref(), Some("memory/2026-02-03.md"));
+
+        // A leftover of an interrupted rebuild is discarded by the next one.
+        let staging = s.open_staging().await.unwrap();
+        staging
+            .apply(SyncBatch {
+                upserts: vec![(
+                    FileRecord { source: Source::Memory, path: "x.md".into(), hash: "h".into(), size: 1, mtime_ms: 1 },
+                    vec![],
+                )],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        drop(staging);
+        let _again = s.open_staging().await.unwrap();
+        assert!(!s.connection().table_names().execute().await.unwrap().iter().any(|t| t.starts_with("memory_test_g3")));
+
+        s.destroy().await.unwrap();
+        assert!(s.connection().table_names().execute().await.unwrap().is_empty());
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factory_opens_the_configured_folder() {
+    bounded(async {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let ctx = memory_core::registry::OpenContext {
+            config: config(""),
+            workspace: ws.path().to_path_buf(),
+            state_dir: state.path().to_path_buf(),
+            agent_id: "main".into(),
+            embedder: None,
+        };
+        let mut reg = memory_core::registry::BackendRegistry::new();
+        reg.register("lancedb", Arc::new(memory_lancedb::LanceDbFactory::default()));
+        let b = reg.open(ctx.clone()).await.unwrap();
+        assert_eq!(b.name(), "lancedb");
+        assert_eq!(top_path(b.as_ref(), "kubernetes").await.as_deref(), Some("memory/2026-03-15.md"));
+        assert!(state.path().join("lancedb/main/memory_main.lance").exists());
+
+        // A bad table name is a configuration error naming the key.
+        let mut bad = (*ctx.config).clone();
+        bad.memory.lancedb.table = Some("no/slashes".into());
+        let e = memory_lancedb::LanceDbFactory::default()
+            .open_indexed(memory_core::registry::OpenContext { config: Arc::new(bad), ..ctx.clone() })
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("memory.lancedb.table"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_object_storage_fails_fast_as_unavailable() {
+    bounded(async {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        }; // closed again: nothing listens there
+        let opts: std::collections::BTreeMap<String, String> = [
+            ("aws_access_key_id", "x"),
+            ("aws_secret_access_key", "y"),
+            ("aws_region", "us-east-1"),
+            ("aws_endpoint", &format!("http://127.0.0.1:{port}")),
+            ("allow_http", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let started = std::time::Instant::now();
+        // Connecting may already list the bucket; either step must fail, as Unavailable, naming the URI.
+        let e = match memory_lancedb::LanceDbStorage::connect("s3://nobucket/idx", &opts, "m", test_options()).await {
+            Ok(s) => s.open_live().await.err().expect("opening on a closed port must fail"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains("s3://nobucket/idx"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    })
+    .await
+}

@@ -1,0 +1,105 @@
+//! The engine on `s3://` against moto's S3 server on loopback (started and stopped by each test): the local
+//! scenarios on object storage, and two engine instances ("hosts") writing and reading one table.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use memory_core::embedding::EmbeddingProvider;
+use memory_core::indexed::IndexedBackend;
+use memory_core::{MemoryBackend, SyncOptions};
+use memory_lancedb::LanceDbStorage;
+
+const LIMIT: Duration = Duration::from_secs(170);
+
+async fn host(moto: &Moto, uri: &str, ws: &std::path::Path, emb: &Arc<CountingEmbedder>) -> IndexedBackend {
+    let storage = LanceDbStorage::connect(uri, &moto.storage_options(), "memory_team", test_options()).await.unwrap();
+    IndexedBackend::open("lancedb", config(""), ws.to_path_buf(), Arc::new(storage), Some(emb.clone() as Arc<dyn EmbeddingProvider>))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_index_search_change_and_restart() {
+    let moto = Moto::start();
+    moto.create_bucket("mem");
+    tokio::time::timeout(LIMIT, async {
+        let ws = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let emb = Arc::new(CountingEmbedder::default());
+        let uri = "s3://mem/agents/main";
+        {
+            let b = host(&moto, uri, ws.path(), &emb).await;
+            let r = b.sync(SyncOptions::default()).await.unwrap();
+            assert_eq!(r.files_added, 6, "{r:?}");
+            assert_eq!(top_path(&b, "postgres migration").await.as_deref(), Some("memory/2026-01-10.md"));
+            write(ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to tack a catamaran on Lake Garda.\n");
+            std::fs::remove_file(ws.path().join("memory/projects/garden.md")).unwrap();
+            let r = b.sync(SyncOptions::default()).await.unwrap();
+            assert_eq!((r.files_added, r.files_removed), (1, 1), "{r:?}");
+            assert_eq!(top_path(&b, "catamaran").await.as_deref(), Some("memory/2026-04-01.md"));
+            assert!(!paths(&search(&b, "tomatoes watering").await).contains(&"memory/projects/garden.md".to_string()));
+            b.close().await.unwrap();
+        }
+        let embedded = emb.texts();
+        let b = host(&moto, uri, ws.path(), &emb).await;
+        let r = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!((r.files_unchanged, r.chunks_embedded), (6, 0), "{r:?}");
+        assert_eq!(emb.texts(), embedded);
+        let st = b.status().await.unwrap();
+        assert!(st.index_path.as_deref().unwrap_or("").starts_with("s3://mem/agents/main"), "{:?}", st.index_path);
+        assert_eq!(st.files, 6);
+    })
+    .await
+    .expect("s3 test took too long");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_two_hosts_share_one_table() {
+    let moto = Moto::start();
+    moto.create_bucket("team");
+    tokio::time::timeout(LIMIT, async {
+        // Both hosts see the same memory files (a shared checkout) and the same index on the bucket.
+        let ws = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let uri = "s3://team/shared";
+        let (ea, eb) = (Arc::new(CountingEmbedder::default()), Arc::new(CountingEmbedder::default()));
+        let a = host(&moto, uri, ws.path(), &ea).await;
+        let b = host(&moto, uri, ws.path(), &eb).await;
+
+        a.sync(SyncOptions::default()).await.unwrap();
+        // B reads what A wrote, without indexing or embedding anything itself.
+        assert_eq!(top_path(&b, "kubernetes ingress").await.as_deref(), Some("memory/2026-03-15.md"));
+        assert_eq!(eb.texts(), 1, "host B embedded documents");
+        let rb = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!((rb.files_unchanged, rb.chunks_embedded), (6, 0), "{rb:?}");
+
+        // B writes; A sees it on its next read.
+        write(ws.path(), "memory/2026-06-01.md", "# Pottery\n\nThrew a celadon glazed bowl on the wheel.\n");
+        let rb = b.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!(rb.files_added, 1, "{rb:?}");
+        assert_eq!(top_path(&a, "celadon bowl").await.as_deref(), Some("memory/2026-06-01.md"));
+        assert_eq!(a.status().await.unwrap().files, 7);
+
+        // Both write at the same time: each commit lands (conflicts are retried), the table stays consistent.
+        write(ws.path(), "memory/2026-06-02.md", "# Birding\n\nSaw a hoopoe near the vineyard.\n");
+        write(ws.path(), "memory/2026-06-03.md", "# Baking\n\nSourdough with rye starter, 78 percent hydration.\n");
+        let (ra, rb) = tokio::join!(a.sync(SyncOptions::default()), b.sync(SyncOptions::default()));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert!(ra.files_added + rb.files_added >= 2, "{ra:?} {rb:?}");
+        for host in [&a, &b] {
+            assert_eq!(top_path(host, "hoopoe").await.as_deref(), Some("memory/2026-06-02.md"));
+            assert_eq!(top_path(host, "sourdough hydration").await.as_deref(), Some("memory/2026-06-03.md"));
+            let st = host.status().await.unwrap();
+            assert_eq!(st.files, 9, "{st:?}");
+        }
+        // Exactly one record per file and no duplicated chunks after the concurrent writes.
+        let r = search(&a, "hoopoe vineyard").await;
+        let hoopoe: Vec<_> = r.results.iter().filter(|x| x.path == "memory/2026-06-02.md").collect();
+        assert_eq!(hoopoe.len(), 1, "{:?}", r.results);
+    })
+    .await
+    .expect("s3 test took too long");
+}
