@@ -44,7 +44,10 @@ pub(crate) fn vector_field(dims: usize) -> Field {
 /// Schema of the data table; `dims` is `None` for keyword-only indexes (no vector column).
 pub(crate) fn data_schema(dims: Option<usize>) -> SchemaRef {
     let mut fields = vec![
-        Field::new(COL_ID, DataType::Utf8, false),
+        // The primary key lets Lance detect two writers inserting the same chunk concurrently (two hosts).
+        Field::new(COL_ID, DataType::Utf8, false).with_metadata(
+            [("lance-schema:unenforced-primary-key".to_string(), "true".to_string())].into_iter().collect(),
+        ),
         Field::new(COL_KIND, DataType::Utf8, false),
         Field::new(COL_SOURCE, DataType::Utf8, false),
         Field::new(COL_PATH, DataType::Utf8, false),

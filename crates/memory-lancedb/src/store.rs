@@ -542,6 +542,32 @@ impl ChunkStore for LanceStore {
                 "merge committed"
             );
         }
+        // Two hosts indexing the same new files at the same instant can both insert them (there are no rows to
+        // conflict on yet). Check the new files' records by id and repair duplicates: delete, then re-add ours.
+        let new_files: Vec<&FileRecord> =
+            batch.upserts.iter().map(|(f, _)| f).filter(|f| !known.contains(&(f.source, f.path.clone()))).collect();
+        if !new_files.is_empty() && written > 0 {
+            let ids: Vec<String> = new_files.iter().map(|f| sql_str(&file_row_id(f.source, &f.path))).collect();
+            let id_filter = format!("{COL_ID} IN ({})", ids.join(", "));
+            for attempt in 0..3 {
+                let n = t.count_rows(Some(id_filter.clone())).await.map_err(|e| self.err("check new files", e))?;
+                if n <= new_files.len() {
+                    break;
+                }
+                warn!(attempt, files = new_files.len(), rows = n, "another writer inserted the same files concurrently; repairing");
+                let keys: Vec<(Source, &str)> = new_files.iter().map(|f| (f.source, f.path.as_str())).collect();
+                let filter = files_filter(&keys).unwrap_or_else(|| "false".into());
+                t.delete(filter.as_str()).await.map_err(|e| self.err("repair duplicates", e))?;
+                let mut rows: Vec<Row<'_>> = Vec::new();
+                for (file, chunks) in batch.upserts.iter().filter(|(f, _)| !known.contains(&(f.source, f.path.clone()))) {
+                    rows.push(Row::file(file));
+                    rows.extend(chunks.iter().map(|c| Row::chunk(c, file)));
+                }
+                let again = rows_to_batch(&schema, &rows)?;
+                t.add(reader(again)).execute().await.map_err(|e| self.err("repair duplicates", e))?;
+                tokio::time::sleep(Duration::from_millis(50 * (attempt + 1))).await;
+            }
+        }
         state.rows_since_optimize += written + batch.removals.len();
         state.commits_since_optimize += 1;
         debug!(
