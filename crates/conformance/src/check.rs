@@ -90,7 +90,7 @@ pub fn check_search(e: &Expect, resp: &SearchResponse) -> Vec<String> {
     }
     if let Some(w) = &e.within {
         for p in &w.paths {
-            if !pos(p).is_some_and(|i| i < w.n) {
+            if pos(p).is_none_or(|i| i >= w.n) {
                 f.push(format!("within: expected {p} among the first {} paths, got {rank:?}", w.n));
             }
         }

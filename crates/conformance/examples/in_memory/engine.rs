@@ -26,6 +26,9 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 const HEADING_WEIGHT: f64 = 0.5;
 
+/// (provider, model, fingerprint, chunk hash).
+type CacheKey = (String, String, String, String);
+
 #[derive(Default)]
 struct State {
     identity: Option<IndexIdentity>,
@@ -33,7 +36,7 @@ struct State {
     /// Chunk id -> chunk.
     chunks: BTreeMap<String, ChunkRecord>,
     /// Embedding cache: (provider, model, fingerprint, chunk hash) -> vector, with insertion order for pruning.
-    cache: HashMap<(String, String, String, String), (u64, Vec<f32>)>,
+    cache: HashMap<CacheKey, (u64, Vec<f32>)>,
     cache_seq: u64,
     meta: HashMap<String, String>,
 }
