@@ -1,24 +1,37 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
+mod append;
 mod engines;
+mod openclaw;
 mod output;
+mod progress;
+mod serve;
+mod status;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use memory_core::registry::OpenContext;
 use memory_core::{Config, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 
 #[derive(Parser, Debug)]
-#[command(name = "memory", version, about = "Search an AI agent's Markdown memory (MEMORY.md, memory/*.md)")]
+#[command(
+    name = "memory",
+    version,
+    about = "Search an AI agent's Markdown memory (MEMORY.md, memory/*.md)",
+    after_help = EXAMPLES
+)]
 struct Cli {
-    /// The agent's workspace (holds MEMORY.md and memory/). Default: the current folder.
+    /// The agent's workspace (holds MEMORY.md and memory/). Default: the current folder if it has memory files,
+    /// else an OpenClaw agent's workspace (~/.openclaw/workspace) if there is one, else the current folder.
     #[arg(long, global = true, env = "MEMORY_WORKSPACE")]
     workspace: Option<PathBuf>,
-    /// A JSON5 config file (OpenClaw-compatible `memory.*` keys).
+    /// A JSON5 config file (OpenClaw-compatible `memory.*` keys). Default: OpenClaw's config
+    /// (OPENCLAW_CONFIG_PATH, else ~/.openclaw/openclaw.json) when present.
     #[arg(long, global = true, env = "MEMORY_CONFIG")]
     config: Option<PathBuf>,
     /// Where indexes are kept. Default: $XDG_STATE_HOME/memory-rs or ~/.local/state/memory-rs.
@@ -67,9 +80,47 @@ enum Command {
         json: bool,
     },
     /// What is indexed, where, and whether it is fresh.
+    #[command(after_help = "Examples:\n  memory status\n  memory status --deep --json   # also run a real search and a real embedding")]
     Status {
+        /// Probe for real: run a search on the engine and an embedding on the provider.
+        #[arg(long)]
+        deep: bool,
         #[arg(long)]
         json: bool,
+    },
+    /// Keep the index fresh: re-index changed memory files as they change (until Ctrl-C).
+    #[command(after_help = "Debounce: memory.search.sync.watchDebounceMs (default 1500); also syncs every\n\
+        memory.search.sync.intervalMinutes when set.\n\nExamples:\n  memory watch\n  memory watch --json   # one JSON line per sync")]
+    Watch {
+        /// Print one JSON line per event ({"event":"ready"|"sync",...}) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve memory_search and memory_get (and optionally memory_append) over MCP on stdio.
+    #[command(after_help = "Register with an MCP client, e.g. Claude Code:\n  \
+        claude mcp add memory -- memory --workspace ~/agent serve\n\nExamples:\n  memory serve\n  memory --workspace ~/.openclaw/workspace serve --allow-append")]
+    Serve {
+        /// Offer the memory_append tool (writes to today's memory/YYYY-MM-DD.md).
+        #[arg(long, env = "MEMORY_ALLOW_APPEND")]
+        allow_append: bool,
+        /// Do not watch the files (the index is synced once at start and on searches when dirty).
+        #[arg(long)]
+        no_watch: bool,
+    },
+    /// Append a timestamped entry to today's memory/YYYY-MM-DD.md and index it.
+    #[command(after_help = "Examples:\n  memory append \"Deploys go through the canary first\"\n  echo \"Alice prefers Tuesday meetings\" | memory append -")]
+    Append {
+        /// The text to remember; `-` reads it from stdin.
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  memory completions bash > ~/.local/share/bash-completion/completions/memory\n  \
+        memory completions zsh > ~/.zfunc/_memory\n  memory completions fish > ~/.config/fish/completions/memory.fish")]
+    Completions {
+        shell: clap_complete::Shell,
     },
     /// Delete the index (never the memory files).
     Reset {
@@ -79,10 +130,30 @@ enum Command {
     },
 }
 
+const EXAMPLES: &str = "Examples:
+  memory search \"where does the gateway run?\"
+  memory --workspace ~/agent index
+  memory get memory/2026-11-29.md --from 10 --lines 20
+  memory status --deep
+  memory watch
+  memory serve --allow-append          # MCP server on stdio
+  memory append \"Alice prefers Tuesday meetings\"";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Completions { shell } = &cli.command {
+        clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     init_logging(cli.verbose);
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // Watch and serve sync on a blocking thread while other tasks answer: they need a multi-thread runtime.
+    let long_running = matches!(cli.command, Command::Watch { .. } | Command::Serve { .. });
+    let rt = if long_running {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    };
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -138,40 +209,65 @@ fn default_state_dir() -> PathBuf {
     }
 }
 
-async fn open(cli: &Cli) -> anyhow::Result<Box<dyn MemoryBackend>> {
-    let workspace = match &cli.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("cannot read the current folder")?,
+/// The engine and what the host resolved to open it.
+struct Opened {
+    engine: Arc<dyn MemoryBackend>,
+    workspace: PathBuf,
+    config: Arc<Config>,
+    config_path: Option<PathBuf>,
+    workspace_from: openclaw::WorkspaceFrom,
+}
+
+async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
+    let config_path = match &cli.config {
+        Some(p) => Some(p.clone()),
+        None => openclaw::config_path()?,
     };
+    let config_json = config_path.as_deref().and_then(openclaw::read_json);
+    let (workspace, workspace_from) = openclaw::resolve_workspace(cli.workspace.as_deref(), config_json.as_ref(), &cli.agent)?;
     if !workspace.is_dir() {
         bail!("workspace {} is not a folder", workspace.display());
     }
     let workspace = std::fs::canonicalize(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
-    let config = match &cli.config {
+    let config = match &config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    let config = Arc::new(config);
     let embedder = engines::embedder(&config)?;
     let ctx = OpenContext {
-        config: Arc::new(config),
-        workspace,
+        config: config.clone(),
+        workspace: workspace.clone(),
         state_dir: cli.state_dir.clone().unwrap_or_else(default_state_dir),
         agent_id: cli.agent.clone(),
         embedder,
     };
-    Ok(engines::registry().open(ctx).await?)
+    let engine: Box<dyn MemoryBackend> = if progress && config.memory.backend == "builtin" {
+        // The concrete type, to draw progress bars (only when someone watches a terminal).
+        let indexed = memory_builtin::BuiltinFactory.open_indexed(ctx).await?;
+        indexed.set_progress(Some(progress::bar()));
+        Box::new(indexed)
+    } else {
+        engines::registry().open(ctx).await?
+    };
+    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let engine = open(&cli).await?;
-    let result = run_command(&cli.command, engine.as_ref()).await;
-    let closed = engine.close().await;
+    let progress = match &cli.command {
+        Command::Index { json, .. } | Command::Search { json, .. } | Command::Watch { json } => progress::wanted(*json),
+        _ => false,
+    };
+    let opened = open(&cli, progress).await?;
+    let result = run_command(&cli.command, &opened).await;
+    let closed = opened.engine.close().await;
     result?;
     closed?;
     Ok(())
 }
 
-async fn run_command(command: &Command, engine: &dyn MemoryBackend) -> anyhow::Result<()> {
+async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
+    let engine = opened.engine.as_ref();
     match command {
         Command::Index { force, json } => {
             let started = std::time::Instant::now();
@@ -187,9 +283,16 @@ async fn run_command(command: &Command, engine: &dyn MemoryBackend) -> anyhow::R
             let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines }).await?;
             output::get(&response, *json)
         }
-        Command::Status { json } => {
-            let status = engine.status().await?;
-            output::status(&status, *json)
+        Command::Status { deep, json } => {
+            let host = status::HostInfo { config: &opened.config, config_path: opened.config_path.as_deref(), workspace_from: opened.workspace_from };
+            let (s, v) = status::collect(engine, &host, *deep).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                Ok(())
+            } else {
+                output::status(&s, false)?;
+                status::print_host(&v)
+            }
         }
         Command::Reset { yes } => {
             let status = engine.status().await?;
@@ -201,5 +304,88 @@ async fn run_command(command: &Command, engine: &dyn MemoryBackend) -> anyhow::R
             println!("Index deleted: {location}");
             Ok(())
         }
+        Command::Watch { json } => run_watch(opened, *json).await,
+        Command::Serve { allow_append, no_watch } => {
+            let watch = if *no_watch || !opened.config.memory.search.sync.watch {
+                None
+            } else {
+                Some(start_watch(opened, Arc::new(|_: &watch::SyncEvent| {})).await?)
+            };
+            serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch).await
+        }
+        Command::Append { text, json } => {
+            let text = if text.len() == 1 && text[0] == "-" {
+                let mut buf = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf).context("cannot read stdin")?;
+                buf
+            } else {
+                text.join(" ")
+            };
+            let r = append::append_and_index(engine, &opened.workspace, &text).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!("Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" });
+                if let Some(w) = &r.warning {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Ok(())
+        }
+        Command::Completions { .. } => Ok(()),
     }
+}
+
+async fn start_watch(opened: &Opened, on_sync: watch::OnSync) -> anyhow::Result<watch::WatchHandle> {
+    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &opened.config.memory.search.extra_paths);
+    let targets = watch::WatchTargets { workspace: opened.workspace.clone(), extra_paths: roots.extra_paths.clone() };
+    let options = watch::WatchOptions::from_config(&opened.config.memory.search.sync);
+    watch::spawn(opened.engine.clone(), targets, options, on_sync).await
+}
+
+async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    let on_sync: watch::OnSync = Arc::new(move |ev: &watch::SyncEvent| {
+        let mut out = std::io::stdout().lock();
+        if json {
+            let mut v = serde_json::to_value(ev).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("event".into(), "sync".into());
+            }
+            let _ = writeln!(out, "{v}");
+        } else {
+            match (&ev.report, &ev.error) {
+                (Some(r), _) => {
+                    let _ = writeln!(
+                        out,
+                        "sync #{} ({:?}, {} changes): {} added, {} changed, {} removed, {} unchanged in {} ms",
+                        ev.seq, ev.trigger, ev.changes, r.files_added, r.files_changed, r.files_removed, r.files_unchanged, ev.took_ms
+                    );
+                }
+                (_, Some(e)) => {
+                    let _ = writeln!(out, "sync #{} failed: {e}", ev.seq);
+                }
+                _ => {}
+            }
+        }
+        let _ = out.flush();
+    });
+    let handle = start_watch(opened, on_sync).await?;
+    let debounce = opened.config.memory.search.sync.watch_debounce_ms;
+    {
+        let mut out = std::io::stdout().lock();
+        if json {
+            writeln!(out, "{}", serde_json::json!({ "event": "ready", "workspace": opened.workspace.display().to_string(), "debounceMs": debounce }))?;
+        } else {
+            writeln!(out, "Watching {} (debounce {debounce} ms); Ctrl-C to stop", opened.workspace.display())?;
+        }
+        out.flush()?;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    handle.stop().await;
+    Ok(())
 }

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod analysis;
+pub mod append;
 pub mod backend;
 pub mod chunking;
 pub mod config;

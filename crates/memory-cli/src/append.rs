@@ -1,0 +1,43 @@
+//! `memory append TEXT` and the `memory_append` MCP tool: write the entry (memory-core does it append-only and
+//! atomically), then sync so the entry is searchable at once.
+
+use std::path::Path;
+
+use memory_core::append::{append_entry, Appended};
+use memory_core::{MemoryBackend, Result, SyncOptions};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendResult {
+    #[serde(flatten)]
+    pub appended: Appended,
+    /// `path#Lstart-Lend`, for citing the entry.
+    pub citation: String,
+    /// True when the entry is in the index (the sync after the write succeeded).
+    pub indexed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text: &str) -> Result<AppendResult> {
+    let text = text.to_string();
+    let ws = workspace.to_path_buf();
+    let appended = tokio::task::spawn_blocking(move || append_entry(&ws, &text))
+        .await
+        .map_err(|e| memory_core::MemoryError::Internal(format!("append task failed: {e}")))??;
+    let citation = if appended.start_line == appended.end_line {
+        format!("{}#L{}", appended.path, appended.start_line)
+    } else {
+        format!("{}#L{}-L{}", appended.path, appended.start_line, appended.end_line)
+    };
+    // The note is safely on disk; a failed sync only delays searchability (the watcher or next search retries).
+    let (indexed, warning) = match engine.sync(SyncOptions::default()).await {
+        Ok(_) => (true, None),
+        Err(e) => {
+            tracing::warn!(error = %e, "entry written but not indexed yet");
+            (false, Some(format!("written, but not indexed yet: {e}")))
+        }
+    };
+    Ok(AppendResult { appended, citation, indexed, warning })
+}

@@ -1,0 +1,147 @@
+//! `memory serve`: the agent tools over the Model Context Protocol (stdio, the `rmcp` crate).
+//!
+//! Tools: `memory_search {query, maxResults?, minScore?}` and `memory_get {path, from?, lines?}` answer with the
+//! wire shapes of SPEC §1 (as JSON text and as structured content); refusals and other engine errors (SPEC §6) are
+//! tool errors (`isError: true`, `{"error": {kind, message}}`), so the agent sees why. `memory_append {text}` is
+//! listed only when appending is allowed (`--allow-append`). The watcher keeps the index fresh meanwhile.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memory_core::{GetRequest, MemoryBackend, MemoryError, SearchRequest, SyncOptions};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use tracing::{info, warn};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for, in natural language or keywords.
+    pub query: String,
+    /// At most this many snippets (default 6).
+    #[serde(default)]
+    pub max_results: Option<usize>,
+    /// Drop snippets scoring below this, 0..1 (default 0.35; keyword hits are returned when none pass).
+    #[serde(default)]
+    pub min_score: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GetArgs {
+    /// Workspace-relative path of a memory file, e.g. `MEMORY.md` or `memory/2026-11-30.md` (as returned by memory_search).
+    pub path: String,
+    /// First line to read, 1-based (default 1).
+    #[serde(default)]
+    pub from: Option<usize>,
+    /// Number of lines to read (default: up to 120 lines / 12,000 characters).
+    #[serde(default)]
+    pub lines: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppendArgs {
+    /// The note to remember, in Markdown. Appended with a timestamp to today's memory/YYYY-MM-DD.md.
+    pub text: String,
+}
+
+#[derive(Clone)]
+pub struct MemoryServer {
+    engine: Arc<dyn MemoryBackend>,
+    workspace: PathBuf,
+    tool_router: ToolRouter<Self>,
+}
+
+fn tool_error(e: &MemoryError) -> CallToolResult {
+    CallToolResult::structured_error(json!({ "error": { "kind": e.kind(), "message": e.to_string() } }))
+}
+
+fn tool_ok(v: &impl serde::Serialize) -> Result<CallToolResult, ErrorData> {
+    let value = serde_json::to_value(v).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    Ok(CallToolResult::structured(value))
+}
+
+#[tool_router]
+impl MemoryServer {
+    pub fn new(engine: Arc<dyn MemoryBackend>, workspace: PathBuf, allow_append: bool) -> MemoryServer {
+        let mut tool_router = Self::tool_router();
+        if !allow_append {
+            tool_router.remove_route("memory_append");
+        }
+        MemoryServer { engine, workspace, tool_router }
+    }
+
+    #[tool(
+        name = "memory_search",
+        description = "Search the agent's long-term memory (MEMORY.md and memory/*.md daily logs and notes). Returns ranked snippets with path, startLine, endLine, score and snippet; read more of a file with memory_get. Use before answering questions about prior work, decisions, people, preferences or dates."
+    )]
+    async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, ErrorData> {
+        let request = SearchRequest { query: args.query, max_results: args.max_results, min_score: args.min_score, sources: Vec::new() };
+        match self.engine.search(&request).await {
+            Ok(r) => tool_ok(&r),
+            Err(e) => {
+                warn!(error = %e, "memory_search failed");
+                Ok(tool_error(&e))
+            }
+        }
+    }
+
+    #[tool(
+        name = "memory_get",
+        description = "Read a memory file (MEMORY.md, memory.md, memory/**/*.md or a configured extra path) or a line range of it, e.g. around a memory_search hit. Other paths are refused. A daily log that does not exist yet reads as empty text."
+    )]
+    async fn memory_get(&self, Parameters(args): Parameters<GetArgs>) -> Result<CallToolResult, ErrorData> {
+        match self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines }).await {
+            Ok(r) => tool_ok(&r),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        name = "memory_append",
+        description = "Remember something: append a timestamped entry to today's daily log memory/YYYY-MM-DD.md (never rewrites existing text). The entry is searchable immediately."
+    )]
+    async fn memory_append(&self, Parameters(args): Parameters<AppendArgs>) -> Result<CallToolResult, ErrorData> {
+        match crate::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await {
+            Ok(r) => tool_ok(&r),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memory", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Long-term memory of this agent, kept as Markdown files. Call memory_search before answering anything \
+                 about prior work, decisions, dates, people or preferences; then memory_get to read the lines you need.",
+            )
+    }
+}
+
+/// Serve MCP on stdin/stdout until the client closes the connection.
+pub async fn run(engine: Arc<dyn MemoryBackend>, workspace: PathBuf, allow_append: bool, watch: Option<crate::watch::WatchHandle>) -> anyhow::Result<()> {
+    if watch.is_none() {
+        // No watcher: at least start from a fresh index.
+        if let Err(e) = engine.sync(SyncOptions::default()).await {
+            warn!(error = %e, "initial sync failed; answering from the current index");
+        }
+    }
+    let server = MemoryServer::new(engine, workspace, allow_append);
+    info!(allow_append, "MCP server on stdio");
+    let service = server.serve(rmcp::transport::stdio()).await.map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
+    let reason = service.waiting().await;
+    info!(?reason, "MCP client disconnected");
+    if let Some(w) = watch {
+        w.stop().await;
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `memory status [--deep]`: the engine's status plus what the host knows (config file, how the workspace was
+//! chosen, index size on disk, watch settings); `--deep` probes the engine (a real search) and the embedding
+//! provider (a real embedding) and reports what happened and how long it took.
+
+use std::path::Path;
+use std::time::Instant;
+
+use memory_core::{Config, MemoryBackend, SearchRequest, Status};
+use serde_json::{json, Map, Value};
+
+use crate::openclaw::WorkspaceFrom;
+
+pub struct HostInfo<'a> {
+    pub config: &'a Config,
+    pub config_path: Option<&'a Path>,
+    pub workspace_from: WorkspaceFrom,
+}
+
+/// Bytes of the index on disk: the file or folder at `location` (SQLite's -wal / -shm included).
+pub fn index_bytes(location: &str) -> Option<u64> {
+    let p = Path::new(location);
+    let meta = std::fs::metadata(p).ok()?;
+    if meta.is_dir() {
+        return Some(dir_bytes(p));
+    }
+    let mut total = meta.len();
+    for suffix in ["-wal", "-shm"] {
+        if let Ok(m) = std::fs::metadata(format!("{location}{suffix}")) {
+            total += m.len();
+        }
+    }
+    Some(total)
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Status as JSON: the engine's fields (wire names) and the host's.
+pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool) -> anyhow::Result<(Status, Value)> {
+    let status = engine.status().await?;
+    let mut v = serde_json::to_value(&status)?;
+    let obj = v.as_object_mut().expect("status is an object");
+    let sync = &host.config.memory.search.sync;
+    obj.insert("configPath".into(), host.config_path.map(|p| p.display().to_string()).into());
+    obj.insert("workspaceFrom".into(), serde_json::to_value(host.workspace_from)?);
+    obj.insert(
+        "rebuildPending".into(),
+        status.warnings.iter().any(|w| w.starts_with("index identity differs")).into(),
+    );
+    if let Some(bytes) = status.index_path.as_deref().and_then(index_bytes) {
+        obj.insert("indexBytes".into(), bytes.into());
+    }
+    obj.insert(
+        "sync".into(),
+        json!({ "watch": sync.watch, "watchDebounceMs": sync.watch_debounce_ms, "intervalMinutes": sync.interval_minutes, "onSearch": sync.on_search }),
+    );
+    if deep {
+        obj.insert("deep".into(), probe(engine, host.config).await);
+    }
+    Ok((status, v))
+}
+
+/// Run a real search and a real embedding.
+async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
+    let mut out = Map::new();
+    let started = Instant::now();
+    let search = match engine.search(&SearchRequest { query: "memory".into(), max_results: Some(1), min_score: Some(0.0), sources: Vec::new() }).await {
+        Ok(r) => json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0, "results": r.results.len(), "mode": r.mode, "warnings": r.warnings }),
+        Err(e) => json!({ "ok": false, "ms": started.elapsed().as_secs_f64() * 1000.0, "error": e.to_string(), "kind": e.kind() }),
+    };
+    out.insert("search".into(), search);
+    let embed = match crate::engines::embedder(config) {
+        Ok(None) => json!({ "ok": true, "provider": null, "note": "keyword-only: no embedding provider configured" }),
+        Ok(Some(p)) => {
+            let started = Instant::now();
+            match p.embed_query("memory status probe").await {
+                Ok(v) => json!({ "ok": true, "provider": p.id(), "model": p.model(), "dimensions": v.len(), "ms": started.elapsed().as_secs_f64() * 1000.0 }),
+                Err(e) => json!({ "ok": false, "provider": p.id(), "model": p.model(), "error": e.to_string(), "ms": started.elapsed().as_secs_f64() * 1000.0 }),
+            }
+        }
+        Err(e) => json!({ "ok": false, "error": e.to_string() }),
+    };
+    out.insert("embeddings".into(), embed);
+    Value::Object(out)
+}
+
+/// Text lines for people, after the engine's own status lines.
+pub fn print_host(v: &Value) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Some(b) = v.get("indexBytes").and_then(Value::as_u64) {
+        writeln!(out, "Index size: {:.1} MiB", b as f64 / (1024.0 * 1024.0))?;
+    }
+    match v.get("configPath").and_then(Value::as_str) {
+        Some(p) => writeln!(out, "Config:     {p}")?,
+        None => writeln!(out, "Config:     defaults (no config file)")?,
+    }
+    if v.get("rebuildPending") == Some(&Value::Bool(true)) {
+        writeln!(out, "Rebuild:    pending (the index identity changed; the next sync rebuilds it beside the live one)")?;
+    }
+    if let Some(d) = v.get("deep") {
+        let s = &d["search"];
+        if s["ok"] == true {
+            writeln!(out, "Probe:      search ok in {:.1} ms ({} mode)", s["ms"].as_f64().unwrap_or(0.0), s["mode"].as_str().unwrap_or("?"))?;
+        } else {
+            writeln!(out, "Probe:      search FAILED: {}", s["error"].as_str().unwrap_or("?"))?;
+        }
+        let e = &d["embeddings"];
+        match (e["ok"].as_bool(), e["provider"].as_str()) {
+            (Some(true), Some(p)) => writeln!(out, "Probe:      embeddings ok ({p}, {} dims) in {:.1} ms", e["dimensions"], e["ms"].as_f64().unwrap_or(0.0))?,
+            (Some(true), None) => writeln!(out, "Probe:      no embedding provider (keyword only)")?,
+            _ => writeln!(out, "Probe:      embeddings FAILED: {}", e["error"].as_str().unwrap_or("?"))?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! Keep the index in step with the memory files while the process runs (`memory watch`, `memory serve`).
+//!
+//! A `notify` watcher on the workspace root (for `MEMORY.md` / `memory.md` / `memory/`), `memory/` recursively and
+//! every extra path feeds a debouncer: changes are coalesced until the files have been quiet for the debounce
+//! period (`memory.search.sync.watchDebounceMs`, 1.5 s by default), or at the latest `MAX_WAIT_FACTOR` debounce
+//! periods after the first change of a burst, then ONE incremental sync runs (unchanged files cost a stat). Changes
+//! seen while a sync runs schedule one more sync after it. An interval (`sync.intervalMinutes`) syncs too.
+//!
+//! Syncs run on a blocking thread of their own, so the async tasks that answer searches (the MCP server) are never
+//! stuck behind one; the engine's searches never wait for a sync either (they read the live index).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memory_core::{MemoryBackend, SyncOptions, SyncReport};
+use notify::{RecursiveMode, Watcher as _};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+/// Under a never-ending stream of changes, sync at least every `debounce x MAX_WAIT_FACTOR`.
+pub const MAX_WAIT_FACTOR: u32 = 10;
+
+/// Folders never walked (as in discovery).
+const SKIP_DIRS: &[&str] = &[".git", "node_modules", ".venv", "venv", "__pycache__"];
+
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub debounce: Duration,
+    /// Sync on this period too (`sync.intervalMinutes`); `None` for no interval.
+    pub interval: Option<Duration>,
+    /// Sync once when the watcher starts (`sync.onSessionStart`).
+    pub initial_sync: bool,
+}
+
+impl WatchOptions {
+    pub fn from_config(sync: &memory_core::config::SyncConfig) -> WatchOptions {
+        WatchOptions {
+            debounce: Duration::from_millis(sync.watch_debounce_ms.max(10)),
+            interval: (sync.interval_minutes > 0).then(|| Duration::from_secs(sync.interval_minutes * 60)),
+            initial_sync: true,
+        }
+    }
+
+    fn max_wait(&self) -> Duration {
+        (self.debounce * MAX_WAIT_FACTOR).max(Duration::from_secs(1))
+    }
+}
+
+/// What the watcher watches: the workspace's memory files and the extra paths.
+#[derive(Debug, Clone)]
+pub struct WatchTargets {
+    pub workspace: PathBuf,
+    pub extra_paths: Vec<PathBuf>,
+}
+
+impl WatchTargets {
+    fn memory_dir(&self) -> PathBuf {
+        self.workspace.join("memory")
+    }
+
+    /// Is a change at `path` one that can change what is indexed?
+    pub fn is_relevant(&self, path: &Path) -> bool {
+        if path.parent() == Some(self.workspace.as_path()) {
+            return matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "memory"));
+        }
+        let memory = self.memory_dir();
+        let under = if let Ok(rest) = path.strip_prefix(&memory) {
+            Some(rest)
+        } else {
+            self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok())
+        };
+        let Some(rest) = under else { return false };
+        if rest.components().any(|c| SKIP_DIRS.iter().any(|s| c.as_os_str() == *s)) {
+            return false;
+        }
+        // Markdown files, and folders (no extension: a folder renamed or deleted takes its notes with it).
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) => ext.eq_ignore_ascii_case("md"),
+            None => true,
+        }
+    }
+}
+
+/// Why a sync ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    Start,
+    Files,
+    Interval,
+}
+
+/// One sync the watcher ran.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncEvent {
+    /// 1, 2, 3...: syncs run by this watcher.
+    pub seq: u64,
+    pub trigger: Trigger,
+    /// File-system events coalesced into this sync.
+    pub changes: usize,
+    /// A few of the changed paths.
+    pub paths: Vec<String>,
+    pub took_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<SyncReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub type OnSync = Arc<dyn Fn(&SyncEvent) + Send + Sync>;
+
+/// A running watcher. Dropping it (or [`WatchHandle::stop`]) stops it.
+pub struct WatchHandle {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl WatchHandle {
+    /// Stop watching; waits for a sync in progress to finish.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Start watching. Returns once the watches are in place and, with `initial_sync`, the first sync is done.
+pub async fn spawn(
+    engine: Arc<dyn MemoryBackend>,
+    targets: WatchTargets,
+    options: WatchOptions,
+    on_sync: OnSync,
+) -> anyhow::Result<WatchHandle> {
+    let (tx, rx) = mpsc::unbounded_channel::<notify::Result<notify::Event>>();
+    let watcher = notify::recommended_watcher(move |ev| {
+        // The receiver is gone only when the watcher is stopping.
+        let _ = tx.send(ev);
+    })?;
+    let mut state = Loop { engine, targets, options, on_sync, watcher, memory_watched: false, seq: 0 };
+    state.add_watches()?;
+    if state.options.initial_sync {
+        state.sync(Trigger::Start, 0, Vec::new()).await;
+    }
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(state.run(rx, stop_rx));
+    Ok(WatchHandle { stop: Some(stop_tx), task: Some(task) })
+}
+
+struct Loop {
+    engine: Arc<dyn MemoryBackend>,
+    targets: WatchTargets,
+    options: WatchOptions,
+    on_sync: OnSync,
+    watcher: notify::RecommendedWatcher,
+    memory_watched: bool,
+    seq: u64,
+}
+
+impl Loop {
+    fn add_watches(&mut self) -> anyhow::Result<()> {
+        let ws = self.targets.workspace.clone();
+        self.watcher.watch(&ws, RecursiveMode::NonRecursive).map_err(|e| anyhow::anyhow!("cannot watch {}: {e}", ws.display()))?;
+        self.watch_memory_dir();
+        for x in self.targets.extra_paths.clone() {
+            let meta = match std::fs::symlink_metadata(&x) {
+                Ok(m) => m,
+                Err(_) => {
+                    warn!(path = %x.display(), "extra path does not exist; not watched (the interval sync still sees it)");
+                    continue;
+                }
+            };
+            let result = if meta.is_dir() {
+                self.watcher.watch(&x, RecursiveMode::Recursive)
+            } else if let Some(parent) = x.parent() {
+                self.watcher.watch(parent, RecursiveMode::NonRecursive)
+            } else {
+                continue;
+            };
+            if let Err(e) = result {
+                warn!(path = %x.display(), error = %e, "cannot watch extra path");
+            }
+        }
+        info!(workspace = %ws.display(), extra = self.targets.extra_paths.len(), "watching memory files");
+        Ok(())
+    }
+
+    /// `memory/` may appear after the watcher started (the first daily log): watch it when it does.
+    fn watch_memory_dir(&mut self) {
+        if self.memory_watched {
+            return;
+        }
+        let dir = self.targets.memory_dir();
+        let is_real_dir = std::fs::symlink_metadata(&dir).map(|m| m.is_dir()).unwrap_or(false);
+        if is_real_dir {
+            match self.watcher.watch(&dir, RecursiveMode::Recursive) {
+                Ok(()) => self.memory_watched = true,
+                Err(e) => warn!(path = %dir.display(), error = %e, "cannot watch memory folder"),
+            }
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<notify::Result<notify::Event>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+        let debounce = self.options.debounce;
+        let max_wait = self.options.max_wait();
+        let mut interval = self.options.interval.map(|p| {
+            let mut i = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        });
+        let mut changes = 0usize;
+        let mut paths: Vec<String> = Vec::new();
+        let mut first: Option<Instant> = None;
+        let mut last = Instant::now();
+        loop {
+            let deadline = match first {
+                Some(f) => (last + debounce).min(f + max_wait),
+                None => Instant::now() + Duration::from_secs(3600),
+            };
+            tokio::select! {
+                _ = &mut stop => break,
+                ev = rx.recv() => {
+                    let Some(ev) = ev else { break };
+                    let relevant = match ev {
+                        Ok(ev) => {
+                            if ev.need_rescan() {
+                                true
+                            } else {
+                                let mut any = false;
+                                for p in &ev.paths {
+                                    if self.targets.is_relevant(p) {
+                                        any = true;
+                                        if paths.len() < 8 {
+                                            let shown = p.strip_prefix(&self.targets.workspace).unwrap_or(p).display().to_string();
+                                            if !paths.contains(&shown) {
+                                                paths.push(shown);
+                                            }
+                                        }
+                                    }
+                                }
+                                any
+                            }
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "file watcher error; syncing to be safe");
+                            true
+                        }
+                    };
+                    if relevant {
+                        self.watch_memory_dir();
+                        changes += 1;
+                        last = Instant::now();
+                        first.get_or_insert(last);
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline.into()), if first.is_some() => {
+                    let n = std::mem::take(&mut changes);
+                    let p = std::mem::take(&mut paths);
+                    first = None;
+                    self.sync(Trigger::Files, n, p).await;
+                }
+                _ = async { interval.as_mut().unwrap().tick().await }, if interval.is_some() => {
+                    self.sync(Trigger::Interval, 0, Vec::new()).await;
+                }
+            }
+        }
+        debug!("watcher stopped");
+    }
+
+    async fn sync(&mut self, trigger: Trigger, changes: usize, paths: Vec<String>) {
+        self.seq += 1;
+        let started = Instant::now();
+        let engine = self.engine.clone();
+        let handle = tokio::runtime::Handle::current();
+        // On a blocking thread: the engine's SQLite work must not occupy the runtime's workers.
+        let result = tokio::task::spawn_blocking(move || handle.block_on(engine.sync(SyncOptions::default()))).await;
+        let (report, error) = match result {
+            Ok(Ok(r)) => (Some(r), None),
+            Ok(Err(e)) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(format!("sync task failed: {e}"))),
+        };
+        let event = SyncEvent { seq: self.seq, trigger, changes, paths, took_ms: started.elapsed().as_millis() as u64, report, error };
+        match (&event.report, &event.error) {
+            (Some(r), _) => info!(
+                seq = event.seq,
+                trigger = ?trigger,
+                changes,
+                added = r.files_added,
+                changed = r.files_changed,
+                removed = r.files_removed,
+                took_ms = event.took_ms,
+                "sync"
+            ),
+            (_, Some(e)) => warn!(seq = event.seq, error = %e, "sync failed; the index keeps answering as it was"),
+            _ => {}
+        }
+        (self.on_sync)(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relevance() {
+        let t = WatchTargets { workspace: PathBuf::from("/ws"), extra_paths: vec![PathBuf::from("/notes"), PathBuf::from("/one/file.md")] };
+        assert!(t.is_relevant(Path::new("/ws/MEMORY.md")));
+        assert!(t.is_relevant(Path::new("/ws/memory.md")));
+        assert!(t.is_relevant(Path::new("/ws/memory")));
+        assert!(!t.is_relevant(Path::new("/ws/README.md")));
+        assert!(!t.is_relevant(Path::new("/ws/src/lib.rs")));
+        assert!(t.is_relevant(Path::new("/ws/memory/2026-11-30.md")));
+        assert!(t.is_relevant(Path::new("/ws/memory/projects")));
+        assert!(!t.is_relevant(Path::new("/ws/memory/.2026-11-30.md.swp")));
+        assert!(!t.is_relevant(Path::new("/ws/memory/node_modules/x.md")));
+        assert!(t.is_relevant(Path::new("/notes/a/b.MD")));
+        assert!(t.is_relevant(Path::new("/one/file.md")));
+        assert!(!t.is_relevant(Path::new("/one/other.md")));
+    }
+}

@@ -1,0 +1,177 @@
+//! `memory serve` through a real MCP client: the `rmcp` client spawns the built binary over stdio, lists the
+//! tools and calls them.
+
+use std::fs;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+struct Env {
+    ws: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+fn env() -> Env {
+    let ws = tempfile::tempdir().unwrap();
+    fs::create_dir_all(ws.path().join("memory")).unwrap();
+    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
+    fs::write(ws.path().join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n").unwrap();
+    Env { ws, state: tempfile::tempdir().unwrap() }
+}
+
+async fn connect(env: &Env, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    let transport = TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_memory")).configure(|cmd| {
+        cmd.arg("--workspace")
+            .arg(env.ws.path())
+            .arg("--state-dir")
+            .arg(env.state.path())
+            .arg("serve")
+            .args(extra)
+            .env_remove("MEMORY_CONFIG")
+            .env_remove("MEMORY_ALLOW_APPEND")
+            .env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"))
+            .env_remove("OPENCLAW_CONFIG_PATH");
+    }))
+    .unwrap();
+    tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").expect("handshake failed")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> CallToolResult {
+    let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
+    tokio::time::timeout(LIMIT, client.call_tool(params)).await.expect("tool call timed out").expect("tool call failed")
+}
+
+/// The JSON the tool returned as text (what an agent reads), checked against the structured content.
+fn payload(r: &CallToolResult) -> Value {
+    let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("text content");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    if let Some(s) = &r.structured_content {
+        assert_eq!(&v, s);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_tools_with_schemas_and_answers_search_and_get() {
+    let env = env();
+    let client = connect(&env, &[]).await;
+    let info = client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("memory"));
+
+    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"memory_search") && names.contains(&"memory_get"), "{names:?}");
+    let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
+    let schema = Value::Object((*search.input_schema).clone());
+    assert_eq!(schema["type"], "object");
+    assert!(schema["properties"]["query"].is_object(), "{schema}");
+    assert!(schema["properties"]["maxResults"].is_object(), "{schema}");
+    assert!(schema["properties"]["minScore"].is_object(), "{schema}");
+    assert_eq!(schema["required"], json!(["query"]), "{schema}");
+    let get = tools.iter().find(|t| t.name == "memory_get").unwrap();
+    let schema = Value::Object((*get.input_schema).clone());
+    for k in ["path", "from", "lines"] {
+        assert!(schema["properties"][k].is_object(), "{k}: {schema}");
+    }
+
+    let r = call(&client, "memory_search", json!({ "query": "which error did I fix in billing?", "maxResults": 3 })).await;
+    assert_ne!(r.is_error, Some(true));
+    let v = payload(&r);
+    let first = &v["results"][0];
+    assert_eq!(first["path"], "memory/2026-11-29.md");
+    assert_eq!(first["startLine"], 1);
+    assert_eq!(first["source"], "memory");
+    assert!(first["snippet"].as_str().unwrap().contains("E4012"));
+    assert!(v["results"].as_array().unwrap().len() <= 3);
+
+    let r = call(&client, "memory_get", json!({ "path": "MEMORY.md", "from": 3, "lines": 1 })).await;
+    assert_ne!(r.is_error, Some(true));
+    let v = payload(&r);
+    assert_eq!(v["text"], "The gateway runs on the Mac Studio.");
+    assert_eq!(v["from"], 3);
+
+    // SPEC §6 errors come back as tool errors the agent can read, and the server keeps serving.
+    let r = call(&client, "memory_get", json!({ "path": "../../etc/passwd" })).await;
+    assert_eq!(r.is_error, Some(true));
+    let v = payload(&r);
+    assert_eq!(v["error"]["kind"], "refused", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("refused"), "{v}");
+    let r = call(&client, "memory_get", json!({ "path": "memory/2031-01-01.md" })).await;
+    assert_ne!(r.is_error, Some(true));
+    assert_eq!(payload(&r)["missing"], true);
+    let r = call(&client, "memory_search", json!({ "query": "   " })).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(payload(&r)["error"]["kind"], "invalid_input");
+
+    // memory_append is not offered without --allow-append.
+    let params = CallToolRequestParams::new("memory_append").with_arguments(json!({"text": "x"}).as_object().unwrap().clone());
+    let refused = tokio::time::timeout(LIMIT, client.call_tool(params)).await.unwrap();
+    assert!(refused.is_err() || refused.unwrap().is_error == Some(true));
+    assert!(!env.ws.path().join("memory").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy() != "2026-11-29.md"));
+
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_is_opt_in_and_searchable_at_once() {
+    let env = env();
+    let client = connect(&env, &["--allow-append"]).await;
+    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let append = tools.iter().find(|t| t.name == "memory_append").expect("memory_append listed");
+    let schema = Value::Object((*append.input_schema).clone());
+    assert_eq!(schema["required"], json!(["text"]));
+
+    let r = call(&client, "memory_append", json!({ "text": "The staging database password rotates every Zorblax cycle" })).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let v = payload(&r);
+    assert_eq!(v["indexed"], true);
+    let path = v["path"].as_str().unwrap().to_string();
+    assert!(path.starts_with("memory/") && path.ends_with(".md"), "{path}");
+    let on_disk = fs::read_to_string(env.ws.path().join(&path)).unwrap();
+    assert!(on_disk.contains("Zorblax cycle"), "{on_disk}");
+
+    // Searchable at once: no waiting for the watcher.
+    let r = call(&client, "memory_search", json!({ "query": "Zorblax" })).await;
+    let v = payload(&r);
+    assert_eq!(v["results"][0]["path"], path.as_str(), "{v}");
+    let start = v["results"][0]["startLine"].as_u64().unwrap();
+    assert!(start >= 1);
+
+    let r = call(&client, "memory_append", json!({ "text": "  " })).await;
+    assert_eq!(r.is_error, Some(true));
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_keeps_the_server_fresh() {
+    let env = env();
+    // A short debounce for the test.
+    let cfg = env.state.path().join("config.json5");
+    fs::write(&cfg, "{ memory: { search: { sync: { watchDebounceMs: 150 } } } }").unwrap();
+    let transport = TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_memory")).configure(|cmd| {
+        cmd.arg("--workspace").arg(env.ws.path()).arg("--state-dir").arg(env.state.path()).arg("--config").arg(&cfg).arg("serve");
+        cmd.env_remove("MEMORY_ALLOW_APPEND");
+    }))
+    .unwrap();
+    let client = tokio::time::timeout(LIMIT, ().serve(transport)).await.unwrap().unwrap();
+    // Make sure the server is up (its first sync done) before writing.
+    let _ = call(&client, "memory_search", json!({ "query": "gateway" })).await;
+    fs::write(env.ws.path().join("memory/projects.md"), "# Projects\n\nThe quokka migration ships in March.\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = payload(&call(&client, "memory_search", json!({ "query": "quokka" })).await);
+        if v["results"][0]["path"] == "memory/projects.md" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server never saw the new file: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}

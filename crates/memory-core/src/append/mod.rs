@@ -1,0 +1,153 @@
+//! "Remember this": append a timestamped entry to today's daily log `memory/YYYY-MM-DD.md`.
+//!
+//! Append-only and atomic: the file is opened with `O_APPEND` (created if missing, never truncated) and the whole
+//! entry, with the day's heading when the file is new, goes out in one `write`, so a concurrent writer (the agent,
+//! an editor, another `memory append`) never sees a half entry and no byte already in the file is rewritten.
+//! Symbolic links on the way (`memory/` or the log itself) are refused, as `memory_get` refuses them.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, Result};
+
+/// Largest entry accepted, in bytes: one note, not a document.
+pub const MAX_ENTRY_BYTES: usize = 16 * 1024;
+
+/// Where an entry went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Appended {
+    /// Workspace-relative path, e.g. `memory/2026-11-30.md`.
+    pub path: String,
+    /// 1-based first and last line of the entry in the file after the write.
+    pub start_line: usize,
+    pub end_line: usize,
+    /// The exact text appended (without the day heading).
+    pub entry: String,
+    /// True when this append created the file.
+    pub created: bool,
+}
+
+/// The entry as written: `- [HH:MM] first line`, further lines indented under it.
+pub fn format_entry(text: &str, time: &str) -> Result<String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(MemoryError::InvalidInput("nothing to append: the text is empty".into()));
+    }
+    if text.len() > MAX_ENTRY_BYTES {
+        return Err(MemoryError::InvalidInput(format!(
+            "the text is {} bytes; one entry holds at most {MAX_ENTRY_BYTES}",
+            text.len()
+        )));
+    }
+    if text.contains('\0') {
+        return Err(MemoryError::InvalidInput("the text contains a NUL character".into()));
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if i == 0 {
+            out.push_str(&format!("- [{time}] {line}\n"));
+        } else if line.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+/// Append `text` to `memory/<date>.md` under `workspace`, stamped with `time` (e.g. `14:03`).
+pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> Result<Appended> {
+    let entry = format_entry(text, time)?;
+    let dir = workspace.join("memory");
+    refuse_link(&dir)?;
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(MemoryError::io_path("cannot create", &dir, e)),
+    }
+    if !dir.is_dir() {
+        return Err(MemoryError::Refused(format!("{} is not a folder", dir.display())));
+    }
+    let rel = format!("memory/{date}.md");
+    let path: PathBuf = dir.join(format!("{date}.md"));
+    refuse_link(&path)?;
+
+    // Whoever creates the file writes the day's heading in the same write as its entry.
+    let (mut file, created) = match OpenOptions::new().append(true).create_new(true).open(&path) {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let f = OpenOptions::new().append(true).read(true).open(&path).map_err(|e| MemoryError::io_path("cannot open", &path, e))?;
+            (f, false)
+        }
+        Err(e) => return Err(MemoryError::io_path("cannot create", &path, e)),
+    };
+    let mut buf = String::new();
+    if created {
+        buf.push_str(&format!("# {date}\n\n"));
+    } else if !ends_with_newline(&mut file).map_err(|e| MemoryError::io_path("cannot read", &path, e))? {
+        buf.push('\n');
+    }
+    buf.push_str(&entry);
+    let bytes = buf.as_bytes();
+    // One write of the whole entry: with O_APPEND the kernel places it at the end as a unit.
+    let n = file.write(bytes).map_err(|e| MemoryError::io_path("cannot append to", &path, e))?;
+    if n != bytes.len() {
+        // A short write on a regular file means the disk is full or a quota was hit: say so, never retry
+        // (a second write could interleave with another writer).
+        return Err(MemoryError::io_path(
+            "short write to",
+            &path,
+            std::io::Error::other(format!("{n} of {} bytes written", bytes.len())),
+        ));
+    }
+    file.flush().map_err(|e| MemoryError::io_path("cannot flush", &path, e))?;
+    file.sync_data().map_err(|e| MemoryError::io_path("cannot sync", &path, e))?;
+    drop(file);
+
+    // Where did the entry land? Another writer may have appended meanwhile: find ours from the end.
+    let content = std::fs::read_to_string(&path).unwrap_or_default();
+    let (start_line, end_line) = match content.rfind(&entry) {
+        Some(at) => {
+            let start = content[..at].matches('\n').count() + 1;
+            (start, start + entry.trim_end_matches('\n').matches('\n').count())
+        }
+        None => (0, 0),
+    };
+    Ok(Appended { path: rel, start_line, end_line, entry: entry.trim_end().to_string(), created })
+}
+
+/// Append `text` to today's daily log (local date and time).
+pub fn append_entry(workspace: &Path, text: &str) -> Result<Appended> {
+    let now = chrono::Local::now();
+    append_entry_at(workspace, text, &now.format("%Y-%m-%d").to_string(), &now.format("%H:%M").to_string())
+}
+
+fn refuse_link(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(MemoryError::Refused(format!("{} is a symbolic link; memory files are never written through links", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn ends_with_newline(file: &mut std::fs::File) -> std::io::Result<bool> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    file.seek(SeekFrom::Start(len - 1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+#[cfg(test)]
+mod tests;
