@@ -239,6 +239,10 @@ impl Loop {
                         Ok(ev) => {
                             if ev.need_rescan() {
                                 true
+                            } else if matches!(ev.kind, notify::EventKind::Access(_)) {
+                                // Opening or reading a file changes nothing (and the sync's own reads would
+                                // otherwise trigger the next sync).
+                                false
                             } else {
                                 let mut any = false;
                                 for p in &ev.paths {

@@ -79,19 +79,12 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
     let path: PathBuf = dir.join(format!("{date}.md"));
     refuse_link(&path)?;
 
-    // Whoever creates the file writes the day's heading in the same write as its entry.
-    let (mut file, created) = match OpenOptions::new().append(true).create_new(true).open(&path) {
-        Ok(f) => (f, true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let f = OpenOptions::new().append(true).read(true).open(&path).map_err(|e| MemoryError::io_path("cannot open", &path, e))?;
-            (f, false)
-        }
-        Err(e) => return Err(MemoryError::io_path("cannot create", &path, e)),
-    };
+    // A new log starts with the day's heading, and nobody may append before it: the heading is written to a
+    // private temporary file that is then hard-linked into place, which fails if the log already exists.
+    let created = if std::fs::symlink_metadata(&path).is_err() { create_with_heading(&dir, &path, date)? } else { false };
+    let mut file = OpenOptions::new().append(true).read(true).open(&path).map_err(|e| MemoryError::io_path("cannot open", &path, e))?;
     let mut buf = String::new();
-    if created {
-        buf.push_str(&format!("# {date}\n\n"));
-    } else if !ends_with_newline(&mut file).map_err(|e| MemoryError::io_path("cannot read", &path, e))? {
+    if !ends_with_newline(&mut file).map_err(|e| MemoryError::io_path("cannot read", &path, e))? {
         buf.push('\n');
     }
     buf.push_str(&entry);
@@ -127,6 +120,21 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
 pub fn append_entry(workspace: &Path, text: &str) -> Result<Appended> {
     let now = chrono::Local::now();
     append_entry_at(workspace, text, &now.format("%Y-%m-%d").to_string(), &now.format("%H:%M").to_string())
+}
+
+/// Create `path` holding only the day's heading, atomically. False when someone else created it first.
+fn create_with_heading(dir: &Path, path: &Path, date: &str) -> Result<bool> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{date}.md.{}-{n}.tmp", std::process::id()));
+    std::fs::write(&tmp, format!("# {date}\n\n")).map_err(|e| MemoryError::io_path("cannot write", &tmp, e))?;
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(MemoryError::io_path("cannot create", path, e)),
+    }
 }
 
 fn refuse_link(path: &Path) -> Result<()> {
