@@ -33,13 +33,7 @@ async fn builtin_keyword_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_hybrid_lexicon_embedder() {
-    let options = RunOptions::hybrid("builtin hybrid (lexicon embedder)").known_failure(
-        "basics/fts-syntax-no-words",
-        "a query without words (`*`) errors `unavailable` in hybrid mode: the embedder returns a zero vector, \
-         sqlite-vec yields a NULL distance that memory-builtin/src/sqlite/mod.rs vector_search cannot read, and \
-         memory-core indexed::search_inner treats the skipped keyword search (no terms) as not OK, so the vector \
-         failure becomes a hard error",
-    );
+    let options = RunOptions::hybrid("builtin hybrid (lexicon embedder)");
     let report = run_all(&BuiltinFactory, &options).await;
     report.assert_ok();
     assert!(report.skipped().is_empty(), "a hybrid builtin engine runs every case: {:?}", report.skipped());

@@ -59,26 +59,7 @@ impl BackendFactory for FallbackFactory {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallback_manager_with_a_failing_primary() {
-    // memory-core fallback/mod.rs: FallbackManager::search/get wrap every error of the fallback engine in
-    // `both_failed` (kind `unavailable`), so a refused path or an invalid request answered by the fallback
-    // loses its kind (`refused` / `invalid_input`): an agent would retry instead of fixing the path.
-    const REASON: &str = "FallbackManager::get/search turn the fallback's refused/invalid_input errors into unavailable";
-    let mut options = RunOptions::keyword("fallback: down -> builtin");
-    for id in [
-        "basics/empty-query",
-        "basics/get-refuse-parent",
-        "basics/get-refuse-parent-inside",
-        "basics/get-refuse-parent-md",
-        "basics/get-refuse-absolute",
-        "basics/get-refuse-absolute-md",
-        "basics/get-refuse-non-memory",
-        "basics/get-refuse-root-markdown",
-        "basics/get-refuse-non-markdown",
-        "basics/get-refuse-symlink",
-        "basics/get-empty-path",
-    ] {
-        options = options.known_failure(id, REASON);
-    }
+    let options = RunOptions::keyword("fallback: down -> builtin");
     let report = run_all(&FallbackFactory, &options).await;
     report.assert_ok();
     assert!(report.passed().len() > 50, "{}", report.summary());

@@ -344,11 +344,12 @@ impl ChunkStore for SqliteStore {
             args.extend(filter_args.iter().cloned().map(Into::into));
             let rows = st.query_map(params_from_iter(args), |r| {
                 let mut cand = candidate_row(r)?;
-                let distance: f64 = r.get(8)?;
-                cand.vector_score = Some(1.0 - distance);
+                // sqlite-vec has no cosine distance for a zero vector (NULL): such a query matches nothing.
+                let distance: Option<f64> = r.get(8)?;
+                cand.vector_score = distance.map(|d| 1.0 - d);
                 Ok(cand)
             })?;
-            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            let mut out: Vec<Candidate> = rows.filter(|c| !matches!(c, Ok(c) if c.vector_score.is_none())).collect::<rusqlite::Result<_>>()?;
             out.truncate(limit);
             Ok(out)
         })

@@ -359,6 +359,11 @@ impl FallbackManager {
     }
 
     fn both_failed(&self, e: MemoryError) -> MemoryError {
+        // The fallback's answer about the request itself (a refused path, an empty query) is the answer: keep its
+        // kind so the caller fixes the request instead of retrying.
+        if !falls_back(&e) {
+            return e;
+        }
         MemoryError::Unavailable(format!(
             "memory engine `{}` failed ({}) and the fallback `{}` failed too: {e}",
             self.primary.name(),

@@ -559,7 +559,8 @@ impl IndexedBackend {
         let mut warnings = Vec::new();
 
         let terms = query_terms(query);
-        let mut keyword_ok = false;
+        // A query without words has no keyword candidates: an answer, not a failure.
+        let mut keyword_ok = terms.is_empty();
         let keyword = if terms.is_empty() {
             Vec::new()
         } else {
