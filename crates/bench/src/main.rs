@@ -39,6 +39,13 @@ enum Command {
         /// Print per-query figures.
         #[arg(long)]
         verbose: bool,
+        /// Also evaluate vector-only and hybrid search with the local embedding model in this folder
+        /// (default: $MEMORY_TEST_MODEL, else ~/.cache/memory-rs/models/all-MiniLM-L6-v2, when present).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Keyword-only, even when a model is available.
+        #[arg(long)]
+        keyword_only: bool,
     },
 }
 
@@ -47,6 +54,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
-        Command::Quality { dataset, verbose } => rt.block_on(quality::run(&dataset, verbose)),
+        Command::Quality { dataset, verbose, model, keyword_only } => {
+            let model = if keyword_only { None } else { model.or_else(quality::default_model) };
+            rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
+        }
     }
 }

@@ -90,27 +90,22 @@ pub fn recall(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64
     ranked.iter().take(k).filter(|d| judged.get(*d).is_some_and(|g| *g > 0)).count() as f64 / relevant as f64
 }
 
-pub async fn run(dir: &Path, verbose: bool) -> anyhow::Result<()> {
-    let data = load(dir)?;
-    let tmp = tempfile::tempdir()?;
-    let ws = tmp.path().join("workspace");
-    let docs_dir = ws.join("memory/cranfield");
-    std::fs::create_dir_all(&docs_dir)?;
-    for d in &data.docs {
-        std::fs::write(docs_dir.join(format!("{}.md", d.id)), format!("# {}\n\n{}\n", d.title.trim(), d.text.trim()))?;
-    }
-    let mut config = Config::default();
-    config.memory.search.query.min_score = 0.0;
-    let ctx = OpenContext {
-        config: Arc::new(config),
-        workspace: ws.clone(),
-        state_dir: tmp.path().join("state"),
-        agent_id: "quality".into(),
-        embedder: None,
+/// The test model folder, when present.
+pub fn default_model() -> Option<std::path::PathBuf> {
+    let p = match std::env::var_os("MEMORY_TEST_MODEL") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache/memory-rs/models/all-MiniLM-L6-v2"),
     };
-    let engine = BuiltinFactory.open_indexed(ctx).await?;
-    engine.sync(SyncOptions::default()).await?;
+    p.join("model.safetensors").exists().then_some(p)
+}
 
+struct Scores {
+    ndcg10: f64,
+    map100: f64,
+    recall100: f64,
+}
+
+async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, label: &str) -> anyhow::Result<Scores> {
     let (mut n10, mut map, mut rec, mut judged_queries) = (0.0, 0.0, 0.0, 0);
     for q in &data.queries {
         let Some(judged) = data.qrels.get(&q.id) else { continue };
@@ -125,19 +120,71 @@ pub async fn run(dir: &Path, verbose: bool) -> anyhow::Result<()> {
         }
         let (a, b, c) = (ndcg(&ranked, judged, 10), average_precision(&ranked, judged, 100), recall(&ranked, judged, 100));
         if verbose {
-            println!("q{:<4} nDCG@10 {a:.3}  AP {b:.3}  R@100 {c:.3}  {}", q.id, q.text);
+            println!("{label:<8} q{:<4} nDCG@10 {a:.3}  AP {b:.3}  R@100 {c:.3}  {}", q.id, q.text);
         }
         n10 += a;
         map += b;
         rec += c;
         judged_queries += 1;
     }
-    let n = judged_queries as f64;
-    println!("Cranfield dev, {} documents, {judged_queries} judged queries, builtin keyword-only", data.docs.len());
-    println!("nDCG@10    {:.4}", n10 / n);
-    println!("MAP@100    {:.4}", map / n);
-    println!("Recall@100 {:.4}", rec / n);
-    engine.close().await?;
+    let n = judged_queries.max(1) as f64;
+    Ok(Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n })
+}
+
+pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Result<()> {
+    let data = load(dir)?;
+    let tmp = tempfile::tempdir()?;
+    let ws = tmp.path().join("workspace");
+    let docs_dir = ws.join("memory/cranfield");
+    std::fs::create_dir_all(&docs_dir)?;
+    for d in &data.docs {
+        std::fs::write(docs_dir.join(format!("{}.md", d.id)), format!("# {}\n\n{}\n", d.title.trim(), d.text.trim()))?;
+    }
+    let embedder = match model {
+        Some(m) => {
+            let mut c = Config::default();
+            c.memory.search.provider = "local".into();
+            c.memory.search.local.model_path = Some(m.display().to_string());
+            providers::from_config(&c)?
+        }
+        None => None,
+    };
+    // Modes share one index: the weights are ranking settings, not part of the index identity.
+    let modes: Vec<(&str, f64, f64)> = if embedder.is_some() {
+        vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)]
+    } else {
+        vec![("keyword", 0.0, 1.0)]
+    };
+    let state = tmp.path().join("state");
+    println!(
+        "Cranfield dev: {} documents, {} judged queries, builtin engine{}",
+        data.docs.len(),
+        data.qrels.len(),
+        model.map(|m| format!(", local model {}", m.display())).unwrap_or_default()
+    );
+    println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
+    for (label, vw, tw) in modes {
+        let mut config = Config::default();
+        config.memory.search.query.min_score = 0.0;
+        config.memory.search.query.hybrid.vector_weight = vw;
+        config.memory.search.query.hybrid.text_weight = tw;
+        let ctx = OpenContext {
+            config: Arc::new(config),
+            workspace: ws.clone(),
+            state_dir: state.clone(),
+            agent_id: "quality".into(),
+            embedder: if label == "keyword" { None } else { embedder.clone() },
+        };
+        let engine = BuiltinFactory.open_indexed(ctx).await?;
+        let started = std::time::Instant::now();
+        let report = engine.sync(SyncOptions::default()).await?;
+        if report.changed_anything() {
+            eprintln!("({label}: indexed {} chunks, {} embedded, in {:.1} s)", report.chunks_written, report.chunks_embedded, started.elapsed().as_secs_f64());
+        }
+        let s = evaluate(&engine, &data, verbose, label).await?;
+        println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
+        engine.close().await?;
+    }
     Ok(())
 }
 
