@@ -171,7 +171,7 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     assert_eq!(r.files_added, 4);
     let rebuilt = e.status().await.unwrap().index_path.unwrap();
     assert_eq!(rebuilt, format!("{index}.g1"), "the next generation is live");
-    assert!(!Path::new(&index).exists(), "the old generation is deleted once the new one is live");
+    assert!(Path::new(&index).exists(), "the previous generation stays for readers that opened it just before the switch");
     assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
     // Reopen: identity matches now, nothing to rebuild.
     let r = e.sync(SyncOptions::default()).await.unwrap();
@@ -180,6 +180,8 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     let r = e.sync(SyncOptions { force: true }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(e.status().await.unwrap().files, 4);
+    assert!(!Path::new(&index).exists(), "generation 0 is deleted by the rebuild after the next one");
+    assert!(Path::new(&format!("{index}.g1")).exists() && Path::new(&format!("{index}.g2")).exists());
 }
 
 #[tokio::test]

@@ -16,7 +16,27 @@ pub fn registry() -> BackendRegistry {
     let mut r = BackendRegistry::new();
     r.register("builtin", Arc::new(memory_builtin::BuiltinFactory));
     r.register("qmd", Arc::new(WithBuiltinFallback::new("qmd", Arc::new(memory_qmd::QmdFactory::new()))));
+    #[cfg(feature = "lancedb")]
+    r.register("lancedb", Arc::new(WithBuiltinFallback::new("lancedb", Arc::new(memory_lancedb::LanceDbFactory::default()))));
+    #[cfg(not(feature = "lancedb"))]
+    r.register("lancedb", Arc::new(NotBuiltIn { name: "lancedb", feature: "lancedb" }));
     r
+}
+
+/// An engine this binary was built without: a clear error instead of "unknown engine".
+struct NotBuiltIn {
+    name: &'static str,
+    feature: &'static str,
+}
+
+#[async_trait]
+impl BackendFactory for NotBuiltIn {
+    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        Err(memory_core::MemoryError::config(
+            "memory.backend",
+            format!("this `memory` binary was built without the {} engine; rebuild with `--features {}`", self.name, self.feature),
+        ))
+    }
 }
 
 /// Opens an engine wrapped in a `FallbackManager` whose safety net is the builtin engine.
@@ -47,7 +67,9 @@ impl BackendFactory for WithBuiltinFallback {
     }
 }
 
-/// The embedding provider the config asks for; `None` means keyword-only.
-pub fn embedder(_config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>> {
-    Ok(None)
+/// The embedding provider the config asks for (`memory.search.provider`, default `auto`: the local model when
+/// its folder is configured or in `MEMORY_LOCAL_MODEL`, else a remote provider with an API key); `None` means
+/// keyword-only.
+pub fn embedder(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>> {
+    providers::from_config(config)
 }

@@ -64,6 +64,9 @@ enum Command {
         max_results: Option<usize>,
         #[arg(long)]
         min_score: Option<f64>,
+        /// Search only this source (`memory` or `sessions`); repeat for several. Default: all configured.
+        #[arg(long = "source", value_parser = parse_source)]
+        sources: Vec<memory_core::Source>,
         #[arg(long)]
         json: bool,
     },
@@ -218,6 +221,10 @@ struct Opened {
     workspace_from: openclaw::WorkspaceFrom,
 }
 
+fn parse_source(s: &str) -> Result<memory_core::Source, String> {
+    memory_core::Source::parse(s).ok_or_else(|| format!("unknown source `{s}` (memory or sessions)"))
+}
+
 async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     let config_path = match &cli.config {
         Some(p) => Some(p.clone()),
@@ -274,8 +281,8 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             let report = engine.sync(SyncOptions { force: *force }).await?;
             output::sync_report(&report, started.elapsed(), *json)
         }
-        Command::Search { query, max_results, min_score, json } => {
-            let request = SearchRequest { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: Vec::new() };
+        Command::Search { query, max_results, min_score, sources, json } => {
+            let request = SearchRequest { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone() };
             let response = engine.search(&request).await?;
             output::search(&response, *json)
         }

@@ -48,6 +48,26 @@ fn is_readonly(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ffi::ErrorCode::ReadOnly)
 }
 
+/// Switching a new database to WAL needs a lock that SQLite does not wait for: when another process opens the
+/// same new index at the same moment, retry for up to the busy timeout.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(BUSY_TIMEOUT_MS);
+    let mut pause = 5;
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, m))
+                if matches!(e.code, rusqlite::ffi::ErrorCode::DatabaseBusy | rusqlite::ffi::ErrorCode::DatabaseLocked)
+                    && std::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(error = ?m, "index busy while opening; retrying");
+                std::thread::sleep(std::time::Duration::from_millis(pause));
+                pause = (pause * 2).min(200);
+            }
+            other => return other,
+        }
+    }
+}
+
 fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     register_sqlite_vec();
     let conn = Connection::open(path)?;
@@ -71,9 +91,13 @@ impl SqliteStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
         }
-        let mut writer = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
-        schema::create(&mut writer).map_err(|e| db_err("cannot create index schema", e))?;
-        let reader = open_connection(path).map_err(|e| db_err("cannot open index", e))?;
+        let writer = retry_busy(|| {
+            let mut c = open_connection(path)?;
+            schema::create(&mut c)?;
+            Ok(c)
+        })
+        .map_err(|e| db_err("cannot open index", e))?;
+        let reader = retry_busy(|| open_connection(path)).map_err(|e| db_err("cannot open index", e))?;
         Ok(SqliteStore { path: path.to_path_buf(), writer: Mutex::new(Some(writer)), reader: Mutex::new(Some(reader)) })
     }
 

@@ -69,9 +69,9 @@ impl SqliteStorage {
         Ok(self.generation_path(self.current_generation()?))
     }
 
-    /// Delete generation files other than the live one (left behind by a crash between the pointer switch and
-    /// the clean-up, or by an interrupted rebuild).
-    fn remove_stale_generations(&self, keep: u64) {
+    /// Delete generation files other than `keep` and `also` (left behind by earlier rebuilds, a crash between
+    /// the pointer switch and the clean-up, or an interrupted rebuild).
+    fn remove_stale_generations(&self, keep: u64, also: Option<u64>) {
         let (Some(dir), Some(name)) = (self.path.parent(), self.path.file_name()) else { return };
         let prefix = format!("{}.g", name.to_string_lossy());
         let Ok(rd) = std::fs::read_dir(dir) else { return };
@@ -81,12 +81,12 @@ impl SqliteStorage {
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             let companion = &rest[digits.len()..];
             if let (Ok(g), true) = (digits.parse::<u64>(), matches!(companion, "" | "-wal" | "-shm" | "-journal")) {
-                if g != keep {
+                if g != keep && Some(g) != also {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
         }
-        if keep != 0 {
+        if keep != 0 && also != Some(0) {
             let _ = remove_db_files(&self.path);
         }
     }
@@ -114,7 +114,16 @@ fn remove_db_files(p: &Path) -> Result<()> {
 #[async_trait]
 impl IndexStorage for SqliteStorage {
     async fn open_live(&self) -> Result<Arc<dyn ChunkStore>> {
-        let path = self.live_path()?;
+        // A rebuild in another process may switch the pointer between our read and our open: re-read it until
+        // the generation it names exists (generation 0 is created on first use).
+        let mut path = self.live_path()?;
+        for _ in 0..5 {
+            if path == self.path || path.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            path = self.live_path()?;
+        }
         match SqliteStore::open(&path) {
             Ok(s) => Ok(Arc::new(s)),
             Err(e) if e.kind() == ErrorKind::CorruptIndex => {
@@ -133,7 +142,7 @@ impl IndexStorage for SqliteStorage {
 
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>> {
         let live = self.current_generation()?;
-        self.remove_stale_generations(live);
+        self.remove_stale_generations(live, live.checked_sub(1));
         let p = self.generation_path(live + 1);
         remove_db_files(&p)?;
         Ok(Arc::new(SqliteStore::open(&p)?))
@@ -146,7 +155,9 @@ impl IndexStorage for SqliteStorage {
         staging.close().await?;
         self.set_current_generation(new)?;
         live.close().await?;
-        self.remove_stale_generations(new);
+        // The previous generation stays until the next rebuild: another process that read the pointer just before
+        // the switch may still be opening it.
+        self.remove_stale_generations(new, Some(old));
         Ok(Arc::new(SqliteStore::open(&self.generation_path(new))?))
     }
 
@@ -154,7 +165,7 @@ impl IndexStorage for SqliteStorage {
         let live = self.current_generation().unwrap_or(0);
         remove_db_files(&self.generation_path(live))?;
         remove_db_files(&self.generation_path(live + 1))?;
-        self.remove_stale_generations(0);
+        self.remove_stale_generations(0, None);
         remove_db_files(&self.path)?;
         match std::fs::remove_file(self.pointer_path()) {
             Ok(()) => Ok(()),
