@@ -103,6 +103,13 @@ impl ChunkStore for MemStore {
             }
             st.files.insert((file.source, file.path.clone()), file);
         }
+        // A growing transcript: its new chunks join the old ones.
+        for (file, chunks) in batch.appends {
+            for c in chunks {
+                st.chunks.insert(c.id.clone(), c);
+            }
+            st.files.insert((file.source, file.path.clone()), file);
+        }
         for file in batch.touches {
             st.files.insert((file.source, file.path.clone()), file);
         }
