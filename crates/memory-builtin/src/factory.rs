@@ -29,12 +29,7 @@ impl BuiltinFactory {
             None => default_index_path(&ctx.state_dir, &ctx.agent_id, &ctx.workspace),
         };
         let storage = Arc::new(SqliteStorage::new(path));
-        let engine = IndexedBackend::open("builtin", ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
-        Ok(if ctx.config.memory.search.sources.contains(&memory_core::Source::Sessions) {
-            engine.with_sessions_dir(memory_core::sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
-        } else {
-            engine
-        })
+        IndexedBackend::open_for("builtin", &ctx, storage).await
     }
 }
 

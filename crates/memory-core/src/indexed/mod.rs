@@ -126,6 +126,18 @@ impl IndexedBackend {
         })
     }
 
+    /// Open for a host's [`OpenContext`](crate::registry::OpenContext): the workspace, the embedder and, when
+    /// `memory.search.sources` includes `sessions`, the transcripts folder it implies. Engines built on
+    /// `IndexedBackend` call this from their factory.
+    pub async fn open_for(name: impl Into<String>, ctx: &crate::registry::OpenContext, storage: Arc<dyn IndexStorage>) -> Result<IndexedBackend> {
+        let engine = IndexedBackend::open(name, ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
+        Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
+            engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
+        } else {
+            engine
+        })
+    }
+
     /// Index session transcripts from `dir` when `memory.search.sources` includes `sessions`.
     pub fn with_sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sessions_dir = Some(dir.into());
