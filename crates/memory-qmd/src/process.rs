@@ -255,7 +255,10 @@ pub async fn run(spec: RunSpec<'_>) -> Result<Output, RunError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true);
+        .kill_on_drop(true)
+        // QMD refuses model operations when the host's environment says CI=true; the engine must behave the same
+        // wherever its host runs.
+        .env_remove("CI");
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
