@@ -92,7 +92,7 @@ impl LanceDbFactory {
     /// Open the engine with its concrete type.
     pub async fn open_indexed(&self, ctx: OpenContext) -> Result<IndexedBackend> {
         let storage = Arc::new(self.storage(&ctx).await?);
-        IndexedBackend::open(BACKEND_NAME, ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await
+        IndexedBackend::open_for(BACKEND_NAME, &ctx, storage).await
     }
 }
 

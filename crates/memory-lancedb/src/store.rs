@@ -228,7 +228,7 @@ impl LanceStore {
     /// Vector width to create the table with: from the identity, else from the first embedding.
     fn wanted_dims(&self, batch: &SyncBatch) -> Option<usize> {
         let from_batch =
-            batch.upserts.iter().flat_map(|(_, cs)| cs.iter()).find_map(|c| c.embedding.as_ref().map(|e| e.len()));
+            batch.upserts.iter().chain(batch.appends.iter()).flat_map(|(_, cs)| cs.iter()).find_map(|c| c.embedding.as_ref().map(|e| e.len()));
         let known = self.known.lock().unwrap();
         match (&known.identity, from_batch) {
             (_, Some(d)) => Some(d),
@@ -494,7 +494,7 @@ impl ChunkStore for LanceStore {
             .map(|(f, _)| (f.source, f.path.as_str()))
             .chain(batch.removals.iter().map(|(s, p)| (*s, p.as_str())))
             .collect();
-        let has_rows = !batch.upserts.is_empty() || !batch.touches.is_empty();
+        let has_rows = !batch.upserts.is_empty() || !batch.appends.is_empty() || !batch.touches.is_empty();
 
         let existing = self.table(Which::Data).await?;
         if existing.is_none() && !has_rows {
@@ -517,9 +517,17 @@ impl ChunkStore for LanceStore {
             rows.push(Row::file(file));
             rows.extend(chunks.iter().map(|c| Row::chunk(c, file)));
         }
+        // Appended files (growing transcripts) keep their chunks: add the new ones, and re-emit the old ones with
+        // the file's new mtime like a touch. Their paths are not in the delete filter.
+        let appended: Vec<FileRecord> = batch.appends.iter().map(|(f, _)| f.clone()).collect();
+        for (file, chunks) in &batch.appends {
+            rows.push(Row::file(file));
+            rows.extend(chunks.iter().map(|c| Row::chunk(c, file)));
+        }
         rows.extend(batch.touches.iter().map(Row::file));
         let mut batches = vec![rows_to_batch(&schema, &rows)?];
         batches.extend(self.touched_rows(&t, &batch.touches).await?);
+        batches.extend(self.touched_rows(&t, &appended).await?);
         let written: usize = batches.iter().map(|b| b.num_rows()).sum();
 
         if written == 0 {
