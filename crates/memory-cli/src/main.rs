@@ -249,14 +249,11 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         agent_id: cli.agent.clone(),
         embedder,
     };
-    let engine: Box<dyn MemoryBackend> = if progress && config.memory.backend == "builtin" {
-        // The concrete type, to draw progress bars (only when someone watches a terminal).
-        let indexed = memory_builtin::BuiltinFactory.open_indexed(ctx).await?;
-        indexed.set_progress(Some(progress::bar()));
-        Box::new(indexed)
-    } else {
-        engines::registry().open(ctx).await?
-    };
+    let engine = engines::registry().open(ctx).await?;
+    if progress {
+        // Bars only when someone watches a terminal.
+        engine.set_progress(Some(progress::bar()));
+    }
     Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from })
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use memory_core::indexed::{ProgressFn, SyncProgress};
+use memory_core::{ProgressFn, SyncProgress};
 
 /// Syncs touching fewer files than this finish too fast to be worth a bar.
 const MIN_FILES_FOR_BAR: usize = 50;

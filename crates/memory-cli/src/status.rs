@@ -51,10 +51,6 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
     let sync = &host.config.memory.search.sync;
     obj.insert("configPath".into(), host.config_path.map(|p| p.display().to_string()).into());
     obj.insert("workspaceFrom".into(), serde_json::to_value(host.workspace_from)?);
-    obj.insert(
-        "rebuildPending".into(),
-        status.warnings.iter().any(|w| w.starts_with("index identity differs")).into(),
-    );
     if let Some(bytes) = status.index_path.as_deref().and_then(index_bytes) {
         obj.insert("indexBytes".into(), bytes.into());
     }

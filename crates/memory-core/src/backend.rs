@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::types::{Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
+use crate::types::{Capabilities, GetRequest, GetResponse, ProgressFn, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
 
 /// A memory engine: answers `memory_search` and `memory_get`, keeps its index in step with the files.
 ///
@@ -29,6 +29,12 @@ pub trait MemoryBackend: Send + Sync {
     /// Delete the engine's index (never the memory files). The next sync rebuilds it.
     async fn reset(&self) -> Result<()> {
         Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
+    }
+
+    /// Report the progress of long syncs to `f` (the CLI draws a bar with it). Engines that cannot tell
+    /// progress ignore it.
+    fn set_progress(&self, f: Option<ProgressFn>) {
+        let _ = f;
     }
 
     /// Flush and release resources. Further calls may fail.

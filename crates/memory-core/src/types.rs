@@ -128,6 +128,17 @@ pub struct Capabilities {
     pub sessions: bool,
 }
 
+/// Progress callback for long syncs.
+pub type ProgressFn = std::sync::Arc<dyn Fn(SyncProgress) + Send + Sync>;
+
+/// How far a sync is: files prepared out of those to process, chunks embedded so far.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncProgress {
+    pub files_done: usize,
+    pub files_total: usize,
+    pub chunks_embedded: usize,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyncOptions {
     /// Rebuild everything, ignoring what is already indexed.
@@ -180,6 +191,10 @@ pub struct Status {
     pub last_sync_ms: Option<i64>,
     /// True when files changed since the last sync (as far as the engine knows).
     pub dirty: bool,
+    /// True when the index was built with other settings than the configuration now asks for (model, chunking,
+    /// sources...): the next sync rebuilds it beside the live one, which answers meanwhile.
+    #[serde(default)]
+    pub rebuild_pending: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -838,6 +838,8 @@ impl MemoryBackend for QmdBackend {
             dimensions: None,
             last_sync_ms: st.last_update_ms,
             dirty: st.last_update_ms.is_none() || st.last_update_error.is_some(),
+            // qmd keeps no settings that would call for a rebuild.
+            rebuild_pending: false,
             fallback: None,
             warnings,
             extra,

@@ -21,6 +21,7 @@ use crate::backend::MemoryBackend;
 use crate::error::{ErrorKind, MemoryError, Result};
 use crate::registry::{BackendFactory, OpenContext};
 use crate::types::{
+    ProgressFn,
     Capabilities, FallbackStatus, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions,
     SyncReport,
 };
@@ -66,6 +67,8 @@ pub struct OpenOnDemand {
     ctx: OpenContext,
     engine: tokio::sync::RwLock<Option<Box<dyn MemoryBackend>>>,
     open_lock: tokio::sync::Mutex<()>,
+    /// Given to the engine when it opens.
+    progress: Mutex<Option<ProgressFn>>,
 }
 
 impl OpenOnDemand {
@@ -76,6 +79,7 @@ impl OpenOnDemand {
             ctx,
             engine: tokio::sync::RwLock::new(None),
             open_lock: tokio::sync::Mutex::new(()),
+            progress: Mutex::new(None),
         }
     }
 
@@ -94,6 +98,7 @@ impl OpenOnDemand {
             _ => MemoryError::Unavailable(format!("cannot open memory engine `{}`: {e}", self.name)),
         })?;
         info!(engine = %self.name, "memory engine opened");
+        b.set_progress(self.progress.lock().unwrap().clone());
         *self.engine.write().await = Some(b);
         Ok(())
     }
@@ -112,6 +117,15 @@ macro_rules! with_engine {
 impl MemoryBackend for OpenOnDemand {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn set_progress(&self, f: Option<ProgressFn>) {
+        *self.progress.lock().unwrap() = f.clone();
+        if let Ok(g) = self.engine.try_read() {
+            if let Some(e) = g.as_ref() {
+                e.set_progress(f);
+            }
+        }
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -386,6 +400,11 @@ impl FallbackManager {
 impl MemoryBackend for FallbackManager {
     fn name(&self) -> &str {
         self.primary.name()
+    }
+
+    /// Progress of the primary's syncs (the fallback's are short catch-ups, started on first need).
+    fn set_progress(&self, f: Option<ProgressFn>) {
+        self.primary.set_progress(f);
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -19,7 +19,7 @@ use crate::discovery::{discover, read_text, MemoryFile, MemoryRoots};
 use crate::embedding::{EmbeddingProvider, EmbeddingPurpose};
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
-use crate::ranking::{bm25_rank_to_score, exact_path_tier, rank, RankingOptions};
+use crate::ranking::{exact_path_tier, merge, rank, RankingOptions};
 use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
 use crate::sessions::{self, SessionState};
 use crate::types::*;
@@ -68,15 +68,7 @@ const PRF_WEIGHT: f64 = 0.3;
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Progress callback for long syncs: (files done, files to process).
-pub type ProgressFn = Arc<dyn Fn(SyncProgress) + Send + Sync>;
-
-#[derive(Debug, Clone, Copy)]
-pub struct SyncProgress {
-    pub files_done: usize,
-    pub files_total: usize,
-    pub chunks_embedded: usize,
-}
+pub use crate::types::{ProgressFn, SyncProgress};
 
 pub struct IndexedBackend {
     name: String,
@@ -157,10 +149,6 @@ impl IndexedBackend {
         files
     }
 
-    /// Report progress of long syncs (the CLI draws a bar with it).
-    pub fn set_progress(&self, f: Option<ProgressFn>) {
-        *self.progress.write().unwrap() = f;
-    }
 
     /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
     pub fn mark_dirty(&self) {
@@ -589,8 +577,6 @@ impl IndexedBackend {
             }
         };
 
-        let keyword = if keyword_ok { self.expand_keyword(&store, &query_terms(query), keyword, limit, &request.sources).await } else { keyword };
-
         let mut vector_ok = false;
         let mut vector = Vec::new();
         let embedder = self.embedder.as_ref().filter(|_| q.hybrid.enabled);
@@ -622,6 +608,11 @@ impl IndexedBackend {
         if !keyword_ok && !vector_ok && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
+        let keyword = if keyword_ok {
+            self.expand_keyword(&store, &query_terms(query), keyword, &vector, &opts, limit, &request.sources).await
+        } else {
+            keyword
+        };
 
         let mut exact = Vec::new();
         if !query.contains(char::is_whitespace) {
@@ -657,25 +648,31 @@ impl IndexedBackend {
         fp
     }
 
-    /// Pseudo-relevance feedback for questions: terms common to the best keyword hits are searched as a second,
-    /// lighter query, and each chunk's BM25 becomes rank(original) + weight x rank(expansion). Short queries
-    /// (names, ids, a word or two) are precise already and skip it.
+    /// Pseudo-relevance feedback for questions: terms common to the best hits are searched as a second, lighter
+    /// query, and each chunk's BM25 becomes rank(original) + weight x rank(expansion). The best hits are those of
+    /// the merged keyword + vector ranking when there are vector candidates (two signals pick better feedback
+    /// than one), else the keyword ones. Short queries (names, ids, a word or two) are precise already and skip it.
+    #[allow(clippy::too_many_arguments)]
     async fn expand_keyword(
         &self,
         store: &Arc<dyn ChunkStore>,
         terms: &[String],
         keyword: Vec<Candidate>,
+        vector: &[Candidate],
+        opts: &RankingOptions,
         limit: usize,
         sources: &[Source],
     ) -> Vec<Candidate> {
         if terms.len() < PRF_MIN_QUERY_TERMS || keyword.len() < PRF_DOCS {
             return keyword;
         }
-        let best = keyword.iter().map(|c| c.bm25_rank.map(bm25_rank_to_score).unwrap_or(0.0)).fold(0.0, f64::max);
-        let docs: Vec<(&str, f64)> = keyword
+        let mut ranked = merge(keyword.clone(), vector.to_vec(), opts.vector_weight, opts.text_weight);
+        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
+        let best = ranked.first().map_or(0.0, |s| s.score);
+        let docs: Vec<(&str, f64)> = ranked
             .iter()
             .take(PRF_DOCS)
-            .map(|c| (c.text.as_str(), if best > 0.0 { c.bm25_rank.map(bm25_rank_to_score).unwrap_or(0.0) / best } else { 1.0 }))
+            .map(|s| (s.candidate.text.as_str(), if best > 0.0 { s.score / best } else { 1.0 }))
             .collect();
         let extra = expansion_terms(terms, &docs, PRF_TERMS);
         if extra.is_empty() {
@@ -722,6 +719,10 @@ impl MemoryBackend for IndexedBackend {
         &self.name
     }
 
+    fn set_progress(&self, f: Option<ProgressFn>) {
+        *self.progress.write().unwrap() = f;
+    }
+
     fn capabilities(&self) -> Capabilities {
         let vector = self.embedder.is_some();
         Capabilities {
@@ -756,9 +757,11 @@ impl MemoryBackend for IndexedBackend {
         let stored = store.files().await?;
         let identity = store.identity().await?;
         let mut warnings = Vec::new();
+        let mut rebuild_pending = false;
         if let Some(id) = &identity {
             let diff = id.differences(&self.desired_identity());
             if !diff.is_empty() {
+                rebuild_pending = true;
                 warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
             }
         }
@@ -789,6 +792,7 @@ impl MemoryBackend for IndexedBackend {
             dimensions: self.embedder.as_ref().and_then(|e| e.dimensions()),
             last_sync_ms: store.meta(META_LAST_SYNC).await?.and_then(|v| v.parse().ok()),
             dirty: stale > 0 || self.dirty.load(Ordering::SeqCst),
+            rebuild_pending,
             fallback: None,
             warnings,
             extra,

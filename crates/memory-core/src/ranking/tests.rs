@@ -118,6 +118,31 @@ fn keyword_only_scores_by_text() {
 }
 
 #[test]
+fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
+    // A 4-term question: BM25 30 for a chunk matching every term, 6 for one matching a single term. Mapped with
+    // r / (1 + r) alone they would score 0.968 and 0.857: nearly alike.
+    let mut all = cand("all", "memory/all.md", "all terms");
+    all.bm25_rank = Some(-30.0);
+    let mut one = cand("one", "memory/one.md", "one term");
+    one.bm25_rank = Some(-6.0);
+    let t = text_scores(&[all.clone(), one.clone()]);
+    assert!((t[0] - 30.0 / 31.0).abs() < 1e-12, "the best keeps its SPEC score");
+    assert!((t[1] - (30.0 / 31.0) * 6.0 / 30.0).abs() < 1e-12, "the others in proportion: {t:?}");
+    // With equal cosine similarity the full match wins by the text leg's real margin.
+    let v = |c: &Candidate| {
+        let mut c = c.clone();
+        c.vector_score = Some(0.5);
+        c
+    };
+    let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], 0.7, 0.3);
+    let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
+    assert!(score("all") - score("one") > 0.2, "{} vs {}", score("all"), score("one"));
+    // Keyword-only search keeps the SPEC mapping for every candidate (min-score reads it).
+    let items = merge(vec![all, one], vec![], 0.7, 0.3);
+    assert!((items[1].score - 6.0 / 7.0).abs() < 1e-12);
+}
+
+#[test]
 fn mmr_lambda_one_keeps_relevance_order_and_zero_diversifies() {
     let items = vec![
         scored("a", "deploy the gateway on the mac studio", 0.9),
