@@ -17,8 +17,8 @@ use memory_core::{MemoryError, Result, Source};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use tracing::warn;
 
-/// BM25 weights of the FTS columns (terms, heading_terms): headings count again, at half weight.
-const BM25_WEIGHTS: (f64, f64) = (1.0, 0.5);
+/// BM25 weights of the FTS columns (terms, heading): headings count again, at the shared heading weight.
+const BM25_WEIGHTS: (f64, f64) = (1.0, memory_core::analysis::HEADING_WEIGHT);
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
 static VEC_INIT: Once = Once::new();

@@ -159,6 +159,10 @@ pub fn document_terms_joined(text: &str) -> String {
     document_terms(text).join(" ")
 }
 
+/// BM25 weight of a chunk's heading terms relative to its body terms (1.0): every store that scores keywords
+/// weighs headings this much extra, so engines rank alike.
+pub const HEADING_WEIGHT: f64 = 0.5;
+
 /// Terms of Markdown heading lines (`# ...`).
 pub fn heading_terms(text: &str) -> String {
     let mut out = Vec::new();
