@@ -80,16 +80,21 @@ fn documented_skips() -> BTreeSet<String> {
         .collect()
 }
 
+/// The qmd command, or `None` (with the reason printed) when it is missing outside CI.
+fn qmd_or_skip(what: &str) -> Option<String> {
+    match qmd_command() {
+        Ok(c) => Some(c),
+        Err(why) if under_ci() => panic!("CI runs {what} against the real qmd: {why}"),
+        Err(why) => {
+            eprintln!("SKIP {what}: {why}");
+            None
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qmd_keyword_search() {
-    let command = match qmd_command() {
-        Ok(c) => c,
-        Err(why) if under_ci() => panic!("CI runs the conformance suite against the real qmd: {why}"),
-        Err(why) => {
-            eprintln!("SKIP conformance [qmd search]: {why}");
-            return;
-        }
-    };
+    let Some(command) = qmd_or_skip("conformance [qmd search]") else { return };
     let started = Instant::now();
     let report = run_all(&QmdForTests { command }, &RunOptions::keyword("qmd search (BM25)")).await;
     eprintln!("conformance [qmd search (BM25)]: ran in {:.1} s", started.elapsed().as_secs_f64());
@@ -109,4 +114,49 @@ async fn qmd_keyword_search() {
             "docs/qmd.md (between the qmd-skips markers) must list exactly the cases QMD skips"
         );
     }
+}
+
+/// Every snippet is exactly the lines its range cites, for answers where QMD requires every word and for the
+/// any-word retry (a different QMD command with its own snippet windows), on short and long files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qmd_snippets_are_the_lines_they_cite() {
+    let Some(command) = qmd_or_skip("qmd snippet line ranges") else { return };
+    let suite = Suite::builtin_suites().into_iter().find(|s| s.name == "basics").expect("basics suite");
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("workspace");
+    suite.materialize(&ws).unwrap();
+    let ctx = OpenContext {
+        config: Arc::new(memory_core::Config::default()),
+        workspace: ws.clone(),
+        state_dir: tmp.path().join("state"),
+        agent_id: "snippets".into(),
+        embedder: None,
+    };
+    let engine = QmdForTests { command }.open(ctx).await.unwrap();
+    engine.sync(memory_core::SyncOptions::default()).await.unwrap();
+    let queries = [
+        "gateway",                                                           // every word
+        "line 150 routine check",                                            // the end of a 150-line file
+        "E4012",                                                             // a daily log
+        "Where does the gateway run these days, and which machine is it on?", // any word
+        "What did we decide about the deploy window after that incident last week?",
+    ];
+    let mut checked = 0;
+    for q in queries {
+        let r = engine.search(&memory_core::SearchRequest::new(q)).await.unwrap();
+        assert!(!r.results.is_empty(), "{q:?}: no results");
+        for hit in &r.results {
+            let lines = hit.end_line - hit.start_line + 1;
+            let req = memory_core::GetRequest { path: hit.path.clone(), from: Some(hit.start_line), lines: Some(lines) };
+            let got = engine.get(&req).await.unwrap();
+            assert_eq!(
+                got.text, hit.snippet,
+                "{q:?}: the snippet of {} L{}-{} is not those lines of the file",
+                hit.path, hit.start_line, hit.end_line
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= queries.len());
+    engine.close().await.unwrap();
 }
