@@ -569,6 +569,25 @@ impl Inner {
         }
     }
 
+    /// `qmd query --no-rerank` with a document of `lex:` lines (see [`crate::query::any_word_document`]).
+    async fn run_any_word(&self, doc: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
+        let mut args = vec!["query".to_string(), "--json".into(), "--no-rerank".into(), "-n".into(), limit.to_string()];
+        for n in names {
+            args.push("-c".into());
+            args.push(n.clone());
+        }
+        args.push("--".into());
+        args.push(doc.to_string());
+        let out = process::run(self.run_spec(args, Duration::from_millis(self.cfg.limits.timeout_ms))).await?;
+        if out.stdout_truncated {
+            return Ok((Vec::new(), "\u{0}truncated".into()));
+        }
+        match parse::parse_hits(&out.stdout) {
+            Ok(hits) => Ok((hits, out.stderr)),
+            Err(e) => Ok((Vec::new(), format!("\u{0}{e}"))),
+        }
+    }
+
     fn to_result(&self, hit: &QmdHit) -> Option<SearchResult> {
         let abs = self.resolve_uri(&hit.file).or_else(|| {
             // Not a qmd:// URI (e.g. --full-path output): take it as a path.
@@ -654,8 +673,12 @@ impl MemoryBackend for QmdBackend {
             vector: v,
             hybrid: self.inner.mode == SearchMode::Query,
             persistent: true,
+            // QMD ranks with its own BM25 and snippets: no decay, importance, MMR or exact-path tiers.
             shared_ranking: false,
-            cjk: false,
+            // QMD indexes CJK characters one by one and matches CJK words as phrases; the keyword mode's
+            // any-word retry splits CJK sentences into bigrams (conformance cjk suite). Not checked for the
+            // model-backed modes.
+            cjk: self.inner.mode == SearchMode::Search,
             sessions: self.inner.sessions.is_some(),
         }
     }
@@ -697,6 +720,16 @@ impl MemoryBackend for QmdBackend {
         let started = Instant::now();
         let mut mode = inner.mode;
         let mut warnings = Vec::new();
+        // Keyword mode: plain words only (QMD's own syntax never sees user text), every word required first.
+        let terms = (mode == SearchMode::Search).then(|| crate::query::keyword_terms(&query));
+        let query = match &terms {
+            Some(t) if t.is_empty() => {
+                // Only punctuation or syntax characters: no word to look for.
+                return Ok(SearchResponse { results: vec![], mode: Some(mode.response_mode().into()), warnings });
+            }
+            Some(t) => crate::query::all_words_query(t),
+            None => query,
+        };
         let mut attempt = inner.run_search(mode, &query, max, &names).await;
         if let Err(e) = &attempt {
             if mode != SearchMode::Query && flags_rejected(e.stderr()) {
@@ -706,8 +739,8 @@ impl MemoryBackend for QmdBackend {
                 attempt = inner.run_search(mode, &query, max, &names).await;
             }
         }
-        let what = format!("qmd {}", mode.as_str());
-        let (hits, stderr) = attempt.map_err(|e| e.into_memory_error(&what))?;
+        let mut what = format!("qmd {}", mode.as_str());
+        let (mut hits, mut stderr) = attempt.map_err(|e| e.into_memory_error(&what))?;
         if let Some(msg) = stderr.strip_prefix('\u{0}') {
             return Err(MemoryError::Internal(format!("{what}: {msg}")));
         }
@@ -716,10 +749,24 @@ impl MemoryBackend for QmdBackend {
                 "{what}: no document has embeddings yet (run `qmd embed`; it needs the embedding model)"
             )));
         }
+        if let (true, SearchMode::Search, Some(doc)) =
+            (hits.is_empty(), mode, terms.as_deref().and_then(crate::query::any_word_document))
+        {
+            // No note holds every word (most questions): ask again for any word. One `lex:` sub-query per
+            // word, fused by QMD (reciprocal rank); lexical only, so no model is loaded.
+            what = "qmd query (any word)".into();
+            (hits, stderr) = inner.run_any_word(&doc, max, &names).await.map_err(|e| e.into_memory_error(&what))?;
+            if let Some(msg) = stderr.strip_prefix('\u{0}') {
+                return Err(MemoryError::Internal(format!("{what}: {msg}")));
+            }
+        }
+        // minScore applies to QMD's scores; when no hit reaches it, the hits (all keyword-backed in keyword
+        // mode) are returned rather than nothing, as the shared selection does (SPEC 5).
+        let min = request.min_score.filter(|m| hits.iter().any(|h| h.score >= *m) || mode != SearchMode::Search);
         let mut results: Vec<SearchResult> = Vec::new();
         let mut budget = inner.cfg.limits.max_injected_chars;
         for hit in &hits {
-            if let Some(min) = request.min_score {
+            if let Some(min) = min {
                 if hit.score < min {
                     continue;
                 }
@@ -831,7 +878,9 @@ impl MemoryBackend for QmdBackend {
             workspace: inner.workspace.to_string_lossy().into_owned(),
             index_path: Some(inner.home.join("cache/qmd/index.sqlite").to_string_lossy().into_owned()),
             files: st.last_counts.map(|c| c.files()).unwrap_or(0),
-            chunks: 0,
+            // QMD's BM25 index ranks whole documents: in keyword mode each file is one searchable unit. Its
+            // embedding chunks (vsearch/query) are not counted by any qmd output we read.
+            chunks: if inner.mode == SearchMode::Search { st.last_counts.map(|c| c.files()).unwrap_or(0) } else { 0 },
             capabilities: self.capabilities(),
             provider: None,
             model: None,

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use memory_core::config::QmdConfig;
-use memory_core::discovery::expand_home;
+use memory_core::discovery::{expand_home, IGNORED_DIRS};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -34,6 +34,17 @@ fn sanitize(name: &str) -> String {
     }
 }
 
+/// A folder collection's mask: the pattern, then negated globs for the folders memory discovery never walks
+/// (`memory_core::discovery::IGNORED_DIRS`) that QMD would walk. QMD itself skips hidden folders and
+/// `node_modules` (and also `vendor`, `dist`, `build`: see docs/qmd.md).
+pub fn folder_mask(pattern: &str) -> String {
+    let mut mask = pattern.to_string();
+    for d in IGNORED_DIRS.iter().filter(|d| !d.starts_with('.') && **d != "node_modules") {
+        mask.push_str(&format!(",!**/{d}/**"));
+    }
+    mask
+}
+
 /// The collections wanted for this workspace and config. Paths that do not exist are skipped with a warning.
 /// `sessions_export` is the folder of exported transcripts when `memory.qmd.sessions` is enabled.
 pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -> Vec<Collection> {
@@ -44,7 +55,7 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
         let has = |n: &str| std::fs::read_dir(workspace).map(|rd| rd.flatten().any(|e| e.file_name() == n)).unwrap_or(false);
         let mask = if !has("MEMORY.md") && has("memory.md") { "memory.md" } else { "MEMORY.md" };
         out.push(Collection { name: ROOT_COLLECTION.into(), root: workspace.to_path_buf(), mask: mask.into() });
-        out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: "**/*.md".into() });
+        out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: folder_mask("**/*.md") });
         names.insert(ROOT_COLLECTION.to_string());
         names.insert(DIR_COLLECTION.to_string());
     }
@@ -68,7 +79,7 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
             continue;
         }
         let (root, mask) = if meta.is_dir() {
-            (abs.clone(), p.pattern.clone().unwrap_or_else(|| "**/*.md".into()))
+            (abs.clone(), folder_mask(p.pattern.as_deref().unwrap_or("**/*.md")))
         } else {
             let parent = abs.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
             let file = abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
@@ -115,7 +126,8 @@ mod tests {
         assert_eq!(p[0].mask, "memory.md");
         assert_eq!(p[3].root, ws);
         assert_eq!(p[3].mask, "single.md");
-        assert_eq!(p[4].mask, "*.md");
+        assert_eq!(p[4].mask, "*.md,!**/venv/**,!**/__pycache__/**");
+        assert_eq!(p[1].mask, "**/*.md,!**/venv/**,!**/__pycache__/**");
         std::fs::write(ws.join("MEMORY.md"), "x").unwrap();
         assert_eq!(plan(ws, &cfg, None)[0].mask, "MEMORY.md");
         let with_sessions = plan(ws, &cfg, Some(&ws.join("exp")));

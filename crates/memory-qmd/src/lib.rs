@@ -12,6 +12,7 @@ pub mod collections;
 pub mod locate;
 pub mod parse;
 pub mod process;
+pub mod query;
 pub mod sessions;
 
 pub use backend::{parse_interval, QmdBackend, QmdFactory, QmdOptions, SearchMode};
