@@ -518,6 +518,13 @@ pub async fn run(opts: Options, command_line: String) -> anyhow::Result<()> {
                 }
             }
             speed.push(row);
+            // Kept as the run goes: an interrupted run still leaves its figures.
+            let partial = opts.out.join("bench/results.partial.json");
+            if std::fs::create_dir_all(opts.out.join("bench")).is_ok() {
+                if let Err(e) = std::fs::write(&partial, serde_json::to_string_pretty(&speed)?) {
+                    log(format!("cannot write {}: {e}", partial.display()));
+                }
+            }
         }
         let _ = std::fs::remove_dir_all(&ws);
     }
@@ -539,6 +546,7 @@ pub fn write_outputs(results: &Results, out: &Path) -> anyhow::Result<()> {
     let bench_dir = out.join("bench");
     std::fs::create_dir_all(&bench_dir)?;
     std::fs::write(bench_dir.join("results.json"), serde_json::to_string_pretty(results)?)?;
+    let _ = std::fs::remove_file(bench_dir.join("results.partial.json"));
     let charts = charts::draw_all(results, &bench_dir)?;
     let md = report::markdown(results, &charts);
     std::fs::write(out.join("BENCHMARKS.md"), &md)?;

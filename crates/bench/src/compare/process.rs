@@ -84,8 +84,10 @@ pub fn run(cmd: &mut Command, input: Option<String>, limit: Duration) -> Result<
         return Err(timeout_note(limit));
     }
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
-        return Err(format!("failed (status {status}): {tail}"));
+        // The error line says why; a backtrace's last lines do not.
+        let why: Vec<&str> = stderr.lines().filter(|l| l.contains("rror") || l.contains("panicked")).take(3).collect();
+        let why = if why.is_empty() { stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect() } else { why };
+        return Err(format!("failed (status {status}): {}", why.join(" | ")));
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Finished {
