@@ -116,8 +116,11 @@ fn machine(load_start: String) -> Machine {
     }
 }
 
+/// (tool, version string) for the report.
+type Versions = Vec<(String, String)>;
+
 /// The reference tools, from the environment the setup scripts print, else their default cache places.
-fn find_tools(opts: &Options) -> anyhow::Result<(Vec<Tool>, Vec<(String, String)>)> {
+fn find_tools(opts: &Options) -> anyhow::Result<(Vec<Tool>, Versions)> {
     let mut tools = Vec::new();
     let mut versions = Vec::new();
     let want = |name: &str| opts.tools.iter().any(|t| t == name);
