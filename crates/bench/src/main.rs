@@ -1,8 +1,11 @@
 //! `memory-bench`: speed figures (index, re-index, whole-process and in-process search) on generated daily
 //! notes, and retrieval quality (nDCG@10, MAP@100, Recall@100) on the Cranfield collection.
 
+mod compare;
 mod corpus;
+mod harness;
 mod quality;
+mod seeded_embedder;
 mod speed;
 
 use std::path::PathBuf;
@@ -47,6 +50,56 @@ enum Command {
         #[arg(long)]
         keyword_only: bool,
     },
+    /// memory-rs, QMD and OpenClaw side by side on generated notes and Cranfield; writes BENCHMARKS.md,
+    /// results.json and PNG charts under --out.
+    Compare {
+        /// Corpus sizes (notes) for every engine in keyword mode.
+        #[arg(long, value_delimiter = ',', default_value = "2000,20000,200000")]
+        sizes: Vec<usize>,
+        /// Corpus sizes for memory-rs hybrid (seeded embedder); 50000 notes is ~100k chunks.
+        #[arg(long, value_delimiter = ',', default_value = "2000,20000,50000")]
+        hybrid_sizes: Vec<usize>,
+        /// Which tools: memory, qmd, openclaw.
+        #[arg(long, value_delimiter = ',', default_value = "memory,qmd,openclaw")]
+        tools: Vec<String>,
+        /// Deadline per step of each tool, in minutes.
+        #[arg(long, default_value_t = 10.0)]
+        timeout_min: f64,
+        /// Skip the Cranfield quality part.
+        #[arg(long)]
+        no_quality: bool,
+        #[arg(long, default_value = "../shared/datasets/cranfield")]
+        dataset: PathBuf,
+        /// Local embedding model folder for memory-rs hybrid quality (default: the test model when present).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// The `memory` binary (default: the one beside this program).
+        #[arg(long)]
+        memory_bin: Option<PathBuf>,
+        /// Output folder: writes BENCHMARKS.md and bench/{results.json,*.png}.
+        #[arg(long, default_value = "docs")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Also time a workspace of your own (MEMORY.md + memory/); it is copied first, never modified.
+        #[arg(long)]
+        user_folder: Option<PathBuf>,
+        /// Only re-render BENCHMARKS.md and the charts from this results.json.
+        #[arg(long)]
+        rerender: Option<PathBuf>,
+    },
+    /// memory-rs's builtin engine in this process (used by `compare`).
+    #[command(hide = true)]
+    Harness {
+        #[arg(long, value_enum)]
+        mode: harness::Mode,
+        #[arg(long)]
+        workspace: PathBuf,
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[command(subcommand)]
+        action: harness::Action,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,5 +111,39 @@ fn main() -> anyhow::Result<()> {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
         }
+        Command::Compare {
+            sizes,
+            hybrid_sizes,
+            tools,
+            timeout_min,
+            no_quality,
+            dataset,
+            model,
+            memory_bin,
+            out,
+            seed,
+            user_folder,
+            rerender,
+        } => {
+            if let Some(results) = rerender {
+                return compare::rerender(&results, &out);
+            }
+            let command_line = std::iter::once("memory-bench".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+            let opts = compare::Options {
+                sizes,
+                hybrid_sizes,
+                tools,
+                timeout: std::time::Duration::from_secs_f64(timeout_min * 60.0),
+                quality: !no_quality,
+                dataset,
+                model: model.or_else(quality::default_model),
+                memory_bin,
+                out,
+                seed,
+                user_folder,
+            };
+            rt.block_on(compare::run(opts, command_line))
+        }
+        Command::Harness { mode, workspace, state_dir, action } => rt.block_on(harness::run(mode, &workspace, &state_dir, action)),
     }
 }

@@ -12,23 +12,40 @@ use memory_core::{Config, MemoryBackend, SearchRequest, SyncOptions};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
-struct Doc {
-    id: String,
-    title: String,
-    text: String,
+pub struct Doc {
+    pub id: String,
+    pub title: String,
+    pub text: String,
 }
 
 #[derive(Deserialize)]
-struct Query {
-    id: String,
-    text: String,
+pub struct Query {
+    pub id: String,
+    pub text: String,
 }
 
 pub struct Dataset {
-    docs: Vec<Doc>,
-    queries: Vec<Query>,
+    pub docs: Vec<Doc>,
+    pub queries: Vec<Query>,
     /// query id -> doc id -> grade
-    qrels: HashMap<String, HashMap<String, u32>>,
+    pub qrels: HashMap<String, HashMap<String, u32>>,
+}
+
+impl Dataset {
+    /// The judged queries (the ones the figures average over).
+    pub fn judged_queries(&self) -> impl Iterator<Item = &Query> {
+        self.queries.iter().filter(|q| self.qrels.contains_key(&q.id))
+    }
+
+    /// One Markdown file per document: `memory/cranfield/<id>.md`, first line `# <title>`.
+    pub fn write_workspace(&self, ws: &Path) -> anyhow::Result<()> {
+        let docs_dir = ws.join("memory/cranfield");
+        std::fs::create_dir_all(&docs_dir)?;
+        for d in &self.docs {
+            std::fs::write(docs_dir.join(format!("{}.md", d.id)), format!("# {}\n\n{}\n", d.title.trim(), d.text.trim()))?;
+        }
+        Ok(())
+    }
 }
 
 pub fn load(dir: &Path) -> anyhow::Result<Dataset> {
@@ -99,10 +116,39 @@ pub fn default_model() -> Option<std::path::PathBuf> {
     p.join("model.safetensors").exists().then_some(p)
 }
 
-struct Scores {
-    ndcg10: f64,
-    map100: f64,
-    recall100: f64,
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct Scores {
+    pub ndcg10: f64,
+    pub map100: f64,
+    pub recall100: f64,
+}
+
+/// Average the three figures over the judged queries, given each query's ranked document ids (documents
+/// de-duplicated, best chunk first). A judged query missing from `ranked` counts as an empty answer.
+pub fn score_rankings(data: &Dataset, ranked: &HashMap<String, Vec<String>>) -> Scores {
+    let (mut n10, mut map, mut rec, mut n) = (0.0, 0.0, 0.0, 0);
+    for q in data.judged_queries() {
+        let judged = &data.qrels[&q.id];
+        let empty = Vec::new();
+        let r = ranked.get(&q.id).unwrap_or(&empty);
+        n10 += ndcg(r, judged, 10);
+        map += average_precision(r, judged, 100);
+        rec += recall(r, judged, 100);
+        n += 1;
+    }
+    let n = n.max(1) as f64;
+    Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n }
+}
+
+/// Hits' file stems in rank order, each document once.
+pub fn dedup_stems(stems: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut ranked: Vec<String> = Vec::new();
+    for s in stems {
+        if !ranked.contains(&s) {
+            ranked.push(s);
+        }
+    }
+    ranked
 }
 
 async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, label: &str) -> anyhow::Result<Scores> {
@@ -135,11 +181,30 @@ pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Res
     let data = load(dir)?;
     let tmp = tempfile::tempdir()?;
     let ws = tmp.path().join("workspace");
-    let docs_dir = ws.join("memory/cranfield");
-    std::fs::create_dir_all(&docs_dir)?;
-    for d in &data.docs {
-        std::fs::write(docs_dir.join(format!("{}.md", d.id)), format!("# {}\n\n{}\n", d.title.trim(), d.text.trim()))?;
+    data.write_workspace(&ws)?;
+    println!(
+        "Cranfield dev: {} documents, {} judged queries, builtin engine{}",
+        data.docs.len(),
+        data.qrels.len(),
+        model.map(|m| format!(", local model {}", m.display())).unwrap_or_default()
+    );
+    println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
+    for (label, s) in builtin_scores(&data, &ws, &tmp.path().join("state"), verbose, model).await? {
+        println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
     }
+    Ok(())
+}
+
+/// The builtin engine's figures per mode (keyword; with a model also vector and hybrid) on a Cranfield
+/// workspace already written to `ws`.
+pub async fn builtin_scores(
+    data: &Dataset,
+    ws: &Path,
+    state: &Path,
+    verbose: bool,
+    model: Option<&Path>,
+) -> anyhow::Result<Vec<(&'static str, Scores)>> {
+    let ws = ws.to_path_buf();
     let embedder = match model {
         Some(m) => {
             let mut c = Config::default();
@@ -155,14 +220,8 @@ pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Res
     } else {
         vec![("keyword", 0.0, 1.0)]
     };
-    let state = tmp.path().join("state");
-    println!(
-        "Cranfield dev: {} documents, {} judged queries, builtin engine{}",
-        data.docs.len(),
-        data.qrels.len(),
-        model.map(|m| format!(", local model {}", m.display())).unwrap_or_default()
-    );
-    println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
+    let state = state.to_path_buf();
+    let mut out = Vec::new();
     for (label, vw, tw) in modes {
         let mut config = Config::default();
         config.memory.search.query.min_score = 0.0;
@@ -181,11 +240,11 @@ pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Res
         if report.changed_anything() {
             eprintln!("({label}: indexed {} chunks, {} embedded, in {:.1} s)", report.chunks_written, report.chunks_embedded, started.elapsed().as_secs_f64());
         }
-        let s = evaluate(&engine, &data, verbose, label).await?;
-        println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
+        let s = evaluate(&engine, data, verbose, label).await?;
+        out.push((label, s));
         engine.close().await?;
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
