@@ -81,16 +81,27 @@ pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Resu
 }
 
 /// Remove a file's chunks from every table.
+///
+/// The virtual tables are deleted from one rowid at a time: vec0 answers `rowid IN (subquery)` by scanning the
+/// whole table, which made every file written into an index of N vectors cost O(N) (a cold hybrid index of 20k
+/// notes, 40k chunks: 61 s CPU that way, 7.5 s one rowid at a time).
 pub(crate) fn delete_file_chunks(c: &Connection, source: &str, path: &str, has_vectors: bool) -> rusqlite::Result<()> {
-    c.execute(
-        "DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2)",
-        params![source, path],
-    )?;
+    let rowids: Vec<i64> = c
+        .prepare_cached("SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2")?
+        .query_map(params![source, path], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if rowids.is_empty() {
+        return Ok(());
+    }
+    let mut fts = c.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
+    for id in &rowids {
+        fts.execute([id])?;
+    }
     if has_vectors {
-        c.execute(
-            "DELETE FROM chunks_vec WHERE rowid IN (SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2)",
-            params![source, path],
-        )?;
+        let mut vec = c.prepare_cached("DELETE FROM chunks_vec WHERE rowid = ?1")?;
+        for id in &rowids {
+            vec.execute([id])?;
+        }
     }
     c.execute("DELETE FROM chunks WHERE source = ?1 AND path = ?2", params![source, path])?;
     Ok(())
