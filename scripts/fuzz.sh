@@ -37,8 +37,10 @@ for t in "${targets[@]}"; do
     mkdir -p "generated/$t" "corpus/$t" "artifacts/$t"
     log="generated/$t.log"
     echo "== $t: ${seconds}s" >&2
+    dict=()
+    [ -f "dict/$t.dict" ] && dict=("-dict=dict/$t.dict")
     if cargo fuzz run --sanitizer "$sanitizer" --target-dir "$target_dir" "$t" "generated/$t" "corpus/$t" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" >"$log" 2>&1; then
         status[$t]=ok
     else
         status[$t]=CRASH

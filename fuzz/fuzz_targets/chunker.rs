@@ -9,15 +9,18 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 4 {
         return;
     }
-    // Sizes from the first bytes: mostly small budgets, where the edge cases live.
-    let tokens = u16::from_le_bytes([data[0], data[1]]) as usize % 1024;
-    let overlap = u16::from_le_bytes([data[2], data[3]]) as usize % 1024;
+    // Sizes from the first bytes: mostly small budgets, where the edge cases live; 0xffff stands for "unbounded".
+    let size = |lo: u8, hi: u8| match u16::from_le_bytes([lo, hi]) {
+        0xffff => usize::MAX,
+        n => n as usize % 1024,
+    };
+    let (tokens, overlap) = (size(data[0], data[1]), size(data[2], data[3]));
     let text = String::from_utf8_lossy(&data[4..]);
     let _ = importance(&text);
 
     let chunks = chunk_text(&text, tokens, overlap);
     let lines: Vec<&str> = text.lines().collect();
-    let budget = tokens.max(1) * 4;
+    let budget = tokens.max(1).saturating_mul(4);
     let mut covered = vec![false; lines.len()];
     let mut prev_start = 0;
     for c in &chunks {

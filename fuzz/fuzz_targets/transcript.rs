@@ -1,6 +1,6 @@
 //! Transcript parser: arbitrary JSONL (read lossily, as the indexer does) flattens to one `User:`/`Assistant:`
 //! line per message, each mapped to a JSONL line of the input, and chunks of it map back inside that file. A
-//! secret planted in a message never survives redaction, whatever surrounds it.
+//! secret planted in a message (as a word of its own) never survives redaction, whatever surrounds it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -31,5 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let (before, after) = around.split_at(around.char_indices().nth(around.chars().count() / 2).map_or(0, |(i, _)| i));
     let line = serde_json::json!({"role": "user", "content": format!("{before} {PLANTED} {after}")}).to_string();
     let msg = message_text(&line).expect("a user message with text");
-    assert!(!msg.contains(PLANTED), "planted secret survived: {msg:?}");
+    // The fuzzer copies the planted string into its inputs; glued to a word there it is not a key (`task-...`).
+    let already = around.matches(PLANTED).count();
+    assert!(msg.matches(PLANTED).count() <= already, "planted secret survived: {msg:?}");
 });
