@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn huge_update_counts_saturate() {
-        // Found by fuzz/qmd_output: two counts summing past usize::MAX panicked (overflow) in debug builds.
+        // A crash of the fuzz/qmd_output target: counts summing past usize::MAX panicked (overflow) in debug builds.
         let c = parse_update(&format!("Indexed: {} new, 1 updated\nIndexed: 1 new, 0 unchanged\n", usize::MAX));
         assert_eq!((c.new, c.updated, c.collections), (usize::MAX, 1, 2));
         assert_eq!(c.files(), usize::MAX);

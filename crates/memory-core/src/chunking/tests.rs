@@ -84,7 +84,7 @@ fn chunk_ids_depend_on_model_and_lines() {
 
 #[test]
 fn huge_chunk_sizes_do_not_overflow() {
-    // Found by fuzz/config: `chunking.tokens: 4611686018427387904` is a valid config and overflowed the budget.
+    // A crash of the fuzz/config target: `chunking.tokens: 4611686018427387904` is a valid config and overflowed the budget.
     let c = chunk_text("# t\nsome text\n", usize::MAX / 2, usize::MAX - 1);
     assert_eq!(c.len(), 1);
     assert_eq!((c[0].start_line, c[0].end_line), (1, 2));

@@ -70,7 +70,7 @@ fn unknown_keys_and_wrong_types_name_the_key() {
 
 #[test]
 fn deep_nesting_is_a_config_error_not_a_stack_overflow() {
-    // Found by fuzz/config: the JSON5 parser recursed once per `[` until the stack overflowed.
+    // A crash of the fuzz/config target: the JSON5 parser recursed once per `[` until the stack overflowed.
     let deep = format!("{{memory: {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
     let e = Config::from_json5(&deep).unwrap_err();
     assert!(matches!(&e, MemoryError::Config { key, message } if key == "(file)" && message.contains("nested deeper")), "{e}");
