@@ -48,7 +48,9 @@ impl Config {
         };
         for key in root.keys() {
             if !matches!(key.as_str(), "memory" | "agents" | "models") && !FOREIGN_SECTIONS.contains(&key.as_str()) {
-                return Err(MemoryError::config(key.clone(), "unknown key"));
+                // An empty key would make an error that names nothing: show it quoted.
+                let name = if key.is_empty() { "\"\"".to_string() } else { key.clone() };
+                return Err(MemoryError::config(name, "unknown key"));
             }
         }
 

@@ -79,3 +79,10 @@ fn deep_nesting_is_a_config_error_not_a_stack_overflow() {
     let c = Config::from_json5(&text).unwrap();
     assert_eq!(c.memory.search.extra_paths, vec!["[".repeat(500), "[{\"".to_string()]);
 }
+
+#[test]
+fn an_empty_unknown_key_is_named() {
+    // A crash of the fuzz/config target: `{"": 1}` gave an error whose key was the empty string.
+    let e = Config::from_json5(r#"{"": -21}"#).unwrap_err();
+    assert!(matches!(&e, MemoryError::Config { key, message } if key == "\"\"" && message == "unknown key"), "{e}");
+}
