@@ -7,3 +7,14 @@ mod sqlite;
 
 pub use factory::{default_index_path, BuiltinFactory};
 pub use sqlite::{SqliteStorage, SqliteStore};
+
+/// Internals the fuzz targets (fuzz/) drive directly; not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::sqlite::fts_match_expression;
+
+    /// Create the engine's schema on `c` (the FTS5 table the keyword search queries).
+    pub fn create_schema(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+        crate::sqlite::create_schema(c)
+    }
+}

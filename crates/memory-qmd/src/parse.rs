@@ -119,7 +119,7 @@ pub struct UpdateCounts {
 
 impl UpdateCounts {
     pub fn files(&self) -> usize {
-        self.new + self.updated + self.unchanged
+        self.new.saturating_add(self.updated).saturating_add(self.unchanged)
     }
 }
 
@@ -132,13 +132,15 @@ pub fn parse_update(output: &str) -> UpdateCounts {
             let mut it = part.split_whitespace();
             let (Some(n), Some(what)) = (it.next(), it.next()) else { continue };
             let Ok(n) = n.parse::<usize>() else { continue };
-            match what {
-                "new" => c.new += n,
-                "updated" => c.updated += n,
-                "unchanged" => c.unchanged += n,
-                "removed" => c.removed += n,
-                _ => {}
-            }
+            // Saturating: the numbers are whatever qmd printed, and garbage must not panic.
+            let field = match what {
+                "new" => &mut c.new,
+                "updated" => &mut c.updated,
+                "unchanged" => &mut c.unchanged,
+                "removed" => &mut c.removed,
+                _ => continue,
+            };
+            *field = field.saturating_add(n);
         }
     }
     c
@@ -211,6 +213,14 @@ mod tests {
         let c = parse_update(out);
         assert_eq!(c, UpdateCounts { new: 2, updated: 1, unchanged: 5, removed: 3, collections: 2 });
         assert_eq!(c.files(), 8);
+    }
+
+    #[test]
+    fn huge_update_counts_saturate() {
+        // A crash of the fuzz/qmd_output target: counts summing past usize::MAX panicked (overflow) in debug builds.
+        let c = parse_update(&format!("Indexed: {} new, 1 updated\nIndexed: 1 new, 0 unchanged\n", usize::MAX));
+        assert_eq!((c.new, c.updated, c.collections), (usize::MAX, 1, 2));
+        assert_eq!(c.files(), usize::MAX);
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod schema;
 mod storage;
 
 pub use storage::SqliteStorage;
+pub(crate) use schema::create as create_schema;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -184,6 +184,11 @@ pub fn query_terms(query: &str) -> Vec<String> {
     let mut content = Vec::new();
     let mut seen = HashSet::new();
     raw_tokens(query, |t, cjk| {
+        // Underscores alone (`_`, `__`) are nothing to search for: full-text indexes drop them as punctuation, so
+        // such a term would match no document, not even one made of the same text.
+        if !cjk && !t.chars().any(char::is_alphanumeric) {
+            return;
+        }
         let mut terms = Vec::new();
         let stop = !cjk && is_stop_word(t);
         if cjk {
@@ -291,6 +296,14 @@ mod tests {
     #[test]
     fn query_syntax_is_just_text() {
         assert_eq!(query_terms("\"a\" AND (b OR c) NEAR(d e) col:x -y z*"), vec!["b", "c", "near", "d", "e", "col", "x", "y", "z"]);
+    }
+
+    #[test]
+    fn underscore_only_words_are_not_query_terms() {
+        // Found by fuzz/keyword_query: `a _` queried for `_`, which FTS5 tokenizes to an empty phrase.
+        assert_eq!(query_terms("a _"), vec!["a"]);
+        assert!(query_terms("__ _").is_empty());
+        assert_eq!(query_terms("_id __init__"), vec!["_id", "__init__"]);
     }
 
     #[test]

@@ -44,8 +44,9 @@ struct Piece<'a> {
 
 /// Split text into chunks. `tokens` and `overlap` are in tokens (budget = 4 x tokens weight units).
 pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
-    let budget = tokens.max(1) * 4;
-    let overlap_budget = (overlap * 4).min(budget.saturating_sub(1));
+    // Saturating: the config puts no upper bound on the sizes, and a huge one means "no limit", not a panic.
+    let budget = tokens.max(1).saturating_mul(4);
+    let overlap_budget = overlap.saturating_mul(4).min(budget.saturating_sub(1));
 
     // Lines, with over-long lines split into budget-sized pieces that keep their line number.
     let mut pieces: Vec<Piece> = Vec::new();

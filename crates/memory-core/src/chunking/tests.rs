@@ -81,3 +81,11 @@ fn chunk_ids_depend_on_model_and_lines() {
     assert_ne!(a, chunk_id("memory", "MEMORY.md", 1, 3, "h", "m1"));
     assert_eq!(a, chunk_id("memory", "MEMORY.md", 1, 2, "h", "m1"));
 }
+
+#[test]
+fn huge_chunk_sizes_do_not_overflow() {
+    // A crash of the fuzz/config target: `chunking.tokens: 4611686018427387904` is a valid config and overflowed the budget.
+    let c = chunk_text("# t\nsome text\n", usize::MAX / 2, usize::MAX - 1);
+    assert_eq!(c.len(), 1);
+    assert_eq!((c[0].start_line, c[0].end_line), (1, 2));
+}

@@ -24,6 +24,10 @@ const FOREIGN_SECTIONS: &[&str] = &[
 impl Config {
     /// Parse a JSON5 document.
     pub fn from_json5(text: &str) -> Result<Config> {
+        // The JSON5 parser recurses once per level with no limit of its own: deep nesting overflowed the stack.
+        if nesting_depth(text) > MAX_NESTING {
+            return Err(MemoryError::config("(file)", format!("not valid JSON5: nested deeper than {MAX_NESTING} levels")));
+        }
         let root: Value = json5::from_str(text).map_err(|e| MemoryError::config("(file)", format!("not valid JSON5: {e}")))?;
         Self::from_value(root)
     }
@@ -44,7 +48,9 @@ impl Config {
         };
         for key in root.keys() {
             if !matches!(key.as_str(), "memory" | "agents" | "models") && !FOREIGN_SECTIONS.contains(&key.as_str()) {
-                return Err(MemoryError::config(key.clone(), "unknown key"));
+                // An empty key would make an error that names nothing: show it quoted.
+                let name = if key.is_empty() { "\"\"".to_string() } else { key.clone() };
+                return Err(MemoryError::config(name, "unknown key"));
             }
         }
 
@@ -119,6 +125,53 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Deepest `[`/`{` nesting accepted in a config file (serde_json's own limit); real configs use a handful.
+const MAX_NESTING: usize = 128;
+
+/// The deepest bracket nesting of a JSON5 text, brackets inside strings and comments not counted. Lexical only:
+/// a malformed text gets some number and the parser reports the real error.
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => {
+                while let Some(s) = chars.next() {
+                    if s == '\\' {
+                        chars.next();
+                    } else if s == c {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for s in chars.by_ref() {
+                    if s == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut star = false;
+                for s in chars.by_ref() {
+                    if star && s == '/' {
+                        break;
+                    }
+                    star = s == '*';
+                }
+            }
+            '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Deserialize `value` as `T`, reporting the failing key as `prefix.path.to.key`.

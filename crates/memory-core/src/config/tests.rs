@@ -67,3 +67,22 @@ fn unknown_keys_and_wrong_types_name_the_key() {
     let e = Config::from_json5("{ memory: ").unwrap_err();
     assert!(e.to_string().contains("JSON5"), "{e}");
 }
+
+#[test]
+fn deep_nesting_is_a_config_error_not_a_stack_overflow() {
+    // A crash of the fuzz/config target: the JSON5 parser recursed once per `[` until the stack overflowed.
+    let deep = format!("{{memory: {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let e = Config::from_json5(&deep).unwrap_err();
+    assert!(matches!(&e, MemoryError::Config { key, message } if key == "(file)" && message.contains("nested deeper")), "{e}");
+    // Brackets in strings and comments do not count; ordinary nesting is fine.
+    let text = format!("{{memory: {{search: {{extraPaths: ['{}', \"[{{\\\"\"]}}}} // {}\n /* {} */ }}", "[".repeat(500), "{".repeat(500), "[".repeat(500));
+    let c = Config::from_json5(&text).unwrap();
+    assert_eq!(c.memory.search.extra_paths, vec!["[".repeat(500), "[{\"".to_string()]);
+}
+
+#[test]
+fn an_empty_unknown_key_is_named() {
+    // A crash of the fuzz/config target: `{"": 1}` gave an error whose key was the empty string.
+    let e = Config::from_json5(r#"{"": -21}"#).unwrap_err();
+    assert!(matches!(&e, MemoryError::Config { key, message } if key == "\"\"" && message == "unknown key"), "{e}");
+}

@@ -81,7 +81,7 @@ fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
 fn undated_file_outside_memory_decays_by_mtime() {
     let now = 100 * 86_400_000;
     assert_eq!(age_days(Source::Memory, "notes/x.md", now - 30 * 86_400_000, now), Some(30.0));
-    assert_eq!(age_days(Source::Memory, "memory/2026-01-01-standup.md", 0, now).is_some(), true);
+    assert!(age_days(Source::Memory, "memory/2026-01-01-standup.md", 0, now).is_some());
     assert_eq!(age_days(Source::Memory, "memory.md", 0, now), None);
 }
 
