@@ -197,6 +197,8 @@ pub(crate) struct Inner {
     limits: BatchLimits,
     pub(crate) fingerprint: String,
     pub(crate) base_url: String,
+    /// `gemini`: the `outputDimensionality` sent with every request.
+    pub(crate) output_dims: Option<usize>,
 }
 
 /// An HTTP embedding provider. Cheap to clone (shared state).
@@ -291,6 +293,7 @@ impl RemoteProvider {
             limits,
             fingerprint,
             base_url,
+            output_dims,
         });
         let batch = match settings.batch {
             Some(b) if BatchRunner::supports(kind) => Some(Arc::new(BatchRunner::new(inner.clone(), b))),

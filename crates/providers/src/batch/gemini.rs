@@ -56,10 +56,11 @@ impl BatchApi for GeminiBatch {
         let requests: Vec<Value> = items
             .iter()
             .map(|i| {
-                json!({
-                    "request": { "model": model, "content": { "parts": [{ "text": i.text }] }, "taskType": "RETRIEVAL_DOCUMENT" },
-                    "metadata": { "key": i.hash },
-                })
+                let mut request = json!({ "model": model, "content": { "parts": [{ "text": i.text }] }, "taskType": "RETRIEVAL_DOCUMENT" });
+                if let Some(d) = self.inner.output_dims {
+                    request["outputDimensionality"] = json!(d);
+                }
+                json!({ "request": request, "metadata": { "key": i.hash } })
             })
             .collect();
         let body = json!({

@@ -170,7 +170,7 @@ impl BatchRunner {
                 "{} batch job rejected {} item(s) (embedded synchronously instead), e.g. {}: {}",
                 self.inner.kind.id(),
                 fin.rejected.len(),
-                &hash[..hash.len().min(12)],
+                hash.chars().take(12).collect::<String>(),
                 self.inner.http.scrub(why)
             ));
         }
