@@ -208,7 +208,8 @@ async fn openai_batch_wire_format_partial_failure_and_cache_delivery() {
     assert_eq!(outcome.jobs_failed, 0);
     assert_eq!(vectors.len(), 4, "{outcome:?}");
     assert!(!vectors.contains_key("hash01"));
-    assert_eq!(vectors["hash03"], normalized(&vector_for("t3")));
+    let want = normalized(&vector_for("t3"));
+    assert!(vectors["hash03"].iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6), "{:?}", vectors["hash03"]);
     assert!(outcome.warnings.iter().any(|w| w.contains("rejected 1 item") && w.contains("input too long")), "{:?}", outcome.warnings);
     assert!(outcome.pending.is_empty());
     assert!(!state.exists(), "finished jobs leave the state file");

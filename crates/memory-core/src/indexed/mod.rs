@@ -665,7 +665,8 @@ impl IndexedBackend {
                 }
             }
         }
-        report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h)).count();
+        // Batch results were written to the cache as they arrived: they count as embedded, not as cached.
+        report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h) && !from_batch.vectors.contains_key(*h)).count();
         // Vectors the batch jobs produced (already counted as embedded).
         for h in &hashes {
             if !vectors.contains_key(h) {
