@@ -497,3 +497,20 @@ mod engine {
         assert!(!format!("{status:?}").contains(KEY));
     }
 }
+
+#[tokio::test]
+async fn keys_echoed_by_a_failing_batch_api_are_scrubbed_from_errors_and_status() {
+    let server = MockServer::start(|rec, _| {
+        let key = rec.header("authorization").unwrap_or("").trim_start_matches("Bearer ").to_string();
+        Reply::json(401, json!({"error": {"message": format!("Incorrect API key provided: {key}")}}).to_string())
+    })
+    .await;
+    let p = provider(RemoteKind::OpenAi, &server, batch_settings(1, true));
+    let dir = tempfile::tempdir().unwrap();
+    let (_, outcome) = run(&p, &items(3), &dir.path().join("jobs.json")).await;
+    assert_eq!(outcome.jobs_failed, 2);
+    let reason = p.batch().unwrap().disabled_reason().unwrap();
+    let printed = format!("{outcome:?} {reason} {p:?}");
+    assert!(printed.contains("Incorrect API key provided: ***"), "{printed}");
+    assert!(!printed.contains(KEY), "{printed}");
+}
