@@ -134,7 +134,7 @@ impl Config {
         }
         let m = &s.multimodal;
         if m.enabled {
-            if s.fallback.trim().to_ascii_lowercase() != "none" && !s.fallback.trim().is_empty() {
+            if !s.fallback.trim().eq_ignore_ascii_case("none") && !s.fallback.trim().is_empty() {
                 return Err(MemoryError::config(
                     "memory.search.multimodal.enabled",
                     format!(
