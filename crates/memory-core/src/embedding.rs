@@ -1,5 +1,8 @@
 //! The embedding-provider trait the shared sync and search code call. Implementations live in the `providers` crate.
 
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
 use async_trait::async_trait;
 
 /// Why an embedding call failed. `is_transient` tells the retry and fallback logic what to do.
@@ -45,6 +48,26 @@ pub trait EmbeddingProvider: Send + Sync {
     /// Embed a batch of texts. The result has one vector per input, in order.
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError>;
 
+    /// Provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for large
+    /// backfills, when configured (`memory.search.remote.batch.enabled`). `None`: synchronous calls only.
+    fn batch(&self) -> Option<&dyn BatchEmbedder> {
+        None
+    }
+
+    /// Whether [`embed_media`](Self::embed_media) works: a multimodal model (`memory.search.multimodal`).
+    fn supports_media(&self) -> bool {
+        false
+    }
+
+    /// Embed images or audio (document purpose) into the same space as text queries, one vector per input.
+    async fn embed_media(&self, media: &[MediaInput]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        let _ = media;
+        Err(EmbeddingError::NotConfigured {
+            provider: self.id().to_string(),
+            message: format!("model `{}` does not embed images or audio", self.model()),
+        })
+    }
+
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbeddingError> {
         let mut v = self.embed(&[text.to_string()], EmbeddingPurpose::Query).await?;
         v.pop().ok_or_else(|| EmbeddingError::Permanent {
@@ -52,6 +75,86 @@ pub trait EmbeddingProvider: Send + Sync {
             message: "empty embedding response".into(),
         })
     }
+}
+
+/// An image or audio file to embed with a multimodal model.
+#[derive(Clone)]
+pub struct MediaInput {
+    pub mime_type: String,
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for MediaInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaInput").field("mime_type", &self.mime_type).field("bytes", &self.data.len()).finish()
+    }
+}
+
+/// One document for a batch job: its chunk hash (the embedding-cache key, also the job's custom id) and text.
+#[derive(Debug, Clone)]
+pub struct BatchItem {
+    pub hash: String,
+    pub text: String,
+}
+
+/// Vectors of one finished batch job, keyed by chunk hash, sent as soon as the job's output is read.
+pub type BatchDelivery = Vec<(String, Vec<f32>)>;
+
+/// What a batch run left undone. Every hash that got a vector was sent through the delivery channel.
+#[derive(Debug, Clone, Default)]
+pub struct BatchOutcome {
+    /// Submitted jobs not finished yet (`wait: false`): their chunks wait for a later sync, which polls the jobs
+    /// again instead of resubmitting them. Not to be embedded synchronously now.
+    pub pending: HashSet<String>,
+    /// Jobs submitted in this run, jobs resumed from an earlier run, and jobs that failed.
+    pub jobs_submitted: usize,
+    pub jobs_resumed: usize,
+    pub jobs_failed: usize,
+    /// Notes for the sync report (failed jobs, items the batch API rejected, the batch API being disabled).
+    pub warnings: Vec<String>,
+}
+
+/// Asynchronous provider batch jobs. Hashes neither delivered nor pending are left to the caller, which embeds
+/// them with ordinary synchronous calls (items a job rejected, or everything once the batch API is disabled).
+#[async_trait]
+pub trait BatchEmbedder: Send + Sync {
+    /// Embed `items` (document purpose) through batch jobs. Submitted jobs and the hashes they carry are recorded
+    /// in `state_file` before they are waited for, so a run that is interrupted is resumed by the next one:
+    /// its jobs are polled, not resubmitted. Each job's vectors go to `deliver` as soon as they are read.
+    async fn embed_documents(
+        &self,
+        items: &[BatchItem],
+        state_file: &Path,
+        deliver: tokio::sync::mpsc::UnboundedSender<BatchDelivery>,
+    ) -> BatchOutcome;
+
+    /// Why the batch API is switched off for the rest of this run (it failed twice), if it is.
+    fn disabled_reason(&self) -> Option<String>;
+}
+
+/// Collect a batch run's deliveries into a map while the run goes on, passing each delivery to `on_delivery`
+/// (the sync writes them to the embedding cache there). Returns the vectors and the run's outcome.
+pub async fn run_batch<F, Fut>(
+    batch: &dyn BatchEmbedder,
+    items: &[BatchItem],
+    state_file: &Path,
+    mut on_delivery: F,
+) -> (HashMap<String, Vec<f32>>, BatchOutcome)
+where
+    F: FnMut(BatchDelivery) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BatchDelivery>();
+    let mut vectors = HashMap::new();
+    let run = batch.embed_documents(items, state_file, tx);
+    let collect = async {
+        while let Some(d) = rx.recv().await {
+            vectors.extend(d.iter().cloned());
+            on_delivery(d).await;
+        }
+    };
+    let (outcome, ()) = tokio::join!(run, collect);
+    (vectors, outcome)
 }
 
 /// Replace non-finite values by 0 and scale to unit length (SPEC §7). A zero vector stays zero.

@@ -86,7 +86,9 @@ impl LanceDbFactory {
             None => ctx.state_dir.join("lancedb").join(&ctx.agent_id).to_string_lossy().into_owned(),
         };
         let table = cfg.table.clone().unwrap_or_else(|| default_table_name(&ctx.agent_id));
-        LanceDbStorage::connect(&uri, &cfg.storage_options, &table, self.options.clone()).await
+        let storage_options: std::collections::BTreeMap<String, String> =
+            cfg.storage_options.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect();
+        LanceDbStorage::connect(&uri, &storage_options, &table, self.options.clone()).await
     }
 
     /// Open the engine with its concrete type.

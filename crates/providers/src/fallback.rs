@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::{BatchEmbedder, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 use tracing::warn;
 
 pub struct FallbackProvider {
@@ -90,6 +90,18 @@ impl EmbeddingProvider for FallbackProvider {
 
     fn fingerprint(&self) -> String {
         self.active().fingerprint()
+    }
+
+    fn batch(&self) -> Option<&dyn BatchEmbedder> {
+        self.active().batch()
+    }
+
+    fn supports_media(&self) -> bool {
+        self.active().supports_media()
+    }
+
+    async fn embed_media(&self, media: &[memory_core::embedding::MediaInput]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.active().embed_media(media).await
     }
 
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {

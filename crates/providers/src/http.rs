@@ -204,17 +204,33 @@ impl HttpClient {
             provider: self.provider.clone(),
             message: format!("cannot encode request: {e}"),
         })?;
+        self.send(reqwest::Method::POST, url, Some(("application/json".into(), payload))).await
+    }
+
+    /// GET `url` (batch status, file contents), with the same retries as [`post_json`](Self::post_json).
+    pub async fn get(&self, url: &str) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
+        self.send(reqwest::Method::GET, url, None).await
+    }
+
+    /// One request with retries on 429 / 408 / 5xx / timeouts / connection errors. `body` is
+    /// (content type, bytes).
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        body: Option<(String, Vec<u8>)>,
+    ) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
         let mut attempt: u32 = 0;
         loop {
-            let result = self
+            let mut request = self
                 .client
-                .post(url)
+                .request(method.clone(), url)
                 .headers(self.headers.clone())
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .timeout(self.options.request_timeout)
-                .body(payload.clone())
-                .send()
-                .await;
+                .timeout(self.options.request_timeout);
+            if let Some((content_type, payload)) = &body {
+                request = request.header(reqwest::header::CONTENT_TYPE, content_type.as_str()).body(payload.clone());
+            }
+            let result = request.send().await;
             let (reason, retry_after) = match result {
                 Ok(resp) => {
                     let status = resp.status();
@@ -222,7 +238,7 @@ impl HttpClient {
                     let bytes = resp.bytes().await;
                     match bytes {
                         Ok(bytes) if status.is_success() => {
-                            debug!(provider = %self.provider, url, status = status.as_u16(), bytes = bytes.len(), "embedding request ok");
+                            debug!(provider = %self.provider, %method, url, status = status.as_u16(), bytes = bytes.len(), "provider request ok");
                             return Ok(Ok(bytes.to_vec()));
                         }
                         Ok(bytes) => {
@@ -258,7 +274,7 @@ impl HttpClient {
                 attempt,
                 delay_ms = delay.as_millis() as u64,
                 reason = %self.scrub(&reason),
-                "embedding request failed; retrying"
+                "provider request failed; retrying"
             );
             tokio::time::sleep(delay).await;
         }

@@ -6,10 +6,13 @@
 //! - [`RemoteProvider`]: the HTTP APIs (token-budget batching, a few requests in flight, retries with backoff on
 //!   429 / 5xx / timeouts, strict checking of the answers).
 //! - [`LocalProvider`]: a BERT sentence-embedding model run in-process from a folder (candle + tokenizers).
+//! - [`batch`]: provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for
+//!   large backfills, resumable across restarts.
 //! - [`FallbackProvider`]: a second provider used only once the first fails.
 //!
 //! Every provider returns finite, L2-normalised vectors, one per input, all of one width, or an error.
 
+pub mod batch;
 pub mod batching;
 pub mod fallback;
 pub mod http;
@@ -17,6 +20,7 @@ pub mod local;
 pub mod remote;
 mod resolve;
 
+pub use batch::BatchSettings;
 pub use batching::{estimate_tokens, plan_batches, BatchLimits};
 pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};

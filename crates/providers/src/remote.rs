@@ -10,11 +10,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::{
+    sanitize_and_normalize, BatchEmbedder, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, MediaInput,
+};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 use tracing::{debug, info};
 
+use crate::batch::{BatchRunner, BatchSettings};
 use crate::batching::{plan_batches, BatchLimits};
 use crate::http::{join_url, truncate, ApiKey, HttpClient, HttpOptions, HttpStatusError};
 
@@ -122,6 +125,7 @@ pub fn known_dimensions(kind: RemoteKind, model: &str) -> Option<usize> {
         (RemoteKind::OpenAi, "text-embedding-3-large") => 3072,
         (RemoteKind::OpenAi, "text-embedding-ada-002") => 1536,
         (RemoteKind::Gemini, "gemini-embedding-001") => 3072,
+        (RemoteKind::Gemini, "gemini-embedding-2-preview") => 3072,
         (RemoteKind::Gemini, "text-embedding-004") => 768,
         (RemoteKind::Voyage, "voyage-4-large" | "voyage-4" | "voyage-4-lite" | "voyage-3-large" | "voyage-3.5") => 1024,
         (RemoteKind::Mistral, "mistral-embed") => 1024,
@@ -150,6 +154,11 @@ pub struct RemoteSettings {
     pub http: HttpOptions,
     /// `None` for the defaults (8,000 estimated tokens, the API's item cap, 4 in flight).
     pub limits: Option<BatchLimits>,
+    /// Provider batch jobs for large backfills (`openai`, `gemini`, `voyage`); `None` for synchronous calls only.
+    pub batch: Option<BatchSettings>,
+    /// `gemini` only: ask for vectors of this width (`outputDimensionality`), e.g. 768 / 1536 / 3072 for
+    /// `gemini-embedding-2-preview` (`memory.search.multimodal.dimensions`).
+    pub output_dimensionality: Option<usize>,
 }
 
 impl fmt::Debug for RemoteSettings {
@@ -163,35 +172,40 @@ impl fmt::Debug for RemoteSettings {
             .field("send_input_type", &self.send_input_type)
             .field("http", &self.http)
             .field("limits", &self.limits)
+            .field("batch", &self.batch)
+            .field("output_dimensionality", &self.output_dimensionality)
             .finish()
     }
 }
 
-enum Wire {
+pub(crate) enum Wire {
     /// OpenAI's `POST {base}/embeddings {model, input}`; also Mistral, Voyage and compatible servers.
     OpenAiLike { url: String, input_type: bool },
     /// `models/{m}:embedContent` for one text, `:batchEmbedContents` for several.
-    Gemini { single_url: String, batch_url: String, model_ref: String },
+    Gemini { single_url: String, batch_url: String, model_ref: String, output_dims: Option<usize> },
     /// `/api/embed {model, input}`; `/api/embeddings {model, prompt}` once the server turned out to be older.
     Ollama { embed_url: String, legacy_url: String, legacy: AtomicBool },
 }
 
-struct Inner {
-    kind: RemoteKind,
-    model: String,
+pub(crate) struct Inner {
+    pub(crate) kind: RemoteKind,
+    pub(crate) model: String,
     wire: Wire,
-    http: HttpClient,
+    pub(crate) http: HttpClient,
     expected_dims: Option<usize>,
     learned_dims: AtomicUsize,
     limits: BatchLimits,
-    fingerprint: String,
-    base_url: String,
+    pub(crate) fingerprint: String,
+    pub(crate) base_url: String,
+    /// `gemini`: the `outputDimensionality` sent with every request.
+    pub(crate) output_dims: Option<usize>,
 }
 
 /// An HTTP embedding provider. Cheap to clone (shared state).
 #[derive(Clone)]
 pub struct RemoteProvider {
     inner: Arc<Inner>,
+    batch: Option<Arc<BatchRunner>>,
 }
 
 impl fmt::Debug for RemoteProvider {
@@ -248,6 +262,7 @@ impl RemoteProvider {
                 single_url: join_url(&base_url, &format!("models/{model_ref}:embedContent")),
                 batch_url: join_url(&base_url, &format!("models/{model_ref}:batchEmbedContents")),
                 model_ref: format!("models/{model_ref}"),
+                output_dims: settings.output_dimensionality,
             },
             RemoteKind::Ollama => Wire::Ollama {
                 embed_url: join_url(&base_url, "api/embed"),
@@ -262,24 +277,33 @@ impl RemoteProvider {
                 Wire::OpenAiLike { url: join_url(&base_url, "embeddings"), input_type: false }
             }
         };
-        let expected_dims = settings.dimensions.or_else(|| known_dimensions(kind, &model));
+        let output_dims = if kind == RemoteKind::Gemini { settings.output_dimensionality } else { None };
+        let expected_dims = settings.dimensions.or(output_dims).or_else(|| known_dimensions(kind, &model));
         let mut limits = settings.limits.unwrap_or(BatchLimits { max_items: kind.max_items(), ..BatchLimits::default() });
         limits.max_items = limits.max_items.clamp(1, kind.max_items());
         limits.concurrency = limits.concurrency.max(1);
         let fingerprint = fingerprint(kind, &model, expected_dims, &base_url, &wire);
-        Ok(RemoteProvider {
-            inner: Arc::new(Inner {
-                kind,
-                model,
-                wire,
-                http,
-                expected_dims,
-                learned_dims: AtomicUsize::new(0),
-                limits,
-                fingerprint,
-                base_url,
-            }),
-        })
+        let inner = Arc::new(Inner {
+            kind,
+            model,
+            wire,
+            http,
+            expected_dims,
+            learned_dims: AtomicUsize::new(0),
+            limits,
+            fingerprint,
+            base_url,
+            output_dims,
+        });
+        let batch = match settings.batch {
+            Some(b) if BatchRunner::supports(kind) => Some(Arc::new(BatchRunner::new(inner.clone(), b))),
+            Some(_) => {
+                tracing::warn!(provider = kind.id(), "memory.search.remote.batch: this provider has no batch API; using synchronous requests");
+                None
+            }
+            None => None,
+        };
+        Ok(RemoteProvider { inner, batch })
     }
 
     pub fn kind(&self) -> RemoteKind {
@@ -315,15 +339,15 @@ fn fingerprint(kind: RemoteKind, model: &str, dims: Option<usize>, base_url: &st
 }
 
 impl Inner {
-    fn permanent(&self, message: impl Into<String>) -> EmbeddingError {
+    pub(crate) fn permanent(&self, message: impl Into<String>) -> EmbeddingError {
         EmbeddingError::Permanent { provider: self.kind.id().to_string(), message: self.http.scrub(&message.into()) }
     }
 
-    fn status_error(&self, e: HttpStatusError) -> EmbeddingError {
+    pub(crate) fn status_error(&self, e: HttpStatusError) -> EmbeddingError {
         e.into_embedding_error(self.kind.id())
     }
 
-    async fn post(&self, url: &str, body: &Value) -> Result<Value, EmbeddingError> {
+    pub(crate) async fn post(&self, url: &str, body: &Value) -> Result<Value, EmbeddingError> {
         match self.http.post_json(url, body).await? {
             Ok(bytes) => parse_json(&bytes).map_err(|e| self.permanent(format!("malformed response: {e}"))),
             Err(status) => Err(self.status_error(status)),
@@ -344,13 +368,17 @@ impl Inner {
                 let v = self.post(url, &body).await?;
                 self.parse_openai(&v, texts.len())
             }
-            Wire::Gemini { single_url, batch_url, model_ref } => {
+            Wire::Gemini { single_url, batch_url, model_ref, output_dims } => {
                 let task = match purpose {
                     EmbeddingPurpose::Query => "RETRIEVAL_QUERY",
                     EmbeddingPurpose::Document => "RETRIEVAL_DOCUMENT",
                 };
                 let request = |t: &String| {
-                    json!({ "model": model_ref, "content": { "parts": [{ "text": t }] }, "taskType": task })
+                    let mut r = json!({ "model": model_ref, "content": { "parts": [{ "text": t }] }, "taskType": task });
+                    if let Some(d) = output_dims {
+                        r["outputDimensionality"] = json!(d);
+                    }
+                    r
                 };
                 if texts.len() == 1 {
                     let v = self.post(single_url, &request(&texts[0])).await?;
@@ -447,7 +475,7 @@ impl Inner {
     }
 
     /// A JSON array of numbers; `null` (how a non-finite value arrives) becomes NaN, zeroed later.
-    fn floats(&self, v: &Value) -> Result<Vec<f32>, EmbeddingError> {
+    pub(crate) fn floats(&self, v: &Value) -> Result<Vec<f32>, EmbeddingError> {
         let arr = v.as_array().ok_or_else(|| self.permanent("malformed response: an embedding is not an array"))?;
         arr.iter()
             .map(|x| match x {
@@ -464,29 +492,35 @@ impl Inner {
             return Err(self.permanent(format!("returned {} vectors for {n} texts", vectors.len())));
         }
         for v in vectors.iter_mut() {
-            if v.is_empty() {
-                return Err(self.permanent("returned an empty vector"));
-            }
-            let want = match self.expected_dims {
-                Some(d) => d,
-                None => match self.learned_dims.compare_exchange(0, v.len(), Ordering::SeqCst, Ordering::SeqCst) {
-                    Ok(_) => {
-                        debug!(provider = self.kind.id(), model = %self.model, dims = v.len(), "learnt vector width");
-                        v.len()
-                    }
-                    Err(existing) => existing,
-                },
-            };
-            if v.len() != want {
-                return Err(self.permanent(format!(
-                    "returned a vector of {} dimensions, expected {want} for model `{}`",
-                    v.len(),
-                    self.model
-                )));
-            }
-            sanitize_and_normalize(v);
+            self.check_one(v)?;
         }
         Ok(vectors)
+    }
+
+    /// One vector of the provider's width, sanitised and normalised in place.
+    pub(crate) fn check_one(&self, v: &mut [f32]) -> Result<(), EmbeddingError> {
+        if v.is_empty() {
+            return Err(self.permanent("returned an empty vector"));
+        }
+        let want = match self.expected_dims {
+            Some(d) => d,
+            None => match self.learned_dims.compare_exchange(0, v.len(), Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => {
+                    debug!(provider = self.kind.id(), model = %self.model, dims = v.len(), "learnt vector width");
+                    v.len()
+                }
+                Err(existing) => existing,
+            },
+        };
+        if v.len() != want {
+            return Err(self.permanent(format!(
+                "returned a vector of {} dimensions, expected {want} for model `{}`",
+                v.len(),
+                self.model
+            )));
+        }
+        sanitize_and_normalize(v);
+        Ok(())
     }
 
     async fn embed_range(self: Arc<Self>, texts: Arc<Vec<String>>, range: std::ops::Range<usize>, purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
@@ -497,6 +531,27 @@ impl Inner {
     }
 }
 
+/// Models that embed images and audio beside text.
+pub fn is_multimodal_model(model: &str) -> bool {
+    let m = model.strip_prefix("models/").unwrap_or(model);
+    memory_core::config::MULTIMODAL_MODELS.contains(&m)
+}
+
+/// Standard base64 with padding (RFC 4648), for inline media.
+pub(crate) fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        out.push(ALPHABET[(n >> 18) as usize & 63] as char);
+        out.push(ALPHABET[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { ALPHABET[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { ALPHABET[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
 fn is_missing_model(e: &HttpStatusError) -> bool {
     let m = e.message().to_lowercase();
     m.contains("model") && (m.contains("not found") || m.contains("pull"))
@@ -504,7 +559,7 @@ fn is_missing_model(e: &HttpStatusError) -> bool {
 
 /// JSON, tolerating the bare `NaN` / `Infinity` / `-Infinity` some servers (Python's json module) emit: they
 /// become `null`, which [`Inner::floats`] turns into a zeroed value.
-fn parse_json(bytes: &[u8]) -> Result<Value, String> {
+pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, String> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(v) => Ok(v),
         Err(first) => {
@@ -579,6 +634,48 @@ impl EmbeddingProvider for RemoteProvider {
         self.inner.fingerprint.clone()
     }
 
+    fn batch(&self) -> Option<&dyn BatchEmbedder> {
+        self.batch.as_deref().map(|b| b as &dyn BatchEmbedder)
+    }
+
+    fn supports_media(&self) -> bool {
+        self.inner.kind == RemoteKind::Gemini && is_multimodal_model(&self.inner.model)
+    }
+
+    /// Gemini `models/{m}:embedContent` with `content.parts[{inline_data: {mime_type, data}}]` (base64), one
+    /// request per file (files are large; a few in flight).
+    async fn embed_media(&self, media: &[MediaInput]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        let Wire::Gemini { single_url, model_ref, output_dims, .. } = &self.inner.wire else {
+            return Err(self.inner.permanent("this provider does not embed images or audio"));
+        };
+        if !self.supports_media() {
+            return Err(EmbeddingError::NotConfigured {
+                provider: self.id().to_string(),
+                message: format!("model `{}` does not embed images or audio (use gemini-embedding-2-preview)", self.inner.model),
+            });
+        }
+        let mut out = Vec::with_capacity(media.len());
+        for m in media {
+            let mut body = json!({
+                "model": model_ref,
+                "content": { "parts": [{ "inline_data": { "mime_type": m.mime_type, "data": base64(&m.data) } }] },
+                "taskType": "RETRIEVAL_DOCUMENT",
+            });
+            if let Some(d) = output_dims {
+                body["outputDimensionality"] = json!(d);
+            }
+            let v = self.inner.post(single_url, &body).await?;
+            let values = v
+                .get("embedding")
+                .and_then(|e| e.get("values"))
+                .ok_or_else(|| self.inner.permanent("malformed response: no `embedding.values`"))?;
+            let mut vector = self.inner.floats(values)?;
+            self.inner.check_one(&mut vector)?;
+            out.push(vector);
+        }
+        Ok(out)
+    }
+
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -622,6 +719,14 @@ impl EmbeddingProvider for RemoteProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (input, want) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
+            assert_eq!(base64(input.as_bytes()), want);
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
+    }
 
     #[test]
     fn non_finite_literals_become_null_outside_strings() {

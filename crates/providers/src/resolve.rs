@@ -186,9 +186,10 @@ fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf>
 /// The key for `kind`: `memory.search.remote.apiKey` (primary only), `models.providers.<id>.apiKey`, then the
 /// environment variable.
 fn api_key(kind: RemoteKind, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
-    let remote = (role == Role::Primary).then(|| non_empty(config.memory.search.remote.api_key.as_ref())).flatten();
+    let secret = |s: Option<&memory_core::config::SecretString>| non_empty(s.map(|k| k.expose().to_string()).as_ref());
+    let remote = (role == Role::Primary).then(|| secret(config.memory.search.remote.api_key.as_ref())).flatten();
     remote
-        .or_else(|| non_empty(config.models.providers.get(kind.id()).and_then(|p| p.api_key.as_ref())))
+        .or_else(|| secret(config.models.providers.get(kind.id()).and_then(|p| p.api_key.as_ref())))
         .or_else(|| kind.api_key_env().and_then(|v| non_empty(env(v).as_ref())))
         .and_then(ApiKey::new)
 }
@@ -226,11 +227,14 @@ fn build(
         return Err(BuildError { key: provider_key.into(), message: format!("unknown provider `{name}`"), missing: false });
     };
     let entry = config.models.providers.get(kind.id());
-    let mut headers = entry.map(|e| e.headers.clone()).unwrap_or_default();
+    let exposed = |h: &std::collections::BTreeMap<String, memory_core::config::SecretString>| {
+        h.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<std::collections::BTreeMap<String, String>>()
+    };
+    let mut headers = entry.map(|e| exposed(&e.headers)).unwrap_or_default();
     let mut base_url = non_empty(entry.and_then(|e| e.base_url.as_ref()));
     let mut model = None;
     if role == Role::Primary {
-        headers.extend(search.remote.headers.clone());
+        headers.extend(exposed(&search.remote.headers));
         base_url = non_empty(search.remote.base_url.as_ref()).or(base_url);
         model = non_empty(search.model.as_ref());
     }
@@ -253,6 +257,9 @@ fn build(
         api_key: api_key(kind, role, config, env),
         headers,
         http: options.http.clone(),
+        // Batch jobs are for the primary provider's backfills; a fallback answers synchronously.
+        batch: if role == Role::Primary { crate::batch::BatchSettings::from_config(&search.remote.batch) } else { None },
+        output_dimensionality: if role == Role::Primary && search.multimodal.enabled { search.multimodal.dimensions } else { None },
         ..RemoteSettings::default()
     };
     match RemoteProvider::new(kind, settings) {

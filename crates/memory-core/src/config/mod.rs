@@ -3,8 +3,10 @@
 //! both are accepted and `memory.search` wins key by key.
 
 mod model;
+mod secret;
 
 pub use model::*;
+pub use secret::SecretString;
 
 use std::path::Path;
 
@@ -20,6 +22,9 @@ const FOREIGN_SECTIONS: &[&str] = &[
     "gateway", "plugins", "skills", "tools", "session", "messages", "commands", "hooks", "cron", "web", "discovery",
     "canvasHost", "talk", "broadcast", "audio", "bindings", "approvals", "nodeHost", "media", "secrets",
 ];
+
+/// Embedding models that take images and audio as well as text (`memory.search.multimodal`).
+pub const MULTIMODAL_MODELS: &[&str] = &["gemini-embedding-2-preview"];
 
 impl Config {
     /// Parse a JSON5 document.
@@ -122,6 +127,49 @@ impl Config {
         }
         if s.sources.is_empty() {
             return Err(MemoryError::config("memory.search.sources", "must name at least one source"));
+        }
+        let b = &s.remote.batch;
+        if b.concurrency == 0 {
+            return Err(MemoryError::config("memory.search.remote.batch.concurrency", "must be at least 1"));
+        }
+        if b.poll_interval_ms == 0 {
+            return Err(MemoryError::config("memory.search.remote.batch.pollIntervalMs", "must be at least 1"));
+        }
+        if b.timeout_minutes == 0 {
+            return Err(MemoryError::config("memory.search.remote.batch.timeoutMinutes", "must be at least 1"));
+        }
+        let m = &s.multimodal;
+        if m.enabled {
+            if !s.fallback.trim().eq_ignore_ascii_case("none") && !s.fallback.trim().is_empty() {
+                return Err(MemoryError::config(
+                    "memory.search.multimodal.enabled",
+                    format!(
+                        "requires memory.search.fallback = \"none\" (a fallback model cannot embed images and audio), found \"{}\"",
+                        s.fallback
+                    ),
+                ));
+            }
+            let model = s.model.as_deref().unwrap_or("").trim();
+            let model = model.strip_prefix("models/").unwrap_or(model);
+            if s.provider.trim() != "gemini" || !MULTIMODAL_MODELS.contains(&model) {
+                return Err(MemoryError::config(
+                    "memory.search.multimodal.enabled",
+                    format!(
+                        "requires memory.search.provider = \"gemini\" and a multimodal memory.search.model ({}), found provider \"{}\" model \"{}\"",
+                        MULTIMODAL_MODELS.join(", "),
+                        s.provider,
+                        model
+                    ),
+                ));
+            }
+            if let Some(d) = m.dimensions {
+                if ![768, 1536, 3072].contains(&d) {
+                    return Err(MemoryError::config("memory.search.multimodal.dimensions", "must be 768, 1536 or 3072"));
+                }
+            }
+            if m.max_file_bytes == 0 {
+                return Err(MemoryError::config("memory.search.multimodal.maxFileBytes", "must be at least 1"));
+            }
         }
         Ok(())
     }

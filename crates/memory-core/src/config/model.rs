@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::SecretString;
 use crate::types::Source;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -96,18 +97,23 @@ impl Default for SearchConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RemoteConfig {
     pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub headers: BTreeMap<String, String>,
+    pub api_key: Option<SecretString>,
+    /// Extra request headers; values are treated as secrets (they often carry credentials).
+    pub headers: BTreeMap<String, SecretString>,
     pub batch: BatchConfig,
 }
 
+/// `memory.search.remote.batch`: embed large backfills as provider batch jobs (OpenAI, Gemini, Voyage).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct BatchConfig {
     pub enabled: bool,
+    /// Wait for jobs during the sync; when off, a later sync collects what finished.
     pub wait: bool,
+    /// Jobs in flight at once.
     pub concurrency: usize,
     pub poll_interval_ms: u64,
+    /// A job not finished this long after submission counts as failed.
     pub timeout_minutes: u64,
 }
 
@@ -286,16 +292,21 @@ impl Default for SessionsSyncConfig {
     }
 }
 
+/// `memory.search.multimodal`: index images and audio found under `extraPaths` with a multimodal embedding
+/// model (`gemini-embedding-2-preview`); requires `fallback: "none"`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MultimodalConfig {
     pub enabled: bool,
+    /// Media files larger than this are skipped with a warning.
     pub max_file_bytes: u64,
+    /// Output width of the multimodal model: 768, 1536 or 3072 (default: the model's own, 3072).
+    pub dimensions: Option<usize>,
 }
 
 impl Default for MultimodalConfig {
     fn default() -> Self {
-        MultimodalConfig { enabled: false, max_file_bytes: 10 * 1024 * 1024 }
+        MultimodalConfig { enabled: false, max_file_bytes: 10 * 1024 * 1024, dimensions: None }
     }
 }
 
@@ -396,8 +407,9 @@ impl Default for QmdLimitsConfig {
 pub struct LanceDbConfig {
     /// Folder or object-store URI (`s3://bucket/prefix`). Default: `<state-dir>/lancedb/<agentId>`.
     pub uri: Option<String>,
-    /// Passed to the object store (`aws_access_key_id`, `aws_endpoint`, `allow_http`...).
-    pub storage_options: BTreeMap<String, String>,
+    /// Passed to the object store (`aws_access_key_id`, `aws_endpoint`, `allow_http`...). Values may be
+    /// credentials, so none is ever printed.
+    pub storage_options: BTreeMap<String, SecretString>,
     /// Table name; default `memory_<agentId>`.
     pub table: Option<String>,
 }
@@ -412,7 +424,7 @@ pub struct ModelsConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ModelProviderConfig {
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     pub base_url: Option<String>,
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, SecretString>,
 }

@@ -86,3 +86,67 @@ fn an_empty_unknown_key_is_named() {
     let e = Config::from_json5(r#"{"": -21}"#).unwrap_err();
     assert!(matches!(&e, MemoryError::Config { key, message } if key == "\"\"" && message == "unknown key"), "{e}");
 }
+
+#[test]
+fn keys_and_credentials_never_show_in_debug_output() {
+    let c = Config::from_json5(
+        r#"{
+        memory: {
+            search: { remote: { apiKey: 'sk-remote-SECRET-1', headers: { 'x-api-key': 'hdr-SECRET-2' } } },
+            lancedb: { storageOptions: { aws_secret_access_key: 'aws-SECRET-3' } },
+        },
+        models: { providers: { openai: { apiKey: 'sk-models-SECRET-4', headers: { Authorization: 'Bearer tok-SECRET-5' } } } },
+    }"#,
+    )
+    .unwrap();
+    let printed = format!("{c:?} {c:#?}");
+    for secret in ["sk-remote-SECRET-1", "hdr-SECRET-2", "aws-SECRET-3", "sk-models-SECRET-4", "tok-SECRET-5"] {
+        assert!(!printed.contains(secret), "{secret} leaked in {printed}");
+    }
+    assert_eq!(c.memory.search.remote.api_key.as_ref().unwrap().expose(), "sk-remote-SECRET-1");
+    assert_eq!(c.memory.search.remote.api_key.as_ref().unwrap().to_string(), "***");
+    // Written back, a config keeps its keys.
+    let json = serde_json::to_string(&c.models).unwrap();
+    assert!(json.contains("sk-models-SECRET-4"));
+}
+
+#[test]
+fn batch_settings_are_checked() {
+    let c = Config::from_json5("{memory: {search: {remote: {batch: {enabled: true, concurrency: 3}}}}}").unwrap();
+    assert!(c.memory.search.remote.batch.enabled);
+    assert_eq!(c.memory.search.remote.batch.concurrency, 3);
+    assert!(!Config::from_json5("{}").unwrap().memory.search.remote.batch.enabled, "off by default");
+    for (json, key) in [
+        ("{memory: {search: {remote: {batch: {concurrency: 0}}}}}", "memory.search.remote.batch.concurrency"),
+        ("{memory: {search: {remote: {batch: {pollIntervalMs: 0}}}}}", "memory.search.remote.batch.pollIntervalMs"),
+        ("{memory: {search: {remote: {batch: {timeoutMinutes: 0}}}}}", "memory.search.remote.batch.timeoutMinutes"),
+        ("{memory: {search: {remote: {batch: {wiat: true}}}}}", "memory.search.remote.batch.wiat"),
+    ] {
+        match Config::from_json5(json) {
+            Err(crate::MemoryError::Config { key: k, .. }) => assert_eq!(k, key, "{json}"),
+            other => panic!("{json}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn multimodal_needs_a_multimodal_model_and_no_fallback() {
+    let ok = "{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', extraPaths: ['media'], multimodal: {enabled: true, dimensions: 768}}}}";
+    let c = Config::from_json5(ok).unwrap();
+    assert!(c.memory.search.multimodal.enabled);
+    assert_eq!(c.memory.search.multimodal.max_file_bytes, 10 * 1024 * 1024);
+    let err = |json: &str| match Config::from_json5(json) {
+        Err(crate::MemoryError::Config { key, message }) => (key, message),
+        other => panic!("{json}: {other:?}"),
+    };
+    let (key, message) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', fallback: 'openai', multimodal: {enabled: true}}}}");
+    assert_eq!(key, "memory.search.multimodal.enabled");
+    assert!(message.contains("memory.search.fallback = \"none\""), "{message}");
+    let (key, message) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-001', multimodal: {enabled: true}}}}");
+    assert_eq!(key, "memory.search.multimodal.enabled");
+    assert!(message.contains("gemini-embedding-2-preview"), "{message}");
+    let (key, _) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', multimodal: {enabled: true, dimensions: 1000}}}}");
+    assert_eq!(key, "memory.search.multimodal.dimensions");
+    // Off, nothing is required.
+    Config::from_json5("{memory: {search: {fallback: 'openai', multimodal: {enabled: false}}}}").unwrap();
+}

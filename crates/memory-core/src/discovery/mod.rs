@@ -27,6 +27,9 @@ pub struct MemoryFile {
 pub struct MemoryRoots {
     pub workspace: PathBuf,
     pub extra_paths: Vec<PathBuf>,
+    /// Also list images and audio under the extra paths (`memory.search.multimodal.enabled`). The default memory
+    /// roots (`MEMORY.md`, `memory/`) stay Markdown only.
+    pub media: bool,
 }
 
 impl MemoryRoots {
@@ -43,7 +46,23 @@ impl MemoryRoots {
                 }
             })
             .collect();
-        MemoryRoots { workspace, extra_paths }
+        MemoryRoots { workspace, extra_paths, media: false }
+    }
+
+    /// List images and audio under the extra paths as well.
+    pub fn with_media(mut self, media: bool) -> Self {
+        self.media = media;
+        self
+    }
+
+    /// The absolute path of an index key (the inverse of [`key_for`](Self::key_for)).
+    pub fn abs_path(&self, key: &str) -> PathBuf {
+        let p = Path::new(key);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.workspace.join(key)
+        }
     }
 
     /// The index key of an absolute path: workspace-relative when inside it.
@@ -84,12 +103,12 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             }
         }
     }
-    walk(roots, &ws.join("memory"), &mut out, &mut seen);
+    walk(roots, &ws.join("memory"), false, &mut out, &mut seen);
     for extra in &roots.extra_paths {
         match std::fs::symlink_metadata(extra) {
             Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
-            Ok(m) if m.is_dir() => walk(roots, extra, &mut out, &mut seen),
-            Ok(_) if is_markdown(extra) => {
+            Ok(m) if m.is_dir() => walk(roots, extra, roots.media, &mut out, &mut seen),
+            Ok(_) if is_markdown(extra) || (roots.media && media_mime(extra).is_some()) => {
                 if let Some((f, m)) = regular_file(roots, extra) {
                     push(&mut out, &mut seen, f, &m);
                 }
@@ -164,7 +183,28 @@ pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
         .unwrap_or(0)
 }
 
-fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
+/// The MIME type of an image or audio file that multimodal memory indexes, by extension.
+pub fn media_mime(p: &Path) -> Option<&'static str> {
+    let ext = p.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "heic" => "image/heic",
+        "heif" => "image/heif",
+        "mp3" => "audio/mp3",
+        "wav" => "audio/wav",
+        "ogg" => "audio/ogg",
+        "opus" => "audio/opus",
+        "m4a" => "audio/mp4",
+        "aac" => "audio/aac",
+        "flac" => "audio/flac",
+        _ => return None,
+    })
+}
+
+fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -193,8 +233,8 @@ fn walk(roots: &MemoryRoots, dir: &Path, out: &mut Vec<MemoryFile>, seen: &mut H
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
-            walk(roots, &path, out, seen);
-        } else if ft.is_file() && is_markdown(&path) {
+            walk(roots, &path, media, out, seen);
+        } else if ft.is_file() && (is_markdown(&path) || (media && media_mime(&path).is_some())) {
             if let Some((f, m)) = regular_file(roots, &path) {
                 push(out, seen, f, &m);
             }

@@ -15,8 +15,8 @@ use crate::analysis::{document_terms_joined, expansion_terms, heading_terms, que
 use crate::backend::MemoryBackend;
 use crate::chunking::{chunk_id, chunk_text, importance};
 use crate::config::Config;
-use crate::discovery::{discover, read_text, MemoryFile, MemoryRoots};
-use crate::embedding::{EmbeddingProvider, EmbeddingPurpose};
+use crate::discovery::{discover, media_mime, read_text, MemoryFile, MemoryRoots};
+use crate::embedding::{run_batch, BatchItem, EmbeddingProvider, EmbeddingPurpose, MediaInput};
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
 use crate::ranking::{exact_path_tier, merge, rank, RankingOptions};
@@ -87,6 +87,15 @@ pub struct IndexedBackend {
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
     sessions_dir: Option<PathBuf>,
+    /// Where submitted provider batch jobs are recorded (`remote.batch`), so an interrupted backfill resumes.
+    batch_state_file: Option<PathBuf>,
+}
+
+/// Vectors a batch run produced for this sync, and chunks whose jobs are still running (`remote.batch.wait` off).
+#[derive(Default)]
+struct BatchVectors {
+    vectors: HashMap<String, Vec<f32>>,
+    pending: HashSet<String>,
 }
 
 impl IndexedBackend {
@@ -98,7 +107,7 @@ impl IndexedBackend {
         storage: Arc<dyn IndexStorage>,
         embedder: Option<Arc<dyn EmbeddingProvider>>,
     ) -> Result<IndexedBackend> {
-        let roots = MemoryRoots::new(workspace, &config.memory.search.extra_paths);
+        let roots = MemoryRoots::new(workspace, &config.memory.search.extra_paths).with_media(config.memory.search.multimodal.enabled);
         let live = storage.open_live().await?;
         let embedder = if config.memory.search.store.vector.enabled { embedder } else { None };
         Ok(IndexedBackend {
@@ -115,6 +124,7 @@ impl IndexedBackend {
             keyword_capable: true,
             progress: RwLock::new(None),
             sessions_dir: None,
+            batch_state_file: None,
         })
     }
 
@@ -122,7 +132,12 @@ impl IndexedBackend {
     /// `memory.search.sources` includes `sessions`, the transcripts folder it implies. Engines built on
     /// `IndexedBackend` call this from their factory.
     pub async fn open_for(name: impl Into<String>, ctx: &crate::registry::OpenContext, storage: Arc<dyn IndexStorage>) -> Result<IndexedBackend> {
-        let engine = IndexedBackend::open(name, ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
+        let name = name.into();
+        let engine = IndexedBackend::open(name.clone(), ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
+        // One state file per agent, engine and workspace, in the state folder beside the indexes.
+        let tag = crate::sha256_hex(format!("{name}\n{}", ctx.workspace.display()).as_bytes());
+        let agent: String = ctx.agent_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+        let engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", &tag[..12])));
         Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
             engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
         } else {
@@ -133,6 +148,12 @@ impl IndexedBackend {
     /// Index session transcripts from `dir` when `memory.search.sources` includes `sessions`.
     pub fn with_sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// Record provider batch jobs in `path` (used when the embedder has a batch API, `remote.batch.enabled`).
+    pub fn with_batch_state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.batch_state_file = Some(path.into());
         self
     }
 
@@ -261,9 +282,25 @@ impl IndexedBackend {
         let total = work.len();
         let mut done = 0;
         let mut removals = Some(removals);
-        for part in work.chunks(FILES_PER_BATCH) {
+        // With provider batch jobs, every file is prepared first so that all new chunks go out as a few jobs.
+        let batch_mode = self.batch_state_file.is_some()
+            && self.embedder.as_ref().is_some_and(|e| e.batch().is_some() && planned == Some(e.fingerprint().as_str()));
+        let mut prepared_parts: Vec<Option<Vec<Prepared>>> = if batch_mode {
+            work.chunks(FILES_PER_BATCH).map(|part| Some(map_parallel(part, |(f, old)| self.prepare(f, *old)))).collect()
+        } else {
+            Vec::new()
+        };
+        let batch_vectors = if batch_mode {
+            self.run_batch_jobs(&prepared_parts, target, cache_from, &mut report).await
+        } else {
+            BatchVectors::default()
+        };
+        for (i, part) in work.chunks(FILES_PER_BATCH).enumerate() {
             // Reading, hashing, chunking and analysing are CPU work: spread them over the cores.
-            let prepared = map_parallel(part, |(f, old)| self.prepare(f, *old));
+            let prepared = match prepared_parts.get_mut(i).and_then(Option::take) {
+                Some(p) => p,
+                None => map_parallel(part, |(f, old)| self.prepare(f, *old)),
+            };
             let mut batch = SyncBatch { removals: removals.take().unwrap_or_default(), ..Default::default() };
             for p in prepared {
                 match p {
@@ -295,7 +332,7 @@ impl IndexedBackend {
                     Prepared::Deferred => report.files_unchanged += 1,
                 }
             }
-            self.embed_batch(&mut batch, target, cache_from, planned, &mut report).await;
+            self.embed_batch(&mut batch, target, cache_from, planned, &batch_vectors, &mut report).await;
             target.apply(batch).await?;
             done += part.len();
             if let Some(p) = &progress {
@@ -314,6 +351,11 @@ impl IndexedBackend {
         if f.source == Source::Sessions {
             return self.prepare_session(f, old);
         }
+        if self.roots.media {
+            if let Some(mime) = media_mime(&f.abs_path) {
+                return self.prepare_media(f, old, mime);
+            }
+        }
         let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
             Ok(t) => t,
             Err(why) => {
@@ -328,6 +370,71 @@ impl IndexedBackend {
             return Prepared::Touched(record);
         }
         Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
+    }
+
+    /// An image or audio file (multimodal memory): one chunk whose text is the file's path (the snippet; the
+    /// keyword leg sees the words of its name) and whose vector is the file's own embedding.
+    fn prepare_media(&self, f: &MemoryFile, old: Option<&FileRecord>, mime: &str) -> Prepared {
+        let limit = self.config.memory.search.multimodal.max_file_bytes;
+        let skipped = |why: String| {
+            warn!(path = %f.abs_path.display(), reason = %why, "media file skipped");
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
+        };
+        if f.size > limit {
+            return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", f.size));
+        }
+        let bytes = match std::fs::read(&f.abs_path) {
+            Ok(b) if b.len() as u64 > limit => return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", b.len())),
+            Ok(b) => b,
+            Err(e) => return skipped(format!("cannot read file: {e}")),
+        };
+        let hash = crate::sha256_hex(&bytes);
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| o.hash == hash) {
+            return Prepared::Touched(record);
+        }
+        // Distinct from any text chunk's hash: the cache holds the media embedding under it.
+        let chunk_hash = crate::sha256_hex(format!("media\u{1f}{mime}\u{1f}{hash}").as_bytes());
+        let name_words: String = f.key.chars().map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
+        let chunk = ChunkRecord {
+            id: chunk_id(f.source.as_str(), &f.key, 1, 1, &chunk_hash, &self.model_name()),
+            source: f.source,
+            path: f.key.clone(),
+            start_line: 1,
+            end_line: 1,
+            terms: document_terms_joined(&name_words),
+            heading_terms: heading_terms(""),
+            importance: None,
+            hash: chunk_hash,
+            text: f.key.clone(),
+            embedding: None,
+        };
+        Prepared::Changed { chunks: vec![chunk], record, existed: old.is_some() }
+    }
+
+    /// Whether a chunk stands for an image or audio file (embedded from the file, not from its text).
+    fn is_media_chunk(&self, c: &ChunkRecord) -> bool {
+        self.roots.media && c.source == Source::Memory && media_mime(std::path::Path::new(&c.path)).is_some()
+    }
+
+    /// Embed media chunks from their files; returns (hash, vector) pairs, or the error that stopped it.
+    async fn embed_media_chunks(&self, embedder: &Arc<dyn EmbeddingProvider>, todo: &[(String, String)]) -> (Vec<(String, Vec<f32>)>, Option<String>) {
+        let mut out = Vec::new();
+        for (hash, key) in todo {
+            let abs = self.roots.abs_path(key);
+            let Some(mime) = media_mime(&abs) else { continue };
+            let data = match std::fs::read(&abs) {
+                Ok(d) => d,
+                Err(e) => return (out, Some(format!("{key}: cannot read: {e}"))),
+            };
+            match embedder.embed_media(&[MediaInput { mime_type: mime.to_string(), data }]).await {
+                Ok(mut v) if v.len() == 1 => out.push((hash.clone(), v.pop().unwrap_or_default())),
+                Ok(v) => return (out, Some(format!("embedding provider returned {} vectors for 1 media file", v.len()))),
+                Err(e) => return (out, Some(format!("{key}: {e}"))),
+            }
+        }
+        (out, None)
     }
 
     /// A transcript: read only the tail past what was indexed, once it has grown enough; re-read a truncated or
@@ -428,6 +535,69 @@ impl IndexedBackend {
             .collect()
     }
 
+    /// Send every new chunk that no cache holds to the provider's batch API. Each finished job's vectors go into
+    /// the embedding cache as they arrive, so an interrupted backfill keeps them; the jobs themselves are recorded
+    /// in the batch state file, so the next run polls them instead of resubmitting.
+    async fn run_batch_jobs(
+        &self,
+        parts: &[Option<Vec<Prepared>>],
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        report: &mut SyncReport,
+    ) -> BatchVectors {
+        let (Some(embedder), Some(key), Some(state_file)) = (&self.embedder, self.cache_key(), &self.batch_state_file) else {
+            return BatchVectors::default();
+        };
+        let Some(batch) = embedder.batch() else { return BatchVectors::default() };
+        let mut seen = HashSet::new();
+        let mut items: Vec<BatchItem> = Vec::new();
+        for p in parts.iter().flatten().flatten() {
+            let chunks = match p {
+                Prepared::Changed { chunks, .. } | Prepared::Appended { chunks, .. } => chunks,
+                _ => continue,
+            };
+            for c in chunks {
+                if !self.is_media_chunk(c) && seen.insert(c.hash.clone()) {
+                    items.push(BatchItem { hash: c.hash.clone(), text: c.text.clone() });
+                }
+            }
+        }
+        let use_cache = self.config.memory.search.cache.enabled;
+        if use_cache && !items.is_empty() {
+            let hashes: Vec<String> = items.iter().map(|i| i.hash.clone()).collect();
+            let mut known: HashSet<String> = HashSet::new();
+            for store in [target, cache_from] {
+                match store.cached_embeddings(&key, &hashes).await {
+                    Ok(v) => known.extend(v.into_keys()),
+                    Err(e) => warn!(error = %e, "embedding cache read failed"),
+                }
+                if Arc::ptr_eq(target, cache_from) {
+                    break;
+                }
+            }
+            items.retain(|i| !known.contains(&i.hash));
+        }
+        if items.is_empty() {
+            return BatchVectors::default();
+        }
+        info!(chunks = items.len(), provider = embedder.id(), "embedding through provider batch jobs");
+        let max_entries = self.config.memory.search.cache.max_entries;
+        let (vectors, outcome) = run_batch(batch, &items, state_file, |delivery| {
+            let key = key.clone();
+            async move {
+                if use_cache {
+                    if let Err(e) = target.cache_embeddings(&key, &delivery, max_entries).await {
+                        warn!(error = %e, "embedding cache write failed");
+                    }
+                }
+            }
+        })
+        .await;
+        report.chunks_embedded += vectors.len();
+        report.warnings.extend(outcome.warnings);
+        BatchVectors { vectors, pending: outcome.pending }
+    }
+
     /// Fill embeddings of the batch's new chunks from the cache or the provider. On provider failure the chunks
     /// are stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
     /// sync tries again.
@@ -437,6 +607,7 @@ impl IndexedBackend {
         target: &Arc<dyn ChunkStore>,
         cache_from: &Arc<dyn ChunkStore>,
         planned: Option<&str>,
+        from_batch: &BatchVectors,
         report: &mut SyncReport,
     ) {
         let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
@@ -482,16 +653,54 @@ impl IndexedBackend {
                 }
             }
         }
-        report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h)).count();
+        // Batch results were written to the cache as they arrived: they count as embedded, not as cached.
+        report.embeddings_cached += hashes.iter().filter(|h| vectors.contains_key(*h) && !from_batch.vectors.contains_key(*h)).count();
+        // Vectors the batch jobs produced (already counted as embedded).
+        for h in &hashes {
+            if !vectors.contains_key(h) {
+                if let Some(v) = from_batch.vectors.get(h) {
+                    vectors.insert(h.clone(), v.clone());
+                }
+            }
+        }
 
         let mut todo: Vec<(String, String)> = Vec::new();
+        let mut media_todo: Vec<(String, String)> = Vec::new();
         let mut queued = HashSet::new();
         for c in files().flat_map(|(_, c)| c.iter()) {
-            if !vectors.contains_key(&c.hash) && queued.insert(c.hash.clone()) {
-                todo.push((c.hash.clone(), c.text.clone()));
+            // Chunks whose batch job still runs wait for it (a later sync collects them).
+            if !vectors.contains_key(&c.hash) && !from_batch.pending.contains(&c.hash) && queued.insert(c.hash.clone()) {
+                if self.is_media_chunk(c) {
+                    media_todo.push((c.hash.clone(), c.path.clone()));
+                } else {
+                    todo.push((c.hash.clone(), c.text.clone()));
+                }
             }
         }
         let mut failed = false;
+        if !media_todo.is_empty() {
+            if embedder.supports_media() {
+                let (entries, error) = self.embed_media_chunks(embedder, &media_todo).await;
+                report.chunks_embedded += entries.len();
+                if use_cache && !entries.is_empty() {
+                    if let Err(e) = target.cache_embeddings(&key, &entries, max_entries).await {
+                        warn!(error = %e, "embedding cache write failed");
+                    }
+                }
+                vectors.extend(entries);
+                if let Some(e) = error {
+                    failed = true;
+                    warn!(error = %e, "media embedding failed; media files indexed by name only for now");
+                    report.warnings.push(format!("media embedding failed: {e}"));
+                }
+            } else {
+                report.warnings.push(format!(
+                    "{} media files indexed by name only: model `{}` does not embed images or audio",
+                    media_todo.len(),
+                    embedder.model()
+                ));
+            }
+        }
         for part in todo.chunks(EMBED_BATCH) {
             let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
             match embedder.embed(&texts, EmbeddingPurpose::Document).await {
@@ -520,11 +729,13 @@ impl IndexedBackend {
         }
         for (file, chunks) in batch.upserts.iter_mut().chain(batch.appends.iter_mut()) {
             let mut complete = true;
+            let mut waiting = false;
             for c in chunks.iter_mut() {
                 c.embedding = vectors.get(&c.hash).cloned();
                 complete &= c.embedding.is_some();
+                waiting |= c.embedding.is_none() && from_batch.pending.contains(&c.hash);
             }
-            if !complete && failed {
+            if !complete && (failed || waiting) {
                 file.hash.clear();
             }
         }
@@ -773,8 +984,18 @@ impl MemoryBackend for IndexedBackend {
         if pending > 0 {
             warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));
         }
+        let batch_disabled = self.embedder.as_ref().and_then(|e| e.batch()).and_then(|b| b.disabled_reason());
+        if let Some(reason) = &batch_disabled {
+            warnings.push(reason.clone());
+        }
         let stale = self.count_stale(&stored);
         let mut extra = serde_json::Map::new();
+        if self.embedder.as_ref().is_some_and(|e| e.batch().is_some()) {
+            extra.insert(
+                "batch".into(),
+                serde_json::json!({ "enabled": batch_disabled.is_none(), "disabledReason": batch_disabled }),
+            );
+        }
         extra.insert("staleFiles".into(), stale.into());
         extra.insert("indexed".into(), identity.is_some().into());
         if let Some(id) = identity {

@@ -66,7 +66,7 @@ impl BertModel {
     pub fn load(vb: VarBuilder, cfg: &BertConfig) -> candle_core::Result<Self> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
         let h = cfg.hidden_size;
-        if cfg.num_attention_heads == 0 || h % cfg.num_attention_heads != 0 {
+        if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
             candle_core::bail!("hidden size {h} is not a multiple of {} attention heads", cfg.num_attention_heads);
         }
         let e = vb.pp("embeddings");
