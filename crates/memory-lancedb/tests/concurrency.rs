@@ -25,6 +25,12 @@ const ROUNDS: usize = 8;
 /// The whole test, children included, is bounded by this.
 const LIMIT: Duration = Duration::from_secs(280);
 
+/// The engine's defaults: old versions are pruned only after 10 minutes, so a reader in another process never
+/// loses the version it is reading (tests elsewhere prune at once, which is only safe with one process).
+fn engine_options() -> memory_lancedb::LanceDbOptions {
+    memory_lancedb::LanceDbOptions::default()
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     match std::env::var(ROLE).ok().as_deref() {
@@ -88,7 +94,7 @@ fn confirmed(log: &Path) -> Vec<(String, String)> {
 
 async fn writer(name: &str, db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
     let emb = Arc::new(CountingEmbedder::default());
-    let (b, _s) = open_local(db, ws, config(""), Some(emb), test_options()).await;
+    let (b, _s) = open_local(db, ws, config(""), Some(emb), engine_options()).await;
     let mut record = std::fs::OpenOptions::new().create(true).append(true).open(log.join(format!("indexed-{name}"))).unwrap();
     for round in 0..ROUNDS {
         let rel = note_path(name, round);
@@ -124,7 +130,7 @@ async fn find(b: &dyn MemoryBackend, tok: &str) -> Result<Vec<String>, String> {
 async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
     let emb = Arc::new(CountingEmbedder::default());
     // The searcher only searches (no sync before search), so it is not a third writer.
-    let (b, _s) = open_local(db, ws, config(", sync: { onSearch: false }"), Some(emb), test_options()).await;
+    let (b, _s) = open_local(db, ws, config(", sync: { onSearch: false }"), Some(emb), engine_options()).await;
     let mut searches = 0usize;
     let mut checked_while_writing = 0usize;
     loop {
@@ -138,7 +144,11 @@ async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
             let found = find(&b, tok).await?;
             searches += 1;
             if !found.contains(path) {
-                return Err(format!("{path} was reported indexed (token {tok}) but search finds {found:?}"));
+                let mut r = SearchRequest::new(tok.as_str());
+                r.min_score = Some(0.0);
+                let full = b.search(&r).await.map(|r| format!("{:?} mode {:?} warnings {:?}", r.results.iter().map(|x| (&x.path, x.text_score, x.vector_score)).collect::<Vec<_>>(), r.mode, r.warnings));
+                let st = b.status().await.map(|s| s.files);
+                return Err(format!("{path} was reported indexed (token {tok}) but search finds {found:?}; all results {full:?}; status files {st:?}"));
             }
             if !writers_done {
                 checked_while_writing += 1;
@@ -175,7 +185,7 @@ async fn coordinator() {
     fixture_workspace(ws.path());
     // An existing index, as on a host that has been running: the searcher has something to answer from.
     {
-        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(Arc::new(CountingEmbedder::default())), test_options()).await;
+        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(Arc::new(CountingEmbedder::default())), engine_options()).await;
         b.sync(SyncOptions::default()).await.unwrap();
         b.close().await.unwrap();
     }
@@ -216,7 +226,7 @@ async fn coordinator() {
     assert!(while_writing > 0, "the searcher never overlapped with the writers");
 
     // No file lost: a fresh engine finds every note in its latest version, and not the rewritten text.
-    let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(Arc::new(CountingEmbedder::default())), test_options()).await;
+    let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(Arc::new(CountingEmbedder::default())), engine_options()).await;
     let files = confirmed(log.path());
     assert_eq!(files.len(), 2 * ROUNDS);
     for (path, tok) in &files {

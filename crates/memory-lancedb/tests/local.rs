@@ -379,7 +379,8 @@ async fn local_writer_lock_is_exclusive_across_storages() {
     use memory_core::store::IndexStorage;
     bounded(async {
         let db = tempfile::tempdir().unwrap();
-        let connect = || memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "memory_test", test_options());
+        let no_options = std::collections::BTreeMap::new();
+        let connect = || memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &no_options, "memory_test", test_options());
         let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
         let held = a.writer_lock(false).await.unwrap();
         assert!(held.is_some());

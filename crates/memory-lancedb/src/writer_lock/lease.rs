@@ -43,7 +43,7 @@ pub(crate) struct LeaseLock {
     builder: AmazonS3Builder,
     store: Arc<AmazonS3>,
     path: Path,
-    display: String,
+    lease_name: String,
     ttl: Duration,
 }
 
@@ -73,7 +73,7 @@ impl LeaseLock {
             builder,
             store,
             path: Path::from(key),
-            display: format!("s3://{bucket}/{key}"),
+            lease_name: format!("s3://{bucket}/{key}"),
             ttl: ttl.max(Duration::from_secs(1)),
         })
     }
@@ -84,7 +84,7 @@ impl LeaseLock {
     }
 
     fn err(&self, action: &str, e: object_store::Error) -> MemoryError {
-        MemoryError::Unavailable(format!("writer lease {}: {action}: {e}", self.display))
+        MemoryError::Unavailable(format!("writer lease {}: {action}: {e}", self.lease_name))
     }
 
     /// Take the lease, waiting for the holder to release it or for it to expire when `wait`.
@@ -102,10 +102,10 @@ impl LeaseLock {
             };
             if let Some(etag) = held {
                 if self.verify(&owner).await? {
-                    debug!(lease = %self.display, %owner, "writer lease acquired");
+                    debug!(lease = %self.lease_name, %owner, "writer lease acquired");
                     return Ok(self.guard(owner, etag));
                 }
-                warn!(lease = %self.display, "the store accepted our lease but another writer's is there; waiting");
+                warn!(lease = %self.lease_name, "the store accepted our lease but another writer's is there; waiting");
             }
             if !wait {
                 let holder = self.read().await?.map(|(b, _)| b);
@@ -149,13 +149,13 @@ impl LeaseLock {
         let Some(etag) = etag else {
             return Err(MemoryError::Unavailable(format!(
                 "writer lease {}: the store returns no ETag, so an expired lease cannot be taken over safely",
-                self.display
+                self.lease_name
             )));
         };
         let mode = PutMode::Update(UpdateVersion { e_tag: Some(etag), version: None });
         match self.store.put_opts(&self.path, self.body(owner), PutOptions { mode, ..Default::default() }).await {
             Ok(r) => {
-                info!(lease = %self.display, previous = %body.owner, "took over an expired writer lease (its holder stopped renewing it)");
+                info!(lease = %self.lease_name, previous = %body.owner, "took over an expired writer lease (its holder stopped renewing it)");
                 Ok(Some(r.e_tag))
             }
             Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => Ok(None),
@@ -170,8 +170,8 @@ impl LeaseLock {
     fn guard(&self, owner: String, etag: Option<String>) -> LeaseGuard {
         let state = Arc::new(Mutex::new(Held { etag, lost: false }));
         let heartbeat = {
-            let (store, path, display, ttl, owner, state) =
-                (self.store.clone(), self.path.clone(), self.display.clone(), self.ttl, owner.clone(), state.clone());
+            let (store, path, lease_name, ttl, owner, state) =
+                (self.store.clone(), self.path.clone(), self.lease_name.clone(), self.ttl, owner.clone(), state.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(ttl / 3).await;
@@ -182,12 +182,12 @@ impl LeaseLock {
                     match store.put_opts(&path, payload, PutOptions { mode, ..Default::default() }).await {
                         Ok(r) => state.lock().unwrap().etag = r.e_tag,
                         Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
-                            error!(lease = %display, "the writer lease was lost (expired and taken over by another host); this sync may overlap with theirs");
+                            error!(lease = %lease_name, "the writer lease was lost (expired and taken over by another host); this sync may overlap with theirs");
                             state.lock().unwrap().lost = true;
                             return;
                         }
                         // A transient failure: the lease is still valid until it expires; retry at the next beat.
-                        Err(e) => warn!(lease = %display, error = %e, "could not renew the writer lease"),
+                        Err(e) => warn!(lease = %lease_name, error = %e, "could not renew the writer lease"),
                     }
                 }
             })
@@ -197,7 +197,7 @@ impl LeaseLock {
             state,
             builder: self.builder.clone(),
             path: self.path.clone(),
-            display: self.display.clone(),
+            lease_name: self.lease_name.clone(),
             owner,
         }
     }
@@ -214,7 +214,7 @@ pub(crate) struct LeaseGuard {
     state: Arc<Mutex<Held>>,
     builder: AmazonS3Builder,
     path: Path,
-    display: String,
+    lease_name: String,
     owner: String,
 }
 
@@ -227,16 +227,16 @@ impl Drop for LeaseGuard {
         // Drop cannot await, and the caller's runtime may be a single thread that we would block: release on
         // a thread of our own with its own client, and wait for it so a process that exits right after a sync
         // does not leave its lease behind for a whole period.
-        let (builder, path, display, owner) = (self.builder.clone(), self.path.clone(), self.display.clone(), self.owner.clone());
+        let (builder, path, lease_name, owner) = (self.builder.clone(), self.path.clone(), self.lease_name.clone(), self.owner.clone());
         let released = std::thread::spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
-                Err(e) => return warn!(lease = %display, error = %e, "could not release the writer lease; it expires by itself"),
+                Err(e) => return warn!(lease = %lease_name, error = %e, "could not release the writer lease; it expires by itself"),
             };
             rt.block_on(async {
                 let store = match builder.build() {
                     Ok(s) => s,
-                    Err(e) => return warn!(lease = %display, error = %e, "could not release the writer lease; it expires by itself"),
+                    Err(e) => return warn!(lease = %lease_name, error = %e, "could not release the writer lease; it expires by itself"),
                 };
                 // Delete only our own lease (a renewal may have failed and another host taken over).
                 let ours = match store.get(&path).await {
@@ -245,8 +245,8 @@ impl Drop for LeaseGuard {
                 };
                 if ours {
                     match store.delete(&path).await {
-                        Ok(()) => debug!(lease = %display, "writer lease released"),
-                        Err(e) => warn!(lease = %display, error = %e, "could not release the writer lease; it expires by itself"),
+                        Ok(()) => debug!(lease = %lease_name, "writer lease released"),
+                        Err(e) => warn!(lease = %lease_name, error = %e, "could not release the writer lease; it expires by itself"),
                     }
                 }
             })
