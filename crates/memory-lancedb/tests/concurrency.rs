@@ -62,6 +62,19 @@ fn token(writer: &str, round: usize, version: usize) -> String {
     format!("qz{writer}{round}v{version}marker")
 }
 
+/// Word every version of a file carries: another writer's sync may index a newer version before the file's
+/// own writer confirms it, so the searcher looks files up by this one.
+fn file_word(writer: &str, round: usize) -> String {
+    format!("qz{writer}{round}filemark")
+}
+
+fn path_word(path: &str) -> String {
+    // memory/conc-<w>-<rr>.md
+    let stem = path.trim_start_matches("memory/conc-").trim_end_matches(".md");
+    let (w, r) = stem.split_once('-').unwrap();
+    file_word(w, r.parse().unwrap())
+}
+
 fn note_path(writer: &str, round: usize) -> String {
     format!("memory/conc-{writer}-{round:02}.md")
 }
@@ -99,13 +112,13 @@ async fn writer(name: &str, db: &Path, ws: &Path, log: &Path) -> Result<(), Stri
     for round in 0..ROUNDS {
         let rel = note_path(name, round);
         let tok = token(name, round, 0);
-        write_note(ws, log, &rel, &format!("# Note {name} {round}\n\nWritten by writer {name}: {tok}.\n"));
+        write_note(ws, log, &rel, &format!("# Note {name} {round}\n\nWritten by writer {name}: {tok} {}.\n", file_word(name, round)));
         let mut done = vec![(rel, tok)];
         if round % 3 == 2 {
             // Rewrite an earlier note of ours: its old text must disappear, the new one be found.
             let old = round - 2;
             let (rel, tok) = (note_path(name, old), token(name, old, round));
-            write_note(ws, log, &rel, &format!("# Note {name} {old}\n\nRewritten by writer {name}: {tok}.\n"));
+            write_note(ws, log, &rel, &format!("# Note {name} {old}\n\nRewritten by writer {name}: {tok} {}.\n", file_word(name, old)));
             done.push((rel, tok));
         }
         b.sync(SyncOptions::default()).await.map_err(|e| format!("sync {round} failed: {e}"))?;
@@ -140,7 +153,8 @@ async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
         let n = files.len();
         let sample: Vec<&(String, String)> =
             if searches % 5 == 0 { files.iter().collect() } else { files.iter().skip(n.saturating_sub(3)).collect() };
-        for (path, tok) in sample {
+        for (path, _latest) in sample {
+            let tok = &path_word(path);
             let found = find(&b, tok).await?;
             searches += 1;
             if !found.contains(path) {
