@@ -1,16 +1,20 @@
-//! Hybrid-search benchmark of the LanceDB store: p50/p99 latency with exact vector search and with the ANN
-//! index (IVF-HNSW-SQ), recall@10 of ANN against exact, and the index build time.
+//! Hybrid-search benchmark of the LanceDB store: p50/p99 latency with exact vector search and with an ANN
+//! index, recall@10 of ANN against exact, and the index build time.
 //!
 //! ```text
 //! cargo run --release -p memory-lancedb --example ann_bench -- --rows 100000 [--rows 1000000] \
-//!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--nprobes 24 --refine 4]
+//!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--keep] [--reuse] \
+//!     [--index hnsw-sq|ivf-pq|ivf-pq:48]... [--partition-size 4096]... \
+//!     [--nprobes 24]... [--refine 4]... [--ef 0]...
 //! ```
 //!
 //! Data: `rows` chunks with seeded 384-dimensional vectors drawn around 2,000 random centres (clustered, as
 //! text embeddings are) and ~40 seeded words each from a 20,000-word Zipf vocabulary for the keyword side.
 //! Queries: a perturbed copy of a random stored vector plus three of its chunk's words. One "hybrid search" is
 //! what the engine does per query: keyword and vector candidates (24 each, concurrently) merged by the
-//! shared ranking pipeline.
+//! shared ranking pipeline. Keyword-only and vector-only latencies are printed too, to show which side costs.
+//! Every combination of index kind x partition size is built, and every nprobes x refine x ef is measured on
+//! it. `--reuse` keeps an ingested table from an earlier `--keep` run; without `--keep` the data is deleted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,15 +24,29 @@ use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use memory_core::ranking::{rank, RankingOptions};
 use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, KeywordQuery, SyncBatch};
 use memory_core::Source;
-use memory_lancedb::{LanceDbOptions, LanceDbStorage, LanceStore};
+use memory_lancedb::{AnnIndexKind, LanceDbOptions, LanceDbStorage, LanceStore};
 
 struct Args {
     rows: Vec<usize>,
     dims: usize,
     queries: usize,
     dir: std::path::PathBuf,
+    keep: bool,
+    reuse: bool,
+    indexes: Vec<AnnIndexKind>,
+    partition_sizes: Vec<usize>,
     nprobes: Vec<usize>,
-    refine: u32,
+    refine: Vec<u32>,
+    ef: Vec<usize>,
+}
+
+fn parse_index(s: &str) -> AnnIndexKind {
+    match s.split_once(':') {
+        None if s == "hnsw-sq" => AnnIndexKind::IvfHnswSq,
+        None if s == "ivf-pq" => AnnIndexKind::IvfPq { sub_vectors: 0 },
+        Some(("ivf-pq", n)) => AnnIndexKind::IvfPq { sub_vectors: n.parse().expect("ivf-pq:<sub vectors>") },
+        _ => panic!("--index hnsw-sq | ivf-pq | ivf-pq:<sub vectors>"),
+    }
 }
 
 fn args() -> Args {
@@ -37,29 +55,60 @@ fn args() -> Args {
         dims: 384,
         queries: 200,
         dir: std::env::temp_dir().join("lancedb-bench"),
+        keep: false,
+        reuse: false,
+        indexes: Vec::new(),
+        partition_sizes: Vec::new(),
         nprobes: Vec::new(),
-        refine: 4,
+        refine: Vec::new(),
+        ef: Vec::new(),
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
         let val = v.get(i + 1).cloned().unwrap_or_default();
         match v[i].as_str() {
+            "--keep" => {
+                a.keep = true;
+                i += 1;
+                continue;
+            }
+            "--reuse" => {
+                a.reuse = true;
+                i += 1;
+                continue;
+            }
             "--rows" => a.rows.push(val.parse().expect("--rows N")),
             "--dims" => a.dims = val.parse().expect("--dims N"),
             "--queries" => a.queries = val.parse().expect("--queries N"),
             "--dir" => a.dir = val.into(),
+            "--index" => a.indexes.push(parse_index(&val)),
+            "--partition-size" => a.partition_sizes.push(val.parse().expect("--partition-size N")),
             "--nprobes" => a.nprobes.push(val.parse().expect("--nprobes N")),
-            "--refine" => a.refine = val.parse().expect("--refine N"),
+            "--refine" => a.refine.push(val.parse().expect("--refine N")),
+            "--ef" => a.ef.push(val.parse().expect("--ef N")),
             other => panic!("unknown argument {other}"),
         }
         i += 2;
     }
+    let d = LanceDbOptions::default();
     if a.rows.is_empty() {
         a.rows = vec![100_000];
     }
+    if a.indexes.is_empty() {
+        a.indexes = vec![d.ann_index];
+    }
+    if a.partition_sizes.is_empty() {
+        a.partition_sizes = vec![d.ann_partition_size];
+    }
     if a.nprobes.is_empty() {
         a.nprobes = vec![12, 24, 48];
+    }
+    if a.refine.is_empty() {
+        a.refine = vec![d.refine_factor];
+    }
+    if a.ef.is_empty() {
+        a.ef = vec![d.hnsw_ef];
     }
     a
 }
@@ -197,18 +246,38 @@ async fn hybrid(store: &LanceStore, q: &Query, opts: &RankingOptions) -> Vec<Str
     results.into_iter().map(|r| format!("{}:{}", r.path, r.start_line)).collect()
 }
 
-async fn latency(store: &LanceStore, qs: &[Query], opts: &RankingOptions) -> (f64, f64) {
+/// p50/p99 in ms of `f` over the queries (after a few warm-up calls).
+async fn timed<'a, F, Fut>(qs: &'a [Query], f: F) -> (f64, f64)
+where
+    F: Fn(&'a Query) -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
     for q in qs.iter().take(5) {
-        hybrid(store, q, opts).await; // warm caches
+        f(q).await;
     }
     let mut t = Vec::with_capacity(qs.len());
     for q in qs {
         let s = Instant::now();
-        std::hint::black_box(hybrid(store, q, opts).await);
+        std::hint::black_box(f(q).await);
         t.push(s.elapsed());
     }
     t.sort();
     (pct(&t, 0.5), pct(&t, 0.99))
+}
+
+async fn latency(store: &LanceStore, qs: &[Query], opts: &RankingOptions) -> (f64, f64) {
+    timed(qs, |q| async move { hybrid(store, q, opts).await.len() }).await
+}
+
+async fn keyword_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
+    timed(qs, |q| async move {
+        store.keyword_search(&KeywordQuery { terms: q.terms.clone() }, limit, &[]).await.expect("keyword").len()
+    })
+    .await
+}
+
+async fn vector_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
+    timed(qs, |q| async move { store.vector_search(&q.vector, limit, &[]).await.expect("vector").len() }).await
 }
 
 async fn top10(store: &LanceStore, q: &Query) -> Vec<String> {
@@ -254,45 +323,87 @@ async fn main() {
     let mut config = memory_core::Config::default();
     config.memory.search.query.min_score = 0.0;
     let ropts = RankingOptions::from_config(&config, None, None);
+    let limit = RankingOptions::candidate_limit(ropts.max_results, 4);
     println!("profile: {}", if cfg!(debug_assertions) { "debug" } else { "release" });
     for &rows in &a.rows {
-        let dir = a.dir.join(format!("rows-{rows}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        println!("== {rows} chunks x {} dims ({} queries)", a.dims, a.queries);
-        // No ANN during ingest: measure exact search first.
-        let base = LanceDbOptions { ann_min_rows: usize::MAX, nprobes: 0, refine_factor: 0, ..Default::default() };
+        let dir = a.dir.join(format!("rows-{rows}-d{}", a.dims));
+        println!("== {rows} chunks x {} dims ({} queries, {} candidates per side)", a.dims, a.queries, limit);
+        // No ANN index during ingest; old versions pruned at once (disk space).
+        let base = LanceDbOptions {
+            ann_min_rows: usize::MAX,
+            nprobes: 0,
+            refine_factor: 0,
+            prune_older_than: Duration::ZERO,
+            ..Default::default()
+        };
+        let reused = a.reuse && dir.exists();
+        if !reused {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         let (storage, store) = open(&dir, base.clone()).await;
-        ingest(&store, &gen, rows).await;
-        let s = Instant::now();
-        store.optimize_now().await.unwrap();
-        println!("  optimize (compaction + FTS/id indices): {:.1} s", s.elapsed().as_secs_f64());
+        let table = if reused {
+            let t = storage.connection().open_table("bench_g1").execute().await.expect("--reuse: no table to reuse");
+            let n = t.count_rows(Some("kind = 'chunk'".into())).await.unwrap();
+            assert_eq!(n, rows, "--reuse: the kept table has {n} chunks");
+            println!("  reusing the ingested table in {}", dir.display());
+            t
+        } else {
+            ingest(&store, &gen, rows).await;
+            let s = Instant::now();
+            store.optimize_now().await.unwrap();
+            println!("  optimize (compaction + FTS/id indices): {:.1} s", s.elapsed().as_secs_f64());
+            storage.connection().open_table("bench_g1").execute().await.unwrap()
+        };
         let qs = queries(&gen, rows, a.queries);
-        let table = storage.connection().open_table("bench_g1").execute().await.unwrap();
-
-        let (p50, p99) = latency(&store, &qs, &ropts).await;
+        // Exact search: drop any ANN index a reused table carries.
+        for i in table.list_indices().await.unwrap() {
+            if i.columns.iter().any(|c| c == "vector") {
+                table.drop_index(&i.name).await.unwrap();
+            }
+        }
+        let (_s, exact) = open(&dir, base.clone()).await;
+        let (p50, p99) = latency(&exact, &qs, &ropts).await;
         println!("  hybrid search, exact vectors:   p50 {p50:.1} ms  p99 {p99:.1} ms");
-
-        let s = Instant::now();
-        let with_vectors = table.count_rows(Some("vector IS NOT NULL".into())).await.unwrap();
-        let idx_opts = LanceDbOptions { ann_min_rows: 0, ..Default::default() };
-        memory_lancedb::create_ann_index(&table, with_vectors, &idx_opts).await.unwrap();
-        println!("  ANN index (IVF-HNSW-SQ, {} partitions) built in {:.1} s", (with_vectors / idx_opts.ann_partition_size).clamp(1, 4096), s.elapsed().as_secs_f64());
+        let (k50, k99) = keyword_latency(&exact, &qs, limit).await;
+        let (v50, v99) = vector_latency(&exact, &qs, limit).await;
+        println!("    keyword side alone: p50 {k50:.1} ms  p99 {k99:.1} ms; exact vector side alone: p50 {v50:.1} ms  p99 {v99:.1} ms");
 
         let mut truth = Vec::with_capacity(qs.len());
         for q in &qs {
             truth.push(exact_top10(&table, q).await);
         }
-        for &np in &a.nprobes {
-            let opts = LanceDbOptions { ann_min_rows: 0, nprobes: np, refine_factor: a.refine, ..Default::default() };
-            let (_st, ann) = open(&dir, opts).await;
-            let mut hit = 0usize;
-            for (q, t) in qs.iter().zip(&truth) {
-                let got = top10(&ann, q).await;
-                hit += got.iter().filter(|id| t.contains(id)).count();
+        let with_vectors = table.count_rows(Some("vector IS NOT NULL".into())).await.unwrap();
+        for &kind in &a.indexes {
+            for &psize in &a.partition_sizes {
+                let idx_opts = LanceDbOptions { ann_min_rows: 0, ann_index: kind, ann_partition_size: psize, ..Default::default() };
+                let s = Instant::now();
+                memory_lancedb::create_ann_index(&table, with_vectors, &idx_opts).await.unwrap();
+                let partitions = (with_vectors / psize.max(1)).clamp(1, 4096);
+                println!("  ANN index {kind:?}, {partitions} partitions (~{psize} vectors each): built in {:.1} s", s.elapsed().as_secs_f64());
+                for &np in &a.nprobes {
+                    for &refine in &a.refine {
+                        for &ef in &a.ef {
+                            let opts = LanceDbOptions { nprobes: np, refine_factor: refine, hnsw_ef: ef, ..idx_opts.clone() };
+                            let (_st, ann) = open(&dir, opts).await;
+                            let mut hit = 0usize;
+                            for (q, t) in qs.iter().zip(&truth) {
+                                let got = top10(&ann, q).await;
+                                hit += got.iter().filter(|id| t.contains(id)).count();
+                            }
+                            let recall = hit as f64 / (10 * qs.len()) as f64;
+                            let (p50, p99) = latency(&ann, &qs, &ropts).await;
+                            let (v50, _) = vector_latency(&ann, &qs, limit).await;
+                            println!(
+                                "    nprobes={np} refine={refine} ef={ef}: hybrid p50 {p50:.1} ms  p99 {p99:.1} ms  (vector side p50 {v50:.1} ms)  recall@10 {recall:.3}"
+                            );
+                        }
+                    }
+                }
             }
-            let recall = hit as f64 / (10 * qs.len()) as f64;
-            let (p50, p99) = latency(&ann, &qs, &ropts).await;
-            println!("  hybrid search, ANN nprobes={np} refine={}: p50 {p50:.1} ms  p99 {p99:.1} ms  recall@10 {recall:.3}", a.refine);
+        }
+        drop((store, exact, table, storage));
+        if !a.keep {
+            std::fs::remove_dir_all(&dir).ok();
         }
     }
 }

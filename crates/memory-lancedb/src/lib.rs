@@ -11,6 +11,7 @@ mod error;
 mod schema;
 mod storage;
 mod store;
+mod writer_lock;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,14 +32,18 @@ pub const BACKEND_NAME: &str = "lancedb";
 /// to millions of chunks; tests and the benchmark lower the thresholds.
 #[derive(Debug, Clone)]
 pub struct LanceDbOptions {
-    /// Build the ANN vector index (IVF-HNSW-SQ) once this many rows have vectors; below it search is exact.
+    /// Build the ANN vector index once this many rows have vectors; below it search is exact.
     pub ann_min_rows: usize,
+    /// Kind of ANN index.
+    pub ann_index: AnnIndexKind,
     /// Target vectors per IVF partition.
     pub ann_partition_size: usize,
     /// IVF partitions probed per query once the ANN index exists (0: LanceDB's default).
     pub nprobes: usize,
     /// Re-rank `limit x refine_factor` ANN hits by exact distance (0: off).
     pub refine_factor: u32,
+    /// HNSW candidates per probed partition (`ef`; 0: LanceDB's default of 1.5 x limit).
+    pub hnsw_ef: usize,
     /// Compact, fold new rows into the indices and prune old versions after this many written rows...
     pub optimize_after_rows: usize,
     /// ...or this many commits.
@@ -48,21 +53,36 @@ pub struct LanceDbOptions {
     pub prune_older_than: Duration,
     /// How stale a read may be with respect to other processes' writes (zero: every read checks).
     pub read_consistency: Duration,
+    /// Period of the writer lease on `s3://` (renewed every third of it while a sync runs): how long a host
+    /// that died mid-sync blocks the others' syncs at most.
+    pub writer_lease: Duration,
 }
 
 impl Default for LanceDbOptions {
     fn default() -> Self {
         LanceDbOptions {
             ann_min_rows: 25_000,
+            ann_index: AnnIndexKind::IvfHnswSq,
             ann_partition_size: 4_096,
             nprobes: 24,
             refine_factor: 4,
+            hnsw_ef: 0,
             optimize_after_rows: 5_000,
             optimize_after_commits: 20,
             prune_older_than: Duration::from_secs(10 * 60),
             read_consistency: Duration::ZERO,
+            writer_lease: Duration::from_secs(30),
         }
     }
+}
+
+/// The ANN index built on the vector column (both with cosine distance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnnIndexKind {
+    /// IVF partitions, each an HNSW graph over 8-bit scalar-quantised vectors.
+    IvfHnswSq,
+    /// IVF partitions of product-quantised vectors (`sub_vectors` codes of 8 bits; 0: LanceDB's choice).
+    IvfPq { sub_vectors: u32 },
 }
 
 /// Opens the LanceDB engine for `memory.backend = "lancedb"`.

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use crate::error::{arrow_err, map_err};
 use crate::store::{reader, LanceStore};
+use crate::writer_lock::WriterLock;
 use crate::LanceDbOptions;
 
 /// What every store of one index shares.
@@ -148,6 +149,7 @@ fn pointer_batch(g: u64) -> Result<RecordBatch> {
 pub struct LanceDbStorage {
     shared: Arc<Shared>,
     staging: Mutex<Option<Arc<LanceStore>>>,
+    writer: WriterLock,
 }
 
 /// Storage options applied unless the configuration sets them: fail fast on unreachable storage instead of
@@ -182,9 +184,11 @@ impl LanceDbStorage {
             .await
             .map_err(|e| map_err(uri, "connect", e))?;
         info!(uri, table, "lancedb connected");
+        let writer = WriterLock::for_location(uri, storage_options, table, options.writer_lease)?;
         Ok(LanceDbStorage {
             shared: Arc::new(Shared { conn, location: redact(uri), table: table.to_string(), options }),
             staging: Mutex::new(None),
+            writer,
         })
     }
 
@@ -248,6 +252,11 @@ impl IndexStorage for LanceDbStorage {
             }
         }
         Ok(())
+    }
+
+    async fn writer_lock(&self, wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        // Searches never take it; syncs, rebuilds and resets do (see writer_lock/).
+        self.writer.acquire(wait).await
     }
 
     fn location(&self) -> String {

@@ -10,7 +10,7 @@ use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery, MultiMatchQuery, Operator};
-use lancedb::index::vector::IvfHnswSqIndexBuilder;
+use lancedb::index::vector::{IvfHnswSqIndexBuilder, IvfPqIndexBuilder};
 use lancedb::index::{Index, IndexType};
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::{NewColumnTransform, OptimizeAction};
@@ -323,7 +323,7 @@ impl LanceStore {
         }
         let started = Instant::now();
         create_ann_index(t, with_vectors, opts).await.map_err(|e| self.err("create vector index", e))?;
-        info!(rows = with_vectors, ms = started.elapsed().as_millis() as u64, "vector index (IVF-HNSW-SQ) created");
+        info!(rows = with_vectors, kind = ?opts.ann_index, ms = started.elapsed().as_millis() as u64, "vector index created");
         self.known.lock().unwrap().ann_ready = true;
         Ok(())
     }
@@ -406,13 +406,24 @@ fn readers(schema: SchemaRef, batches: Vec<RecordBatch>) -> Box<dyn RecordBatchR
     Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema))
 }
 
-/// Build (or rebuild) the ANN index on the vector column of a data table: IVF-HNSW-SQ with cosine distance,
-/// `rows / options.ann_partition_size` partitions. The engine calls it once the table passes
+/// Build (or rebuild) the ANN index on the vector column of a data table: [`crate::AnnIndexKind`] with cosine
+/// distance, `rows / options.ann_partition_size` partitions. The engine calls it once the table passes
 /// [`crate::LanceDbOptions::ann_min_rows`]; the benchmark calls it directly.
 pub async fn create_ann_index(t: &Table, rows: usize, opts: &crate::LanceDbOptions) -> lancedb::Result<()> {
     let partitions = (rows / opts.ann_partition_size.max(1)).clamp(1, 4096) as u32;
-    let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions);
-    t.create_index(&[COL_VECTOR], Index::IvfHnswSq(builder)).replace(true).execute().await
+    let index = match opts.ann_index {
+        crate::AnnIndexKind::IvfHnswSq => {
+            Index::IvfHnswSq(IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions))
+        }
+        crate::AnnIndexKind::IvfPq { sub_vectors } => {
+            let mut b = IvfPqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions);
+            if sub_vectors > 0 {
+                b = b.num_sub_vectors(sub_vectors);
+            }
+            Index::IvfPq(b)
+        }
+    };
+    t.create_index(&[COL_VECTOR], index).replace(true).execute().await
 }
 
 /// Compact files, fold new rows into the indices, prune old versions.
@@ -673,6 +684,9 @@ impl ChunkStore for LanceStore {
         }
         if opts.refine_factor > 0 {
             q = q.refine_factor(opts.refine_factor);
+        }
+        if opts.hnsw_ef > 0 {
+            q = q.ef(opts.hnsw_ef);
         }
         // File rows have no vector, and rows without one are never returned (Lance drops null distances), so
         // no filter on `kind`: an unfiltered query keeps the ANN path cheap.

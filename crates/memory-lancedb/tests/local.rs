@@ -373,3 +373,24 @@ async fn unreachable_object_storage_fails_fast_as_unavailable() {
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_writer_lock_is_exclusive_across_storages() {
+    use memory_core::store::IndexStorage;
+    bounded(async {
+        let db = tempfile::tempdir().unwrap();
+        let no_options = std::collections::BTreeMap::new();
+        let connect = || memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &no_options, "memory_test", test_options());
+        let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
+        let held = a.writer_lock(false).await.unwrap();
+        assert!(held.is_some());
+        let e = b.writer_lock(false).await.err().expect("both storages got the writer lock");
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        drop(held);
+        assert!(b.writer_lock(true).await.unwrap().is_some());
+        // The lock file is not a table.
+        let s = connect().await.unwrap();
+        assert!(s.connection().table_names().execute().await.unwrap().iter().all(|t| !t.contains("lock")));
+    })
+    .await
+}

@@ -103,3 +103,85 @@ async fn s3_two_hosts_share_one_table() {
     .await
     .expect("s3 test took too long");
 }
+
+async fn lease_storage(moto: &Moto, uri: &str, lease: Duration) -> LanceDbStorage {
+    let opts = memory_lancedb::LanceDbOptions { writer_lease: lease, ..test_options() };
+    LanceDbStorage::connect(uri, &moto.storage_options(), "memory_team", opts).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_writer_lease_one_host_at_a_time_and_a_dead_host_expires() {
+    use memory_core::store::IndexStorage;
+    use memory_core::ErrorKind;
+    let moto = Moto::start();
+    moto.create_bucket("lease");
+    tokio::time::timeout(LIMIT, async {
+        let uri = "s3://lease/agents/main";
+        let lease = Duration::from_secs(2);
+        let (a, b) = (lease_storage(&moto, uri, lease).await, lease_storage(&moto, uri, lease).await);
+
+        // One holder at a time; the other host is told, not blocked, when it asks not to wait.
+        let held = a.writer_lock(false).await.unwrap();
+        assert!(held.is_some(), "s3 storage must have a writer lock");
+        let e = b.writer_lock(false).await.err().expect("second host got the lease while it was held");
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains("another host"), "{e}");
+        // The heartbeat keeps a live holder's lease beyond its period.
+        tokio::time::sleep(lease * 2).await;
+        assert!(b.writer_lock(false).await.is_err(), "the lease expired while its holder was alive");
+        // Released on drop: the other host gets it at once.
+        drop(held);
+        let held_b = b.writer_lock(false).await.unwrap();
+        drop(held_b);
+
+        // A host that dies holding the lease (no heartbeat, no release): simulated by taking it on a runtime
+        // that is then shut down, with the guard leaked.
+        let dead = lease_storage(&moto, uri, lease).await;
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let guard = rt.block_on(dead.writer_lock(false)).unwrap();
+            std::mem::forget(guard);
+            drop(rt);
+        })
+        .join()
+        .unwrap();
+        assert!(a.writer_lock(false).await.is_err(), "a fresh lease of a dead host must still be respected");
+        let started = std::time::Instant::now();
+        let took_over = a.writer_lock(true).await.unwrap();
+        let waited = started.elapsed();
+        assert!(waited < lease + Duration::from_secs(5), "waited {waited:?} for a dead host's lease of {lease:?}");
+        drop(took_over);
+        assert!(b.writer_lock(false).await.unwrap().is_some());
+    })
+    .await
+    .expect("s3 lease test took too long");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_two_hosts_syncing_at_once_take_turns() {
+    let moto = Moto::start();
+    moto.create_bucket("turns");
+    tokio::time::timeout(LIMIT, async {
+        let ws = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        let uri = "s3://turns/shared";
+        let (ea, eb) = (Arc::new(CountingEmbedder::default()), Arc::new(CountingEmbedder::default()));
+        let a = host(&moto, uri, ws.path(), &ea).await;
+        let b = host(&moto, uri, ws.path(), &eb).await;
+        // Both index the same new workspace at the same instant: with the lease, one indexes it and the other
+        // then finds nothing left to do, so every file is embedded once and stored once.
+        let (ra, rb) = tokio::join!(a.sync(SyncOptions::default()), b.sync(SyncOptions::default()));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert_eq!(ra.files_added + rb.files_added, 6, "{ra:?} {rb:?}");
+        assert_eq!(ra.chunks_embedded.min(rb.chunks_embedded), 0, "both hosts embedded: {ra:?} {rb:?}");
+        for h in [&a, &b] {
+            assert_eq!(h.status().await.unwrap().files, 6);
+            assert_eq!(top_path(h, "kubernetes ingress").await.as_deref(), Some("memory/2026-03-15.md"));
+        }
+        // The lease is released after the syncs.
+        let s = lease_storage(&moto, uri, Duration::from_secs(30)).await;
+        assert!(memory_core::store::IndexStorage::writer_lock(&s, false).await.unwrap().is_some());
+    })
+    .await
+    .expect("s3 test took too long");
+}
