@@ -26,7 +26,7 @@ use crate::storage::Shared;
 
 const META_IDENTITY: &str = "identity";
 /// BM25 weight of the heading column relative to the body terms (the builtin engine's weights).
-const HEADING_BOOST: f32 = 0.5;
+const HEADING_BOOST: f32 = memory_core::analysis::HEADING_WEIGHT as f32;
 /// Hashes per `IN (...)` list when reading the embedding cache.
 const CACHE_READ_CHUNK: usize = 256;
 /// How often a live store checks whether another process promoted a rebuilt index.
