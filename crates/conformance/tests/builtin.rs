@@ -4,19 +4,6 @@
 use conformance::{run_all, RunOptions, Suite};
 use memory_builtin::BuiltinFactory;
 
-/// Ids of the shipped cases that need a capability (from the suite or the case).
-fn cases_requiring(cap: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for s in Suite::builtin_suites() {
-        for c in &s.manifest.cases {
-            if s.manifest.requires.iter().chain(&c.requires).any(|r| r.name() == cap) {
-                out.push(format!("{}/{}", s.name, c.id));
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_keyword_only() {
     let report = run_all(&BuiltinFactory, &RunOptions::keyword("builtin keyword-only")).await;
@@ -24,7 +11,7 @@ async fn builtin_keyword_only() {
     // Exactly the vector cases are skipped, and they are reported as skipped, never as passed.
     let mut skipped: Vec<String> = report.skipped().iter().map(|s| s.to_string()).collect();
     skipped.sort();
-    let mut vector = cases_requiring("vector");
+    let mut vector = Suite::builtin_cases_requiring("vector");
     vector.sort();
     assert!(!vector.is_empty());
     assert_eq!(skipped, vector);

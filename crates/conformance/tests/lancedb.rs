@@ -5,20 +5,6 @@
 use conformance::{run_all, RunOptions, Suite};
 use memory_lancedb::LanceDbFactory;
 
-/// Ids of the shipped cases that need a capability (from the suite or the case).
-fn cases_requiring(cap: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for s in Suite::builtin_suites() {
-        for c in &s.manifest.cases {
-            if s.manifest.requires.iter().chain(&c.requires).any(|r| r.name() == cap) {
-                out.push(format!("{}/{}", s.name, c.id));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lancedb_local_keyword_only() {
     let report = run_all(&LanceDbFactory::default(), &RunOptions::keyword("lancedb (local folder) keyword-only")).await;
@@ -27,7 +13,7 @@ async fn lancedb_local_keyword_only() {
     let mut skipped: Vec<String> = report.skipped().iter().map(|s| s.to_string()).collect();
     skipped.sort();
     if report.cases.len() == Suite::builtin_suites().iter().map(|s| s.manifest.cases.len()).sum::<usize>() {
-        assert_eq!(skipped, cases_requiring("vector"));
+        assert_eq!(skipped, Suite::builtin_cases_requiring("vector"));
     }
 }
 
