@@ -18,6 +18,9 @@ pub struct IndexIdentity {
     pub extra_paths: Vec<String>,
     pub chunk_tokens: usize,
     pub chunk_overlap: usize,
+    /// [`crate::chunking::CHUNKER_VERSION`]; empty in identities written before it was recorded.
+    #[serde(default)]
+    pub chunker: String,
     pub tokenizer: String,
 }
 
@@ -54,7 +57,7 @@ impl IndexIdentity {
         if self.extra_paths != other.extra_paths {
             d.push("extraPaths");
         }
-        if self.chunk_tokens != other.chunk_tokens || self.chunk_overlap != other.chunk_overlap {
+        if self.chunk_tokens != other.chunk_tokens || self.chunk_overlap != other.chunk_overlap || self.chunker != other.chunker {
             d.push("chunking");
         }
         if self.tokenizer != other.tokenizer {

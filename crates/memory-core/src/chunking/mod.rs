@@ -1,8 +1,15 @@
 //! Chunking (SPEC §3): whole lines into chunks of about `tokens` tokens with `overlap` tokens carried over.
 //! A token is estimated as 4 characters, except CJK characters which weigh a token each. A line longer than
-//! the budget is split on character boundaries (never inside a UTF-8 sequence, so never inside a surrogate pair).
+//! the budget (a Markdown paragraph is often one long line) is split into budget-sized pieces, cut after a
+//! sentence end or a space in the second half of the piece where there is one (never inside a word), else on a
+//! character boundary (never inside a UTF-8 sequence, so never inside a surrogate pair).
+//!
+//! Changing how text is cut changes [`CHUNKER_VERSION`], which rebuilds indexes.
 
 use crate::sha256_hex;
+
+/// Version of the cutting rules below, part of the index identity.
+pub const CHUNKER_VERSION: &str = "ch2";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
@@ -48,7 +55,10 @@ pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
     let budget = tokens.max(1).saturating_mul(4);
     let overlap_budget = overlap.saturating_mul(4).min(budget.saturating_sub(1));
 
-    // Lines, with over-long lines split into budget-sized pieces that keep their line number.
+    // Over-long lines are cut into pieces that fill a chunk (one weight unit left for the newline).
+    let piece_budget = budget.saturating_sub(1).max(1);
+
+    // Lines, with over-long lines split into pieces that keep their line number.
     let mut pieces: Vec<Piece> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let w = weight(line) + 1; // +1 for the newline
@@ -56,19 +66,8 @@ pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
             pieces.push(Piece { line: i + 1, text: line, weight: w });
             continue;
         }
-        let mut start = 0;
-        let mut acc = 0;
-        for (pos, c) in line.char_indices() {
-            let cw = char_weight(c);
-            if acc + cw > budget - 1 && pos > start {
-                pieces.push(Piece { line: i + 1, text: &line[start..pos], weight: acc + 1 });
-                start = pos;
-                acc = 0;
-            }
-            acc += cw;
-        }
-        if start < line.len() {
-            pieces.push(Piece { line: i + 1, text: &line[start..], weight: acc + 1 });
+        for (text, weight) in split_long_line(line, piece_budget) {
+            pieces.push(Piece { line: i + 1, text, weight });
         }
     }
 
@@ -107,6 +106,57 @@ pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
         emit(&pieces, &cur, &mut chunks);
     }
     chunks
+}
+
+/// Cut a line into consecutive pieces of at most `max` weight (the last piece's weight counts its newline), each
+/// ending after the last sentence end in its second half, else after the last space there, else where the
+/// budget runs out. The pieces concatenate back to the line.
+fn split_long_line(line: &str, max: usize) -> Vec<(&str, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < line.len() {
+        let rest = &line[start..];
+        if weight(rest) + 1 <= max {
+            out.push((rest, weight(rest) + 1));
+            break;
+        }
+        // Scan up to the budget, remembering the best cut points seen past half of it.
+        let (mut acc, mut end) = (0, rest.len());
+        let (mut sentence, mut space) = (None, None);
+        let mut prev = '\0';
+        for (pos, c) in rest.char_indices() {
+            let cw = char_weight(c);
+            if acc + cw > max && pos > 0 {
+                end = pos;
+                break;
+            }
+            if acc * 2 >= max {
+                if (c.is_whitespace() && matches!(prev, '.' | '!' | '?' | ';' | ':')) || matches!(prev, '。' | '！' | '？' | '；') {
+                    sentence = Some((pos, acc));
+                }
+                if c.is_whitespace() {
+                    space = Some((pos, acc));
+                }
+            }
+            acc += cw;
+            prev = c;
+        }
+        let (cut, w) = match sentence.or(space) {
+            // Cut after the whitespace, so the next piece starts on a word; a CJK full stop ends its piece itself.
+            Some((pos, w)) => match rest[pos..].chars().next() {
+                Some(c) if c.is_whitespace() => (pos + c.len_utf8(), w + char_weight(c)),
+                _ => (pos, w),
+            },
+            None => (end, weight(&rest[..end])),
+        };
+        out.push((&rest[..cut], w));
+        start += cut;
+    }
+    // The newline belongs to the last piece.
+    if let Some(last) = out.last_mut() {
+        last.1 = weight(last.0) + 1;
+    }
+    out
 }
 
 fn emit(pieces: &[Piece], idx: &[usize], out: &mut Vec<Chunk>) {

@@ -89,3 +89,37 @@ fn huge_chunk_sizes_do_not_overflow() {
     assert_eq!(c.len(), 1);
     assert_eq!((c[0].start_line, c[0].end_line), (1, 2));
 }
+
+/// A Markdown paragraph is often one long line: it is cut between sentences, never inside a word.
+#[test]
+fn a_long_paragraph_is_cut_between_sentences() {
+    let sentence = "The gateway host is the Mac Studio in the office and it restarts at night. ";
+    let paragraph = sentence.repeat(60); // ~4,500 characters on one line
+    let text = format!("# Gateway notes\n\n{}\n", paragraph.trim_end());
+    let chunks = chunk_text(&text, 400, 80);
+    assert!(chunks.len() >= 3, "{} chunks", chunks.len());
+    for c in &chunks {
+        assert!(c.text.chars().count() <= 1600, "chunk of {} chars", c.text.chars().count());
+        let body = c.text.rsplit('\n').next().unwrap();
+        if body.starts_with("# ") || body.is_empty() {
+            continue;
+        }
+        assert!(body.starts_with("The gateway"), "starts mid-sentence: {:?}", &body[..20]);
+        assert!(body.trim_end().ends_with('.'), "ends mid-sentence: {:?}", &body[body.len() - 20..]);
+    }
+    // Without overlap, the pieces of the paragraph concatenate back to it.
+    let plain = chunk_text(&paragraph, 400, 0);
+    assert_eq!(plain.iter().map(|c| c.text.as_str()).collect::<String>(), paragraph.trim_end_matches('\n'));
+}
+
+#[test]
+fn a_long_line_without_sentences_is_cut_between_words() {
+    let line = (0..900).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let chunks = chunk_text(&line, 400, 0);
+    assert!(chunks.len() > 1);
+    for c in &chunks {
+        assert!(c.text.chars().count() <= 1600);
+        assert!(!c.text.starts_with(' ') && c.text.split(' ').all(|w| w.starts_with('w') || w.is_empty()), "a word was cut: {:?}", &c.text[..30]);
+    }
+    assert_eq!(chunks.iter().map(|c| c.text.as_str()).collect::<String>(), line);
+}
