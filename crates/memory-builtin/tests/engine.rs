@@ -393,3 +393,37 @@ async fn a_query_equal_to_a_path_name_or_stem_ranks_that_file_first() {
     assert_eq!(paths(&e, "2026-11-28").await[0], "memory/2026-11-28.md");
     assert_eq!(paths(&e, "MEMORY.md").await[0], "MEMORY.md");
 }
+
+/// Questions get Rocchio feedback on the query vector: a note that shares no word with the question, but the
+/// vocabulary of its best hits, gets a vector score; a short query (no feedback) leaves it at zero.
+#[tokio::test]
+async fn question_vectors_take_feedback_from_the_best_hits() {
+    let env = Env::new();
+    for i in 0..10 {
+        env.write(&format!("memory/gateway-{i}.md"), &format!("# Gateway {i}\n\nThe gateway process runs on the studio rack machine {i}.\n"));
+    }
+    env.write("memory/inventory.md", "# Inventory\n\nStudio rack inventory list.\n");
+    env.write("memory/unrelated.md", "# Lunch\n\nNoodles cafeteria menu.\n");
+    let emb = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 512 });
+    let e = env.open(Config::default(), Some(emb)).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let vector_score = |q: &'static str| {
+        let e = &e;
+        async move {
+            let req = SearchRequest { max_results: Some(20), min_score: Some(0.0), ..SearchRequest::new(q) };
+            let res = e.search(&req).await.unwrap();
+            assert_eq!(res.mode.as_deref(), Some("hybrid"));
+            res.results.iter().find(|r| r.path == "memory/inventory.md").and_then(|r| r.vector_score).unwrap_or(0.0)
+        }
+    };
+    // "which machine hosts the gateway process": four content words, none of them in the inventory note.
+    let with_feedback = vector_score("which machine hosts the gateway process").await;
+    assert!(with_feedback > 0.05, "inventory note's vector score with feedback: {with_feedback}");
+    let without = vector_score("gateway process").await;
+    assert!(without < 0.01, "inventory note's vector score without feedback: {without}");
+    // The unrelated note shares nothing with the question or its best hits either way.
+    let req = SearchRequest { max_results: Some(20), min_score: Some(0.0), ..SearchRequest::new("which machine hosts the gateway process") };
+    let res = e.search(&req).await.unwrap();
+    let lunch = res.results.iter().find(|r| r.path == "memory/unrelated.md").and_then(|r| r.vector_score).unwrap_or(0.0);
+    assert!(lunch < 0.01, "unrelated note: {lunch}");
+}

@@ -347,17 +347,22 @@ pub(crate) fn batches_to_files(batches: &[RecordBatch]) -> Result<Vec<FileRecord
 }
 
 /// `(hash, vector)` pairs from cache rows.
-pub(crate) fn batches_to_vectors(batches: &[RecordBatch]) -> Result<Vec<(String, Vec<f32>)>> {
+/// (key, vector) pairs from batches of a string `key_column` and the `vector` column; rows without a vector
+/// are skipped.
+pub(crate) fn batches_to_vectors(batches: &[RecordBatch], key_column: &str) -> Result<Vec<(String, Vec<f32>)>> {
     let mut out = Vec::new();
     for b in batches {
-        let hash = col::<StringArray>(b, "hash")?;
+        let hash = col::<StringArray>(b, key_column)?;
         let vector = col::<ListArray>(b, "vector")?;
         for i in 0..b.num_rows() {
+            if vector.is_null(i) {
+                continue;
+            }
             let v = vector.value(i);
             let v = v
                 .as_any()
                 .downcast_ref::<Float32Array>()
-                .ok_or_else(|| MemoryError::CorruptIndex("lancedb: cached vector is not float32".into()))?;
+                .ok_or_else(|| MemoryError::CorruptIndex("lancedb: stored vector is not float32".into()))?;
             out.push((hash.value(i).to_string(), v.values().to_vec()));
         }
     }

@@ -699,6 +699,25 @@ impl ChunkStore for LanceStore {
         Ok(out)
     }
 
+    async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut out = HashMap::new();
+        if chunk_ids.is_empty() {
+            return Ok(out);
+        }
+        let Some(t) = self.table(Which::Data).await? else { return Ok(out) };
+        let schema = self.data_schema_of(&t).await?;
+        if vector_dims(&schema).is_none() {
+            return Ok(out);
+        }
+        for part in chunk_ids.chunks(CACHE_READ_CHUNK) {
+            let list: Vec<String> = part.iter().map(|id| sql_str(id)).collect();
+            let filter = format!("{COL_ID} IN ({})", list.join(", "));
+            let q = t.query().only_if(filter).select(Select::columns(&[COL_ID, COL_VECTOR]));
+            out.extend(batches_to_vectors(&self.collect("read chunk vectors", q).await?, COL_ID)?);
+        }
+        Ok(out)
+    }
+
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
         let mut out = HashMap::new();
         if hashes.is_empty() {
@@ -710,7 +729,7 @@ impl ChunkStore for LanceStore {
             let list: Vec<String> = part.iter().map(|h| sql_str(h)).collect();
             let filter = format!("key = {} AND hash IN ({})", sql_str(&k), list.join(", "));
             let q = t.query().only_if(filter).select(Select::columns(&["hash", "vector"]));
-            out.extend(batches_to_vectors(&self.collect("read embedding cache", q).await?)?);
+            out.extend(batches_to_vectors(&self.collect("read embedding cache", q).await?, "hash")?);
         }
         Ok(out)
     }

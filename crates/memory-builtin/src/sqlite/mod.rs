@@ -237,7 +237,9 @@ impl ChunkStore for SqliteStore {
             return Ok(());
         }
         self.write("write index batch", |c| {
-            let tx = c.transaction()?;
+            // IMMEDIATE: take the write lock before the first read. A deferred transaction that reads and then
+            // writes fails at once with SQLITE_BUSY (no busy wait) when another process committed in between.
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let dims = schema::vector_dims(&tx)?;
             let mut vec_dims = dims;
             for (source, path) in &batch.removals {
@@ -380,6 +382,25 @@ impl ChunkStore for SqliteStore {
         })
     }
 
+    async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+        if chunk_ids.is_empty() || self.read("read vector dims", |c| schema::vector_dims(c))?.is_none() {
+            return Ok(HashMap::new());
+        }
+        self.read("read chunk vectors", |c| {
+            // One point lookup per chunk: vec0 answers `rowid = ?` directly (an IN over a subquery scans).
+            let mut st = c.prepare_cached(
+                "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.rowid WHERE c.id = ?1",
+            )?;
+            let mut out = HashMap::new();
+            for id in chunk_ids {
+                if let Some(blob) = st.query_row(params![id], |r| r.get::<_, Vec<u8>>(0)).optional()? {
+                    out.insert(id.clone(), blob_to_vec(&blob));
+                }
+            }
+            Ok(out)
+        })
+    }
+
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
         self.read("read embedding cache", |c| {
             let mut st = c.prepare_cached(
@@ -401,7 +422,7 @@ impl ChunkStore for SqliteStore {
     async fn cache_embeddings(&self, key: &EmbeddingCacheKey, entries: &[(String, Vec<f32>)], max_entries: usize) -> Result<()> {
         let now = memory_core::now_ms();
         self.write("write embedding cache", |c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             {
                 let mut st = tx.prepare_cached(
                     "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, embedding, dims, updated_at)

@@ -64,6 +64,16 @@ const PRF_DOCS: usize = 10;
 /// ...to pick this many expansion terms, whose BM25 counts this much beside the original query's.
 const PRF_TERMS: usize = 10;
 const PRF_WEIGHT: f64 = 0.3;
+/// Weight of the feedback centroid added to a question's query vector (Rocchio's textbook beta, with alpha 1).
+const VECTOR_PRF_WEIGHT: f32 = 0.75;
+
+/// The best [`PRF_DOCS`] chunks of the merged keyword + vector ranking: the feedback set of both expansions.
+fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], opts: &RankingOptions) -> Vec<crate::ranking::Scored> {
+    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), opts.vector_weight, opts.text_weight);
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
+    ranked.truncate(PRF_DOCS);
+    ranked
+}
 
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -203,6 +213,7 @@ impl IndexedBackend {
             extra_paths: s.extra_paths.clone(),
             chunk_tokens: s.chunking.tokens,
             chunk_overlap: s.chunking.overlap,
+            chunker: crate::chunking::CHUNKER_VERSION.to_string(),
             tokenizer: crate::analysis::analyzer_name(),
         }
     }
@@ -790,6 +801,7 @@ impl IndexedBackend {
 
         let mut vector_ok = false;
         let mut vector = Vec::new();
+        let mut query_vector = None;
         let embedder = self.embedder.as_ref().filter(|_| q.hybrid.enabled);
         let embedder = match embedder {
             Some(e) if self.index_fingerprint(&store).await.as_deref() != Some(e.fingerprint().as_str()) => {
@@ -804,6 +816,7 @@ impl IndexedBackend {
                     Ok(c) => {
                         vector_ok = true;
                         vector = c;
+                        query_vector = Some(v);
                     }
                     Err(e) => {
                         warn!(error = %e, "vector search failed");
@@ -819,10 +832,17 @@ impl IndexedBackend {
         if !keyword_ok && !vector_ok && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
+        let terms = query_terms(query);
         let keyword = if keyword_ok {
-            self.expand_keyword(&store, &query_terms(query), keyword, &vector, &opts, limit, &request.sources).await
+            self.expand_keyword(&store, &terms, keyword, &vector, &opts, limit, &request.sources).await
         } else {
             keyword
+        };
+        let vector = match &query_vector {
+            Some(qv) if terms.len() >= PRF_MIN_QUERY_TERMS => {
+                self.expand_vector(&store, qv, &keyword, vector, &opts, limit, &request.sources).await
+            }
+            _ => vector,
         };
 
         let mut exact = Vec::new();
@@ -877,12 +897,10 @@ impl IndexedBackend {
         if terms.len() < PRF_MIN_QUERY_TERMS || keyword.len() < PRF_DOCS {
             return keyword;
         }
-        let mut ranked = merge(keyword.clone(), vector.to_vec(), opts.vector_weight, opts.text_weight);
-        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
+        let ranked = feedback_ranking(&keyword, vector, opts);
         let best = ranked.first().map_or(0.0, |s| s.score);
         let docs: Vec<(&str, f64)> = ranked
             .iter()
-            .take(PRF_DOCS)
             .map(|s| (s.candidate.text.as_str(), if best > 0.0 { s.score / best } else { 1.0 }))
             .collect();
         let extra = expansion_terms(terms, &docs, PRF_TERMS);
@@ -908,6 +926,57 @@ impl IndexedBackend {
         merged.sort_by(|a, b| a.bm25_rank.unwrap_or(0.0).total_cmp(&b.bm25_rank.unwrap_or(0.0)).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
         merged.truncate(limit);
         merged
+    }
+
+    /// Rocchio feedback on the query vector, for questions: the centroid of the stored vectors of the best chunks
+    /// of the merged ranking (keyword, after its own feedback, and vector) is added to the query vector with
+    /// weight [`VECTOR_PRF_WEIGHT`], and the vector side is searched again with that vector. A question's words
+    /// rarely match how the answer is written; the best hits' vectors describe the answer's neighbourhood
+    /// (Rocchio 1971; the same holds for dense retrieval). Vector scores are then cosine similarities to the
+    /// refined query vector. Any failure keeps the first vector candidates.
+    #[allow(clippy::too_many_arguments)]
+    async fn expand_vector(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        query_vector: &[f32],
+        keyword: &[Candidate],
+        vector: Vec<Candidate>,
+        opts: &RankingOptions,
+        limit: usize,
+        sources: &[Source],
+    ) -> Vec<Candidate> {
+        if vector.len() < PRF_DOCS {
+            return vector;
+        }
+        let ids: Vec<String> = feedback_ranking(keyword, &vector, opts).into_iter().map(|s| s.candidate.chunk_id).collect();
+        let stored = match store.chunk_vectors(&ids).await {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(error = %e, "reading feedback vectors failed; using the first vector candidates");
+                return vector;
+            }
+        };
+        let feedback: Vec<&Vec<f32>> = ids.iter().filter_map(|id| stored.get(id)).filter(|v| v.len() == query_vector.len()).collect();
+        // Too few stored vectors (a store that cannot read them back, media chunks) is no centroid.
+        if feedback.len() * 2 < ids.len() {
+            return vector;
+        }
+        let mut refined = query_vector.to_vec();
+        let w = VECTOR_PRF_WEIGHT / feedback.len() as f32;
+        for v in feedback {
+            for (q, x) in refined.iter_mut().zip(v) {
+                *q += w * x;
+            }
+        }
+        crate::embedding::sanitize_and_normalize(&mut refined);
+        match store.vector_search(&refined, limit, sources).await {
+            Ok(second) if !second.is_empty() => second,
+            Ok(_) => vector,
+            Err(e) => {
+                warn!(error = %e, "feedback vector search failed; using the first vector candidates");
+                vector
+            }
+        }
     }
 
     /// Files on disk that differ from the index (by size/mtime), without reading them.

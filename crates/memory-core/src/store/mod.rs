@@ -129,6 +129,12 @@ pub trait ChunkStore: Send + Sync {
     /// `MemoryError::Unavailable`.
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>>;
 
+    /// Stored vectors of these chunks (chunks without one are absent), for feedback on the query vector.
+    /// Stores that cannot read vectors back keep the default: no vectors, and searches skip that step.
+    async fn chunk_vectors(&self, _chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+        Ok(HashMap::new())
+    }
+
     /// Cached vectors for chunk hashes (missing hashes are simply absent).
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>>;
     /// Store vectors, pruning the oldest entries beyond `max_entries`.
