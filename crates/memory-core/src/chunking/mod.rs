@@ -116,11 +116,8 @@ fn split_long_line(line: &str, max: usize) -> Vec<(&str, usize)> {
     let mut start = 0;
     while start < line.len() {
         let rest = &line[start..];
-        if weight(rest) + 1 <= max {
-            out.push((rest, weight(rest) + 1));
-            break;
-        }
-        // Scan up to the budget, remembering the best cut points seen past half of it.
+        // One pass up to the budget (never over the whole rest of a long line: that made huge lines quadratic),
+        // remembering the best cut points seen past half of it.
         let (mut acc, mut end) = (0, rest.len());
         let (mut sentence, mut space) = (None, None);
         let mut prev = '\0';
@@ -141,20 +138,25 @@ fn split_long_line(line: &str, max: usize) -> Vec<(&str, usize)> {
             acc += cw;
             prev = c;
         }
+        // The rest fits with its newline: the last piece.
+        if end == rest.len() && acc < max {
+            out.push((rest, acc));
+            break;
+        }
         let (cut, w) = match sentence.or(space) {
             // Cut after the whitespace, so the next piece starts on a word; a CJK full stop ends its piece itself.
             Some((pos, w)) => match rest[pos..].chars().next() {
                 Some(c) if c.is_whitespace() => (pos + c.len_utf8(), w + char_weight(c)),
                 _ => (pos, w),
             },
-            None => (end, weight(&rest[..end])),
+            None => (end, acc),
         };
         out.push((&rest[..cut], w));
         start += cut;
     }
-    // The newline belongs to the last piece.
+    // Weights so far are the pieces' text; the newline belongs to the last piece.
     if let Some(last) = out.last_mut() {
-        last.1 = weight(last.0) + 1;
+        last.1 += 1;
     }
     out
 }

@@ -786,7 +786,7 @@ impl IndexedBackend {
         let keyword = if terms.is_empty() {
             Vec::new()
         } else {
-            match store.keyword_search(&KeywordQuery { terms }, limit, &request.sources).await {
+            match store.keyword_search(&KeywordQuery { terms: terms.clone() }, limit, &request.sources).await {
                 Ok(k) => {
                     keyword_ok = true;
                     k
@@ -832,7 +832,6 @@ impl IndexedBackend {
         if !keyword_ok && !vector_ok && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
-        let terms = query_terms(query);
         let keyword = if keyword_ok {
             self.expand_keyword(&store, &terms, keyword, &vector, &opts, limit, &request.sources).await
         } else {
