@@ -4,8 +4,8 @@
 //! ```text
 //! cargo run --release -p memory-lancedb --example ann_bench -- --rows 100000 [--rows 1000000] \
 //!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--keep] [--reuse] \
-//!     [--index hnsw-sq|ivf-pq|ivf-pq:48]... [--partition-size 4096]... \
-//!     [--nprobes 24]... [--refine 4]... [--ef 0]...
+//!     [--index ivf-flat|hnsw-sq|hnsw-flat|ivf-pq|ivf-pq:48]... [--partition-size 4096]... \
+//!     [--nprobes 0]... [--refine 0]... [--ef 0]... [--skip-exact] [--steps]      (nprobes 0: automatic)
 //! ```
 //!
 //! Data: `rows` chunks with seeded 384-dimensional vectors drawn around 2,000 random centres (clustered, as
@@ -15,6 +15,8 @@
 //! shared ranking pipeline. Keyword-only and vector-only latencies are printed too, to show which side costs.
 //! Every combination of index kind x partition size is built, and every nprobes x refine x ef is measured on
 //! it. `--reuse` keeps an ingested table from an earlier `--keep` run; without `--keep` the data is deleted.
+//! The exact top 10 of each query is kept beside a kept table, so `--reuse --skip-exact` (no exact-search
+//! latency) goes straight to the ANN runs; `--steps` also times the parts of one search.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +35,8 @@ struct Args {
     dir: std::path::PathBuf,
     keep: bool,
     reuse: bool,
+    skip_exact: bool,
+    steps: bool,
     indexes: Vec<AnnIndexKind>,
     partition_sizes: Vec<usize>,
     nprobes: Vec<usize>,
@@ -44,8 +48,10 @@ fn parse_index(s: &str) -> AnnIndexKind {
     match s.split_once(':') {
         None if s == "hnsw-sq" => AnnIndexKind::IvfHnswSq,
         None if s == "ivf-pq" => AnnIndexKind::IvfPq { sub_vectors: 0 },
+        None if s == "ivf-flat" => AnnIndexKind::IvfFlat,
+        None if s == "hnsw-flat" => AnnIndexKind::IvfHnswFlat,
         Some(("ivf-pq", n)) => AnnIndexKind::IvfPq { sub_vectors: n.parse().expect("ivf-pq:<sub vectors>") },
-        _ => panic!("--index hnsw-sq | ivf-pq | ivf-pq:<sub vectors>"),
+        _ => panic!("--index hnsw-sq | hnsw-flat | ivf-flat | ivf-pq | ivf-pq:<sub vectors>"),
     }
 }
 
@@ -57,6 +63,8 @@ fn args() -> Args {
         dir: std::env::temp_dir().join("lancedb-bench"),
         keep: false,
         reuse: false,
+        skip_exact: false,
+        steps: false,
         indexes: Vec::new(),
         partition_sizes: Vec::new(),
         nprobes: Vec::new(),
@@ -75,6 +83,16 @@ fn args() -> Args {
             }
             "--reuse" => {
                 a.reuse = true;
+                i += 1;
+                continue;
+            }
+            "--skip-exact" => {
+                a.skip_exact = true;
+                i += 1;
+                continue;
+            }
+            "--steps" => {
+                a.steps = true;
                 i += 1;
                 continue;
             }
@@ -102,7 +120,7 @@ fn args() -> Args {
         a.partition_sizes = vec![d.ann_partition_size];
     }
     if a.nprobes.is_empty() {
-        a.nprobes = vec![12, 24, 48];
+        a.nprobes = vec![0, 4, 16]; // 0: the engine's automatic choice
     }
     if a.refine.is_empty() {
         a.refine = vec![d.refine_factor];
@@ -310,6 +328,83 @@ async fn exact_top10(table: &lancedb::Table, q: &Query) -> Vec<String> {
     out
 }
 
+/// Exact top 10 per query, read from `cache` when an earlier run of the same table and queries wrote it.
+async fn exact_truth(table: &lancedb::Table, qs: &[Query], cache: &std::path::Path) -> Vec<Vec<String>> {
+    if let Ok(text) = std::fs::read_to_string(cache) {
+        let rows: Vec<Vec<String>> =
+            text.lines().map(|l| l.split(' ').filter(|s| !s.is_empty()).map(String::from).collect()).collect();
+        if rows.len() == qs.len() {
+            println!("  exact top 10 of each query read from {}", cache.display());
+            return rows;
+        }
+    }
+    let mut truth = Vec::with_capacity(qs.len());
+    for q in qs {
+        truth.push(exact_top10(table, q).await);
+    }
+    let text: String = truth.iter().map(|t| t.join(" ") + "\n").collect();
+    if let Err(e) = std::fs::write(cache, text) {
+        eprintln!("  (could not keep the exact results in {}: {e})", cache.display());
+    }
+    truth
+}
+
+/// p50 in ms of one raw LanceDB query shape over the queries.
+async fn raw_p50<'a, F, Fut>(qs: &'a [Query], f: F) -> f64
+where
+    F: Fn(&'a Query) -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    timed(qs, f).await.0
+}
+
+/// Where the time of one search goes: fixed costs, the vector query with and without the refine step and the
+/// wide candidate columns, the keyword query on one column and on both.
+async fn steps(store: &LanceStore, table: &lancedb::Table, qs: &[Query], limit: usize, np: usize, refine: u32) {
+    use lancedb::index::scalar::{FullTextSearchQuery, MatchQuery, MultiMatchQuery, Operator};
+    let rows = |b: Vec<arrow_array::RecordBatch>| b.iter().map(|b| b.num_rows()).sum::<usize>();
+    let schema = raw_p50(qs, |_| async move { table.schema().await.unwrap().fields().len() }).await;
+    let point = raw_p50(qs, |_| async move {
+        let q = table.query().only_if("id = 'c17'").select(Select::columns(&["id"])).limit(1);
+        rows(q.execute().await.unwrap().try_collect().await.unwrap())
+    })
+    .await;
+    let vec_q = |q: &Query, cols: &'static [&'static str], refine: u32| {
+        let mut v = table.query().nearest_to(q.vector.as_slice()).unwrap().column("vector");
+        v = v.distance_type(lancedb::DistanceType::Cosine).limit(limit).select(Select::columns(cols));
+        v = v.nprobes(np).unwrap();
+        if refine > 0 {
+            v = v.refine_factor(refine);
+        }
+        v
+    };
+    // What a search selects to build candidates: the card column, or the eight columns of older tables.
+    let has_card = table.schema().await.unwrap().field_with_name("card").is_ok();
+    let cols: &'static [&'static str] = if has_card {
+        &["card"]
+    } else {
+        &["id", "source", "path", "start_line", "end_line", "text", "importance", "mtime_ms"]
+    };
+    let v_id = raw_p50(qs, |q| async move { rows(vec_q(q, &["id"], refine).execute().await.unwrap().try_collect().await.unwrap()) }).await;
+    let v_id0 = raw_p50(qs, |q| async move { rows(vec_q(q, &["id"], 0).execute().await.unwrap().try_collect().await.unwrap()) }).await;
+    let v_all = raw_p50(qs, |q| async move { rows(vec_q(q, cols, refine).execute().await.unwrap().try_collect().await.unwrap()) }).await;
+    let v_all0 = raw_p50(qs, |q| async move { rows(vec_q(q, cols, 0).execute().await.unwrap().try_collect().await.unwrap()) }).await;
+    let k_one = raw_p50(qs, |q| async move {
+        let m = MatchQuery::new(q.terms.join(" ")).with_column(Some("terms".into())).with_operator(Operator::Or);
+        let f = FullTextSearchQuery::new_query(m.into());
+        rows(table.query().full_text_search(f).limit(limit).select(Select::columns(&["id"])).execute().await.unwrap().try_collect().await.unwrap())
+    })
+    .await;
+    let k_two = raw_p50(qs, |q| async move {
+        let m = MultiMatchQuery::try_new(q.terms.join(" "), vec!["terms".into(), "heading_terms".into()]).unwrap().with_operator(Operator::Or);
+        let f = FullTextSearchQuery::new_query(m.into());
+        rows(table.query().full_text_search(f).limit(limit).select(Select::columns(&["id"])).execute().await.unwrap().try_collect().await.unwrap())
+    })
+    .await;
+    let k_engine = keyword_latency(store, qs, limit).await.0;
+    println!("      steps (p50 ms): schema {schema:.2}, point lookup {point:.2}; vector id-only refine {refine} {v_id:.2}, refine 0 {v_id0:.2}, candidate columns ({}) {v_all:.2} (refine 0: {v_all0:.2}); keyword one column {k_one:.2}, two columns {k_two:.2}, engine {k_engine:.2}", cols.len());
+}
+
 async fn open(dir: &std::path::Path, opts: LanceDbOptions) -> (LanceDbStorage, Arc<LanceStore>) {
     let storage = LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "bench", opts).await.unwrap();
     let store = storage.open_live_store().await.unwrap();
@@ -362,28 +457,31 @@ async fn main() {
             }
         }
         let (_s, exact) = open(&dir, base.clone()).await;
-        let (p50, p99) = latency(&exact, &qs, &ropts).await;
-        println!("  hybrid search, exact vectors:   p50 {p50:.1} ms  p99 {p99:.1} ms");
-        let (k50, k99) = keyword_latency(&exact, &qs, limit).await;
-        let (v50, v99) = vector_latency(&exact, &qs, limit).await;
-        println!("    keyword side alone: p50 {k50:.1} ms  p99 {k99:.1} ms; exact vector side alone: p50 {v50:.1} ms  p99 {v99:.1} ms");
-
-        let mut truth = Vec::with_capacity(qs.len());
-        for q in &qs {
-            truth.push(exact_top10(&table, q).await);
+        if !a.skip_exact {
+            let (p50, p99) = latency(&exact, &qs, &ropts).await;
+            println!("  hybrid search, exact vectors:   p50 {p50:.1} ms  p99 {p99:.1} ms");
+            let (k50, k99) = keyword_latency(&exact, &qs, limit).await;
+            let (v50, v99) = vector_latency(&exact, &qs, limit).await;
+            println!("    keyword side alone: p50 {k50:.1} ms  p99 {k99:.1} ms; exact vector side alone: p50 {v50:.1} ms  p99 {v99:.1} ms");
         }
-        let with_vectors = table.count_rows(Some("vector IS NOT NULL".into())).await.unwrap();
+        let truth = exact_truth(&table, &qs, &dir.join(format!("truth-{}.txt", qs.len()))).await;
         for &kind in &a.indexes {
             for &psize in &a.partition_sizes {
                 let idx_opts = LanceDbOptions { ann_min_rows: 0, ann_index: kind, ann_partition_size: psize, ..Default::default() };
                 let s = Instant::now();
-                memory_lancedb::create_ann_index(&table, with_vectors, &idx_opts).await.unwrap();
-                let partitions = (with_vectors / psize.max(1)).clamp(1, 4096);
+                let (_st, trainer) = open(&dir, idx_opts.clone()).await;
+                let (_, partitions) = trainer.train_ann_index_now().await.unwrap();
                 println!("  ANN index {kind:?}, {partitions} partitions (~{psize} vectors each): built in {:.1} s", s.elapsed().as_secs_f64());
                 for &np in &a.nprobes {
                     for &refine in &a.refine {
                         for &ef in &a.ef {
+                            // nprobes 0: the engine's automatic choice (printed as auto=N).
                             let opts = LanceDbOptions { nprobes: np, refine_factor: refine, hnsw_ef: ef, ..idx_opts.clone() };
+                            let np_label = if np == 0 {
+                                format!("auto={}", memory_lancedb::auto_nprobes(Some(partitions)))
+                            } else {
+                                np.to_string()
+                            };
                             let (_st, ann) = open(&dir, opts).await;
                             let mut hit = 0usize;
                             for (q, t) in qs.iter().zip(&truth) {
@@ -394,8 +492,11 @@ async fn main() {
                             let (p50, p99) = latency(&ann, &qs, &ropts).await;
                             let (v50, _) = vector_latency(&ann, &qs, limit).await;
                             println!(
-                                "    nprobes={np} refine={refine} ef={ef}: hybrid p50 {p50:.1} ms  p99 {p99:.1} ms  (vector side p50 {v50:.1} ms)  recall@10 {recall:.3}"
+                                "    nprobes={np_label} refine={refine} ef={ef}: hybrid p50 {p50:.1} ms  p99 {p99:.1} ms  (vector side p50 {v50:.1} ms)  recall@10 {recall:.3}"
                             );
+                            if a.steps {
+                                steps(&ann, &table, &qs, limit, if np == 0 { memory_lancedb::auto_nprobes(Some(partitions)) } else { np }, refine).await;
+                            }
                         }
                     }
                 }

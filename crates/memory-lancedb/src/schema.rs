@@ -32,10 +32,25 @@ pub(crate) const COL_IMPORTANCE: &str = "importance";
 pub(crate) const COL_SIZE: &str = "size";
 pub(crate) const COL_MTIME: &str = "mtime_ms";
 pub(crate) const COL_VECTOR: &str = "vector";
+/// Everything a search result needs in one string: a JSON header line (id, source, path, lines, importance,
+/// mtime) and the chunk text. Why one column: LanceDB reads each selected column of each hit separately, and
+/// at a million chunks fetching eight columns for 24 hits cost ~6 ms of a ~10 ms search; one column costs ~1.
+pub(crate) const COL_CARD: &str = "card";
 
-/// Columns a [`Candidate`] is built from.
-pub(crate) const CANDIDATE_COLUMNS: &[&str] =
+/// Columns a [`Candidate`] is built from, in tables with a card column.
+const CARD_COLUMNS: &[&str] = &[COL_CARD];
+/// ...and in tables written before it (they keep working, a little slower, until rebuilt).
+const LEGACY_CANDIDATE_COLUMNS: &[&str] =
     &[COL_ID, COL_SOURCE, COL_PATH, COL_START, COL_END, COL_TEXT, COL_IMPORTANCE, COL_MTIME];
+
+/// The columns to select for candidates from a table of this schema.
+pub(crate) fn candidate_columns(schema: &Schema) -> &'static [&'static str] {
+    if schema.field_with_name(COL_CARD).is_ok() {
+        CARD_COLUMNS
+    } else {
+        LEGACY_CANDIDATE_COLUMNS
+    }
+}
 
 pub(crate) fn vector_field(dims: usize) -> Field {
     Field::new(COL_VECTOR, DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dims as i32), true)
@@ -54,12 +69,12 @@ pub(crate) fn data_schema(dims: Option<usize>) -> SchemaRef {
         Field::new(COL_START, DataType::Int64, false),
         Field::new(COL_END, DataType::Int64, false),
         Field::new(COL_HASH, DataType::Utf8, false),
-        Field::new(COL_TEXT, DataType::Utf8, false),
         Field::new(COL_TERMS, DataType::Utf8, false),
         Field::new(COL_HEADING, DataType::Utf8, false),
         Field::new(COL_IMPORTANCE, DataType::Int32, true),
         Field::new(COL_SIZE, DataType::Int64, false),
         Field::new(COL_MTIME, DataType::Int64, false),
+        Field::new(COL_CARD, DataType::Utf8, false),
     ];
     if let Some(d) = dims {
         fields.push(vector_field(d));
@@ -151,53 +166,52 @@ impl<'a> Row<'a> {
     }
 }
 
-/// Rows to a batch of `schema` (the table's own schema, with or without a vector column).
+/// Rows to a batch of `schema`: the table's own schema, with or without a vector column, and with the card
+/// column or (tables written before it) a text column.
 pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<RecordBatch> {
     let n = rows.len();
-    let mut id = StringBuilder::with_capacity(n, n * 40);
-    let mut kind = StringBuilder::with_capacity(n, n * 5);
-    let mut source = StringBuilder::with_capacity(n, n * 8);
-    let mut path = StringBuilder::with_capacity(n, n * 24);
-    let mut start = Int64Builder::with_capacity(n);
-    let mut end = Int64Builder::with_capacity(n);
-    let mut hash = StringBuilder::with_capacity(n, n * 64);
-    let mut text = StringBuilder::new();
-    let mut terms = StringBuilder::new();
-    let mut heading = StringBuilder::new();
-    let mut importance = Int32Builder::with_capacity(n);
-    let mut size = Int64Builder::with_capacity(n);
-    let mut mtime = Int64Builder::with_capacity(n);
-    for r in rows {
-        id.append_value(&r.id);
-        kind.append_value(r.kind);
-        source.append_value(r.source.as_str());
-        path.append_value(r.path);
-        start.append_value(r.start);
-        end.append_value(r.end);
-        hash.append_value(r.hash);
-        text.append_value(r.text);
-        terms.append_value(r.terms);
-        heading.append_value(r.heading);
-        importance.append_option(r.importance);
-        size.append_value(r.size);
-        mtime.append_value(r.mtime);
+    let strings = |f: &dyn Fn(&Row<'_>) -> String| -> ArrayRef {
+        let mut b = StringBuilder::with_capacity(n, n * 16);
+        for r in rows {
+            b.append_value(f(r));
+        }
+        Arc::new(b.finish())
+    };
+    let ints = |f: &dyn Fn(&Row<'_>) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let column = match field.name().as_str() {
+            COL_ID => strings(&|r| r.id.to_string()),
+            COL_KIND => strings(&|r| r.kind.to_string()),
+            COL_SOURCE => strings(&|r| r.source.as_str().to_string()),
+            COL_PATH => strings(&|r| r.path.to_string()),
+            COL_START => ints(&|r| r.start),
+            COL_END => ints(&|r| r.end),
+            COL_HASH => strings(&|r| r.hash.to_string()),
+            COL_TEXT => strings(&|r| r.text.to_string()),
+            COL_TERMS => strings(&|r| r.terms.to_string()),
+            COL_HEADING => strings(&|r| r.heading.to_string()),
+            COL_IMPORTANCE => {
+                let mut b = Int32Builder::with_capacity(n);
+                for r in rows {
+                    b.append_option(r.importance);
+                }
+                Arc::new(b.finish())
+            }
+            COL_SIZE => ints(&|r| r.size),
+            COL_MTIME => ints(&|r| r.mtime),
+            COL_CARD => strings(&|r| Card::of_row(r).encode(r.text)),
+            COL_VECTOR => vector_column(field, rows)?,
+            other => return Err(MemoryError::CorruptIndex(format!("lancedb: unexpected column `{other}` in the data table"))),
+        };
+        columns.push(column);
     }
-    let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(id.finish()),
-        Arc::new(kind.finish()),
-        Arc::new(source.finish()),
-        Arc::new(path.finish()),
-        Arc::new(start.finish()),
-        Arc::new(end.finish()),
-        Arc::new(hash.finish()),
-        Arc::new(text.finish()),
-        Arc::new(terms.finish()),
-        Arc::new(heading.finish()),
-        Arc::new(importance.finish()),
-        Arc::new(size.finish()),
-        Arc::new(mtime.finish()),
-    ];
-    if let Ok(field) = schema.field_with_name(COL_VECTOR) {
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| arrow_err("building a batch", e))
+}
+
+fn vector_column(field: &Field, rows: &[Row<'_>]) -> Result<ArrayRef> {
+    let n = rows.len();
+    {
         let DataType::FixedSizeList(item, dims) = field.data_type() else {
             return Err(MemoryError::CorruptIndex(format!("lancedb: vector column has type {}", field.data_type())));
         };
@@ -225,9 +239,49 @@ pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<Reco
         let nulls = if valid.iter().all(|v| *v) { None } else { Some(valid.into()) };
         let list = FixedSizeListArray::try_new(item.clone(), *dims, Arc::new(Float32Array::from(values)), nulls)
             .map_err(|e| arrow_err("building the vector column", e))?;
-        columns.push(Arc::new(list));
+        Ok(Arc::new(list))
     }
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| arrow_err("building a batch", e))
+}
+
+/// The header of a card: what a search result needs besides the text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Card {
+    id: String,
+    source: String,
+    path: String,
+    start: i64,
+    end: i64,
+    importance: Option<i32>,
+    mtime: i64,
+}
+
+impl Card {
+    fn of_row(r: &Row<'_>) -> Card {
+        Card {
+            id: r.id.to_string(),
+            source: r.source.as_str().to_string(),
+            path: r.path.to_string(),
+            start: r.start,
+            end: r.end,
+            importance: r.importance,
+            mtime: r.mtime,
+        }
+    }
+
+    /// One JSON line (JSON escapes newlines, so the first newline ends it), then the text.
+    fn encode(&self, text: &str) -> String {
+        let mut s = serde_json::to_string(self).expect("a card header serialises");
+        s.push('\n');
+        s.push_str(text);
+        s
+    }
+
+    fn decode(card: &str) -> Result<(Card, &str)> {
+        let (head, text) = card.split_once('\n').unwrap_or((card, ""));
+        let c = serde_json::from_str(head)
+            .map_err(|e| MemoryError::CorruptIndex(format!("lancedb: unreadable card header: {e}")))?;
+        Ok((c, text))
+    }
 }
 
 pub(crate) fn meta_batch(key: &str, value: &str) -> Result<RecordBatch> {
@@ -286,10 +340,39 @@ fn parse_source(s: &str) -> Result<Source> {
     Source::parse(s).ok_or_else(|| MemoryError::CorruptIndex(format!("lancedb: unknown source `{s}`")))
 }
 
-/// Candidates from batches selected with [`CANDIDATE_COLUMNS`] plus `_score` (FTS) or `_distance` (vector).
+/// Candidates from batches selected with [`candidate_columns`] plus `_score` (FTS) or `_distance` (vector).
 pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candidate>> {
     let mut out = Vec::new();
     for b in batches {
+        let score = opt_col::<Float32Array>(b, "_score");
+        let distance = opt_col::<Float32Array>(b, "_distance");
+        let scores = |i: usize| -> Option<(Option<f64>, Option<f64>)> {
+            let vector_score = match distance {
+                Some(d) if d.is_valid(i) && d.value(i).is_finite() => Some(1.0 - d.value(i) as f64),
+                Some(_) => return None, // a row without a usable vector
+                None => None,
+            };
+            Some((score.filter(|s| s.is_valid(i)).map(|s| -(s.value(i) as f64)), vector_score))
+        };
+        if let Some(cards) = opt_col::<StringArray>(b, COL_CARD) {
+            for i in 0..b.num_rows() {
+                let Some((bm25_rank, vector_score)) = scores(i) else { continue };
+                let (c, text) = Card::decode(cards.value(i))?;
+                out.push(Candidate {
+                    chunk_id: c.id,
+                    source: parse_source(&c.source)?,
+                    path: c.path,
+                    start_line: c.start.max(0) as usize,
+                    end_line: c.end.max(0) as usize,
+                    text: text.to_string(),
+                    importance: c.importance.map(|v| v.clamp(0, 255) as u8),
+                    file_mtime_ms: c.mtime,
+                    bm25_rank,
+                    vector_score,
+                });
+            }
+            continue;
+        }
         let id = col::<StringArray>(b, COL_ID)?;
         let source = col::<StringArray>(b, COL_SOURCE)?;
         let path = col::<StringArray>(b, COL_PATH)?;
@@ -298,14 +381,8 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
         let text = col::<StringArray>(b, COL_TEXT)?;
         let importance = col::<Int32Array>(b, COL_IMPORTANCE)?;
         let mtime = col::<Int64Array>(b, COL_MTIME)?;
-        let score = opt_col::<Float32Array>(b, "_score");
-        let distance = opt_col::<Float32Array>(b, "_distance");
         for i in 0..b.num_rows() {
-            let vector_score = match distance {
-                Some(d) if d.is_valid(i) && d.value(i).is_finite() => Some(1.0 - d.value(i) as f64),
-                Some(_) => continue, // a row without a usable vector
-                None => None,
-            };
+            let Some((bm25_rank, vector_score)) = scores(i) else { continue };
             out.push(Candidate {
                 chunk_id: id.value(i).to_string(),
                 source: parse_source(source.value(i))?,
@@ -315,7 +392,7 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                 text: text.value(i).to_string(),
                 importance: importance.is_valid(i).then(|| importance.value(i).clamp(0, 255) as u8),
                 file_mtime_ms: mtime.value(i),
-                bm25_rank: score.filter(|s| s.is_valid(i)).map(|s| -(s.value(i) as f64)),
+                bm25_rank,
                 vector_score,
             });
         }
@@ -369,12 +446,23 @@ pub(crate) fn batches_to_vectors(batches: &[RecordBatch], key_column: &str) -> R
     Ok(out)
 }
 
-/// Replace the `mtime_ms` column of data-table rows (a touched file's chunks keep their text and vectors).
+/// Replace the mtime of data-table rows, in its column and in the cards (a touched file's chunks keep their
+/// text and vectors).
 pub(crate) fn with_mtime(batch: &RecordBatch, mtime: i64) -> Result<RecordBatch> {
     let schema = batch.schema();
     let idx = schema.index_of(COL_MTIME).map_err(|e| arrow_err("finding mtime", e))?;
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns[idx] = Arc::new(Int64Array::from(vec![mtime; batch.num_rows()]));
+    if let Ok(ci) = schema.index_of(COL_CARD) {
+        let cards = col::<StringArray>(batch, COL_CARD)?;
+        let mut b = StringBuilder::with_capacity(batch.num_rows(), cards.value_data().len());
+        for i in 0..batch.num_rows() {
+            let (mut c, text) = Card::decode(cards.value(i))?;
+            c.mtime = mtime;
+            b.append_value(c.encode(text));
+        }
+        columns[ci] = Arc::new(b.finish());
+    }
     RecordBatch::try_new(schema, columns).map_err(|e| arrow_err("replacing mtime", e))
 }
 
@@ -453,5 +541,67 @@ mod tests {
         assert!(rows_to_batch(&schema, &[Row::chunk(&c, &file)]).is_err());
         let kw = rows_to_batch(&data_schema(None), &[Row::chunk(&c, &file)]).unwrap();
         assert_eq!(vector_dims(&kw.schema()), None);
+    }
+
+    fn chunk(text: &str) -> (FileRecord, ChunkRecord) {
+        let file = FileRecord { source: Source::Memory, path: "memory/a \"b\".md".into(), hash: "h".into(), size: 3, mtime_ms: 7 };
+        let c = ChunkRecord {
+            id: "c1".into(),
+            source: Source::Memory,
+            path: file.path.clone(),
+            start_line: 3,
+            end_line: 9,
+            text: text.into(),
+            hash: "x".into(),
+            terms: "t".into(),
+            heading_terms: String::new(),
+            importance: None,
+            embedding: None,
+        };
+        (file, c)
+    }
+
+    #[test]
+    fn a_card_carries_the_candidate_and_its_mtime_can_change() {
+        // Text with newlines, braces and quotes: only the header's first newline splits a card.
+        let (file, c) = chunk("line one {\"x\": 1}\n\nline three\n");
+        let schema = data_schema(None);
+        assert_eq!(candidate_columns(&schema), CARD_COLUMNS);
+        let b = rows_to_batch(&schema, &[Row::chunk(&c, &file)]).unwrap();
+        let only_card = b.project(&[schema.index_of(COL_CARD).unwrap()]).unwrap();
+        let got = batches_to_candidates(&[only_card]).unwrap();
+        assert_eq!(got.len(), 1);
+        let g = &got[0];
+        assert_eq!((g.chunk_id.as_str(), g.path.as_str(), g.start_line, g.end_line), ("c1", c.path.as_str(), 3, 9));
+        assert_eq!((g.text.as_str(), g.importance, g.file_mtime_ms, g.source), (c.text.as_str(), None, 7, Source::Memory));
+        let touched = with_mtime(&b, 99).unwrap();
+        let got = batches_to_candidates(&[touched.clone()]).unwrap();
+        assert_eq!((got[0].file_mtime_ms, got[0].text.as_str()), (99, c.text.as_str()));
+        assert_eq!(col::<Int64Array>(&touched, COL_MTIME).unwrap().value(0), 99);
+    }
+
+    #[test]
+    fn tables_written_before_the_card_column_are_read_and_written_as_they_are() {
+        let (file, c) = chunk("old text");
+        let fields: Vec<Field> = data_schema(Some(2))
+            .fields()
+            .iter()
+            .filter(|f| f.name() != COL_CARD)
+            .map(|f| f.as_ref().clone())
+            .chain([Field::new(COL_TEXT, DataType::Utf8, false)])
+            .collect();
+        let legacy: SchemaRef = Arc::new(Schema::new(fields));
+        assert_eq!(candidate_columns(&legacy), LEGACY_CANDIDATE_COLUMNS);
+        let b = rows_to_batch(&legacy, &[Row::chunk(&c, &file)]).unwrap();
+        assert_eq!(b.schema(), legacy);
+        let got = batches_to_candidates(&[with_mtime(&b, 5).unwrap()]).unwrap();
+        assert_eq!((got[0].text.as_str(), got[0].file_mtime_ms, got[0].start_line), ("old text", 5, 3));
+    }
+
+    #[test]
+    fn a_damaged_card_is_an_error_not_a_blank_result() {
+        let schema = Arc::new(Schema::new(vec![Field::new(COL_CARD, DataType::Utf8, false)]));
+        let b = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["not json\ntext"]))]).unwrap();
+        assert!(matches!(batches_to_candidates(&[b]), Err(MemoryError::CorruptIndex(_))));
     }
 }

@@ -10,7 +10,7 @@ use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery, MultiMatchQuery, Operator};
-use lancedb::index::vector::{IvfHnswSqIndexBuilder, IvfPqIndexBuilder};
+use lancedb::index::vector::{IvfFlatIndexBuilder, IvfHnswFlatIndexBuilder, IvfHnswSqIndexBuilder, IvfPqIndexBuilder};
 use lancedb::index::{Index, IndexType};
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::{NewColumnTransform, OptimizeAction};
@@ -25,6 +25,14 @@ use crate::schema::*;
 use crate::storage::Shared;
 
 const META_IDENTITY: &str = "identity";
+/// Meta key of the vector index's build record ([`AnnBuild`]).
+const META_ANN: &str = "ann_index";
+/// The vector index is retrained once the vectors have grown this many times past its build: LanceDB's index
+/// catch-up adds rows to the existing partitions, so an index trained at 25k vectors would otherwise hold a
+/// million in a handful of huge partitions, and every search would scan them all.
+const ANN_REBUILD_GROWTH: usize = 2;
+/// How often a store re-reads the vector index's build record (another host may have retrained it).
+const ANN_CHECK: Duration = Duration::from_secs(60);
 /// BM25 weight of the heading column relative to the body terms (the builtin engine's weights).
 const HEADING_BOOST: f32 = memory_core::analysis::HEADING_WEIGHT as f32;
 /// Hashes per `IN (...)` list when reading the embedding cache.
@@ -45,7 +53,9 @@ struct Tables {
 struct Known {
     identity: Option<IndexIdentity>,
     fts_ready: bool,
-    ann_ready: bool,
+    /// The vector index's build record as last read or written, and when it was read.
+    ann: Option<AnnBuild>,
+    ann_checked: Option<Instant>,
     /// (table version, files) of the last file listing.
     files: Option<(u64, Vec<FileRecord>)>,
 }
@@ -298,34 +308,99 @@ impl LanceStore {
         Ok(())
     }
 
-    /// ANN index once the table passes the size where an exact scan gets slow.
+    /// ANN index once the table passes the size where an exact scan gets slow, retrained each time the vectors
+    /// have grown [`ANN_REBUILD_GROWTH`] times past the last build (partitions stay ~`ann_partition_size`).
     async fn ensure_ann(&self, t: &Table, schema: &Schema) -> Result<()> {
-        let ready = self.known.lock().unwrap().ann_ready;
-        if vector_dims(schema).is_none() || ready {
+        if vector_dims(schema).is_none() {
             return Ok(());
         }
         let opts = &self.shared.options;
         // Row count is metadata: a cheap bound before looking at indices and vectors.
-        if t.count_rows(None).await.map_err(|e| self.err("count rows", e))? < opts.ann_min_rows {
+        let rows = t.count_rows(None).await.map_err(|e| self.err("count rows", e))?;
+        let known = self.known.lock().unwrap().ann;
+        let grown = |b: &AnnBuild, n: usize| n >= b.rows.saturating_mul(ANN_REBUILD_GROWTH);
+        if rows < opts.ann_min_rows || known.is_some_and(|b| !grown(&b, rows)) {
             return Ok(());
         }
+        let build = match known {
+            Some(b) => Some(b),
+            None => self.read_ann_build().await?,
+        };
         let existing = t.list_indices().await.map_err(|e| self.err("list indices", e))?;
-        if existing.iter().any(|i| i.columns.iter().any(|c| c == COL_VECTOR)) {
-            self.known.lock().unwrap().ann_ready = true;
+        let indexed = existing.iter().any(|i| i.columns.iter().any(|c| c == COL_VECTOR));
+        if indexed && build.is_some_and(|b| !grown(&b, rows)) {
             return Ok(());
         }
         let with_vectors = t
             .count_rows(Some(format!("{COL_VECTOR} IS NOT NULL")))
             .await
             .map_err(|e| self.err("count vectors", e))?;
-        if with_vectors < opts.ann_min_rows {
+        // An index without a build record predates it: retrain once so its partitions are known.
+        if with_vectors < opts.ann_min_rows || (indexed && build.is_some_and(|b| !grown(&b, with_vectors))) {
             return Ok(());
         }
-        let started = Instant::now();
-        create_ann_index(t, with_vectors, opts).await.map_err(|e| self.err("create vector index", e))?;
-        info!(rows = with_vectors, kind = ?opts.ann_index, ms = started.elapsed().as_millis() as u64, "vector index created");
-        self.known.lock().unwrap().ann_ready = true;
+        self.train_ann(t, with_vectors, indexed).await?;
         Ok(())
+    }
+
+    /// Train the vector index on the table's `vectors` vectors now and keep its build record.
+    async fn train_ann(&self, t: &Table, vectors: usize, retrained: bool) -> Result<AnnBuild> {
+        let opts = &self.shared.options;
+        let started = Instant::now();
+        create_ann_index(t, vectors, opts).await.map_err(|e| self.err("create vector index", e))?;
+        let b = AnnBuild { rows: vectors, partitions: ann_partitions(vectors, opts) };
+        self.meta_put(META_ANN, &serde_json::to_string(&b).expect("ann build serialises")).await?;
+        info!(
+            vectors,
+            partitions = b.partitions,
+            kind = ?opts.ann_index,
+            retrained,
+            ms = started.elapsed().as_millis() as u64,
+            "vector index built"
+        );
+        let mut k = self.known.lock().unwrap();
+        k.ann = Some(b);
+        k.ann_checked = Some(Instant::now());
+        Ok(b)
+    }
+
+    /// Train (or retrain) the vector index now with this store's options, whatever the table's size; returns
+    /// (vectors, partitions). The benchmark uses it; the engine trains on its own as the table grows.
+    pub async fn train_ann_index_now(&self) -> Result<(usize, usize)> {
+        let _w = self.writer.lock().await;
+        let Some(t) = self.table(Which::Data).await? else { return Err(MemoryError::Unavailable("no data table yet".into())) };
+        let vectors =
+            t.count_rows(Some(format!("{COL_VECTOR} IS NOT NULL"))).await.map_err(|e| self.err("count vectors", e))?;
+        let b = self.train_ann(&t, vectors, true).await?;
+        Ok((b.rows, b.partitions))
+    }
+
+    async fn read_ann_build(&self) -> Result<Option<AnnBuild>> {
+        let b = match self.meta_get(META_ANN).await? {
+            Some(json) => Some(serde_json::from_str::<AnnBuild>(&json).map_err(|e| {
+                MemoryError::CorruptIndex(format!("lancedb at {}: unreadable vector index record: {e}", self.shared.location))
+            })?),
+            None => None,
+        };
+        let mut k = self.known.lock().unwrap();
+        k.ann = b;
+        k.ann_checked = Some(Instant::now());
+        Ok(b)
+    }
+
+    /// IVF partitions a vector search probes: the configured number, else [`auto_nprobes`] of the index's
+    /// partitions (its build record is re-read now and then, since another host may retrain it).
+    async fn nprobes(&self) -> Result<usize> {
+        let opts = &self.shared.options;
+        if opts.nprobes > 0 {
+            return Ok(opts.nprobes);
+        }
+        let (known, checked) = {
+            let k = self.known.lock().unwrap();
+            (k.ann, k.ann_checked)
+        };
+        let build = if checked.is_some_and(|c| c.elapsed() < ANN_CHECK) { known } else { self.read_ann_build().await? };
+        Ok(auto_nprobes(build.map(|b| b.partitions)))
     }
 
     /// Compaction, index catch-up and pruning of old versions, after enough writes.
@@ -379,6 +454,11 @@ impl LanceStore {
         Ok(t.list_versions().await.map_err(|e| self.err("list versions", e))?.len())
     }
 
+    /// Vectors and partitions the ANN index was last trained on, from its build record (tests and status).
+    pub async fn ann_build(&self) -> Result<Option<(usize, usize)>> {
+        Ok(self.read_ann_build().await?.map(|b| (b.rows, b.partitions)))
+    }
+
     /// Names of the data table's indices (tests and status).
     pub async fn index_names(&self) -> Result<Vec<(String, String)>> {
         let Some(t) = self.table(Which::Data).await? else { return Ok(Vec::new()) };
@@ -410,7 +490,7 @@ fn readers(schema: SchemaRef, batches: Vec<RecordBatch>) -> Box<dyn RecordBatchR
 /// distance, `rows / options.ann_partition_size` partitions. The engine calls it once the table passes
 /// [`crate::LanceDbOptions::ann_min_rows`]; the benchmark calls it directly.
 pub async fn create_ann_index(t: &Table, rows: usize, opts: &crate::LanceDbOptions) -> lancedb::Result<()> {
-    let partitions = (rows / opts.ann_partition_size.max(1)).clamp(1, 4096) as u32;
+    let partitions = ann_partitions(rows, opts) as u32;
     let index = match opts.ann_index {
         crate::AnnIndexKind::IvfHnswSq => {
             Index::IvfHnswSq(IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions))
@@ -422,8 +502,35 @@ pub async fn create_ann_index(t: &Table, rows: usize, opts: &crate::LanceDbOptio
             }
             Index::IvfPq(b)
         }
+        crate::AnnIndexKind::IvfFlat => {
+            Index::IvfFlat(IvfFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions))
+        }
+        crate::AnnIndexKind::IvfHnswFlat => Index::IvfHnswFlat(
+            IvfHnswFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions),
+        ),
     };
     t.create_index(&[COL_VECTOR], index).replace(true).execute().await
+}
+
+/// What the vector index was trained on; kept in the meta table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct AnnBuild {
+    rows: usize,
+    partitions: usize,
+}
+
+/// IVF partitions for an index over `rows` vectors.
+pub fn ann_partitions(rows: usize, opts: &crate::LanceDbOptions) -> usize {
+    (rows / opts.ann_partition_size.max(1)).clamp(1, 4096)
+}
+
+/// Partitions probed when `nprobes` is not set: [`crate::AUTO_NPROBES_FRACTION`] of them, at least
+/// [`crate::AUTO_NPROBES_MIN`] (LanceDB's default of 20 when the partition count is unknown).
+pub fn auto_nprobes(partitions: Option<usize>) -> usize {
+    match partitions {
+        Some(p) => ((p as f64 * crate::AUTO_NPROBES_FRACTION).ceil() as usize).max(crate::AUTO_NPROBES_MIN),
+        None => 20,
+    }
 }
 
 /// Compact files, fold new rows into the indices, prune old versions.
@@ -612,7 +719,8 @@ impl ChunkStore for LanceStore {
             sql_str(source.as_str()),
             sql_str(path)
         );
-        let q = t.query().only_if(filter).select(Select::columns(CANDIDATE_COLUMNS));
+        let columns = candidate_columns(&*self.data_schema_of(&t).await?);
+        let q = t.query().only_if(filter).select(Select::columns(columns));
         let mut out = batches_to_candidates(&self.collect("read file chunks", q).await?)?;
         out.sort_by_key(|c| (c.start_line, c.end_line));
         out.truncate(limit);
@@ -642,7 +750,8 @@ impl ChunkStore for LanceStore {
             .map_err(|e| MemoryError::Internal(format!("lancedb: building the keyword query: {e}")))?
             .with_operator(Operator::Or);
         let fts = FullTextSearchQuery::new_query(mm.into());
-        let mut q = t.query().full_text_search(fts).limit(limit).select(Select::columns(CANDIDATE_COLUMNS));
+        let columns = candidate_columns(&*self.data_schema_of(&t).await?);
+        let mut q = t.query().full_text_search(fts).limit(limit).select(Select::columns(columns));
         if let Some(f) = sources_filter(sources) {
             q = q.only_if(f);
         }
@@ -678,10 +787,8 @@ impl ChunkStore for LanceStore {
             .column(COL_VECTOR)
             .distance_type(DistanceType::Cosine)
             .limit(limit)
-            .select(Select::columns(CANDIDATE_COLUMNS));
-        if opts.nprobes > 0 {
-            q = q.nprobes(opts.nprobes).map_err(|e| self.err("vector query", e))?;
-        }
+            .select(Select::columns(candidate_columns(&schema)));
+        q = q.nprobes(self.nprobes().await?).map_err(|e| self.err("vector query", e))?;
         if opts.refine_factor > 0 {
             q = q.refine_factor(opts.refine_factor);
         }

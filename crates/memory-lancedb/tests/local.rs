@@ -209,6 +209,37 @@ fn seeded_vector(seed: u64, dims: usize) -> Vec<f32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vector_index_is_retrained_as_the_table_grows() {
+    bounded(async {
+        let db = tempfile::tempdir().unwrap();
+        let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
+            .await
+            .unwrap();
+        let store = storage.open_live_store().await.unwrap();
+        let mut builds = Vec::new();
+        for f in 0..7usize {
+            let path = format!("memory/f{f}.md");
+            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
+            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
+            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+            builds.push(store.ann_build().await.unwrap());
+        }
+        // Exact search below 300 vectors; trained at 300 (3 partitions); kept until the vectors doubled, then
+        // retrained at 600 with 6 partitions (index catch-up alone would have kept 3 ever-larger ones).
+        assert_eq!(builds, vec![None, None, Some((300, 3)), Some((300, 3)), Some((300, 3)), Some((600, 6)), Some((600, 6))]);
+        // A new store on the same table reads the record, and the retrained index answers.
+        let again = storage.open_live_store().await.unwrap();
+        assert_eq!(again.ann_build().await.unwrap(), Some((600, 6)));
+        for probe in [5u64, 450, 699] {
+            let hits = again.vector_search(&seeded_vector(probe, 16), 3, &[]).await.unwrap();
+            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
@@ -231,7 +262,8 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
         }
         assert_eq!(store.counts().await.unwrap(), (8, 800));
         let idx = store.index_names().await.unwrap();
-        assert!(idx.iter().any(|(c, t)| c == "vector" && t.contains("Hnsw")), "no ANN index: {idx:?}");
+        assert!(idx.iter().any(|(c, t)| c == "vector" && t.contains("Ivf")), "no ANN index: {idx:?}");
+        assert_eq!(store.ann_build().await.unwrap(), Some((600, 3)), "trained at 600 vectors, 3 partitions of ~200");
         // Pruned: far fewer versions than commits (8 data commits + index builds + optimizes).
         let versions = store.data_versions().await.unwrap();
         assert!(versions <= 4, "{versions} versions kept");

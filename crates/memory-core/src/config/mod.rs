@@ -103,6 +103,9 @@ impl Config {
         if q.max_results == 0 {
             return Err(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
         }
+        if self.memory.lancedb.nprobes == Some(0) {
+            return Err(MemoryError::config("memory.lancedb.nprobes", "must be at least 1"));
+        }
         let h = &q.hybrid;
         if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
             return Err(MemoryError::config(

@@ -412,6 +412,9 @@ pub struct LanceDbConfig {
     pub storage_options: BTreeMap<String, SecretString>,
     /// Table name; default `memory_<agentId>`.
     pub table: Option<String>,
+    /// IVF partitions each vector search probes once the table has its ANN index: more finds more of the
+    /// true nearest neighbours, slower. Default: 3% of the partitions, at least 8.
+    pub nprobes: Option<usize>,
 }
 
 /// `models.providers.<id>`: only the keys memory search reads; other provider settings are left to the host.

@@ -64,6 +64,9 @@ fn unknown_keys_and_wrong_types_name_the_key() {
     assert_eq!(key_of("{ memory: { citations: 'sometimes' } }"), "memory.citations");
     assert_eq!(key_of("{ memory: { search: { query: { minScore: 2 } } } }"), "memory.search.query.minScore");
     assert_eq!(key_of("{ memory: { search: { chunking: { tokens: 100, overlap: 100 } } } }"), "memory.search.chunking.overlap");
+    assert_eq!(key_of("{ memory: { lancedb: { nprobes: 0 } } }"), "memory.lancedb.nprobes");
+    assert_eq!(key_of("{ memory: { lancedb: { nprobes: -3 } } }"), "memory.lancedb.nprobes");
+    assert_eq!(Config::from_json5("{ memory: { lancedb: { nprobes: 12 } } }").unwrap().memory.lancedb.nprobes, Some(12));
     let e = Config::from_json5("{ memory: ").unwrap_err();
     assert!(e.to_string().contains("JSON5"), "{e}");
 }
