@@ -56,6 +56,8 @@ struct Known {
     /// The vector index's build record as last read or written, and when it was read.
     ann: Option<AnnBuild>,
     ann_checked: Option<Instant>,
+    /// Table rows from which the vectors could have grown enough to retrain the index.
+    ann_recheck_rows: Option<usize>,
     /// (table version, files) of the last file listing.
     files: Option<(u64, Vec<FileRecord>)>,
 }
@@ -309,17 +311,20 @@ impl LanceStore {
     }
 
     /// ANN index once the table passes the size where an exact scan gets slow, retrained each time the vectors
-    /// have grown [`ANN_REBUILD_GROWTH`] times past the last build (partitions stay ~`ann_partition_size`).
+    /// have grown [`ANN_REBUILD_GROWTH`] times past the last training (partitions stay ~`ann_partition_size`).
+    /// Counting vectors reads a column, so it only happens once the table has grown by at least the rows
+    /// still missing; the row count itself is metadata.
     async fn ensure_ann(&self, t: &Table, schema: &Schema) -> Result<()> {
         if vector_dims(schema).is_none() {
             return Ok(());
         }
         let opts = &self.shared.options;
-        // Row count is metadata: a cheap bound before looking at indices and vectors.
         let rows = t.count_rows(None).await.map_err(|e| self.err("count rows", e))?;
-        let known = self.known.lock().unwrap().ann;
-        let grown = |b: &AnnBuild, n: usize| n >= b.rows.saturating_mul(ANN_REBUILD_GROWTH);
-        if rows < opts.ann_min_rows || known.is_some_and(|b| !grown(&b, rows)) {
+        let (known, recheck) = {
+            let k = self.known.lock().unwrap();
+            (k.ann, k.ann_recheck_rows)
+        };
+        if rows < opts.ann_min_rows || recheck.is_some_and(|at| rows < at) {
             return Ok(());
         }
         let build = match known {
@@ -328,18 +333,21 @@ impl LanceStore {
         };
         let existing = t.list_indices().await.map_err(|e| self.err("list indices", e))?;
         let indexed = existing.iter().any(|i| i.columns.iter().any(|c| c == COL_VECTOR));
-        if indexed && build.is_some_and(|b| !grown(&b, rows)) {
-            return Ok(());
-        }
-        let with_vectors = t
+        let vectors = t
             .count_rows(Some(format!("{COL_VECTOR} IS NOT NULL")))
             .await
             .map_err(|e| self.err("count vectors", e))?;
-        // An index without a build record predates it: retrain once so its partitions are known.
-        if with_vectors < opts.ann_min_rows || (indexed && build.is_some_and(|b| !grown(&b, with_vectors))) {
+        // An index without a training record predates it: retrain once so its partitions are known.
+        let wanted = match build {
+            Some(b) if indexed => b.rows.saturating_mul(ANN_REBUILD_GROWTH),
+            _ => opts.ann_min_rows,
+        };
+        if vectors < wanted {
+            self.known.lock().unwrap().ann_recheck_rows = Some(rows + (wanted - vectors));
             return Ok(());
         }
-        self.train_ann(t, with_vectors, indexed).await?;
+        self.train_ann(t, vectors, indexed).await?;
+        self.known.lock().unwrap().ann_recheck_rows = Some(rows + vectors.saturating_mul(ANN_REBUILD_GROWTH - 1));
         Ok(())
     }
 
