@@ -155,3 +155,73 @@ fn missing_files_are_reported() {
     let err = LocalProvider::open(tmp.path()).unwrap_err();
     assert!(err.to_string().contains("not a safetensors file"), "{err}");
 }
+
+/// An MPNet folder (all-mpnet-base-v2's layout: `mpnet`-style weight names, `model_type: mpnet`, 514 positions)
+/// with tiny random weights: recognised, loaded and embedding like any local model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mpnet_folder_is_recognised_and_embeds() {
+    use candle_core::{Device, Tensor};
+    let (vocab, h, inter, layers, positions) = (30527usize, 8usize, 16usize, 2usize, 514usize);
+    let mut seed = 7u64;
+    let mut rnd = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    };
+    let mut weights = std::collections::HashMap::new();
+    let mut put = |name: String, shape: &[usize]| {
+        let t = Tensor::from_vec(rnd(shape.iter().product()), shape, &Device::Cpu).unwrap();
+        weights.insert(name, t);
+    };
+    put("embeddings.word_embeddings.weight".into(), &[vocab, h]);
+    put("embeddings.position_embeddings.weight".into(), &[positions, h]);
+    put("embeddings.LayerNorm.weight".into(), &[h]);
+    put("embeddings.LayerNorm.bias".into(), &[h]);
+    put("encoder.relative_attention_bias.weight".into(), &[32, 2]);
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}.");
+        for n in ["q", "k", "v", "o"] {
+            put(format!("{p}attention.attn.{n}.weight"), &[h, h]);
+            put(format!("{p}attention.attn.{n}.bias"), &[h]);
+        }
+        for (n, shape) in [
+            ("attention.LayerNorm.weight", vec![h]),
+            ("attention.LayerNorm.bias", vec![h]),
+            ("intermediate.dense.weight", vec![inter, h]),
+            ("intermediate.dense.bias", vec![inter]),
+            ("output.dense.weight", vec![h, inter]),
+            ("output.dense.bias", vec![h]),
+            ("output.LayerNorm.weight", vec![h]),
+            ("output.LayerNorm.bias", vec![h]),
+        ] {
+            put(format!("{p}{n}"), &shape);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    candle_core::safetensors::save(&weights, dir.path().join("model.safetensors")).unwrap();
+    std::fs::copy(common::test_model_dir().join("tokenizer.json"), dir.path().join("tokenizer.json")).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"model_type":"mpnet","hidden_act":"gelu","hidden_size":8,"intermediate_size":16,"layer_norm_eps":1e-05,
+            "max_position_embeddings":514,"num_attention_heads":2,"num_hidden_layers":2,"pad_token_id":1,
+            "relative_attention_num_buckets":32,"vocab_size":30527}"#,
+    )
+    .unwrap();
+    let info = LocalModelInfo::inspect(dir.path()).unwrap();
+    assert_eq!(info.config.architecture, providers::local::Architecture::MpNet);
+    assert_eq!((info.config.num_hidden_layers, info.config.num_attention_heads, info.config.layer_norm_eps), (2, 2, 1e-5));
+    assert_eq!(info.max_seq_length, 512, "positions 0 and 1 are reserved");
+    let p = LocalProvider::open(dir.path()).unwrap();
+    let texts = [s("The gateway runs on the Mac Studio."), s("short"), s(&"a long text ".repeat(400))];
+    let together = p.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    for (t, v) in texts.iter().zip(&together) {
+        assert_eq!(v.len(), 8);
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4);
+        // Padding in a batch changes nothing (right padding, masked; positions of real tokens unchanged).
+        let alone = p.embed(std::slice::from_ref(t), EmbeddingPurpose::Document).await.unwrap();
+        assert!(cosine(v, &alone[0]) > 0.99999, "{t:.20}");
+    }
+}

@@ -1,14 +1,27 @@
-//! A BERT encoder (the architecture of all-MiniLM-L6-v2, bge-small, e5-small...) on candle, CPU, f32.
+//! A BERT encoder (the architecture of all-MiniLM-L6-v2, bge-small, e5-small...) and its MPNet variant
+//! (all-mpnet-base-v2) on candle, CPU, f32.
 //!
-//! Weights are read by their Hugging Face names, with or without the `bert.` prefix. Only the encoder is
-//! built (no pooler, no heads): the provider pools the last hidden state itself.
+//! Weights are read by their Hugging Face names, with or without the `bert.` / `mpnet.` prefix. Only the
+//! encoder is built (no pooler, no heads): the provider pools the last hidden state itself. MPNet differs from
+//! BERT in three places: attention weights under other names, positions counted from 2 (RoBERTa style, no
+//! token types), and a learnt relative-position bias added to every layer's attention scores.
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 
-/// The architecture numbers a BERT checkpoint needs.
+/// Encoder family of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Bert,
+    MpNet,
+}
+
+/// The architecture numbers a BERT (or MPNet) checkpoint needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BertConfig {
+    pub architecture: Architecture,
+    /// MPNet's relative-position buckets (32); unused for BERT.
+    pub relative_attention_num_buckets: usize,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub num_hidden_layers: usize,
@@ -51,9 +64,14 @@ struct Layer {
 }
 
 pub struct BertModel {
+    architecture: Architecture,
     word: Embedding,
     position: Embedding,
-    token_type: Embedding,
+    /// BERT only.
+    token_type: Option<Embedding>,
+    /// MPNet only: `(buckets, heads)`, shared by all layers.
+    relative_bias: Option<Embedding>,
+    relative_buckets: usize,
     emb_norm: LayerNorm,
     layers: Vec<Layer>,
     heads: usize,
@@ -64,26 +82,45 @@ pub struct BertModel {
 
 impl BertModel {
     pub fn load(vb: VarBuilder, cfg: &BertConfig) -> candle_core::Result<Self> {
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
+        let vb = ["bert", "mpnet"]
+            .into_iter()
+            .find(|p| vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")))
+            .map_or(vb.clone(), |p| vb.pp(p));
         let h = cfg.hidden_size;
         if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
             candle_core::bail!("hidden size {h} is not a multiple of {} attention heads", cfg.num_attention_heads);
         }
+        let mpnet = cfg.architecture == Architecture::MpNet;
         let e = vb.pp("embeddings");
         let word = Embedding::new(e.get((cfg.vocab_size, h), "word_embeddings.weight")?, h);
         let position = Embedding::new(e.get((cfg.max_position_embeddings, h), "position_embeddings.weight")?, h);
-        let token_type = Embedding::new(e.get((cfg.type_vocab_size, h), "token_type_embeddings.weight")?, h);
+        let token_type = if mpnet {
+            None
+        } else {
+            Some(Embedding::new(e.get((cfg.type_vocab_size, h), "token_type_embeddings.weight")?, h))
+        };
+        let relative_bias = if mpnet {
+            let w = vb.get((cfg.relative_attention_num_buckets, cfg.num_attention_heads), "encoder.relative_attention_bias.weight")?;
+            Some(Embedding::new(w, cfg.num_attention_heads))
+        } else {
+            None
+        };
         let emb_norm = layer_norm(&e, h, cfg.layer_norm_eps, "LayerNorm")?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
             let l = vb.pp(format!("encoder.layer.{i}"));
             let a = l.pp("attention");
+            let (q, k, v, o, norm) = if mpnet {
+                ("attn.q", "attn.k", "attn.v", "attn.o", "LayerNorm")
+            } else {
+                ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm")
+            };
             layers.push(Layer {
-                query: linear(&a, h, h, "self.query")?,
-                key: linear(&a, h, h, "self.key")?,
-                value: linear(&a, h, h, "self.value")?,
-                attn_out: linear(&a, h, h, "output.dense")?,
-                attn_norm: layer_norm(&a, h, cfg.layer_norm_eps, "output.LayerNorm")?,
+                query: linear(&a, h, h, q)?,
+                key: linear(&a, h, h, k)?,
+                value: linear(&a, h, h, v)?,
+                attn_out: linear(&a, h, h, o)?,
+                attn_norm: layer_norm(&a, h, cfg.layer_norm_eps, norm)?,
                 intermediate: linear(&l, h, cfg.intermediate_size, "intermediate.dense")?,
                 output: linear(&l, cfg.intermediate_size, h, "output.dense")?,
                 out_norm: layer_norm(&l, h, cfg.layer_norm_eps, "output.LayerNorm")?,
@@ -91,9 +128,12 @@ impl BertModel {
         }
         let tanh_gelu = matches!(cfg.hidden_act.as_str(), "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast");
         Ok(BertModel {
+            architecture: cfg.architecture,
             word,
             position,
             token_type,
+            relative_bias,
+            relative_buckets: cfg.relative_attention_num_buckets,
             emb_norm,
             layers,
             heads: cfg.num_attention_heads,
@@ -111,15 +151,23 @@ impl BertModel {
     /// 0 = padding), all `(batch, seq)` u32.
     pub fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
-        let positions = Tensor::arange(0u32, seq as u32, &self.device)?.unsqueeze(0)?;
-        let x = self
-            .word
-            .forward(ids)?
-            .broadcast_add(&self.position.forward(&positions)?)?
-            .add(&self.token_type.forward(type_ids)?)?;
+        // MPNet counts positions from padding_idx + 1 = 2 (texts are padded on the right, so real tokens sit
+        // at 0..len; padded positions are masked out of attention and pooling).
+        let first = if self.architecture == Architecture::MpNet { 2u32 } else { 0 };
+        let positions = Tensor::arange(first, first + seq as u32, &self.device)?.unsqueeze(0)?;
+        let mut x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
+        if let Some(tt) = &self.token_type {
+            x = x.add(&tt.forward(type_ids)?)?;
+        }
         let mut x = self.emb_norm.forward(&x)?;
         // Additive mask: 0 where attended, a large negative where padded: (batch, 1, 1, seq).
-        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((batch, 1, 1, seq))?;
+        let mut bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((batch, 1, 1, seq))?;
+        if let Some(rel) = &self.relative_bias {
+            // (1, heads, seq, seq), the same for every layer.
+            let buckets = Tensor::from_vec(relative_buckets(seq, self.relative_buckets, 128), (seq, seq), &self.device)?;
+            let pos = rel.forward(&buckets)?.permute((2, 0, 1))?.unsqueeze(0)?;
+            bias = bias.broadcast_add(&pos)?.contiguous()?;
+        }
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         for layer in &self.layers {
             let split = |t: Tensor| -> candle_core::Result<Tensor> {
@@ -140,6 +188,29 @@ impl BertModel {
     }
 }
 
+/// MPNet's (T5's) bucket of each relative position `key - query`, `seq x seq` row-major: exact buckets for
+/// small distances, logarithmic ones up to `max_distance`, one half of the buckets per direction.
+fn relative_buckets(seq: usize, buckets: usize, max_distance: usize) -> Vec<u32> {
+    let half = (buckets / 2).max(1);
+    let exact = (half / 2).max(1);
+    let mut out = Vec::with_capacity(seq * seq);
+    for q in 0..seq {
+        for k in 0..seq {
+            let n = q as i64 - k as i64; // -(key - query)
+            let mut b = if n < 0 { half } else { 0 };
+            let n = n.unsigned_abs() as usize;
+            b += if n < exact {
+                n
+            } else {
+                let log = ((n as f64 / exact as f64).ln() / (max_distance as f64 / exact as f64).ln() * (half - exact) as f64) as usize;
+                (exact + log).min(half - 1)
+            };
+            out.push(b as u32);
+        }
+    }
+    out
+}
+
 /// Mean of the token vectors where the mask is 1: `(batch, hidden)`.
 pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
     let m = mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?; // (batch, seq, 1)
@@ -151,4 +222,181 @@ pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> 
 /// The first token's vector (`[CLS]`): `(batch, hidden)`.
 pub fn cls_pool(hidden: &Tensor) -> candle_core::Result<Tensor> {
     hidden.narrow(1, 0, 1)?.squeeze(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Seeded values in -0.5..0.5.
+    fn values(n: usize, seed: &mut u64) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed ^= *seed << 13;
+                *seed ^= *seed >> 7;
+                *seed ^= *seed << 17;
+                ((*seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32
+            })
+            .collect()
+    }
+
+    /// A tiny random MPNet checkpoint: name -> (shape, values).
+    fn tiny_mpnet(cfg: &BertConfig) -> HashMap<String, (Vec<usize>, Vec<f32>)> {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut w = HashMap::new();
+        let mut put = |name: String, shape: Vec<usize>| {
+            let v = values(shape.iter().product(), &mut seed);
+            w.insert(name, (shape, v));
+        };
+        put("embeddings.word_embeddings.weight".into(), vec![cfg.vocab_size, h]);
+        put("embeddings.position_embeddings.weight".into(), vec![cfg.max_position_embeddings, h]);
+        put("embeddings.LayerNorm.weight".into(), vec![h]);
+        put("embeddings.LayerNorm.bias".into(), vec![h]);
+        put("encoder.relative_attention_bias.weight".into(), vec![cfg.relative_attention_num_buckets, cfg.num_attention_heads]);
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}.");
+            for n in ["q", "k", "v", "o"] {
+                put(format!("{p}attention.attn.{n}.weight"), vec![h, h]);
+                put(format!("{p}attention.attn.{n}.bias"), vec![h]);
+            }
+            put(format!("{p}attention.LayerNorm.weight"), vec![h]);
+            put(format!("{p}attention.LayerNorm.bias"), vec![h]);
+            put(format!("{p}intermediate.dense.weight"), vec![i, h]);
+            put(format!("{p}intermediate.dense.bias"), vec![i]);
+            put(format!("{p}output.dense.weight"), vec![h, i]);
+            put(format!("{p}output.dense.bias"), vec![h]);
+            put(format!("{p}output.LayerNorm.weight"), vec![h]);
+            put(format!("{p}output.LayerNorm.bias"), vec![h]);
+        }
+        w
+    }
+
+    /// MPNet's forward pass for one unpadded text, written out with plain loops (the reference).
+    fn naive_mpnet(w: &HashMap<String, (Vec<usize>, Vec<f32>)>, cfg: &BertConfig, ids: &[u32]) -> Vec<Vec<f32>> {
+        let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
+        let d = h / heads;
+        let g = |n: &str| &w[n].1;
+        let linear = |x: &[f32], n: &str, out: usize| -> Vec<f32> {
+            let (wt, b) = (g(&format!("{n}.weight")), g(&format!("{n}.bias")));
+            (0..out).map(|o| b[o] + x.iter().enumerate().map(|(j, v)| v * wt[o * x.len() + j]).sum::<f32>()).collect()
+        };
+        let norm = |x: &[f32], n: &str| -> Vec<f32> {
+            let mean = x.iter().sum::<f32>() / x.len() as f32;
+            let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / x.len() as f32;
+            let (wt, b) = (g(&format!("{n}.weight")), g(&format!("{n}.bias")));
+            x.iter().enumerate().map(|(j, v)| (v - mean) / (var + cfg.layer_norm_eps as f32).sqrt() * wt[j] + b[j]).collect()
+        };
+        let erf_gelu = |x: f32| {
+            // erf by its Taylor series (|x| is small here).
+            let z = x as f64 / std::f64::consts::SQRT_2;
+            let (mut term, mut sum) = (z, z);
+            for n in 1..60 {
+                term *= -z * z / n as f64;
+                sum += term / (2 * n + 1) as f64;
+            }
+            (0.5 * x as f64 * (1.0 + 2.0 / std::f64::consts::PI.sqrt() * sum)) as f32
+        };
+        let l = ids.len();
+        let mut x: Vec<Vec<f32>> = (0..l)
+            .map(|t| {
+                let we = &g("embeddings.word_embeddings.weight")[ids[t] as usize * h..][..h];
+                let pe = &g("embeddings.position_embeddings.weight")[(t + 2) * h..][..h];
+                norm(&we.iter().zip(pe).map(|(a, b)| a + b).collect::<Vec<_>>(), "embeddings.LayerNorm")
+            })
+            .collect();
+        let rel = g("encoder.relative_attention_bias.weight");
+        let buckets = relative_buckets(l, cfg.relative_attention_num_buckets, 128);
+        for layer in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{layer}.");
+            let q: Vec<Vec<f32>> = x.iter().map(|v| linear(v, &format!("{p}attention.attn.q"), h)).collect();
+            let k: Vec<Vec<f32>> = x.iter().map(|v| linear(v, &format!("{p}attention.attn.k"), h)).collect();
+            let v: Vec<Vec<f32>> = x.iter().map(|v| linear(v, &format!("{p}attention.attn.v"), h)).collect();
+            let mut ctx = vec![vec![0f32; h]; l];
+            for hd in 0..heads {
+                for i in 0..l {
+                    let scores: Vec<f32> = (0..l)
+                        .map(|j| {
+                            let dot: f32 = (0..d).map(|e| q[i][hd * d + e] * k[j][hd * d + e]).sum();
+                            dot / (d as f32).sqrt() + rel[buckets[i * l + j] as usize * heads + hd]
+                        })
+                        .collect();
+                    let max = scores.iter().cloned().fold(f32::MIN, f32::max);
+                    let exp: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let total: f32 = exp.iter().sum();
+                    for j in 0..l {
+                        for e in 0..d {
+                            ctx[i][hd * d + e] += exp[j] / total * v[j][hd * d + e];
+                        }
+                    }
+                }
+            }
+            x = (0..l)
+                .map(|t| {
+                    let o = linear(&ctx[t], &format!("{p}attention.attn.o"), h);
+                    let a = norm(&o.iter().zip(&x[t]).map(|(a, b)| a + b).collect::<Vec<_>>(), &format!("{p}attention.LayerNorm"));
+                    let inter: Vec<f32> = linear(&a, &format!("{p}intermediate.dense"), cfg.intermediate_size).into_iter().map(erf_gelu).collect();
+                    let out = linear(&inter, &format!("{p}output.dense"), h);
+                    norm(&out.iter().zip(&a).map(|(a, b)| a + b).collect::<Vec<_>>(), &format!("{p}output.LayerNorm"))
+                })
+                .collect();
+        }
+        x
+    }
+
+    #[test]
+    fn mpnet_forward_matches_a_plain_loop_reference_with_padding() {
+        let cfg = BertConfig {
+            architecture: Architecture::MpNet,
+            relative_attention_num_buckets: 32,
+            vocab_size: 40,
+            hidden_size: 8,
+            num_hidden_layers: 2,
+            num_attention_heads: 2,
+            intermediate_size: 16,
+            max_position_embeddings: 40,
+            type_vocab_size: 1,
+            layer_norm_eps: 1e-5,
+            hidden_act: "gelu".into(),
+        };
+        let w = tiny_mpnet(&cfg);
+        let dev = Device::Cpu;
+        let tensors = w.iter().map(|(n, (shape, v))| (format!("mpnet.{n}"), Tensor::from_vec(v.clone(), shape.as_slice(), &dev).unwrap())).collect();
+        let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &cfg).unwrap();
+        // Two texts in one batch: the shorter is padded (id 1) and must come out as if alone. Long enough
+        // (20 tokens) for logarithmic position buckets.
+        let long: Vec<u32> = (0..20).map(|i| (i * 7 + 3) % 40).collect();
+        let short: Vec<u32> = vec![0, 5, 9, 2];
+        let seq = long.len();
+        let mut ids = long.clone();
+        ids.extend(short.iter().copied().chain(std::iter::repeat_n(1, seq - short.len())));
+        let mask: Vec<u32> = std::iter::repeat_n(1, seq).chain(std::iter::repeat_n(1, short.len())).chain(std::iter::repeat_n(0, seq - short.len())).collect();
+        let t = |v: Vec<u32>| Tensor::from_vec(v, (2, seq), &dev).unwrap();
+        let hidden = model.forward(&t(ids), &t(vec![0; 2 * seq]), &t(mask)).unwrap();
+        let got: Vec<Vec<Vec<f32>>> = hidden.to_vec3().unwrap();
+        for (b, text) in [&long, &short].into_iter().enumerate() {
+            let want = naive_mpnet(&w, &cfg, text);
+            for (tok, row) in want.iter().enumerate() {
+                for (e, v) in row.iter().enumerate() {
+                    assert!((got[b][tok][e] - v).abs() < 1e-4, "text {b} token {tok} dim {e}: {} vs {v}", got[b][tok][e]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn relative_position_buckets_follow_mpnet() {
+        // Values of MPNet's bucket function (32 buckets, max distance 128) for key - query = -200..200.
+        let b = relative_buckets(401, 32, 128);
+        // Computed with MPNet's own formula (Hugging Face `relative_position_bucket`), in Python.
+        let at = |rel: i64| b[200 * 401 + (200 + rel) as usize];
+        let expect: &[(i64, u32)] = &[
+            (0, 0), (-1, 1), (-7, 7), (-8, 8), (-11, 8), (-16, 10), (-20, 10), (-32, 12), (-64, 14), (-127, 15), (-200, 15),
+            (1, 17), (7, 23), (8, 24), (12, 25), (16, 26), (23, 27), (32, 28), (45, 28), (64, 30), (91, 31), (200, 31),
+        ];
+        for &(rel, want) in expect {
+            assert_eq!(at(rel), want, "key - query = {rel}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! `local`: a sentence-embedding model run in-process from a folder on disk, pure Rust (candle + tokenizers),
-//! no network. BERT-style checkpoints (all-MiniLM-L6-v2, bge-small, e5-small...):
+//! no network. BERT-style checkpoints (all-MiniLM-L6-v2, bge-small, e5-small...) and MPNet ones
+//! (all-mpnet-base-v2):
 //!
 //! - `model.safetensors` and `tokenizer.json` are required; `config.json` (the BERT config) is read when
 //!   present. A folder whose `config.json` is a sentence-transformers pooling config (as when a model's
@@ -28,7 +29,7 @@ use serde_json::Value;
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info, warn};
 
-pub use bert::BertConfig;
+pub use bert::{Architecture, BertConfig};
 use bert::{cls_pool, mean_pool, BertModel};
 
 const PROVIDER: &str = "local";
@@ -153,7 +154,7 @@ fn safetensors_header(path: &Path) -> Result<(Value, Vec<u8>, u64), LocalModelEr
 }
 
 fn shape_of(header: &Value, name: &str) -> Option<Vec<usize>> {
-    let entry = header.get(name).or_else(|| header.get(format!("bert.{name}")))?;
+    let entry = header.get(name).or_else(|| header.get(format!("bert.{name}"))).or_else(|| header.get(format!("mpnet.{name}")))?;
     entry.get("shape")?.as_array()?.iter().map(|d| d.as_u64().map(|d| d as usize)).collect()
 }
 
@@ -162,14 +163,21 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
     let st = dir.join("model.safetensors");
     let invalid = |message: String| LocalModelError::Invalid { path: st.clone(), message };
     let word = shape_of(header, "embeddings.word_embeddings.weight")
-        .ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`: not a BERT checkpoint".into()))?;
+        .ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`: not a BERT or MPNet checkpoint".into()))?;
+    // MPNet: a relative-position bias and other attention names (config.json says `model_type: mpnet`).
+    let relative = shape_of(header, "encoder.relative_attention_bias.weight");
+    let architecture = if relative.is_some() { Architecture::MpNet } else { Architecture::Bert };
+    let query_weight = match architecture {
+        Architecture::Bert => "attention.self.query.weight",
+        Architecture::MpNet => "attention.attn.q.weight",
+    };
     let pos = shape_of(header, "embeddings.position_embeddings.weight")
         .ok_or_else(|| invalid("no `embeddings.position_embeddings.weight`".into()))?;
     let types = shape_of(header, "embeddings.token_type_embeddings.weight").unwrap_or(vec![2, 0]);
     let inter = shape_of(header, "encoder.layer.0.intermediate.dense.weight")
         .ok_or_else(|| invalid("no `encoder.layer.0.intermediate.dense.weight`".into()))?;
     let mut layers = 0;
-    while shape_of(header, &format!("encoder.layer.{layers}.attention.self.query.weight")).is_some() {
+    while shape_of(header, &format!("encoder.layer.{layers}.{query_weight}")).is_some() {
         layers += 1;
     }
     let (vocab, hidden) = match word.as_slice() {
@@ -188,6 +196,8 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
         }
     };
     let cfg = BertConfig {
+        architecture,
+        relative_attention_num_buckets: relative.as_ref().and_then(|s| s.first().copied()).unwrap_or(32),
         vocab_size: vocab,
         hidden_size: hidden,
         num_hidden_layers: get("num_hidden_layers").unwrap_or(layers),
@@ -195,7 +205,10 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
         intermediate_size: inter.first().copied().unwrap_or(4 * hidden),
         max_position_embeddings: pos.first().copied().unwrap_or(512),
         type_vocab_size: types.first().copied().unwrap_or(2),
-        layer_norm_eps: bert.and_then(|c| c.get("layer_norm_eps")).and_then(Value::as_f64).unwrap_or(1e-12),
+        layer_norm_eps: bert.and_then(|c| c.get("layer_norm_eps")).and_then(Value::as_f64).unwrap_or(match architecture {
+            Architecture::Bert => 1e-12,
+            Architecture::MpNet => 1e-5,
+        }),
         hidden_act: bert.and_then(|c| c.get("hidden_act")).and_then(Value::as_str).unwrap_or("gelu").to_string(),
     };
     if cfg.num_hidden_layers == 0 || cfg.num_hidden_layers > layers {
@@ -236,7 +249,12 @@ impl LocalModelInfo {
         let st_max = read_json(&dir.join("sentence_bert_config.json"))?
             .and_then(|v| v.get("max_seq_length").and_then(Value::as_u64))
             .map(|v| v as usize);
-        let max_seq_length = st_max.unwrap_or(config.max_position_embeddings).min(config.max_position_embeddings).min(512);
+        // MPNet's first two positions are reserved (padding index 1): 514 position embeddings hold 512 tokens.
+    let usable_positions = match config.architecture {
+        Architecture::Bert => config.max_position_embeddings,
+        Architecture::MpNet => config.max_position_embeddings.saturating_sub(2),
+    };
+    let max_seq_length = st_max.unwrap_or(usable_positions).min(usable_positions).min(512);
         let tokenizer_bytes = fs::read(dir.join("tokenizer.json"))
             .map_err(|e| LocalModelError::Read { path: dir.join("tokenizer.json"), message: e.to_string() })?;
         let name = dir
@@ -246,7 +264,9 @@ impl LocalModelInfo {
         // The resolved architecture rather than config.json's bytes, so repairing a folder's config does not
         // change the identity of vectors that do not change.
         let fp_input = format!(
-            "v1;provider=local;hidden={};layers={};heads={};inter={};eps={};act={};max_len={};pooling={:?};normalized=true;tokenizer={};weights={}:{}",
+            "v1;provider=local;{}hidden={};layers={};heads={};inter={};eps={};act={};max_len={};pooling={:?};normalized=true;tokenizer={};weights={}:{}",
+            // Empty for BERT, so the fingerprints of existing BERT indexes do not change.
+            if config.architecture == Architecture::MpNet { "arch=mpnet;" } else { "" },
             config.hidden_size,
             config.num_hidden_layers,
             config.num_attention_heads,
@@ -281,6 +301,7 @@ impl Loaded {
             .get_padding()
             .map(|p| p.pad_id)
             .or_else(|| tokenizer.token_to_id("[PAD]"))
+            .or_else(|| tokenizer.token_to_id("<pad>"))
             .unwrap_or(0);
         tokenizer.with_padding(None);
         tokenizer
