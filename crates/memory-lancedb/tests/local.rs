@@ -240,6 +240,43 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
+    bounded(async {
+        let db = tempfile::tempdir().unwrap();
+        let uri = db.path().to_str().unwrap();
+        let write = |store: Arc<memory_lancedb::LanceStore>, f: usize| async move {
+            let path = format!("memory/f{f}.md");
+            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
+            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
+            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+        };
+        // An earlier version's table: an IVF-HNSW-SQ index and no training record.
+        let old = LanceDbOptions { ann_min_rows: usize::MAX, ..test_options() };
+        let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", old).await.unwrap();
+        let store = storage.open_live_store().await.unwrap();
+        for f in 0..3 {
+            write(store.clone(), f).await;
+        }
+        let table = storage.connection().open_table("m_g1").execute().await.unwrap();
+        let hnsw = LanceDbOptions { ann_index: memory_lancedb::AnnIndexKind::IvfHnswSq, ann_partition_size: 100, ..test_options() };
+        memory_lancedb::create_ann_index(&table, 300, &hnsw).await.unwrap();
+        assert_eq!(store.ann_build().await.unwrap(), None);
+        drop((store, storage));
+
+        let now = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
+        let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", now).await.unwrap();
+        let store = storage.open_live_store().await.unwrap();
+        write(store.clone(), 3).await;
+        assert_eq!(store.ann_build().await.unwrap(), Some((400, 4)));
+        let idx = store.index_names().await.unwrap();
+        assert!(idx.iter().any(|(c, t)| c == "vector" && t == "IvfFlat"), "{idx:?}");
+        let hits = store.vector_search(&seeded_vector(123, 16), 3, &[]).await.unwrap();
+        assert_eq!(hits[0].chunk_id, "memory/f1.md#123");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
