@@ -6,6 +6,7 @@
 //!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--keep] [--reuse] \
 //!     [--index ivf-flat|hnsw-sq|hnsw-flat|ivf-pq|ivf-pq:48]... [--partition-size 4096]... \
 //!     [--nprobes 0]... [--refine 0]... [--ef 0]... [--skip-exact] [--steps]      (nprobes 0: automatic)
+//! ann_bench --grow --rows N     (the engine's own maintenance: index trained and retrained as the table grows)
 //! ```
 //!
 //! Data: `rows` chunks with seeded 384-dimensional vectors drawn around 2,000 random centres (clustered, as
@@ -16,7 +17,9 @@
 //! Every combination of index kind x partition size is built, and every nprobes x refine x ef is measured on
 //! it. `--reuse` keeps an ingested table from an earlier `--keep` run; without `--keep` the data is deleted.
 //! The exact top 10 of each query is kept beside a kept table, so `--reuse --skip-exact` (no exact-search
-//! latency) goes straight to the ANN runs; `--steps` also times the parts of one search.
+//! latency) goes straight to the ANN runs; `--steps` also times the parts of one search. `--grow` instead
+//! ingests with the engine's default options, so the vector index is trained and retrained by the engine's
+//! maintenance while the table grows (as in real use), then measures search on what that left.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +40,7 @@ struct Args {
     reuse: bool,
     skip_exact: bool,
     steps: bool,
+    grow: bool,
     indexes: Vec<AnnIndexKind>,
     partition_sizes: Vec<usize>,
     nprobes: Vec<usize>,
@@ -65,6 +69,7 @@ fn args() -> Args {
         reuse: false,
         skip_exact: false,
         steps: false,
+        grow: false,
         indexes: Vec::new(),
         partition_sizes: Vec::new(),
         nprobes: Vec::new(),
@@ -93,6 +98,11 @@ fn args() -> Args {
             }
             "--steps" => {
                 a.steps = true;
+                i += 1;
+                continue;
+            }
+            "--grow" => {
+                a.grow = true;
                 i += 1;
                 continue;
             }
@@ -405,6 +415,60 @@ async fn steps(store: &LanceStore, table: &lancedb::Table, qs: &[Query], limit: 
     println!("      steps (p50 ms): schema {schema:.2}, point lookup {point:.2}; vector id-only refine {refine} {v_id:.2}, refine 0 {v_id0:.2}, candidate columns ({}) {v_all:.2} (refine 0: {v_all0:.2}); keyword one column {k_one:.2}, two columns {k_two:.2}, engine {k_engine:.2}", cols.len());
 }
 
+/// Ingest with the engine's own maintenance (index trained as the table grows), then measure search.
+async fn grow(a: &Args, gen: &Gen, rows: usize, ropts: &RankingOptions) {
+    let dir = a.dir.join(format!("grow-{rows}-d{}", a.dims));
+    let truth_file = dir.join(format!("truth-{}.txt", a.queries));
+    let kept_truth = std::fs::read(&truth_file).ok();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Some(t) = kept_truth {
+        std::fs::write(&truth_file, t).unwrap();
+    }
+    println!("== {rows} chunks x {} dims, grown with the engine's maintenance ({} queries)", a.dims, a.queries);
+    // Engine defaults; only old versions are pruned at once (disk space).
+    let opts = LanceDbOptions { prune_older_than: Duration::ZERO, ..Default::default() };
+    let (storage, store) = open(&dir, opts).await;
+    let s = Instant::now();
+    ingest(&store, gen, rows).await;
+    println!("  ingest including the engine's index trainings: {:.1} s", s.elapsed().as_secs_f64());
+    let (trained_on, partitions) = store.ann_build().await.unwrap().expect("no vector index was trained");
+    println!(
+        "  vector index: last trained on {trained_on} vectors, {partitions} partitions; automatic nprobes {}",
+        memory_lancedb::auto_nprobes(Some(partitions))
+    );
+    let table = storage.connection().open_table("bench_g1").execute().await.unwrap();
+    let st = table.stats().await.unwrap();
+    println!("  table: {} rows in {} fragments ({} small)", st.num_rows, st.fragment_stats.num_fragments, st.fragment_stats.num_small_fragments);
+    for i in table.list_indices().await.unwrap() {
+        if let Some(x) = table.index_stats(&i.name).await.unwrap() {
+            println!(
+                "  index {} on {:?}: {:?}, {:?} segments, {} rows indexed, {} not",
+                i.name, i.columns, x.index_type, x.num_indices, x.num_indexed_rows, x.num_unindexed_rows
+            );
+        }
+    }
+    let qs = queries(gen, rows, a.queries);
+    let truth = exact_truth(&table, &qs, &truth_file).await;
+    let mut hit = 0usize;
+    for (q, t) in qs.iter().zip(&truth) {
+        hit += top10(&store, q).await.iter().filter(|id| t.contains(id)).count();
+    }
+    let recall = hit as f64 / (10 * qs.len()) as f64;
+    let limit = RankingOptions::candidate_limit(ropts.max_results, 4);
+    let (p50, p99) = latency(&store, &qs, ropts).await;
+    let (k50, _) = keyword_latency(&store, &qs, limit).await;
+    let (v50, _) = vector_latency(&store, &qs, limit).await;
+    println!("  hybrid p50 {p50:.1} ms  p99 {p99:.1} ms  (keyword side {k50:.1} ms, vector side {v50:.1} ms)  recall@10 {recall:.3}");
+    if a.steps {
+        steps(&store, &table, &qs, limit, memory_lancedb::auto_nprobes(Some(partitions)), 0).await;
+    }
+    drop((store, table, storage));
+    if !a.keep {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
 async fn open(dir: &std::path::Path, opts: LanceDbOptions) -> (LanceDbStorage, Arc<LanceStore>) {
     let storage = LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "bench", opts).await.unwrap();
     let store = storage.open_live_store().await.unwrap();
@@ -421,6 +485,10 @@ async fn main() {
     let limit = RankingOptions::candidate_limit(ropts.max_results, 4);
     println!("profile: {}", if cfg!(debug_assertions) { "debug" } else { "release" });
     for &rows in &a.rows {
+        if a.grow {
+            grow(&a, &gen, rows, &ropts).await;
+            continue;
+        }
         let dir = a.dir.join(format!("rows-{rows}-d{}", a.dims));
         println!("== {rows} chunks x {} dims ({} queries, {} candidates per side)", a.dims, a.queries, limit);
         // No ANN index during ingest; old versions pruned at once (disk space).

@@ -218,20 +218,22 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
             .unwrap();
         let store = storage.open_live_store().await.unwrap();
         let mut builds = Vec::new();
-        for f in 0..7usize {
+        for f in 0..8usize {
             let path = format!("memory/f{f}.md");
             let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
             let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
             store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
             builds.push(store.ann_build().await.unwrap());
         }
-        // Exact search below 300 vectors; trained at 300 (3 partitions); kept until the vectors doubled, then
-        // retrained at 600 with 6 partitions (index catch-up alone would have kept 3 ever-larger ones).
-        assert_eq!(builds, vec![None, None, Some((300, 3)), Some((300, 3)), Some((300, 3)), Some((600, 6)), Some((600, 6))]);
+        // Exact search below 300 vectors; trained at 300 (3 partitions); kept until the vectors grew by half,
+        // then retrained at 500 (5 partitions) and 800 (8): index catch-up alone would have kept 3 ever-larger
+        // partitions.
+        let (t3, t5, t8) = (Some((300, 3)), Some((500, 5)), Some((800, 8)));
+        assert_eq!(builds, vec![None, None, t3, t3, t5, t5, t5, t8]);
         // A new store on the same table reads the record, and the retrained index answers.
         let again = storage.open_live_store().await.unwrap();
-        assert_eq!(again.ann_build().await.unwrap(), Some((600, 6)));
-        for probe in [5u64, 450, 699] {
+        assert_eq!(again.ann_build().await.unwrap(), t8);
+        for probe in [5u64, 450, 799] {
             let hits = again.vector_search(&seeded_vector(probe, 16), 3, &[]).await.unwrap();
             assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
         }
