@@ -471,6 +471,18 @@ impl LanceStore {
         Ok(self.read_ann_build().await?.map(|b| (b.rows, b.partitions)))
     }
 
+    /// Segments of the vector index (base plus deltas), if it exists (tests and status).
+    pub async fn vector_index_segments(&self) -> Result<Option<usize>> {
+        let Some(t) = self.table(Which::Data).await? else { return Ok(None) };
+        for i in t.list_indices().await.map_err(|e| self.err("list indices", e))? {
+            if i.columns.iter().any(|c| c == COL_VECTOR) {
+                let stats = t.index_stats(&i.name).await.map_err(|e| self.err("index stats", e))?;
+                return Ok(Some(stats.and_then(|s| s.num_indices).unwrap_or(1) as usize));
+            }
+        }
+        Ok(None)
+    }
+
     /// Names of the data table's indices (tests and status).
     pub async fn index_names(&self) -> Result<Vec<(String, String)>> {
         let Some(t) = self.table(Which::Data).await? else { return Ok(Vec::new()) };

@@ -242,6 +242,38 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vector_index_delta_segments_are_merged() {
+    bounded(async {
+        let db = tempfile::tempdir().unwrap();
+        // Maintenance after every commit: each adds a delta segment for its new rows.
+        let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, optimize_after_commits: 1, ..test_options() };
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
+            .await
+            .unwrap();
+        let store = storage.open_live_store().await.unwrap();
+        let mut segments = Vec::new();
+        for f in 0..9usize {
+            let path = format!("memory/f{f}.md");
+            // 3 files of 100 chunks train the index; then 10-chunk files, too few to retrain it.
+            let n = if f < 3 { 100 } else { 10 };
+            let chunks: Vec<ChunkRecord> = (0..n).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
+            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
+            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+            segments.push(store.vector_index_segments().await.unwrap());
+        }
+        assert_eq!(store.ann_build().await.unwrap(), Some((300, 3)), "no retraining in this test");
+        let most = segments.iter().flatten().copied().max().unwrap();
+        assert!(most <= 4, "segments after each write: {segments:?}");
+        assert!(segments.iter().flatten().any(|s| *s > 1), "no delta segment was ever added: {segments:?}");
+        for probe in [5u64, 250, 804] {
+            let hits = store.vector_search(&seeded_vector(probe, 16), 3, &[]).await.unwrap();
+            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
