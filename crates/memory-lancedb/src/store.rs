@@ -924,6 +924,23 @@ impl ChunkStore for LanceStore {
         Ok(())
     }
 
+    async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let mut out = serde_json::Map::new();
+        if let Some(b) = self.read_ann_build().await? {
+            out.insert(
+                "vectorIndex".into(),
+                serde_json::json!({
+                    "kind": format!("{:?}", self.shared.options.ann_index),
+                    "trainedOnVectors": b.rows,
+                    "partitions": b.partitions,
+                    "segments": self.vector_index_segments().await?,
+                    "nprobes": self.nprobes().await?,
+                }),
+            );
+        }
+        Ok(out)
+    }
+
     async fn counts(&self) -> Result<(usize, usize)> {
         let Some(t) = self.table(Which::Data).await? else { return Ok((0, 0)) };
         let files = self.files().await?.len();

@@ -262,6 +262,12 @@ async fn vector_index_delta_segments_are_merged() {
             segments.push(store.vector_index_segments().await.unwrap());
         }
         assert_eq!(store.ann_build().await.unwrap(), Some((300, 3)), "no retraining in this test");
+        // The engine's status shows the index (under `extra`).
+        let details = store.status_details().await.unwrap();
+        let v = &details["vectorIndex"];
+        assert_eq!((v["kind"].as_str(), v["trainedOnVectors"].as_u64(), v["partitions"].as_u64()), (Some("IvfFlat"), Some(300), Some(3)));
+        assert_eq!(v["nprobes"].as_u64(), Some(8));
+        assert!(v["segments"].as_u64().is_some_and(|s| (1..=4).contains(&s)), "{v}");
         let most = segments.iter().flatten().copied().max().unwrap();
         assert!(most <= 4, "segments after each write: {segments:?}");
         assert!(segments.iter().flatten().any(|s| *s > 1), "no delta segment was ever added: {segments:?}");

@@ -1057,7 +1057,13 @@ impl MemoryBackend for IndexedBackend {
             warnings.push(reason.clone());
         }
         let stale = self.count_stale(&stored);
-        let mut extra = serde_json::Map::new();
+        let mut extra = match store.status_details().await {
+            Ok(details) => details,
+            Err(e) => {
+                warnings.push(format!("store details unavailable: {e}"));
+                serde_json::Map::new()
+            }
+        };
         if self.embedder.as_ref().is_some_and(|e| e.batch().is_some()) {
             extra.insert(
                 "batch".into(),

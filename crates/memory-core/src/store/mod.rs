@@ -143,6 +143,11 @@ pub trait ChunkStore: Send + Sync {
     /// (files, chunks).
     async fn counts(&self) -> Result<(usize, usize)>;
 
+    /// Facts only this store knows (its vector index, say), shown under `extra` in the engine's status.
+    async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        Ok(serde_json::Map::new())
+    }
+
     /// Small key/value metadata (last sync time...).
     async fn meta(&self, key: &str) -> Result<Option<String>>;
     async fn set_meta(&self, key: &str, value: &str) -> Result<()>;
