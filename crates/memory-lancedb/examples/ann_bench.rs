@@ -79,33 +79,22 @@ fn args() -> Args {
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
+        // Switches take no value.
+        let switch = match v[i].as_str() {
+            "--keep" => Some(&mut a.keep),
+            "--reuse" => Some(&mut a.reuse),
+            "--skip-exact" => Some(&mut a.skip_exact),
+            "--steps" => Some(&mut a.steps),
+            "--grow" => Some(&mut a.grow),
+            _ => None,
+        };
+        if let Some(on) = switch {
+            *on = true;
+            i += 1;
+            continue;
+        }
         let val = v.get(i + 1).cloned().unwrap_or_default();
         match v[i].as_str() {
-            "--keep" => {
-                a.keep = true;
-                i += 1;
-                continue;
-            }
-            "--reuse" => {
-                a.reuse = true;
-                i += 1;
-                continue;
-            }
-            "--skip-exact" => {
-                a.skip_exact = true;
-                i += 1;
-                continue;
-            }
-            "--steps" => {
-                a.steps = true;
-                i += 1;
-                continue;
-            }
-            "--grow" => {
-                a.grow = true;
-                i += 1;
-                continue;
-            }
             "--rows" => a.rows.push(val.parse().expect("--rows N")),
             "--dims" => a.dims = val.parse().expect("--dims N"),
             "--queries" => a.queries = val.parse().expect("--queries N"),

@@ -170,27 +170,24 @@ impl<'a> Row<'a> {
 /// column or (tables written before it) a text column.
 pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<RecordBatch> {
     let n = rows.len();
-    let strings = |f: &dyn Fn(&Row<'_>) -> String| -> ArrayRef {
-        let mut b = StringBuilder::with_capacity(n, n * 16);
-        for r in rows {
-            b.append_value(f(r));
-        }
-        Arc::new(b.finish())
-    };
+    // String columns are built from the rows' borrowed strings: no copy per value on the write path.
+    fn strings<S: AsRef<str>>(values: impl Iterator<Item = S>) -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(values))
+    }
     let ints = |f: &dyn Fn(&Row<'_>) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         let column = match field.name().as_str() {
-            COL_ID => strings(&|r| r.id.to_string()),
-            COL_KIND => strings(&|r| r.kind.to_string()),
-            COL_SOURCE => strings(&|r| r.source.as_str().to_string()),
-            COL_PATH => strings(&|r| r.path.to_string()),
+            COL_ID => strings(rows.iter().map(|r| r.id.as_ref())),
+            COL_KIND => strings(rows.iter().map(|r| r.kind)),
+            COL_SOURCE => strings(rows.iter().map(|r| r.source.as_str())),
+            COL_PATH => strings(rows.iter().map(|r| r.path)),
             COL_START => ints(&|r| r.start),
             COL_END => ints(&|r| r.end),
-            COL_HASH => strings(&|r| r.hash.to_string()),
-            COL_TEXT => strings(&|r| r.text.to_string()),
-            COL_TERMS => strings(&|r| r.terms.to_string()),
-            COL_HEADING => strings(&|r| r.heading.to_string()),
+            COL_HASH => strings(rows.iter().map(|r| r.hash)),
+            COL_TEXT => strings(rows.iter().map(|r| r.text)),
+            COL_TERMS => strings(rows.iter().map(|r| r.terms)),
+            COL_HEADING => strings(rows.iter().map(|r| r.heading)),
             COL_IMPORTANCE => {
                 let mut b = Int32Builder::with_capacity(n);
                 for r in rows {
@@ -200,7 +197,7 @@ pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<Reco
             }
             COL_SIZE => ints(&|r| r.size),
             COL_MTIME => ints(&|r| r.mtime),
-            COL_CARD => strings(&|r| Card::of_row(r).encode(r.text)),
+            COL_CARD => strings(rows.iter().map(|r| Card::of_row(r).encode(r.text))),
             COL_VECTOR => vector_column(field, rows)?,
             other => return Err(MemoryError::CorruptIndex(format!("lancedb: unexpected column `{other}` in the data table"))),
         };
@@ -211,36 +208,34 @@ pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<Reco
 
 fn vector_column(field: &Field, rows: &[Row<'_>]) -> Result<ArrayRef> {
     let n = rows.len();
-    {
-        let DataType::FixedSizeList(item, dims) = field.data_type() else {
-            return Err(MemoryError::CorruptIndex(format!("lancedb: vector column has type {}", field.data_type())));
-        };
-        let d = *dims as usize;
-        let mut values = Vec::with_capacity(n * d);
-        let mut valid = Vec::with_capacity(n);
-        for r in rows {
-            match r.vector {
-                Some(v) if v.len() == d => {
-                    values.extend_from_slice(v);
-                    valid.push(true);
-                }
-                Some(v) => {
-                    return Err(MemoryError::InvalidInput(format!(
-                        "embedding has {} dimensions but the index stores {d}; rebuild the index",
-                        v.len()
-                    )))
-                }
-                None => {
-                    values.extend(std::iter::repeat_n(0.0f32, d));
-                    valid.push(false);
-                }
+    let DataType::FixedSizeList(item, dims) = field.data_type() else {
+        return Err(MemoryError::CorruptIndex(format!("lancedb: vector column has type {}", field.data_type())));
+    };
+    let d = *dims as usize;
+    let mut values = Vec::with_capacity(n * d);
+    let mut valid = Vec::with_capacity(n);
+    for r in rows {
+        match r.vector {
+            Some(v) if v.len() == d => {
+                values.extend_from_slice(v);
+                valid.push(true);
+            }
+            Some(v) => {
+                return Err(MemoryError::InvalidInput(format!(
+                    "embedding has {} dimensions but the index stores {d}; rebuild the index",
+                    v.len()
+                )))
+            }
+            None => {
+                values.extend(std::iter::repeat_n(0.0f32, d));
+                valid.push(false);
             }
         }
-        let nulls = if valid.iter().all(|v| *v) { None } else { Some(valid.into()) };
-        let list = FixedSizeListArray::try_new(item.clone(), *dims, Arc::new(Float32Array::from(values)), nulls)
-            .map_err(|e| arrow_err("building the vector column", e))?;
-        Ok(Arc::new(list))
     }
+    let nulls = if valid.iter().all(|v| *v) { None } else { Some(valid.into()) };
+    let list = FixedSizeListArray::try_new(item.clone(), *dims, Arc::new(Float32Array::from(values)), nulls)
+        .map_err(|e| arrow_err("building the vector column", e))?;
+    Ok(Arc::new(list))
 }
 
 /// The header of a card: what a search result needs besides the text.

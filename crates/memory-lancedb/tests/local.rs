@@ -208,6 +208,14 @@ fn seeded_vector(seed: u64, dims: usize) -> Vec<f32> {
     v
 }
 
+/// File `memory/f{f}.md` with `n` chunks numbered from `f * 100`, each with a seeded vector, in one commit.
+async fn write_seeded_file(store: &memory_lancedb::LanceStore, f: usize, n: usize, dims: usize) {
+    let path = format!("memory/f{f}.md");
+    let chunks: Vec<ChunkRecord> = (0..n).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, dims))).collect();
+    let file = FileRecord { source: Source::Memory, path, hash: format!("h{f}"), size: 1, mtime_ms: 1 };
+    store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vector_index_is_retrained_as_the_table_grows() {
     bounded(async {
@@ -219,10 +227,7 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
         let store = storage.open_live_store().await.unwrap();
         let mut builds = Vec::new();
         for f in 0..8usize {
-            let path = format!("memory/f{f}.md");
-            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
-            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
-            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+            write_seeded_file(&store, f, 100, 16).await;
             builds.push(store.ann_build().await.unwrap());
         }
         // Exact search below 300 vectors; trained at 300 (3 partitions); kept until the vectors grew by half,
@@ -253,12 +258,8 @@ async fn vector_index_delta_segments_are_merged() {
         let store = storage.open_live_store().await.unwrap();
         let mut segments = Vec::new();
         for f in 0..9usize {
-            let path = format!("memory/f{f}.md");
             // 3 files of 100 chunks train the index; then 10-chunk files, too few to retrain it.
-            let n = if f < 3 { 100 } else { 10 };
-            let chunks: Vec<ChunkRecord> = (0..n).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
-            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
-            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+            write_seeded_file(&store, f, if f < 3 { 100 } else { 10 }, 16).await;
             segments.push(store.vector_index_segments().await.unwrap());
         }
         assert_eq!(store.ann_build().await.unwrap(), Some((300, 3)), "no retraining in this test");
@@ -284,18 +285,12 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
         let uri = db.path().to_str().unwrap();
-        let write = |store: Arc<memory_lancedb::LanceStore>, f: usize| async move {
-            let path = format!("memory/f{f}.md");
-            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 16))).collect();
-            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
-            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
-        };
         // An earlier version's table: an IVF-HNSW-SQ index and no training record.
         let old = LanceDbOptions { ann_min_rows: usize::MAX, ..test_options() };
         let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", old).await.unwrap();
         let store = storage.open_live_store().await.unwrap();
         for f in 0..3 {
-            write(store.clone(), f).await;
+            write_seeded_file(&store, f, 100, 16).await;
         }
         let table = storage.connection().open_table("m_g1").execute().await.unwrap();
         let hnsw = LanceDbOptions { ann_index: memory_lancedb::AnnIndexKind::IvfHnswSq, ann_partition_size: 100, ..test_options() };
@@ -306,7 +301,7 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
         let now = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
         let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", now).await.unwrap();
         let store = storage.open_live_store().await.unwrap();
-        write(store.clone(), 3).await;
+        write_seeded_file(&store, 3, 100, 16).await;
         assert_eq!(store.ann_build().await.unwrap(), Some((400, 4)));
         let idx = store.index_names().await.unwrap();
         assert!(idx.iter().any(|(c, t)| c == "vector" && t == "IvfFlat"), "{idx:?}");
@@ -332,10 +327,7 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
         let store = storage.open_live_store().await.unwrap();
         // 8 files x 100 chunks, one commit per file.
         for f in 0..8usize {
-            let path = format!("memory/f{f}.md");
-            let chunks: Vec<ChunkRecord> = (0..100).map(|i| chunk(&path, f * 100 + i, seeded_vector((f * 100 + i) as u64, 32))).collect();
-            let file = FileRecord { source: Source::Memory, path: path.clone(), hash: format!("h{f}"), size: 1, mtime_ms: 1 };
-            store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
+            write_seeded_file(&store, f, 100, 32).await;
         }
         assert_eq!(store.counts().await.unwrap(), (8, 800));
         let idx = store.index_names().await.unwrap();
