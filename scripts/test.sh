@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/memory-rs/target}"
 eval "$(bash scripts/setup.sh | grep '^export ')"
-cargo test --workspace "$@"
+cargo test --workspace --features memory-cli/lancedb "$@"

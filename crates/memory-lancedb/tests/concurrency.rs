@@ -2,10 +2,8 @@
 //! searcher, and no file is lost: every file a writer's sync reported indexed is found by the searcher from
 //! then on, and by a fresh engine at the end.
 //!
-//! This test binary runs without the libtest harness: run plainly it is the coordinator, which re-executes
-//! itself with `MEMORY_LANCEDB_ROLE=writer-a|writer-b|searcher` for the three children.
-
-mod common;
+//! The test is the coordinator: it re-executes this test binary with `MEMORY_LANCEDB_ROLE=writer-a|writer-b|searcher`
+//! running only the ignored `child_process` test, once per child.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use memory_core::{MemoryBackend, SearchRequest, SyncOptions};
 
 const ROLE: &str = "MEMORY_LANCEDB_ROLE";
@@ -31,29 +29,30 @@ fn engine_options() -> memory_lancedb::LanceDbOptions {
     memory_lancedb::LanceDbOptions::default()
 }
 
-fn main() {
+#[test]
+fn two_writers_and_a_searcher_on_one_local_table() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    match std::env::var(ROLE).ok().as_deref() {
-        None => {
-            let started = Instant::now();
-            rt.block_on(coordinator());
-            println!("test two_writers_and_a_searcher_on_one_local_table ... ok ({:.1} s)", started.elapsed().as_secs_f64());
+    rt.block_on(coordinator());
+}
+
+/// One child of the test above; run only by it (it is ignored otherwise and does nothing without its role).
+#[test]
+#[ignore = "a child process of two_writers_and_a_searcher_on_one_local_table"]
+fn child_process() {
+    let Some(role) = std::env::var(ROLE).ok() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let env = |k: &str| PathBuf::from(std::env::var_os(k).unwrap_or_else(|| panic!("{k} not set")));
+    let (db, ws, log) = (env(DB), env(WS), env(LOG));
+    let outcome = rt.block_on(async {
+        match role.as_str() {
+            "writer-a" | "writer-b" => writer(&role[7..], &db, &ws, &log).await,
+            "searcher" => searcher(&db, &ws, &log).await,
+            other => Err(format!("unknown role {other}")),
         }
-        Some(role) => {
-            let env = |k: &str| PathBuf::from(std::env::var_os(k).unwrap_or_else(|| panic!("{k} not set")));
-            let (db, ws, log) = (env(DB), env(WS), env(LOG));
-            let outcome = rt.block_on(async {
-                match role {
-                    "writer-a" | "writer-b" => writer(&role[7..], &db, &ws, &log).await,
-                    "searcher" => searcher(&db, &ws, &log).await,
-                    other => Err(format!("unknown role {other}")),
-                }
-            });
-            if let Err(e) = outcome {
-                eprintln!("{role}: {e}");
-                std::process::exit(1);
-            }
-        }
+    });
+    if let Err(e) = outcome {
+        eprintln!("{role}: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -182,6 +181,7 @@ async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
 
 fn spawn(role: &str, db: &Path, ws: &Path, log: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "concurrency::child_process", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env(DB, db)
         .env(WS, ws)

@@ -1,12 +1,11 @@
 //! The engine on a local folder: fixtures rank as expected, add/change/delete, restart without re-embedding,
 //! FTS freshness, maintenance, ANN index, rebuild by generation swap, errors.
 
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
 use memory_core::{ErrorKind, MemoryBackend, Source, SyncOptions};
 use memory_lancedb::LanceDbOptions;

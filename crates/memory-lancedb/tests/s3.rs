@@ -1,12 +1,11 @@
 //! The engine on `s3://` against moto's S3 server on loopback (started and stopped by each test): the local
 //! scenarios on object storage, and two engine instances ("hosts") writing and reading one table.
 
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use memory_core::embedding::EmbeddingProvider;
 use memory_core::indexed::IndexedBackend;
 use memory_core::{MemoryBackend, SyncOptions};
