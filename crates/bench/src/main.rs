@@ -3,6 +3,7 @@
 
 mod compare;
 mod corpus;
+mod freshness;
 mod harness;
 mod quality;
 mod seeded_embedder;
@@ -31,6 +32,18 @@ enum Command {
         /// In-process searches to time.
         #[arg(long, default_value_t = 2000)]
         searches: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+    /// What the freshness check before each search costs: one-shot search with and without it, after a change,
+    /// and through `memory serve` right after a write.
+    Freshness {
+        #[arg(long, value_delimiter = ',', default_value = "2000,20000")]
+        notes: Vec<usize>,
+        #[arg(long, default_value_t = 21)]
+        runs: usize,
+        #[arg(long)]
+        memory_bin: Option<PathBuf>,
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
@@ -107,6 +120,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
+        Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))

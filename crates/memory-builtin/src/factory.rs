@@ -49,9 +49,6 @@ pub fn default_index_path(state_dir: &Path, agent_id: &str, workspace: &Path) ->
         .map(|n| n.to_string_lossy().chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect())
         .unwrap_or_else(|| "root".into());
     let hash = &memory_core::sha256_hex(ws.to_string_lossy().as_bytes())[..10];
-    state_dir.join("agents").join(sanitize(agent_id)).join(format!("{name}-{hash}.sqlite"))
+    state_dir.join("agents").join(memory_core::sanitize_id(agent_id)).join(format!("{name}-{hash}.sqlite"))
 }
 
-fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-}

@@ -119,3 +119,17 @@ async fn truncated_database_is_detected_and_rebuilt() {
     let r = e.search(&SearchRequest::new("gateway")).await.unwrap();
     assert_eq!(r.results[0].path, "MEMORY.md");
 }
+
+#[tokio::test]
+async fn a_long_line_of_a_repeated_pattern_is_indexed() {
+    // Its pieces have the same lines and text: they once had the same chunk id, and the sync failed as a whole.
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    fs::create_dir_all(ws.path().join("memory")).unwrap();
+    fs::write(ws.path().join("memory/blob.md"), format!("{}\n", "lorem ipsum dolor ".repeat(20_000))).unwrap();
+    let e = open(ws.path(), state.path()).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_added, 1, "{r:?}");
+    let hits = e.search(&SearchRequest::new("ipsum")).await.unwrap();
+    assert_eq!(hits.results[0].path, "memory/blob.md");
+}

@@ -57,7 +57,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Ranked snippets for a query (indexes first if the workspace was never indexed).
+    /// Ranked snippets for a query. Sees what was just written: files changed since the last sync (a stat per
+    /// file) are synced first; a never-indexed workspace is indexed first.
     Search {
         query: String,
         #[arg(long)]
@@ -106,7 +107,9 @@ enum Command {
         /// Offer the memory_append tool (writes to today's memory/YYYY-MM-DD.md).
         #[arg(long, env = "MEMORY_ALLOW_APPEND")]
         allow_append: bool,
-        /// Do not watch the files (the index is synced once at start and on searches when dirty).
+        /// Do not watch the files. Searches stay fresh all the same: each one first checks the files (a stat per
+        /// file) and syncs what changed (`memory.search.sync.onSearch`, default true); the watcher only saves
+        /// that work.
         #[arg(long)]
         no_watch: bool,
     },
@@ -219,6 +222,8 @@ struct Opened {
     config: Arc<Config>,
     config_path: Option<PathBuf>,
     workspace_from: openclaw::WorkspaceFrom,
+    /// The transcripts folder, when the `sessions` source is on (the watcher watches it).
+    sessions_dir: Option<PathBuf>,
 }
 
 fn parse_source(s: &str) -> Result<memory_core::Source, String> {
@@ -242,19 +247,20 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     };
     let config = Arc::new(config);
     let embedder = engines::embedder(&config)?;
-    let ctx = OpenContext {
-        config: config.clone(),
-        workspace: workspace.clone(),
-        state_dir: cli.state_dir.clone().unwrap_or_else(default_state_dir),
-        agent_id: cli.agent.clone(),
-        embedder,
-    };
+    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+    let sessions_dir = config
+        .memory
+        .search
+        .sources
+        .contains(&memory_core::Source::Sessions)
+        .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, &cli.agent));
+    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder };
     let engine = engines::registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));
     }
-    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from })
+    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from, sessions_dir })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -313,9 +319,10 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             let watch = if *no_watch || !opened.config.memory.search.sync.watch {
                 None
             } else {
-                Some(start_watch(opened, Arc::new(|_: &watch::SyncEvent| {})).await?)
+                Some(start_watch(opened, true, Arc::new(|_: &watch::SyncEvent| {})).await?)
             };
-            serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch).await
+            let session_start_sync = opened.config.memory.search.sync.on_session_start;
+            serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, session_start_sync).await
         }
         Command::Append { text, json } => {
             let text = if text.len() == 1 && text[0] == "-" {
@@ -340,10 +347,17 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
     }
 }
 
-async fn start_watch(opened: &Opened, on_sync: watch::OnSync) -> anyhow::Result<watch::WatchHandle> {
-    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &opened.config.memory.search.extra_paths);
-    let targets = watch::WatchTargets { workspace: opened.workspace.clone(), extra_paths: roots.extra_paths.clone() };
-    let options = watch::WatchOptions::from_config(&opened.config.memory.search.sync);
+/// Watch what discovery indexes. `serving`: the first sync runs in the background (the server answers at once).
+async fn start_watch(opened: &Opened, serving: bool, on_sync: watch::OnSync) -> anyhow::Result<watch::WatchHandle> {
+    let search = &opened.config.memory.search;
+    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &search.extra_paths);
+    let targets = watch::WatchTargets {
+        workspace: opened.workspace.clone(),
+        extra_paths: roots.extra_paths.clone(),
+        media: search.multimodal.enabled,
+        sessions_dir: opened.sessions_dir.clone(),
+    };
+    let options = watch::WatchOptions { initial_sync_in_background: serving, ..watch::WatchOptions::from_config(&search.sync) };
     watch::spawn(opened.engine.clone(), targets, options, on_sync).await
 }
 
@@ -374,7 +388,7 @@ async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
         }
         let _ = out.flush();
     });
-    let handle = start_watch(opened, on_sync).await?;
+    let handle = start_watch(opened, false, on_sync).await?;
     let debounce = opened.config.memory.search.sync.watch_debounce_ms;
     {
         let mut out = std::io::stdout().lock();

@@ -128,12 +128,22 @@ impl ServerHandler for MemoryServer {
 }
 
 /// Serve MCP on stdin/stdout until the client closes the connection.
-pub async fn run(engine: Arc<dyn MemoryBackend>, workspace: PathBuf, allow_append: bool, watch: Option<crate::watch::WatchHandle>) -> anyhow::Result<()> {
-    if watch.is_none() {
-        // No watcher: at least start from a fresh index.
-        if let Err(e) = engine.sync(SyncOptions::default()).await {
-            warn!(error = %e, "initial sync failed; answering from the current index");
-        }
+pub async fn run(
+    engine: Arc<dyn MemoryBackend>,
+    workspace: PathBuf,
+    allow_append: bool,
+    watch: Option<crate::watch::WatchHandle>,
+    session_start_sync: bool,
+) -> anyhow::Result<()> {
+    if watch.is_none() && session_start_sync {
+        // No watcher: start the index on its way (a rebuild for new settings, say) without holding up the
+        // handshake; every search checks the files itself before answering.
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.sync(SyncOptions::default()).await {
+                warn!(error = %e, "initial sync failed; answering from the current index");
+            }
+        });
     }
     let server = MemoryServer::new(engine, workspace, allow_append);
     info!(allow_append, "MCP server on stdio");

@@ -1,13 +1,14 @@
 //! Keep the index in step with the memory files while the process runs (`memory watch`, `memory serve`).
 //!
-//! A `notify` watcher on the workspace root (for `MEMORY.md` / `memory.md` / `memory/`), `memory/` recursively and
-//! every extra path feeds a debouncer: changes are coalesced until the files have been quiet for the debounce
+//! A `notify` watcher on the workspace root (for `MEMORY.md` / `memory.md` / `memory/`), `memory/` recursively,
+//! every extra path (its parent while it does not exist yet) and the transcripts folder feeds a debouncer: changes are coalesced until the files have been quiet for the debounce
 //! period (`memory.search.sync.watchDebounceMs`, 1.5 s by default), or at the latest `MAX_WAIT_FACTOR` debounce
 //! periods after the first change of a burst, then ONE incremental sync runs (unchanged files cost a stat). Changes
 //! seen while a sync runs schedule one more sync after it. An interval (`sync.intervalMinutes`) syncs too.
 //!
 //! Syncs run on a blocking thread of their own, so the async tasks that answer searches (the MCP server) are never
-//! stuck behind one; the engine's searches never wait for a sync either (they read the live index).
+//! stuck behind one. The watcher only makes searches cheaper: each search checks the files itself first
+//! (`sync.onSearch`), so what was just written is found even before the debounce has passed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,8 +23,8 @@ use tracing::{debug, info, warn};
 /// Under a never-ending stream of changes, sync at least every `debounce x MAX_WAIT_FACTOR`.
 pub const MAX_WAIT_FACTOR: u32 = 10;
 
-/// Folders never walked (as in discovery).
-const SKIP_DIRS: &[&str] = &[".git", "node_modules", ".venv", "venv", "__pycache__"];
+/// Folders never walked: discovery's own list, so the watcher reacts to exactly what is indexed.
+use memory_core::discovery::IGNORED_DIRS as SKIP_DIRS;
 
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
@@ -32,14 +33,18 @@ pub struct WatchOptions {
     pub interval: Option<Duration>,
     /// Sync once when the watcher starts (`sync.onSessionStart`).
     pub initial_sync: bool,
+    /// Run that first sync in the background instead of before [`spawn`] returns (the MCP server answers at once;
+    /// its searches check the files themselves meanwhile).
+    pub initial_sync_in_background: bool,
 }
 
 impl WatchOptions {
     pub fn from_config(sync: &memory_core::config::SyncConfig) -> WatchOptions {
         WatchOptions {
             debounce: Duration::from_millis(sync.watch_debounce_ms.max(10)),
-            interval: (sync.interval_minutes > 0).then(|| Duration::from_secs(sync.interval_minutes * 60)),
-            initial_sync: true,
+            interval: (sync.interval_minutes > 0).then(|| Duration::from_secs(sync.interval_minutes.saturating_mul(60))),
+            initial_sync: sync.on_session_start,
+            initial_sync_in_background: false,
         }
     }
 
@@ -48,11 +53,15 @@ impl WatchOptions {
     }
 }
 
-/// What the watcher watches: the workspace's memory files and the extra paths.
+/// What the watcher watches: what discovery indexes.
 #[derive(Debug, Clone)]
 pub struct WatchTargets {
     pub workspace: PathBuf,
     pub extra_paths: Vec<PathBuf>,
+    /// Images and audio under the extra paths count too (`multimodal.enabled`).
+    pub media: bool,
+    /// The transcripts folder, when the `sessions` source is on.
+    pub sessions_dir: Option<PathBuf>,
 }
 
 impl WatchTargets {
@@ -62,22 +71,35 @@ impl WatchTargets {
 
     /// Is a change at `path` one that can change what is indexed?
     pub fn is_relevant(&self, path: &Path) -> bool {
-        if path.parent() == Some(self.workspace.as_path()) {
-            return matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "memory"));
+        if let Some(dir) = &self.sessions_dir {
+            if path == dir || path.parent() == Some(dir.as_path()) {
+                return path == dir || path.extension().is_some_and(|e| e == "jsonl");
+            }
+        }
+        // An extra path itself (created, deleted, renamed), whatever its name.
+        if self.extra_paths.iter().any(|x| x == path) {
+            return true;
+        }
+        if path.parent() == Some(self.workspace.as_path())
+            && matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "memory"))
+        {
+            return true;
         }
         let memory = self.memory_dir();
-        let under = if let Ok(rest) = path.strip_prefix(&memory) {
-            Some(rest)
+        let (rest, media) = if let Ok(rest) = path.strip_prefix(&memory) {
+            (rest, false)
+        } else if let Some(rest) = self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok()) {
+            (rest, self.media)
         } else {
-            self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok())
+            return false;
         };
-        let Some(rest) = under else { return false };
         if rest.components().any(|c| SKIP_DIRS.iter().any(|s| c.as_os_str() == *s)) {
             return false;
         }
-        // Markdown files, and folders (no extension: a folder renamed or deleted takes its notes with it).
+        // Markdown files (media under extra paths with multimodal), and folders (no extension: a folder renamed
+        // or deleted takes its notes with it).
         match path.extension().and_then(|e| e.to_str()) {
-            Some(ext) => ext.eq_ignore_ascii_case("md"),
+            Some(ext) => ext.eq_ignore_ascii_case("md") || (media && memory_core::discovery::media_mime(path).is_some()),
             None => true,
         }
     }
@@ -151,9 +173,9 @@ pub async fn spawn(
         // The receiver is gone only when the watcher is stopping.
         let _ = tx.send(ev);
     })?;
-    let mut state = Loop { engine, targets, options, on_sync, watcher, memory_watched: false, seq: 0 };
+    let mut state = Loop { engine, targets, options, on_sync, watcher, memory_watched: false, unwatched: Vec::new(), seq: 0 };
     state.add_watches()?;
-    if state.options.initial_sync {
+    if state.options.initial_sync && !state.options.initial_sync_in_background {
         state.sync(Trigger::Start, 0, Vec::new()).await;
     }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
@@ -168,6 +190,8 @@ struct Loop {
     on_sync: OnSync,
     watcher: notify::RecommendedWatcher,
     memory_watched: bool,
+    /// Extra paths (and the transcripts folder) that did not exist when last tried: watched once they appear.
+    unwatched: Vec<PathBuf>,
     seq: u64,
 }
 
@@ -176,27 +200,37 @@ impl Loop {
         let ws = self.targets.workspace.clone();
         self.watcher.watch(&ws, RecursiveMode::NonRecursive).map_err(|e| anyhow::anyhow!("cannot watch {}: {e}", ws.display()))?;
         self.watch_memory_dir();
-        for x in self.targets.extra_paths.clone() {
-            let meta = match std::fs::symlink_metadata(&x) {
-                Ok(m) => m,
+        self.unwatched = self.targets.extra_paths.iter().chain(self.targets.sessions_dir.iter()).cloned().collect();
+        self.watch_new_targets();
+        info!(workspace = %ws.display(), extra = self.targets.extra_paths.len(), "watching memory files");
+        Ok(())
+    }
+
+    /// Watch the extra paths and the transcripts folder that exist now; for one that does not exist yet, watch
+    /// its parent so that its creation is seen (searches find it either way: discovery runs before each).
+    fn watch_new_targets(&mut self) {
+        let mut still = Vec::new();
+        for x in std::mem::take(&mut self.unwatched) {
+            let result = match std::fs::symlink_metadata(&x) {
+                Ok(m) if m.is_dir() => self.watcher.watch(&x, RecursiveMode::Recursive),
+                Ok(_) => match x.parent() {
+                    Some(parent) => self.watcher.watch(parent, RecursiveMode::NonRecursive),
+                    None => continue,
+                },
                 Err(_) => {
-                    warn!(path = %x.display(), "extra path does not exist; not watched (the interval sync still sees it)");
+                    if let Some(parent) = x.parent().filter(|p| p.is_dir()) {
+                        let _ = self.watcher.watch(parent, RecursiveMode::NonRecursive);
+                    }
+                    debug!(path = %x.display(), "not there yet; watched once it appears");
+                    still.push(x);
                     continue;
                 }
             };
-            let result = if meta.is_dir() {
-                self.watcher.watch(&x, RecursiveMode::Recursive)
-            } else if let Some(parent) = x.parent() {
-                self.watcher.watch(parent, RecursiveMode::NonRecursive)
-            } else {
-                continue;
-            };
             if let Err(e) = result {
-                warn!(path = %x.display(), error = %e, "cannot watch extra path");
+                warn!(path = %x.display(), error = %e, "cannot watch path");
             }
         }
-        info!(workspace = %ws.display(), extra = self.targets.extra_paths.len(), "watching memory files");
-        Ok(())
+        self.unwatched = still;
     }
 
     /// `memory/` may appear after the watcher started (the first daily log): watch it when it does.
@@ -215,6 +249,9 @@ impl Loop {
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<notify::Result<notify::Event>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+        if self.options.initial_sync && self.options.initial_sync_in_background {
+            self.sync(Trigger::Start, 0, Vec::new()).await;
+        }
         let debounce = self.options.debounce;
         let max_wait = self.options.max_wait();
         let mut interval = self.options.interval.map(|p| {
@@ -266,6 +303,9 @@ impl Loop {
                     };
                     if relevant {
                         self.watch_memory_dir();
+                        if !self.unwatched.is_empty() {
+                            self.watch_new_targets();
+                        }
                         changes += 1;
                         last = Instant::now();
                         first.get_or_insert(last);
@@ -322,7 +362,12 @@ mod tests {
 
     #[test]
     fn relevance() {
-        let t = WatchTargets { workspace: PathBuf::from("/ws"), extra_paths: vec![PathBuf::from("/notes"), PathBuf::from("/one/file.md")] };
+        let t = WatchTargets {
+            workspace: PathBuf::from("/ws"),
+            extra_paths: vec![PathBuf::from("/notes"), PathBuf::from("/one/file.md"), PathBuf::from("/later/folder")],
+            media: true,
+            sessions_dir: Some(PathBuf::from("/state/sessions")),
+        };
         assert!(t.is_relevant(Path::new("/ws/MEMORY.md")));
         assert!(t.is_relevant(Path::new("/ws/memory.md")));
         assert!(t.is_relevant(Path::new("/ws/memory")));
@@ -335,5 +380,17 @@ mod tests {
         assert!(t.is_relevant(Path::new("/notes/a/b.MD")));
         assert!(t.is_relevant(Path::new("/one/file.md")));
         assert!(!t.is_relevant(Path::new("/one/other.md")));
+        // Discovery's ignored folders, all of them.
+        for d in memory_core::discovery::IGNORED_DIRS {
+            assert!(!t.is_relevant(&Path::new("/ws/memory").join(d).join("x.md")), "{d}");
+        }
+        // Media under extra paths (multimodal), not under memory/; transcripts; an extra path appearing.
+        assert!(t.is_relevant(Path::new("/notes/photo.png")));
+        assert!(!t.is_relevant(Path::new("/ws/memory/photo.png")));
+        assert!(t.is_relevant(Path::new("/state/sessions/abc.jsonl")));
+        assert!(!t.is_relevant(Path::new("/state/sessions/abc.lock")));
+        assert!(t.is_relevant(Path::new("/later/folder")));
+        let plain = WatchTargets { media: false, ..t };
+        assert!(!plain.is_relevant(Path::new("/notes/photo.png")));
     }
 }

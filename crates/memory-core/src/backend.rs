@@ -31,6 +31,13 @@ pub trait MemoryBackend: Send + Sync {
         Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
     }
 
+    /// A host that has its own change events (a transcript-update hook, an editor) announces changed files,
+    /// absolute or workspace-relative: the next search syncs them even when their size and mtime look unchanged.
+    /// Engines that check every file before a search anyway may ignore it (the default).
+    fn notify_changed(&self, paths: &[std::path::PathBuf]) {
+        let _ = paths;
+    }
+
     /// Report the progress of long syncs to `f` (the CLI draws a bar with it). Engines that cannot tell
     /// progress ignore it.
     fn set_progress(&self, f: Option<ProgressFn>) {

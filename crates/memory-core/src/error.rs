@@ -3,7 +3,7 @@
 pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
 /// What a caller can do about an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The engine or one of its parts cannot answer now (missing binary, timeout, provider down). Retry or fall back.

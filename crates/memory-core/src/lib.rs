@@ -41,3 +41,28 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
 }
+
+/// An agent id (or any user-given name) made safe as one path component: letters, digits, `-` and `_` are kept,
+/// everything else (`/`, `.`, spaces...) becomes `_`, so `../x` can never leave the folder it is joined to. An
+/// empty id is `default`.
+pub fn sanitize_id(id: &str) -> String {
+    let s: String = id.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    if s.is_empty() {
+        "default".into()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod lib_tests {
+    #[test]
+    fn sanitized_ids_stay_one_path_component() {
+        for id in ["main", "../../etc", "a/b", "..", "", "会议", "x y", "C:\\x"] {
+            let s = super::sanitize_id(id);
+            assert!(!s.is_empty() && !s.contains(['/', '\\', '.', ' ']), "{id:?} -> {s:?}");
+        }
+        assert_eq!(super::sanitize_id("research-bot_2"), "research-bot_2");
+        assert_eq!(super::sanitize_id("会议"), "会议");
+    }
+}

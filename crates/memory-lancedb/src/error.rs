@@ -12,14 +12,11 @@ pub(crate) fn map_err(location: &str, action: &str, e: lancedb::Error) -> Memory
         return MemoryError::Unavailable(format!("storage unreachable: {msg}"));
     }
     match &e {
-        E::InvalidTableName { .. } | E::InvalidInput { .. } | E::Schema { .. } | E::InvalidExpression { .. } => {
-            MemoryError::InvalidInput(msg)
-        }
-        E::TableNotFound { .. }
-        | E::DatabaseNotFound { .. }
-        | E::IndexNotFound { .. }
-        | E::ColumnNotFound { .. } => MemoryError::NotFound(msg),
-        E::TableCorrupted { .. } => MemoryError::CorruptIndex(msg),
+        E::InvalidTableName { .. } | E::InvalidInput { .. } | E::InvalidExpression { .. } => MemoryError::InvalidInput(msg),
+        // The engine reads and writes only its own table, with its own columns: a schema or column that does
+        // not fit is a damaged (or foreign) table to rebuild, not the caller's mistake.
+        E::Schema { .. } | E::ColumnNotFound { .. } | E::TableCorrupted { .. } => MemoryError::CorruptIndex(msg),
+        E::TableNotFound { .. } | E::DatabaseNotFound { .. } | E::IndexNotFound { .. } => MemoryError::NotFound(msg),
         E::ObjectStore { source } => object_store_kind(source, msg),
         E::Timeout { .. } => MemoryError::Unavailable(format!("storage unreachable or too slow: {msg}")),
         E::CreateDir { .. } => MemoryError::Unavailable(msg),
@@ -57,7 +54,8 @@ fn object_store_kind(e: &object_store::Error, msg: String) -> MemoryError {
 fn lance_kind(e: &lance_core::Error, msg: String) -> MemoryError {
     use lance_core::Error as L;
     match e {
-        L::InvalidInput { .. } | L::SchemaMismatch { .. } | L::Schema { .. } => MemoryError::InvalidInput(msg),
+        L::InvalidInput { .. } => MemoryError::InvalidInput(msg),
+        L::SchemaMismatch { .. } | L::Schema { .. } => MemoryError::CorruptIndex(msg),
         L::DatasetNotFound { .. } | L::NotFound { .. } | L::IndexNotFound { .. } => MemoryError::NotFound(msg),
         L::CorruptFile { .. } => MemoryError::CorruptIndex(msg),
         L::IO { .. } | L::Timeout { .. } => MemoryError::Unavailable(format!("storage unreachable: {msg}")),
@@ -99,4 +97,20 @@ fn looks_unreachable(text: &str) -> bool {
 /// Arrow errors while building or reading batches are bugs here or unexpected table contents.
 pub(crate) fn arrow_err(action: &str, e: arrow_schema::ArrowError) -> MemoryError {
     MemoryError::Internal(format!("lancedb: {action}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memory_core::ErrorKind;
+
+    #[test]
+    fn schema_and_column_errors_on_the_engines_own_table_are_a_corrupt_index() {
+        let schema = map_err("/x", "read", lancedb::Error::Schema { message: "field card missing".into() });
+        assert_eq!(schema.kind(), ErrorKind::CorruptIndex, "{schema}");
+        let column = map_err("/x", "read", lancedb::Error::ColumnNotFound { name: "card".into() });
+        assert_eq!(column.kind(), ErrorKind::CorruptIndex, "{column}");
+        let input = map_err("/x", "open", lancedb::Error::InvalidTableName { name: "a/b".into(), reason: "slash".into() });
+        assert_eq!(input.kind(), ErrorKind::InvalidInput, "{input}");
+    }
 }

@@ -33,6 +33,8 @@ enum Trigger {
     Interval,
     /// A search noticed results may be stale (debounced).
     Search,
+    /// A search found memory files changed since the last update: it waits for this one (not debounced).
+    Changed,
     /// An explicit sync (not debounced); `force` re-creates every collection.
     Sync { force: bool },
 }
@@ -139,6 +141,8 @@ struct RunState {
     registered: Vec<Collection>,
     last_update_ms: Option<i64>,
     last_update_done: Option<Instant>,
+    /// The memory files (paths, sizes, mtimes) as the last successful update started from.
+    files_updated: Option<String>,
     last_counts: Option<UpdateCounts>,
     last_update_error: Option<String>,
     last_embed_ms: Option<i64>,
@@ -192,14 +196,6 @@ const STATE_FILE: &str = "collections.json";
 /// How long `close` waits for an update or embed in flight.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-fn sanitize_id(id: &str) -> String {
-    let s: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
-    if s.is_empty() {
-        "default".into()
-    } else {
-        s
-    }
-}
 
 impl QmdBackend {
     /// Open the engine: find qmd and Node 22, prepare the QMD home, then run the boot update (awaited when
@@ -215,7 +211,7 @@ impl QmdBackend {
             return Err(MemoryError::config("memory.qmd.limits.timeoutMs", "must be above 0"));
         }
         let invocation = locate_blocking(cfg.command.clone()).await?;
-        let home = ctx.state_dir.join("qmd").join(sanitize_id(&ctx.agent_id));
+        let home = ctx.state_dir.join("qmd").join(memory_core::sanitize_id(&ctx.agent_id));
         for d in ["config", "cache"] {
             std::fs::create_dir_all(home.join(d)).map_err(|e| MemoryError::io_path("cannot create", &home.join(d), e))?;
         }
@@ -480,9 +476,18 @@ impl Inner {
                 return Ok(None);
             }
         }
+        if trigger == Trigger::Changed {
+            // An update that ran while this one waited for the lock may have covered the change already.
+            let now = self.files_fingerprint();
+            if self.state.lock().unwrap().files_updated.as_deref() == Some(now.as_str()) {
+                return Ok(None);
+            }
+        }
         let force = matches!(trigger, Trigger::Sync { force: true });
         let boot = trigger == Trigger::Boot;
         self.state.lock().unwrap().update_running = true;
+        // Taken before the update runs: a file changed while it runs is seen as changed by the next search.
+        let files_before = self.files_fingerprint();
         let result = async {
             if let Some(s) = self.sessions.clone() {
                 let r = tokio::task::spawn_blocking(move || crate::sessions::export(&s.src, &s.out, s.retention_days))
@@ -504,6 +509,7 @@ impl Inner {
         st.last_update_done = Some(Instant::now());
         match &result {
             Ok(c) => {
+                st.files_updated = Some(files_before);
                 st.last_update_ms = Some(memory_core::now_ms());
                 st.last_counts = Some(*c);
                 st.last_update_error = None;
@@ -523,6 +529,29 @@ impl Inner {
             });
         }
         Ok(Some(counts))
+    }
+
+    /// What the memory files are now, as a stat of each (transcripts follow their own thresholds).
+    fn files_fingerprint(&self) -> String {
+        let mut text = String::new();
+        for f in memory_core::discovery::discover(&self.roots) {
+            text.push_str(&format!("{}\0{}\0{}\n", f.key, f.size, f.mtime_ms));
+        }
+        memory_core::sha256_hex(text.as_bytes())
+    }
+
+    /// Before a search (`sync.onSearch`): when a memory file was added, changed or removed since the last
+    /// update, run `qmd update` first (bounded by its timeout), so the search sees it. QMD's CLI cannot update
+    /// one file: this costs an update of the collections, which QMD keeps incremental by content hash.
+    async fn freshen(self: &Arc<Self>, warnings: &mut Vec<String>) {
+        let now = self.files_fingerprint();
+        if self.state.lock().unwrap().files_updated.as_deref() == Some(now.as_str()) {
+            return;
+        }
+        if let Err(e) = self.clone().update(Trigger::Changed).await {
+            warn!(error = %e, "qmd update before search failed; answering from its index as it is");
+            warnings.push(format!("memory files changed but qmd could not update its index ({e}); deleted files are left out"));
+        }
     }
 
     async fn embed(&self) -> Result<()> {
@@ -720,6 +749,9 @@ impl MemoryBackend for QmdBackend {
         let started = Instant::now();
         let mut mode = inner.mode;
         let mut warnings = Vec::new();
+        if inner.on_search_update {
+            inner.freshen(&mut warnings).await;
+        }
         // Keyword mode: plain words only (QMD's own syntax never sees user text), every word required first.
         let terms = (mode == SearchMode::Search).then(|| crate::query::keyword_terms(&query));
         let query = match &terms {
@@ -775,6 +807,10 @@ impl MemoryBackend for QmdBackend {
                 warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
                 continue;
             };
+            // A file deleted since QMD's last update is never returned.
+            if r.source == Source::Memory && !inner.roots.abs_path(&r.path).is_file() {
+                continue;
+            }
             if results.iter().any(|o| o.path == r.path && o.start_line == r.start_line && o.end_line == r.end_line) {
                 continue;
             }

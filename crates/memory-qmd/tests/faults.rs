@@ -41,6 +41,7 @@ async fn every_fault_falls_back_to_builtin_and_recovers() {
         max_backoff: Duration::from_millis(400),
         multiplier: 2.0,
         sync_fallback: true,
+        ..FallbackPolicy::default()
     };
     let mgr = FallbackManager::new(Box::new(qmd), opener, policy);
     let query = SearchRequest::new("giraffe enclosure");

@@ -188,7 +188,14 @@ impl IndexStorage for SqliteStorage {
             .open(&p)
             .map_err(|e| MemoryError::io_path("cannot open lock file", &p, e))?;
         if wait {
-            file.lock().map_err(|e| MemoryError::io_path("cannot lock", &p, e))?;
+            // Waiting blocks the thread: not on a runtime worker, where it would stall every other task.
+            let lock_path = p.clone();
+            return tokio::task::spawn_blocking(move || {
+                file.lock().map_err(|e| MemoryError::io_path("cannot lock", &lock_path, e))?;
+                Ok(Some(Box::new(file) as Box<dyn std::any::Any + Send>))
+            })
+            .await
+            .map_err(|e| MemoryError::Internal(format!("writer lock task failed: {e}")))?;
         } else {
             match file.try_lock() {
                 Ok(()) => {}

@@ -26,6 +26,10 @@ const FOREIGN_SECTIONS: &[&str] = &[
 /// Embedding models that take images and audio as well as text (`memory.search.multimodal`).
 pub const MULTIMODAL_MODELS: &[&str] = &["gemini-embedding-2-preview"];
 
+/// Bounds of the sync periods (`validate`).
+const MAX_INTERVAL_MINUTES: u64 = 525_600;
+const MAX_DEBOUNCE_MS: u64 = 3_600_000;
+
 impl Config {
     /// Parse a JSON5 document.
     pub fn from_json5(text: &str) -> Result<Config> {
@@ -130,6 +134,13 @@ impl Config {
         }
         if s.sources.is_empty() {
             return Err(MemoryError::config("memory.search.sources", "must name at least one source"));
+        }
+        // Durations are multiplied into milliseconds: absurd ones would overflow (and mean "never" anyway).
+        if s.sync.interval_minutes > MAX_INTERVAL_MINUTES {
+            return Err(MemoryError::config("memory.search.sync.intervalMinutes", format!("must be at most {MAX_INTERVAL_MINUTES} (a year); 0 turns it off")));
+        }
+        if s.sync.watch_debounce_ms > MAX_DEBOUNCE_MS {
+            return Err(MemoryError::config("memory.search.sync.watchDebounceMs", format!("must be at most {MAX_DEBOUNCE_MS} (an hour)")));
         }
         let b = &s.remote.batch;
         if b.concurrency == 0 {

@@ -153,3 +153,12 @@ fn multimodal_needs_a_multimodal_model_and_no_fallback() {
     // Off, nothing is required.
     Config::from_json5("{memory: {search: {fallback: 'openai', multimodal: {enabled: false}}}}").unwrap();
 }
+
+#[test]
+fn absurd_sync_periods_are_refused_naming_the_key() {
+    let e = Config::from_json5("{ memory: { search: { sync: { intervalMinutes: 18446744073709551615 } } } }").unwrap_err();
+    assert!(e.to_string().contains("memory.search.sync.intervalMinutes"), "{e}");
+    let e = Config::from_json5("{ memory: { search: { sync: { watchDebounceMs: 99999999999 } } } }").unwrap_err();
+    assert!(e.to_string().contains("memory.search.sync.watchDebounceMs"), "{e}");
+    assert!(Config::from_json5("{ memory: { search: { sync: { intervalMinutes: 60 } } } }").is_ok());
+}

@@ -74,11 +74,11 @@ impl MemoryRoots {
     }
 }
 
+/// `~` and `~/...` as the home folder (`HOME`); anything else as it is.
 pub fn expand_home(p: &str) -> PathBuf {
-    if let Some(rest) = p.strip_prefix("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
-            return PathBuf::from(home).join(rest);
-        }
+    let rest = if p == "~" { Some("") } else { p.strip_prefix("~/") };
+    if let (Some(rest), Some(home)) = (rest, std::env::var_os("HOME").filter(|h| !h.is_empty())) {
+        return PathBuf::from(home).join(rest);
     }
     PathBuf::from(p)
 }
@@ -286,10 +286,8 @@ pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, SkipReason> {
 pub fn date_from_path(key: &str) -> Option<i64> {
     let name = key.rsplit('/').next()?;
     let stem = name.strip_suffix(".md").or_else(|| name.strip_suffix(".MD"))?;
-    if stem.len() < 10 {
-        return None;
-    }
-    let (date, rest) = stem.split_at(10);
+    // `get`, not indexing: byte 10 of a name in another script is inside a character.
+    let (date, rest) = (stem.get(..10)?, stem.get(10..)?);
     if !(rest.is_empty() || rest.starts_with('-')) {
         return None;
     }

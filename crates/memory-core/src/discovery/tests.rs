@@ -115,3 +115,24 @@ fn dates_from_daily_log_names() {
     assert!(!is_evergreen("memory/2026-11-29.md"));
     assert!(!is_evergreen("docs/x.md"));
 }
+
+#[test]
+fn dates_in_names_of_every_script_never_panic() {
+    // Byte 10 of these names is inside a character: the date slice must not panic (issue 19).
+    for name in ["memory/会议记录.md", "memory/打ち合わせ.md", "memory/회의록입니다.md", "memory/اجتماع-مهم.md", "memory/🎉🎉🎉.md", "memory/e\u{301}e\u{301}e\u{301}e\u{301}.md"] {
+        assert_eq!(date_from_path(name), None, "{name}");
+        assert!(is_evergreen(name), "{name}");
+    }
+    assert!(date_from_path("memory/2026-11-30-会议.md").is_some());
+    assert_eq!(date_from_path("memory/2026-11-30会议.md"), None);
+    assert_eq!(date_from_path("memory/2026-11-3é.md"), None);
+}
+
+#[test]
+fn tilde_alone_is_home() {
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        assert_eq!(expand_home("~"), std::path::PathBuf::from(&home));
+        assert_eq!(expand_home("~/notes"), std::path::PathBuf::from(home).join("notes"));
+    }
+    assert_eq!(expand_home("~user/x"), std::path::PathBuf::from("~user/x"));
+}

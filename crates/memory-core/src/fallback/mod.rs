@@ -10,7 +10,14 @@
 //! - Nothing is hidden: search responses answered by the fallback carry a warning, and `status` reports
 //!   `fallback: {from, reason, since}`.
 //! - The fallback may be given open, or opened lazily on the first failure (then synced once so it can answer).
+//! - Once the back-off has passed, exactly one call probes the primary; calls meanwhile are answered by the
+//!   fallback at once, so a dead primary is never stampeded. Each primary call is bounded by
+//!   [`FallbackPolicy::call_timeout`].
+//! - With [`FallbackPolicy::state_file`] the failure survives the process: a one-shot CLI run after a failed one
+//!   starts in fallback mode until the back-off has passed, instead of paying the primary's timeout again.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -151,6 +158,18 @@ impl MemoryBackend for OpenOnDemand {
         with_engine!(self, e => e.status().await)
     }
 
+    async fn reset(&self) -> Result<()> {
+        with_engine!(self, e => e.reset().await)
+    }
+
+    fn notify_changed(&self, paths: &[PathBuf]) {
+        if let Ok(g) = self.engine.try_read() {
+            if let Some(e) = g.as_ref() {
+                e.notify_changed(paths);
+            }
+        }
+    }
+
     async fn close(&self) -> Result<()> {
         match self.engine.write().await.take() {
             Some(e) => e.close().await,
@@ -188,6 +207,11 @@ pub struct FallbackPolicy {
     pub multiplier: f64,
     /// Keep an open fallback's index fresh on `sync` even while the primary works.
     pub sync_fallback: bool,
+    /// A primary search, get or status that takes longer than this counts as a failure and is answered by the
+    /// fallback (syncs are not bounded: a first index may take long). `None`: no bound.
+    pub call_timeout: Option<Duration>,
+    /// Where the failure state is kept between processes (`None`: in memory only).
+    pub state_file: Option<PathBuf>,
 }
 
 impl Default for FallbackPolicy {
@@ -197,6 +221,8 @@ impl Default for FallbackPolicy {
             max_backoff: Duration::from_secs(10 * 60),
             multiplier: 2.0,
             sync_fallback: true,
+            call_timeout: Some(Duration::from_secs(10)),
+            state_file: None,
         }
     }
 }
@@ -221,6 +247,73 @@ struct Failure {
     next_probe: Instant,
 }
 
+/// [`Failure`] as kept in the state file (instants as Unix milliseconds).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SavedFailure {
+    engine: String,
+    reason: String,
+    kind: ErrorKind,
+    since_ms: i64,
+    failures: u32,
+    backoff_ms: u64,
+    next_probe_ms: i64,
+}
+
+impl Failure {
+    fn save(&self, engine: &str, path: &std::path::Path) {
+        let wait = self.next_probe.saturating_duration_since(Instant::now());
+        let saved = SavedFailure {
+            engine: engine.to_string(),
+            reason: self.reason.clone(),
+            kind: self.kind,
+            since_ms: self.since_ms,
+            failures: self.failures,
+            backoff_ms: self.backoff.as_millis() as u64,
+            next_probe_ms: crate::now_ms() + wait.as_millis() as i64,
+        };
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, serde_json::to_vec(&saved).unwrap_or_default())?;
+            std::fs::rename(&tmp, path)
+        };
+        if let Err(e) = write() {
+            warn!(path = %path.display(), error = %e, "cannot save the engine's failure state");
+        }
+    }
+
+    /// The saved failure of `engine`, if its file is readable and names it.
+    fn load(engine: &str, path: &std::path::Path, max_backoff: Duration) -> Option<Failure> {
+        let saved: SavedFailure = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        if saved.engine != engine {
+            return None;
+        }
+        let wait = Duration::from_millis(saved.next_probe_ms.saturating_sub(crate::now_ms()).max(0) as u64);
+        Some(Failure {
+            reason: saved.reason,
+            kind: saved.kind,
+            since_ms: saved.since_ms,
+            failures: saved.failures,
+            backoff: Duration::from_millis(saved.backoff_ms),
+            // A clock moved backwards must not postpone the probe beyond one back-off, nor beyond this policy's.
+            next_probe: Instant::now() + wait.min(Duration::from_millis(saved.backoff_ms)).min(max_backoff),
+        })
+    }
+}
+
+/// `fut` bounded by a per-call timeout (a timeout is an `Unavailable` failure).
+async fn bounded<T>(limit: Option<Duration>, engine: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| Err(MemoryError::Unavailable(format!("memory engine `{engine}` did not answer within {limit:?}")))),
+        None => fut.await,
+    }
+}
+
 /// True for errors that mean "this engine cannot answer now", as opposed to "this request is wrong".
 pub fn falls_back(e: &MemoryError) -> bool {
     matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Internal | ErrorKind::CorruptIndex | ErrorKind::Io)
@@ -234,6 +327,19 @@ pub struct FallbackManager {
     fallback: tokio::sync::OnceCell<Box<dyn MemoryBackend>>,
     policy: FallbackPolicy,
     failure: Mutex<Option<Failure>>,
+    /// A call is probing the failing primary: the others go to the fallback meanwhile.
+    probing: AtomicBool,
+}
+
+/// Ends a probe when dropped (whatever the probe's outcome, also when its future is dropped).
+struct ProbeGuard<'a>(Option<&'a AtomicBool>);
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(flag) = self.0 {
+            flag.store(false, Ordering::SeqCst);
+        }
+    }
 }
 
 impl FallbackManager {
@@ -242,7 +348,11 @@ impl FallbackManager {
             Fallback::Ready(b) => (b.name().to_string(), None, tokio::sync::OnceCell::new_with(Some(b))),
             Fallback::Lazy(o) => (o.name().to_string(), Some(o), tokio::sync::OnceCell::new()),
         };
-        FallbackManager { primary, fallback_name, opener, fallback: cell, policy, failure: Mutex::new(None) }
+        let failure = policy.state_file.as_deref().and_then(|p| Failure::load(primary.name(), p, policy.max_backoff));
+        if let Some(f) = &failure {
+            info!(engine = primary.name(), reason = %f.reason, "memory engine failed in an earlier run; answering from the fallback until its back-off has passed");
+        }
+        FallbackManager { primary, fallback_name, opener, fallback: cell, policy, failure: Mutex::new(failure), probing: AtomicBool::new(false) }
     }
 
     /// The usual host setup: the primary opened through its factory (now if it can, else on a later probe, see
@@ -257,7 +367,9 @@ impl FallbackManager {
         policy: FallbackPolicy,
     ) -> Result<FallbackManager> {
         let p = OpenOnDemand::new(primary_name, primary, ctx.clone());
-        let first = p.ensure_open().await;
+        // A primary that failed in an earlier run is not opened before its back-off has passed.
+        let failed_before = policy.state_file.as_deref().is_some_and(|f| Failure::load(primary_name, f, policy.max_backoff).is_some());
+        let first = if failed_before { Ok(()) } else { bounded(policy.call_timeout, primary_name, p.ensure_open()).await };
         if let Err(e) = &first {
             if !falls_back(e) {
                 return Err(first.unwrap_err());
@@ -269,6 +381,10 @@ impl FallbackManager {
             mgr.record_failure("open", &e);
         }
         Ok(mgr)
+    }
+
+    async fn bounded<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        bounded(self.policy.call_timeout, self.primary.name(), fut).await
     }
 
     /// The primary engine.
@@ -295,16 +411,24 @@ impl FallbackManager {
         self.failure.lock().unwrap().as_ref().map(|f| f.backoff)
     }
 
-    fn should_try_primary(&self) -> bool {
+    /// `Some` when this call may use the primary: it is healthy, or its back-off has passed and no other call is
+    /// probing it (this call is then the probe until the guard drops).
+    fn try_primary(&self) -> Option<ProbeGuard<'_>> {
         match &*self.failure.lock().unwrap() {
-            None => true,
-            Some(f) => Instant::now() >= f.next_probe,
+            None => Some(ProbeGuard(None)),
+            Some(f) if Instant::now() >= f.next_probe => {
+                self.probing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).ok().map(|_| ProbeGuard(Some(&self.probing)))
+            }
+            Some(_) => None,
         }
     }
 
     fn record_success(&self) {
         let mut g = self.failure.lock().unwrap();
         if let Some(f) = g.take() {
+            if let Some(path) = &self.policy.state_file {
+                let _ = std::fs::remove_file(path);
+            }
             info!(
                 engine = self.primary.name(),
                 failures = f.failures,
@@ -345,6 +469,9 @@ impl FallbackManager {
                     next_probe: now + backoff,
                 });
             }
+        }
+        if let (Some(f), Some(path)) = (g.as_ref(), &self.policy.state_file) {
+            f.save(self.primary.name(), path);
         }
     }
 
@@ -407,13 +534,41 @@ impl MemoryBackend for FallbackManager {
         self.primary.set_progress(f);
     }
 
+    /// The fallback's while it answers (an agent must not be told of vector search a keyword fallback lacks).
     fn capabilities(&self) -> Capabilities {
+        if self.failure.lock().unwrap().is_some() {
+            if let Some(fb) = self.fallback.get() {
+                return fb.capabilities();
+            }
+        }
         self.primary.capabilities()
     }
 
+    fn notify_changed(&self, paths: &[PathBuf]) {
+        self.primary.notify_changed(paths);
+        if let Some(fb) = self.fallback.get() {
+            fb.notify_changed(paths);
+        }
+    }
+
+    /// Resets the primary's index and the fallback's (when open): both are derived from the same files.
+    async fn reset(&self) -> Result<()> {
+        let primary = self.primary.reset().await;
+        if let Some(fb) = self.fallback.get() {
+            fb.reset().await?;
+        }
+        match primary {
+            Err(e) if falls_back(&e) && self.fallback.get().is_some() => {
+                warn!(engine = self.primary.name(), error = %e, "the engine's index could not be reset; the fallback's was");
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        if self.should_try_primary() {
-            match self.primary.search(request).await {
+        if let Some(_probe) = self.try_primary() {
+            match self.bounded(self.primary.search(request)).await {
                 Ok(r) => {
                     self.record_success();
                     return Ok(r);
@@ -432,9 +587,10 @@ impl MemoryBackend for FallbackManager {
         // memory_get reads the memory files themselves, which engines do without their index or tools, so the
         // primary is asked even during a back-off (it also knows its own path forms, such as `qmd://`). A file
         // read proves nothing about search, so success leaves the health state alone.
-        match self.primary.get(request).await {
+        // An I/O error reading one file (permission denied on one note) is that file's answer, not the engine's.
+        match self.bounded(self.primary.get(request)).await {
             Ok(r) => return Ok(r),
-            Err(e) if !falls_back(&e) => return Err(e),
+            Err(e) if !falls_back(&e) || e.kind() == ErrorKind::Io => return Err(e),
             Err(e) => self.record_failure("get", &e),
         }
         let fb = self.fallback().await.map_err(|e| self.both_failed(e))?;
@@ -443,7 +599,7 @@ impl MemoryBackend for FallbackManager {
 
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
         let mut primary_report = None;
-        if self.should_try_primary() {
+        if let Some(_probe) = self.try_primary() {
             match self.primary.sync(options).await {
                 // An index update that works does not prove that search does: only a search answer clears a
                 // failure.
@@ -483,7 +639,7 @@ impl MemoryBackend for FallbackManager {
 
     async fn status(&self) -> Result<Status> {
         if self.failure.lock().unwrap().is_none() {
-            match self.primary.status().await {
+            match self.bounded(self.primary.status()).await {
                 Ok(s) => return Ok(s),
                 Err(e) if !falls_back(&e) => return Err(e),
                 Err(e) => self.record_failure("status", &e),

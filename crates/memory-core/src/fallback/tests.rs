@@ -22,6 +22,7 @@ struct Counters {
     get: AtomicUsize,
     sync: AtomicUsize,
     closed: AtomicUsize,
+    reset: AtomicUsize,
 }
 
 struct FakeEngine {
@@ -56,7 +57,12 @@ impl MemoryBackend for FakeEngine {
         self.name
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { keyword: true, ..Default::default() }
+        // The primary in these tests has vectors, the fallback has not: capabilities tell who answers.
+        Capabilities { keyword: true, vector: self.name != "builtin", ..Default::default() }
+    }
+    async fn reset(&self) -> Result<()> {
+        self.calls.reset.fetch_add(1, Ordering::SeqCst);
+        self.behave().await
     }
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         self.calls.search.fetch_add(1, Ordering::SeqCst);
@@ -116,6 +122,8 @@ fn policy(ms: u64, max_ms: u64) -> FallbackPolicy {
         max_backoff: Duration::from_millis(max_ms),
         multiplier: 2.0,
         sync_fallback: true,
+        call_timeout: None,
+        state_file: None,
     }
 }
 
@@ -398,4 +406,101 @@ async fn get_asks_the_primary_even_during_backoff_without_clearing_the_failure()
     assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
     let fb = s.mgr.search(&SearchRequest::new("b")).await.unwrap();
     assert_eq!(fb.results[0].path, "builtin.md");
+}
+
+fn io(m: String) -> MemoryError {
+    MemoryError::Io { context: m, source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied") }
+}
+
+#[tokio::test]
+async fn while_the_primary_is_probed_other_calls_are_answered_by_the_fallback_at_once() {
+    let s = Arc::new(setup(policy(20, 20)));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    // Back-off passed; the primary now hangs: one call probes it, the rest must not queue behind the probe.
+    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_millis(400));
+    let probe = {
+        let s = s.clone();
+        tokio::spawn(async move { s.mgr.search(&SearchRequest::new("probe")).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t = std::time::Instant::now();
+    for _ in 0..5 {
+        let r = s.mgr.search(&SearchRequest::new("b")).await.unwrap();
+        assert_eq!(r.results[0].path, "builtin.md");
+    }
+    assert!(t.elapsed() < Duration::from_millis(200), "calls waited for the probe: {:?}", t.elapsed());
+    assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 2, "exactly one call probes");
+    assert_eq!(probe.await.unwrap().results[0].path, "builtin.md");
+}
+
+#[tokio::test]
+async fn a_hanging_primary_call_is_bounded_by_the_policy_timeout() {
+    let s = setup(FallbackPolicy { call_timeout: Some(Duration::from_millis(100)), ..policy(60_000, 60_000) });
+    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_secs(30));
+    let t = std::time::Instant::now();
+    let r = s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(r.results[0].path, "builtin.md");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(s.mgr.fallback_status().unwrap().reason.contains("did not answer within"), "{:?}", s.mgr.fallback_status());
+}
+
+#[tokio::test]
+async fn capabilities_while_degraded_are_the_fallbacks() {
+    let s = setup(policy(60_000, 60_000));
+    assert!(s.mgr.capabilities().vector);
+    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    s.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert!(!s.mgr.capabilities().vector, "a degraded manager must not promise the primary's vector search");
+}
+
+#[tokio::test]
+async fn reset_reaches_the_primary_and_an_open_fallback() {
+    let s = setup(policy(60_000, 60_000));
+    s.mgr.reset().await.unwrap();
+    assert_eq!(s.primary_calls.reset.load(Ordering::SeqCst), 1);
+    assert_eq!(s.fallback_calls.reset.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_io_error_reading_one_file_is_its_answer_and_does_not_demote_the_engine() {
+    let s = setup(policy(60_000, 60_000));
+    *s.primary_mode.lock().unwrap() = Mode::Fail(io);
+    let e = s.mgr.get(&GetRequest { path: "memory/locked.md".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert!(s.mgr.fallback_status().is_none());
+    assert_eq!(s.fallback_calls.get.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn the_failure_survives_the_process_in_the_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("qmd.fallback.json");
+    let with_state = || FallbackPolicy { state_file: Some(state.clone()), ..policy(60_000, 60_000) };
+    let first = setup(with_state());
+    *first.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    first.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert!(state.exists());
+    drop(first);
+    // The next run (a new manager) starts degraded and does not call the primary during the back-off.
+    let second = setup(with_state());
+    let r = second.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert_eq!(r.results[0].path, "builtin.md");
+    assert_eq!(second.primary_calls.search.load(Ordering::SeqCst), 0);
+    assert!(second.mgr.fallback_status().unwrap().reason.contains("qmd is broken"));
+    // A different engine's state file is not this engine's failure.
+    let other = FallbackManager::new(
+        Box::new(FakeEngine::new("lancedb").0),
+        Box::new(FakeEngine::new("builtin").0) as Box<dyn MemoryBackend>,
+        with_state(),
+    );
+    assert!(other.fallback_status().is_none());
+    // Recovery removes the file.
+    let third = setup(FallbackPolicy { state_file: Some(state.clone()), ..policy(1, 1) });
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    third.mgr.search(&SearchRequest::new("a")).await.unwrap();
+    assert!(third.mgr.fallback_status().is_none());
+    assert!(!state.exists());
 }

@@ -3,9 +3,10 @@
 //! rebuilds beside the live index when the identity changes, and ranks with the shared pipeline.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tracing::{debug, info, warn};
@@ -75,6 +76,35 @@ fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], opts: &RankingO
     ranked
 }
 
+mod plan;
+
+/// Pieces of one long line with the same text (a repeated pattern, a pasted blob) have the same lines and hash,
+/// so the same id: number the repeats (the first keeps its id, so ids of ordinary files do not change).
+fn unique_chunk_ids(chunks: &mut [ChunkRecord], model: &str) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for c in chunks.iter_mut() {
+        let n = seen.entry(c.id.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            c.id = chunk_id(c.source.as_str(), &c.path, c.start_line, c.end_line, &format!("{}#{n}", c.hash), model);
+        }
+    }
+}
+
+/// Clears a flag when dropped (also when a rebuild fails half-way).
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+use plan::{content_hash, plan_sync, record_hash, stale_for_search, FileKey, Staleness};
+
+/// How long a search waits for a sync that another task or process is running before it answers without the
+/// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
+const FRESHEN_WAIT: Duration = Duration::from_secs(5);
+
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -88,11 +118,20 @@ pub struct IndexedBackend {
     live: RwLock<Arc<dyn ChunkStore>>,
     embedder: Option<Arc<dyn EmbeddingProvider>>,
     sync_lock: tokio::sync::Mutex<()>,
+    /// A rebuild (identity change, `--force`) of this engine is running: searches update the live index with the
+    /// files that changed meanwhile instead of waiting for it.
+    rebuilding: AtomicBool,
+    /// Serialises those updates of the live index with each other and with the rebuild's swap.
+    live_patch: tokio::sync::Mutex<()>,
+    /// Paths a host announced as changed (`MemoryBackend::notify_changed`): the next search syncs them whatever
+    /// their size and mtime say.
+    hinted: Mutex<HashSet<String>>,
     dirty: AtomicBool,
     /// Known to hold an index (saves reading the identity on every search).
     indexed: AtomicBool,
-    /// Provider fingerprint of the live index, once read.
-    built_fingerprint: RwLock<Option<Option<String>>>,
+    /// Provider fingerprint of the live index, once read, with the live handle it was read from: a swapped-in
+    /// rebuild is another handle, so its fingerprint is read again.
+    built_fingerprint: RwLock<Option<(usize, Option<String>)>>,
     keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
@@ -128,6 +167,9 @@ impl IndexedBackend {
             live: RwLock::new(live),
             embedder,
             sync_lock: tokio::sync::Mutex::new(()),
+            rebuilding: AtomicBool::new(false),
+            live_patch: tokio::sync::Mutex::new(()),
+            hinted: Mutex::new(HashSet::new()),
             dirty: AtomicBool::new(false),
             indexed: AtomicBool::new(false),
             built_fingerprint: RwLock::new(None),
@@ -146,7 +188,7 @@ impl IndexedBackend {
         let engine = IndexedBackend::open(name.clone(), ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
         // One state file per agent, engine and workspace, in the state folder beside the indexes.
         let tag = crate::sha256_hex(format!("{name}\n{}", ctx.workspace.display()).as_bytes());
-        let agent: String = ctx.agent_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+        let agent = crate::sanitize_id(&ctx.agent_id);
         let engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", &tag[..12])));
         Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
             engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
@@ -184,6 +226,16 @@ impl IndexedBackend {
     /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
     pub fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::SeqCst);
+    }
+
+    /// The index key of a changed path a host announced: transcripts by their key in the sessions source.
+    fn hint_key(&self, abs: &Path) -> String {
+        if let (Some(dir), Some(name)) = (&self.sessions_dir, abs.file_name()) {
+            if abs.parent() == Some(dir.as_path()) {
+                return format!("{}{}", sessions::KEY_PREFIX, name.to_string_lossy());
+            }
+        }
+        self.roots.key_for(abs)
     }
 
     pub fn roots(&self) -> &MemoryRoots {
@@ -247,7 +299,7 @@ impl IndexedBackend {
         // The identity is written only once a sync has completed: an index without one is unfinished, and the
         // next search completes it before answering.
         if !needs_rebuild {
-            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref()).await?;
+            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), None).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -255,11 +307,18 @@ impl IndexedBackend {
             return Ok(report);
         }
 
-        // Rebuild into a staging store; search keeps answering from `live` until the swap.
+        // Rebuild into a staging store; search keeps answering from `live` until the swap, and keeps `live` in step
+        // with the files meanwhile (see `freshen`).
+        self.rebuilding.store(true, Ordering::SeqCst);
+        let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
-        let mut report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref()).await?;
+        let mut report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
         staging.set_identity(&desired).await?;
         staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        // Files that changed while the rebuild ran are in the old live index only: the next search's freshness
+        // check finds them different from the new index's records and syncs them.
+        let _patch = self.live_patch.lock().await;
+        let live = self.store();
         let new_live = self.storage.promote(live, staging).await?;
         *self.live.write().unwrap() = new_live;
         report.rebuilt = true;
@@ -268,25 +327,23 @@ impl IndexedBackend {
 
     /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
-    async fn sync_into(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) -> Result<SyncReport> {
+    /// `files` are the discovered files when the caller has just listed them (the freshness check), else they are
+    /// discovered here.
+    async fn sync_into(
+        &self,
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        planned: Option<&str>,
+        files: Option<Vec<MemoryFile>>,
+    ) -> Result<SyncReport> {
         let mut report = SyncReport::default();
-        let files = self.discover_all();
+        let files = files.unwrap_or_else(|| self.discover_all());
         report.files_scanned = files.len();
-        let stored: HashMap<(Source, String), FileRecord> =
-            target.files().await?.into_iter().map(|f| ((f.source, f.path.clone()), f)).collect();
-
-        let mut seen: HashSet<(Source, String)> = HashSet::with_capacity(files.len());
-        let mut work: Vec<(&MemoryFile, Option<&FileRecord>)> = Vec::new();
-        for f in &files {
-            let key = (f.source, f.key.clone());
-            let old = stored.get(&key);
-            seen.insert(key);
-            match old {
-                Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && !o.hash.is_empty() => report.files_unchanged += 1,
-                _ => work.push((f, old)),
-            }
-        }
-        let removals: Vec<(Source, String)> = stored.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+        let stored: HashMap<FileKey, FileRecord> = target.files().await?.into_iter().map(|f| ((f.source, f.path.clone()), f)).collect();
+        let plan = plan_sync(&files, &stored);
+        let work = plan.work;
+        let removals = plan.removals;
+        report.files_unchanged = plan.unchanged;
         report.files_removed = removals.len();
 
         let progress = self.progress.read().unwrap().clone();
@@ -376,8 +433,8 @@ impl IndexedBackend {
             }
         };
         let hash = crate::sha256_hex(text.as_bytes());
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
-        if old.is_some_and(|o| o.hash == hash) {
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
             return Prepared::Touched(record);
         }
         Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
@@ -401,8 +458,8 @@ impl IndexedBackend {
             Err(e) => return skipped(format!("cannot read file: {e}")),
         };
         let hash = crate::sha256_hex(&bytes);
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: hash.clone(), size: f.size, mtime_ms: f.mtime_ms };
-        if old.is_some_and(|o| o.hash == hash) {
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
             return Prepared::Touched(record);
         }
         // Distinct from any text chunk's hash: the cache holds the media embedding under it.
@@ -521,6 +578,7 @@ impl IndexedBackend {
             c.id = chunk_id(f.source.as_str(), &f.key, c.start_line, c.end_line, &c.hash, &self.model_name());
             c.importance = None;
         }
+        unique_chunk_ids(&mut chunks, &self.model_name());
         chunks
     }
 
@@ -528,7 +586,7 @@ impl IndexedBackend {
         let c = &self.config.memory.search.chunking;
         let file_importance = importance(text);
         let model = self.model_name();
-        chunk_text(text, c.tokens, c.overlap)
+        let mut chunks: Vec<ChunkRecord> = chunk_text(text, c.tokens, c.overlap)
             .into_iter()
             .map(|ch| ChunkRecord {
                 id: chunk_id(f.source.as_str(), &f.key, ch.start_line, ch.end_line, &ch.hash, &model),
@@ -543,7 +601,9 @@ impl IndexedBackend {
                 text: ch.text,
                 embedding: None,
             })
-            .collect()
+            .collect();
+        unique_chunk_ids(&mut chunks, &model);
+        chunks
     }
 
     /// Send every new chunk that no cache holds to the provider's batch API. Each finished job's vectors go into
@@ -752,33 +812,155 @@ impl IndexedBackend {
         }
     }
 
-    async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
+    /// Before a search (`sync.onSearch`): compare the files on disk with the index (a stat per file, one read of
+    /// the file records) and sync what changed, so the search sees what was just written, rewritten or deleted.
+    /// A rebuild in progress is not waited for: the changed files go into the live index meanwhile. Returns the
+    /// files the index could not be brought up to date for (the search vouches for their hits itself).
+    async fn freshen(&self, warnings: &mut Vec<String>) -> Result<Staleness> {
         let store = self.store();
         if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
             // Never indexed: index first (SPEC: a search on a new workspace answers).
             self.sync(SyncOptions::default()).await?;
-        } else if self.config.memory.search.sync.on_search && self.dirty.load(Ordering::SeqCst) {
-            if let Ok(_guard) = self.sync_lock.try_lock() {
-                // Only when no sync is running: searches never wait for a sync.
-                // Another process syncing the same index is not waited for either.
-                if let Ok(_writer) = self.storage.writer_lock(false).await {
-                    self.dirty.store(false, Ordering::SeqCst);
-                    if let Err(e) = self.sync_inner(SyncOptions::default()).await {
-                        warn!(error = %e, "sync before search failed; answering from the current index");
-                    }
+            self.indexed.store(true, Ordering::Relaxed);
+            return Ok(Staleness::default());
+        }
+        self.indexed.store(true, Ordering::Relaxed);
+        if !self.config.memory.search.sync.on_search {
+            return Ok(Staleness::default());
+        }
+        let hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
+        let files = self.discover_all();
+        let stored = store.files().await?;
+        let mut verify = Vec::new();
+        let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
+        if !verify.is_empty() {
+            // Read moments after they were written: same size and mtime do not prove same content.
+            let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
+            for f in verify {
+                if !matches!(self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()), Prepared::Touched(_)) {
+                    stale.changed.insert((f.source, f.key.clone()));
                 }
             }
         }
-        self.indexed.store(true, Ordering::Relaxed);
-        let store = self.store();
-        let q = &self.config.memory.search.query;
-        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
-        let limit = RankingOptions::candidate_limit(opts.max_results, q.hybrid.candidate_multiplier);
+        if stale.is_empty() {
+            return Ok(stale);
+        }
+        debug!(changed = stale.changed.len(), removed = stale.removed.len(), "files changed since the last sync; syncing before the search");
+        match self.sync_for_search(files).await {
+            Ok(None) => Ok(Staleness::default()),
+            Ok(Some(pending)) => {
+                warnings.push(pending);
+                Ok(Staleness::default())
+            }
+            Err(why) => {
+                warn!(error = %why, "sync before search failed; answering from the current index");
+                warnings.push(format!("{} changed files are not in the index yet ({why}); their old text is not returned", stale.len()));
+                self.hinted.lock().unwrap().extend(hinted);
+                Ok(stale)
+            }
+        }
+    }
+
+    /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task
+    /// or process is running, never for a rebuild. Returns a warning when a rebuild is pending or running.
+    async fn sync_for_search(&self, files: Vec<MemoryFile>) -> Result<Option<String>> {
+        let deadline = Instant::now() + FRESHEN_WAIT;
+        let mut pause = Duration::from_millis(2);
+        let busy = |what: &str| MemoryError::Unavailable(format!("{what} is still updating the index"));
+        // This engine's own sync lock: free, or held by a short sync (wait) or by a rebuild (update live beside it).
+        let _guard = loop {
+            if self.rebuilding.load(Ordering::SeqCst) {
+                let _patch = self.live_patch.lock().await;
+                if self.rebuilding.load(Ordering::SeqCst) {
+                    self.sync_live(files).await?;
+                    return Ok(Some("the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into()));
+                }
+                continue;
+            }
+            if let Ok(g) = self.sync_lock.try_lock() {
+                break g;
+            }
+            if Instant::now() >= deadline {
+                return Err(busy("another sync of this engine"));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(25));
+        };
+        // Other processes: a writer's syncs are short; a rebuild there holds the lock for long, so give up then.
+        let _writer = loop {
+            match self.storage.writer_lock(false).await {
+                Ok(w) => break w,
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable && Instant::now() < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(25));
+                }
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable => return Err(busy("another process")),
+                Err(e) => return Err(e),
+            }
+        };
+        self.dirty.store(false, Ordering::SeqCst);
+        let pending = self.sync_live(files).await?;
+        Ok(pending.then(|| "the index was built with other settings than the configuration now asks for; searching it as it is (updated with the files that changed) until `memory index` rebuilds it".into()))
+    }
+
+    /// Sync `files` into the live index with its own identity's settings: when a rebuild is pending, changed
+    /// files get vectors only if the live index's embedding settings are still the provider's (else they are
+    /// found by their words until the rebuild). The caller holds the locks. Returns whether a rebuild is pending.
+    async fn sync_live(&self, files: Vec<MemoryFile>) -> Result<bool> {
+        let live = self.store();
+        let desired = self.desired_identity();
+        let current = live.identity().await?;
+        let pending = current.as_ref().is_some_and(|c| *c != desired);
+        let planned = match &current {
+            Some(c) if pending => c.provider_fingerprint.clone(),
+            _ => desired.provider_fingerprint.clone(),
+        };
+        let result = self.sync_into(&live, &live, planned.as_deref(), Some(files)).await;
+        *self.built_fingerprint.write().unwrap() = None;
+        let report = result?;
+        if !pending {
+            live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        }
+        debug!(?report, pending, "synced before a search");
+        Ok(pending)
+    }
+
+    /// Drop candidates the index cannot vouch for: of files deleted since the last sync, and of changed files
+    /// whose current text no longer contains the candidate's (a rewrite; an append keeps the old text valid).
+    fn vouch(&self, stale: &Staleness, candidates: Vec<Candidate>) -> Vec<Candidate> {
+        if stale.is_empty() {
+            return candidates;
+        }
+        let mut texts: HashMap<FileKey, Option<String>> = HashMap::new();
+        candidates
+            .into_iter()
+            .filter(|c| {
+                let key = (c.source, c.path.clone());
+                if stale.removed.contains(&key) {
+                    return false;
+                }
+                if !stale.changed.contains(&key) || c.source == Source::Sessions {
+                    return true;
+                }
+                let text = texts.entry(key).or_insert_with(|| {
+                    read_text(&self.roots.abs_path(&c.path), self.config.memory.search.max_file_bytes).ok()
+                });
+                text.as_deref().is_some_and(|t| t.contains(c.text.trim()))
+            })
+            .collect()
+    }
+
+    async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let query = request.query.trim();
         if query.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
         let mut warnings = Vec::new();
+        let stale = self.freshen(&mut warnings).await?;
+        let store = self.store();
+        let q = &self.config.memory.search.query;
+        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        let limit = RankingOptions::candidate_limit(opts.max_results, q.hybrid.candidate_multiplier);
 
         let terms = query_terms(query);
         // A query without words has no keyword candidates: an answer, not a failure.
@@ -859,6 +1041,9 @@ impl IndexedBackend {
             }
         }
 
+        let keyword = self.vouch(&stale, keyword);
+        let vector = self.vouch(&stale, vector);
+        exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
         let results = rank(keyword, vector, exact, query, &opts);
         let mode = match (keyword_ok, vector_ok) {
             (true, true) => "hybrid",
@@ -870,11 +1055,14 @@ impl IndexedBackend {
 
     /// The provider fingerprint the live index was built with (cached: it changes only with a sync).
     async fn index_fingerprint(&self, store: &Arc<dyn ChunkStore>) -> Option<String> {
-        if let Some(fp) = self.built_fingerprint.read().unwrap().clone() {
-            return fp;
+        let handle = Arc::as_ptr(store) as *const () as usize;
+        if let Some((h, fp)) = self.built_fingerprint.read().unwrap().clone() {
+            if h == handle {
+                return fp;
+            }
         }
         let fp = store.identity().await.ok().flatten().and_then(|id| id.provider_fingerprint);
-        *self.built_fingerprint.write().unwrap() = Some(fp.clone());
+        *self.built_fingerprint.write().unwrap() = Some((handle, fp.clone()));
         fp
     }
 
@@ -1000,6 +1188,14 @@ impl MemoryBackend for IndexedBackend {
 
     fn set_progress(&self, f: Option<ProgressFn>) {
         *self.progress.write().unwrap() = f;
+    }
+
+    fn notify_changed(&self, paths: &[PathBuf]) {
+        let mut hinted = self.hinted.lock().unwrap();
+        for p in paths {
+            let abs = if p.is_absolute() { p.clone() } else { self.roots.workspace.join(p) };
+            hinted.insert(self.hint_key(&abs));
+        }
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -40,6 +40,10 @@ fn bm25_rank_normalisation() {
     assert_eq!(bm25_rank_to_score(-1.0), 0.5);
     assert!((bm25_rank_to_score(-3.0) - 0.75).abs() < 1e-12);
     assert_eq!(bm25_rank_to_score(f64::NAN), 0.0);
+    // A match whose idf collapsed (a word in half the notes of a two-note workspace) still reads as a match.
+    assert!(bm25_rank_to_score(-1e-6) > 0.09);
+    let tiny = |r: f64| Candidate { bm25_rank: Some(r), ..crate::ranking::tests::candidate_for_floor() };
+    assert!(text_scores(&[tiny(-1e-6), tiny(-2e-6)]).iter().all(|s| *s > 0.09));
 }
 
 #[test]
@@ -225,4 +229,19 @@ fn snippet_never_splits_a_character() {
 fn candidate_limit_is_capped() {
     assert_eq!(RankingOptions::candidate_limit(6, 4), 24);
     assert_eq!(RankingOptions::candidate_limit(100, 4), 200);
+}
+
+pub(crate) fn candidate_for_floor() -> Candidate {
+    Candidate {
+        chunk_id: "c".into(),
+        source: Source::Memory,
+        path: "memory/a.md".into(),
+        start_line: 1,
+        end_line: 1,
+        text: "a".into(),
+        importance: None,
+        file_mtime_ms: 0,
+        bm25_rank: None,
+        vector_score: None,
+    }
 }

@@ -1,0 +1,231 @@
+//! What changed between the files on disk and the index: pure functions over the discovered files and the
+//! stored records, shared by the sync (what to read) and the freshness check before a search (is a sync needed).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::discovery::MemoryFile;
+use crate::sessions::SessionState;
+use crate::store::FileRecord;
+use crate::types::Source;
+
+pub(crate) type FileKey = (Source, String);
+
+/// File times tick coarsely (a few ms on Linux, 2 s on FAT): a file rewritten within the same tick as it was
+/// read, with the same size, would look unchanged for ever. Content read less than this after its file's mtime
+/// is recorded as unsettled (`~<sha256>`), and such a record is trusted only after its content is checked again
+/// (git's "racily clean" entries).
+pub(crate) const SETTLE_MS: i64 = 2_000;
+const UNSETTLED: char = '~';
+
+/// The hash to record for content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
+pub(crate) fn record_hash(hash: String, mtime_ms: i64, now_ms: i64) -> String {
+    if now_ms - mtime_ms < SETTLE_MS {
+        format!("{UNSETTLED}{hash}")
+    } else {
+        hash
+    }
+}
+
+/// The content hash a record's hash stands for.
+pub(crate) fn content_hash(record_hash: &str) -> &str {
+    record_hash.strip_prefix(UNSETTLED).unwrap_or(record_hash)
+}
+
+fn is_unsettled(record_hash: &str) -> bool {
+    record_hash.starts_with(UNSETTLED)
+}
+
+/// The work of one sync.
+pub(crate) struct SyncPlan<'a> {
+    /// New files and files whose size or mtime moved (or whose embeddings are still missing), with their record.
+    pub work: Vec<(&'a MemoryFile, Option<&'a FileRecord>)>,
+    /// Indexed files no longer on disk.
+    pub removals: Vec<FileKey>,
+    pub unchanged: usize,
+}
+
+/// Plan a sync: a file is unchanged when its size and mtime are the recorded ones and it is fully indexed (a
+/// record with an empty hash still waits for embeddings).
+pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a HashMap<FileKey, FileRecord>) -> SyncPlan<'a> {
+    let mut seen: HashSet<(Source, &str)> = HashSet::with_capacity(files.len());
+    let mut work = Vec::new();
+    let mut unchanged = 0;
+    for f in files {
+        seen.insert((f.source, f.key.as_str()));
+        let old = stored.get(&(f.source, f.key.clone()));
+        match old {
+            Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && !o.hash.is_empty() && !is_unsettled(&o.hash) => unchanged += 1,
+            _ => work.push((f, old)),
+        }
+    }
+    let removals = stored.keys().filter(|(s, p)| !seen.contains(&(*s, p.as_str()))).cloned().collect();
+    SyncPlan { work, removals, unchanged }
+}
+
+/// Files a search cannot answer for from the index as it is.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Staleness {
+    /// On disk with other content than indexed (or not indexed at all).
+    pub changed: HashSet<FileKey>,
+    /// Indexed but no longer on disk.
+    pub removed: HashSet<FileKey>,
+}
+
+impl Staleness {
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty() && self.removed.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.changed.len() + self.removed.len()
+    }
+}
+
+/// What the next search must sync first. Unlike [`plan_sync`] it ignores what a sync would only complete (a
+/// file waiting for embeddings is searchable by its words), and a transcript that grew by less than
+/// `session_delta_bytes` waits for its thresholds as in OpenClaw; a new, removed, truncated or rotated
+/// transcript counts at once. `hinted` keys (changes a host announced) count whatever their size and mtime say.
+///
+/// Files whose record is unsettled but whose size and mtime match go to `verify`: the caller compares their
+/// content with the record and adds them to `changed` when it differs.
+pub(crate) fn stale_for_search<'a>(
+    files: &'a [MemoryFile],
+    stored: &[FileRecord],
+    session_delta_bytes: u64,
+    hinted: &HashSet<String>,
+    verify: &mut Vec<&'a MemoryFile>,
+) -> Staleness {
+    let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
+    let mut out = Staleness::default();
+    let mut on_disk: HashSet<(Source, &str)> = HashSet::with_capacity(files.len());
+    for f in files {
+        on_disk.insert((f.source, f.key.as_str()));
+        let changed = match by_key.get(&(f.source, f.key.as_str())) {
+            None => true,
+            Some(_) if hinted.contains(&f.key) => true,
+            Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
+                if is_unsettled(&r.hash) {
+                    verify.push(f);
+                }
+                false
+            }
+            Some(r) if f.source == Source::Sessions => match SessionState::decode(&r.hash) {
+                // Grown: only once past the byte threshold (the message threshold is checked by the sync).
+                Some(st) if f.size >= st.bytes => f.size - st.bytes >= session_delta_bytes.max(1),
+                // Shrunk (truncated or rotated), or never read completely.
+                _ => true,
+            },
+            Some(_) => true,
+        };
+        if changed {
+            out.changed.insert((f.source, f.key.clone()));
+        }
+    }
+    for r in stored {
+        if !on_disk.contains(&(r.source, r.path.as_str())) {
+            out.removed.insert((r.source, r.path.clone()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn file(source: Source, key: &str, size: u64, mtime: i64) -> MemoryFile {
+        MemoryFile { source, key: key.into(), abs_path: PathBuf::from(format!("/ws/{key}")), size, mtime_ms: mtime }
+    }
+
+    fn record(source: Source, key: &str, hash: &str, size: u64, mtime: i64) -> FileRecord {
+        FileRecord { source, path: key.into(), hash: hash.into(), size, mtime_ms: mtime }
+    }
+
+    fn keys(set: &HashSet<FileKey>) -> Vec<&str> {
+        let mut v: Vec<&str> = set.iter().map(|(_, k)| k.as_str()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn sync_plan_reads_new_moved_and_unembedded_files_and_removes_the_gone() {
+        let files = vec![
+            file(Source::Memory, "MEMORY.md", 10, 1),
+            file(Source::Memory, "memory/a.md", 20, 2),
+            file(Source::Memory, "memory/b.md", 30, 3),
+            file(Source::Memory, "memory/new.md", 5, 5),
+        ];
+        let stored: HashMap<FileKey, FileRecord> = [
+            record(Source::Memory, "MEMORY.md", "h", 10, 1),
+            record(Source::Memory, "memory/a.md", "h", 20, 9),
+            record(Source::Memory, "memory/b.md", "", 30, 3),
+            record(Source::Memory, "memory/gone.md", "h", 1, 1),
+        ]
+        .into_iter()
+        .map(|r| ((r.source, r.path.clone()), r))
+        .collect();
+        let plan = plan_sync(&files, &stored);
+        let work: Vec<&str> = plan.work.iter().map(|(f, _)| f.key.as_str()).collect();
+        assert_eq!(work, ["memory/a.md", "memory/b.md", "memory/new.md"]);
+        assert!(plan.work[2].1.is_none());
+        assert_eq!(plan.unchanged, 1);
+        assert_eq!(plan.removals, vec![(Source::Memory, "memory/gone.md".to_string())]);
+    }
+
+    #[test]
+    fn staleness_ignores_pending_embeddings_and_small_transcript_growth() {
+        let session = SessionState { bytes: 1000, records: 3, messages: 3, prefix_hash: "p".into() }.encode();
+        let files = vec![
+            file(Source::Memory, "memory/pending.md", 30, 3),
+            file(Source::Memory, "memory/same.md", 10, 1),
+            file(Source::Memory, "memory/edited.md", 11, 2),
+            file(Source::Sessions, "sessions/small.jsonl", 1100, 9),
+            file(Source::Sessions, "sessions/big.jsonl", 1000 + 200_000, 9),
+            file(Source::Sessions, "sessions/rotated.jsonl", 400, 9),
+            file(Source::Sessions, "sessions/new.jsonl", 10, 9),
+        ];
+        let stored = vec![
+            record(Source::Memory, "memory/pending.md", "", 30, 3),
+            record(Source::Memory, "memory/same.md", "h", 10, 1),
+            record(Source::Memory, "memory/edited.md", "h", 10, 1),
+            record(Source::Memory, "memory/deleted.md", "h", 10, 1),
+            record(Source::Sessions, "sessions/small.jsonl", &session, 1000, 1),
+            record(Source::Sessions, "sessions/big.jsonl", &session, 1000, 1),
+            record(Source::Sessions, "sessions/rotated.jsonl", &session, 1000, 1),
+            record(Source::Sessions, "sessions/deleted.jsonl", &session, 1000, 1),
+        ];
+        let s = stale_for_search(&files, &stored, 100_000, &HashSet::new(), &mut Vec::new());
+        assert_eq!(keys(&s.changed), ["memory/edited.md", "sessions/big.jsonl", "sessions/new.jsonl", "sessions/rotated.jsonl"]);
+        assert_eq!(keys(&s.removed), ["memory/deleted.md", "sessions/deleted.jsonl"]);
+        assert_eq!(s.len(), 6);
+    }
+
+    #[test]
+    fn announced_changes_count_even_when_size_and_mtime_did_not_move() {
+        let files = vec![file(Source::Memory, "memory/same.md", 10, 1)];
+        let stored = vec![record(Source::Memory, "memory/same.md", "h", 10, 1)];
+        assert!(stale_for_search(&files, &stored, 1, &HashSet::new(), &mut Vec::new()).is_empty());
+        let hinted: HashSet<String> = ["memory/same.md".to_string()].into();
+        assert_eq!(keys(&stale_for_search(&files, &stored, 1, &hinted, &mut Vec::new()).changed), ["memory/same.md"]);
+    }
+
+    #[test]
+    fn content_read_in_the_same_tick_as_its_mtime_is_checked_again() {
+        let now = 1_000_000;
+        let fresh = record_hash("abc".into(), now - 5, now);
+        assert_eq!(fresh, "~abc");
+        assert_eq!(content_hash(&fresh), "abc");
+        assert_eq!(record_hash("abc".into(), now - SETTLE_MS, now), "abc");
+        let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
+        let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
+        // A sync re-reads it (and records it settled once it is)...
+        let by_key: HashMap<FileKey, FileRecord> = stored.iter().map(|r| ((r.source, r.path.clone()), r.clone())).collect();
+        let plan = plan_sync(&files, &by_key);
+        assert_eq!(plan.work.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
+        // ...and a search checks its content before trusting it.
+        let mut verify = Vec::new();
+        assert!(stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).is_empty());
+        assert_eq!(verify.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
+    }
+}
