@@ -27,11 +27,15 @@ for i in $(seq 1 60); do
   printf '# %s\n\n- Worked on ticket T-%d with Alice\n- Deploy %d went through the canary first\n- Note: error E%04d fixed in billing\n' "$d" "$i" "$i" "$i" > "$WS/memory/$d.md"
 done
 
-rss_kb() { # the process and its descendants
+own_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+tree_kb() { # the process and all its descendants
+  local total p; total=$(own_kb "$1")
+  for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do total=$((total + $(tree_kb "$p"))); done
+  echo "$total"
+}
+engine_kb() { # memory serve children (the plugin's engine), if any
   local total=0 p
-  for p in $(ps -o pid= --ppid "$1" 2>/dev/null) "$1"; do
-    total=$((total + $(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
-  done
+  for p in $(pgrep -f -- "--workspace $WS --agent main serve" 2>/dev/null); do total=$((total + $(own_kb "$p"))); done
   echo "$total"
 }
 
@@ -55,7 +59,7 @@ EOF
   local gw=$!
   PIDS+=("$gw")
   for _ in $(seq 1 300); do curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.5; done
-  local idle; idle=$(rss_kb "$gw")
+  local idle; idle=$(own_kb "$gw")
   PORT=$port TOKEN=$token N=$N "$NODE" --input-type=module -e '
     const url = `http://127.0.0.1:${process.env.PORT}/tools/invoke`;
     const call = async (query) => {
@@ -75,8 +79,9 @@ EOF
     console.log(JSON.stringify({ p50: ms[Math.floor(ms.length / 2)].toFixed(1), p90: ms[Math.floor(ms.length * 0.9)].toFixed(1),
       provider: d.provider, mode: d.mode, hits: d.results?.length, top: d.results?.[0]?.path, error: d.error ?? first?.error }));
   ' > "$dir/latency.json"
-  local busy; busy=$(rss_kb "$gw")
-  echo "$name: $(cat "$dir/latency.json") gateway+children RSS idle=$((idle / 1024)) MiB after=$((busy / 1024)) MiB" \
+  local busy tree engine; busy=$(own_kb "$gw"); tree=$(tree_kb "$gw"); engine=$(engine_kb)
+  echo "$name: $(cat "$dir/latency.json") RSS MiB: gateway idle=$((idle / 1024)) after=$((busy / 1024))" \
+       "process-tree=$((tree / 1024)) memory-serve=$((engine / 1024))" \
        "conflicts=$(grep -ci 'tool name conflict' "$dir/openclaw.log" "$dir/console.log" 2>/dev/null | awk -F: '{s+=$2} END {print s+0}')"
   kill "$gw"; wait "$gw" 2>/dev/null || true
 }

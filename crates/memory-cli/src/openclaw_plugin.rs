@@ -176,10 +176,32 @@ fn manifest_id(dir: &Path) -> Option<String> {
     v["id"].as_str().map(str::to_string)
 }
 
-/// Where the plugin is installed: `<state>/extensions/memory-rs`, or a `plugins.load.paths` folder with its id.
+/// Packages under `<state>/npm/projects/<project>/node_modules/` (where OpenClaw installs `npm-pack:` and npm
+/// specs), scoped ones included.
+fn npm_installed(state: &Path) -> Vec<PathBuf> {
+    let read = |d: &Path| std::fs::read_dir(d).map(|r| r.flatten().map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    let mut out = Vec::new();
+    for project in read(&state.join("npm").join("projects")) {
+        for pkg in read(&project.join("node_modules")) {
+            if pkg.file_name().is_some_and(|n| n.to_string_lossy().starts_with('@')) {
+                out.extend(read(&pkg));
+            } else {
+                out.push(pkg);
+            }
+        }
+    }
+    out
+}
+
+/// Where the plugin is installed: `<state>/extensions/memory-rs` (a folder install), an npm install under
+/// `<state>/npm/projects/`, or a `plugins.load.paths` folder with its id.
 fn installed_at(state: Option<&Path>, plugins: &Value) -> Option<PathBuf> {
-    if let Some(dir) = state.map(|s| s.join("extensions").join(PLUGIN_ID)) {
+    if let Some(state) = state {
+        let dir = state.join("extensions").join(PLUGIN_ID);
         if manifest_id(&dir).as_deref() == Some(PLUGIN_ID) {
+            return Some(dir);
+        }
+        if let Some(dir) = npm_installed(state).into_iter().find(|d| manifest_id(d).as_deref() == Some(PLUGIN_ID)) {
             return Some(dir);
         }
     }
