@@ -2,7 +2,8 @@
 //! in scripts/setup.d/openclaw.sh, on Node 24): `memory openclaw install` installs it and disables memory-core,
 //! `openclaw gateway run` serves it on a loopback port, and memory_search / memory_get through `POST
 //! /tools/invoke` and `gateway call memory.search` answer from this engine. Offline and isolated: own HOME,
-//! OPENCLAW_STATE_DIR, OPENCLAW_CONFIG_PATH, log file and memory-rs state. The gateway is stopped by its pid.
+//! OPENCLAW_STATE_DIR, OPENCLAW_CONFIG_PATH, log file and memory-rs state. The engine child is killed once (the
+//! plugin must start a new one); the gateway is stopped by its pid.
 //! Needs `eval "$(bash scripts/setup.sh | grep '^export ')"` (MEMORY_OPENCLAW_NODE, MEMORY_OPENCLAW_ENTRY).
 
 use std::fs;
@@ -224,6 +225,31 @@ fn invoke(env: &Env, tool: &str, args: Value) -> Value {
     parsed
 }
 
+/// Pids of `memory ... --workspace <ws> ... serve` processes (the plugin's engine children).
+fn serve_pids(ws: &Path) -> Vec<u32> {
+    let ws = ws.to_string_lossy().to_string();
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).to_string()).collect();
+        if args.first().is_some_and(|a| a == MEMORY) && args.iter().any(|a| a == &ws) && args.last().is_some_and(|a| a == "serve") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn serve_cmdlines() -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("serve"))
+        .collect()
+}
+
 fn status_json(env: &Env, config: &Path) -> (bool, Value) {
     let out = env.memory(&["openclaw", "status", "--json"], config);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
@@ -305,6 +331,19 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert_eq!(r["status"], json!("not_found"), "{r}");
     let r = invoke(&env, "memory_get", json!({ "path": "../etc/passwd" }));
     assert_eq!(r["status"], json!("error"), "{r}");
+
+    // The engine child dies: the next call starts a new one.
+    let engine = serve_pids(&env.ws);
+    assert_eq!(engine.len(), 1, "expected one `memory serve` for {}, found {engine:?} among {:?}", env.ws.display(), serve_cmdlines());
+    let _ = Command::new("kill").arg("-KILL").arg(engine[0].to_string()).status();
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{}", engine[0])).exists() && gone.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = invoke(&env, "memory_search", json!({ "query": "Mac Studio attic" }));
+    assert_eq!(r["results"][0]["path"], json!("MEMORY.md"), "after a restart: {r}");
+    let restarted = serve_pids(&env.ws);
+    assert!(restarted.len() == 1 && restarted[0] != engine[0], "no new engine child: {restarted:?}");
 
     // A note written now is found (the server watches the files; polled for at most 15 s).
     fs::write(env.ws.join("memory/2026-12-01.md"), "# 2026-12-01\n\n- The Zanzibar ferry leaves at 07:40 from pier 9\n").unwrap();
