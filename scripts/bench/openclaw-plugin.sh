@@ -72,11 +72,18 @@ EOF
     const queries = ["where does the gateway run", "canary deploy", "error fixed in billing", "Alice ticket", "backups NAS"];
     let first;
     for (let i = 0; i < 3; i++) first = (await call(queries[i % queries.length])).body;
-    const ms = [];
-    for (let i = 0; i < Number(process.env.N); i++) ms.push((await call(queries[i % queries.length])).ms);
+    const ms = [], tool = [];
+    for (let i = 0; i < Number(process.env.N); i++) {
+      const r = await call(queries[i % queries.length]);
+      ms.push(r.ms);
+      const t = r.body?.result?.details?.debug?.toolMs;
+      if (typeof t === "number") tool.push(t);
+    }
     ms.sort((a, b) => a - b);
+    tool.sort((a, b) => a - b);
     const d = first?.result?.details ?? {};
     console.log(JSON.stringify({ p50: ms[Math.floor(ms.length / 2)].toFixed(1), p90: ms[Math.floor(ms.length * 0.9)].toFixed(1),
+      toolMsP50: tool.length ? tool[Math.floor(tool.length / 2)] : null,
       provider: d.provider, mode: d.mode, hits: d.results?.length, top: d.results?.[0]?.path, error: d.error ?? first?.error }));
   ' > "$dir/latency.json"
   local busy tree engine; busy=$(own_kb "$gw"); tree=$(tree_kb "$gw"); engine=$(engine_kb)
