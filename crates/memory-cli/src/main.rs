@@ -3,6 +3,7 @@
 mod append;
 mod engines;
 mod openclaw;
+mod openclaw_plugin;
 mod output;
 mod progress;
 mod serve;
@@ -128,6 +129,11 @@ enum Command {
     Completions {
         shell: clap_complete::Shell,
     },
+    /// The OpenClaw memory plugin: install it into OpenClaw, or check that it serves the memory slot.
+    Openclaw {
+        #[command(subcommand)]
+        action: openclaw_plugin::Action,
+    },
     /// Delete the index (never the memory files).
     Reset {
         /// Confirm the deletion.
@@ -143,7 +149,8 @@ const EXAMPLES: &str = "Examples:
   memory status --deep
   memory watch
   memory serve --allow-append          # MCP server on stdio
-  memory append \"Alice prefers Tuesday meetings\"";
+  memory append \"Alice prefers Tuesday meetings\"
+  memory openclaw install              # OpenClaw agents search with this engine";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -152,6 +159,16 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(cli.verbose);
+    if let Command::Openclaw { action } = &cli.command {
+        // Reads and edits OpenClaw's config only: no engine to open.
+        return match openclaw_plugin::run(action) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Watch and serve sync on a blocking thread while other tasks answer: they need a multi-thread runtime.
     let long_running = matches!(cli.command, Command::Watch { .. } | Command::Serve { .. });
     let rt = if long_running {
@@ -343,7 +360,7 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Completions { .. } => Ok(()),
+        Command::Completions { .. } | Command::Openclaw { .. } => Ok(()),
     }
 }
 

@@ -1,0 +1,303 @@
+//! `memory openclaw install` and `memory openclaw status`: the OpenClaw memory plugin (integrations/openclaw).
+//!
+//! `install` installs the plugin into an OpenClaw state folder with OpenClaw's own CLI (`openclaw plugins install
+//! <plugin> --force --accept-capabilities`, which also points `plugins.slots.memory` at it), then disables the
+//! bundled memory-core (`openclaw plugins disable memory-core`: left enabled, it keeps loading and its tools win
+//! the name conflict). The plugin's files are carried inside this binary, so no clone is needed.
+//! `status` reads the OpenClaw config (`OPENCLAW_CONFIG_PATH`, else `<OPENCLAW_STATE_DIR or ~/.openclaw>/openclaw.json`)
+//! and says whether the memory slot is really served by this plugin.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+/// The plugin's id (openclaw.plugin.json) and config key.
+pub const PLUGIN_ID: &str = "memory-rs";
+
+/// The plugin's files, as shipped in integrations/openclaw.
+const FILES: &[(&str, &str)] = &[
+    ("package.json", include_str!("../../../integrations/openclaw/package.json")),
+    ("openclaw.plugin.json", include_str!("../../../integrations/openclaw/openclaw.plugin.json")),
+    ("index.js", include_str!("../../../integrations/openclaw/index.js")),
+    ("lib/engine.js", include_str!("../../../integrations/openclaw/lib/engine.js")),
+    ("lib/contract.js", include_str!("../../../integrations/openclaw/lib/contract.js")),
+    ("README.md", include_str!("../../../integrations/openclaw/README.md")),
+];
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Install the memory plugin into OpenClaw (sets plugins.slots.memory) and disable memory-core.
+    #[command(after_help = "Uses OpenClaw's own CLI; restart the gateway afterwards.\n\nExamples:\n  memory openclaw install\n  \
+        memory openclaw install --command ~/.cargo/bin/memory\n  OPENCLAW_STATE_DIR=~/.openclaw-work memory openclaw install")]
+    Install {
+        /// The `openclaw` CLI: a program on PATH, or its .mjs entry (run with --node).
+        #[arg(long, default_value = "openclaw", env = "MEMORY_OPENCLAW_BIN")]
+        openclaw: String,
+        /// Node to run an .mjs --openclaw with.
+        #[arg(long, default_value = "node")]
+        node: String,
+        /// Install this plugin folder or npm-pack tarball instead of the copy carried by this binary.
+        #[arg(long)]
+        plugin: Option<PathBuf>,
+        /// Set the plugin's `command` (the memory binary the gateway runs) to this path.
+        #[arg(long)]
+        command: Option<PathBuf>,
+        /// Leave memory-core enabled (its tools then shadow this plugin's: not recommended).
+        #[arg(long)]
+        keep_memory_core: bool,
+    },
+    /// Whether OpenClaw's memory slot is really served by this plugin (exit status 1 when not).
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(action: &Action) -> anyhow::Result<()> {
+    match action {
+        Action::Install { openclaw, node, plugin, command, keep_memory_core } => {
+            install(openclaw, node, plugin.as_deref(), command.as_deref(), *keep_memory_core)
+        }
+        Action::Status { json } => {
+            let report = status()?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_status(&report);
+            }
+            if report["served"] != json!(true) {
+                bail!("the OpenClaw memory slot is not served by {PLUGIN_ID}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn openclaw_command(openclaw: &str, node: &str) -> Command {
+    if openclaw.ends_with(".mjs") || openclaw.ends_with(".js") {
+        let mut c = Command::new(node);
+        c.arg(openclaw);
+        c
+    } else {
+        Command::new(openclaw)
+    }
+}
+
+fn run_openclaw(openclaw: &str, node: &str, args: &[&str]) -> anyhow::Result<()> {
+    let mut cmd = openclaw_command(openclaw, node);
+    cmd.args(args);
+    let out = cmd.output().with_context(|| format!("cannot run `{openclaw}` (install OpenClaw or pass --openclaw <path>)"))?;
+    if !out.status.success() {
+        bail!(
+            "`openclaw {}` failed ({}):\n{}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Write the carried plugin files into a fresh folder.
+fn write_plugin(dir: &Path) -> anyhow::Result<()> {
+    for (rel, text) in FILES {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&Path>, keep_memory_core: bool) -> anyhow::Result<()> {
+    let staged = match plugin {
+        Some(_) => None,
+        None => {
+            let dir = std::env::temp_dir().join(format!("memory-rs-openclaw-plugin-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            write_plugin(&dir)?;
+            Some(dir)
+        }
+    };
+    let source = plugin.map(Path::to_path_buf).or_else(|| staged.clone()).expect("a plugin source");
+    let source_arg = match source.extension().and_then(|e| e.to_str()) {
+        Some("tgz") if !source.to_string_lossy().starts_with("npm-pack:") => format!("npm-pack:{}", source.display()),
+        _ => source.display().to_string(),
+    };
+    eprintln!("Installing the {PLUGIN_ID} memory plugin with `openclaw plugins install {source_arg} --force --accept-capabilities`");
+    let installed = run_openclaw(openclaw, node, &["plugins", "install", &source_arg, "--force", "--accept-capabilities"]);
+    if let Some(dir) = &staged {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    installed?;
+    if keep_memory_core {
+        eprintln!("warning: memory-core left enabled: its memory_search/memory_get win over this plugin's");
+    } else {
+        eprintln!("Disabling the bundled memory-core (`openclaw plugins disable memory-core`)");
+        run_openclaw(openclaw, node, &["plugins", "disable", "memory-core"])?;
+    }
+    if let Some(c) = command {
+        let c = std::fs::canonicalize(c).with_context(|| format!("--command {}", c.display()))?;
+        let value = serde_json::to_string(&c.to_string_lossy())?;
+        run_openclaw(openclaw, node, &["config", "set", &format!("plugins.entries.{PLUGIN_ID}.config.command"), &value, "--strict-json"])?;
+    }
+    let report = status()?;
+    print_status(&report);
+    if report["served"] != json!(true) {
+        bail!("installed, but the memory slot is still not served by {PLUGIN_ID} (see above)");
+    }
+    println!("Restart the gateway (`openclaw gateway restart`) for the change to take effect.");
+    Ok(())
+}
+
+fn plugin_enabled(plugins: &Value, id: &str) -> bool {
+    if plugins["enabled"] == json!(false) {
+        return false;
+    }
+    if plugins["deny"].as_array().is_some_and(|d| d.iter().any(|v| v == id)) {
+        return false;
+    }
+    if let Some(allow) = plugins["allow"].as_array() {
+        if !allow.is_empty() && !allow.iter().any(|v| v == id) {
+            return false;
+        }
+    }
+    plugins["entries"][id]["enabled"] != json!(false)
+}
+
+fn manifest_id(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("openclaw.plugin.json")).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v["id"].as_str().map(str::to_string)
+}
+
+/// Packages under `<state>/npm/projects/<project>/node_modules/` (where OpenClaw installs `npm-pack:` and npm
+/// specs), scoped ones included.
+fn npm_installed(state: &Path) -> Vec<PathBuf> {
+    let read = |d: &Path| std::fs::read_dir(d).map(|r| r.flatten().map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    let mut out = Vec::new();
+    for project in read(&state.join("npm").join("projects")) {
+        for pkg in read(&project.join("node_modules")) {
+            if pkg.file_name().is_some_and(|n| n.to_string_lossy().starts_with('@')) {
+                out.extend(read(&pkg));
+            } else {
+                out.push(pkg);
+            }
+        }
+    }
+    out
+}
+
+/// Where the plugin is installed: `<state>/extensions/memory-rs` (a folder install), an npm install under
+/// `<state>/npm/projects/`, or a `plugins.load.paths` folder with its id.
+fn installed_at(state: Option<&Path>, plugins: &Value) -> Option<PathBuf> {
+    if let Some(state) = state {
+        let dir = state.join("extensions").join(PLUGIN_ID);
+        if manifest_id(&dir).as_deref() == Some(PLUGIN_ID) {
+            return Some(dir);
+        }
+        if let Some(dir) = npm_installed(state).into_iter().find(|d| manifest_id(d).as_deref() == Some(PLUGIN_ID)) {
+            return Some(dir);
+        }
+    }
+    plugins["load"]["paths"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| p.as_str())
+        .map(|p| memory_core::discovery::expand_home(p))
+        .find(|d| manifest_id(d).as_deref() == Some(PLUGIN_ID))
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The binary the plugin would run: configured, packed with it, or `memory` on PATH (as integrations/openclaw/lib/engine.js).
+fn engine_command(plugins: &Value, installed: Option<&Path>) -> (Option<PathBuf>, &'static str) {
+    if let Some(c) = plugins["entries"][PLUGIN_ID]["config"]["command"].as_str().filter(|c| !c.trim().is_empty()) {
+        let p = memory_core::discovery::expand_home(c);
+        let found = if p.components().count() > 1 { p.is_file().then_some(p) } else { on_path(c) };
+        return (found, "config");
+    }
+    let platform = format!("{}-{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "x64" } else { std::env::consts::ARCH });
+    if let Some(p) = installed.map(|d| d.join("bin").join(platform).join("memory")).filter(|p| p.is_file()) {
+        return (Some(p), "packed");
+    }
+    (on_path("memory"), "path")
+}
+
+/// Everything `memory openclaw status` reports, as JSON.
+pub fn status() -> anyhow::Result<Value> {
+    let state = crate::openclaw::state_dir();
+    let config_path = crate::openclaw::config_path()?;
+    let config = match &config_path {
+        Some(p) => Some(crate::openclaw::read_json(p).with_context(|| format!("cannot read the OpenClaw config {}", p.display()))?),
+        None => None,
+    };
+    let cfg = config.unwrap_or(Value::Null);
+    let plugins = &cfg["plugins"];
+    let slot = plugins["slots"]["memory"].as_str().map(str::to_string);
+    let installed = installed_at(state.as_deref(), plugins);
+    let enabled = plugin_enabled(plugins, PLUGIN_ID);
+    let memory_core = plugin_enabled(plugins, "memory-core");
+    let (command, command_from) = engine_command(plugins, installed.as_deref());
+
+    let mut problems = Vec::new();
+    if config_path.is_none() {
+        problems.push("no OpenClaw config found (OPENCLAW_CONFIG_PATH, or openclaw.json in the state folder)".to_string());
+    }
+    if slot.as_deref() != Some(PLUGIN_ID) {
+        problems.push(format!("plugins.slots.memory is {} (run `memory openclaw install`)", slot.as_deref().map_or("unset (memory-core)".to_string(), |s| format!("\"{s}\""))));
+    }
+    if installed.is_none() {
+        problems.push(format!("the {PLUGIN_ID} plugin is not installed in {}", state.as_deref().map_or("the OpenClaw state folder".into(), |s| s.join("extensions").display().to_string())));
+    }
+    if !enabled {
+        problems.push(format!("the {PLUGIN_ID} plugin is disabled (plugins.entries.{PLUGIN_ID}.enabled, plugins.allow/deny or plugins.enabled)"));
+    }
+    if memory_core {
+        problems.push("memory-core is still enabled: it keeps loading and its memory_search/memory_get win the tool-name conflict (run `openclaw plugins disable memory-core`)".to_string());
+    }
+    if command.is_none() {
+        problems.push(match command_from {
+            "config" => format!("the configured engine command plugins.entries.{PLUGIN_ID}.config.command does not exist"),
+            _ => "no `memory` binary on PATH for the plugin to run (set plugins.entries.memory-rs.config.command)".to_string(),
+        });
+    }
+    Ok(json!({
+        "served": problems.is_empty(),
+        "configPath": config_path,
+        "stateDir": state,
+        "slot": slot,
+        "installed": installed,
+        "enabled": enabled,
+        "memoryCoreEnabled": memory_core,
+        "command": command,
+        "commandFrom": command_from,
+        "problems": problems,
+    }))
+}
+
+fn print_status(r: &Value) {
+    let show = |v: &Value| v.as_str().map(str::to_string).unwrap_or_else(|| "-".to_string());
+    println!("OpenClaw config:    {}", show(&r["configPath"]));
+    println!("memory slot:        {}", show(&r["slot"]));
+    println!("plugin installed:   {}", show(&r["installed"]));
+    println!("plugin enabled:     {}", r["enabled"]);
+    println!("memory-core:        {}", if r["memoryCoreEnabled"] == json!(true) { "ENABLED (shadows this plugin)" } else { "disabled" });
+    println!("engine command:     {} ({})", show(&r["command"]), show(&r["commandFrom"]));
+    if r["served"] == json!(true) {
+        println!("Served by {PLUGIN_ID}: yes");
+    } else {
+        println!("Served by {PLUGIN_ID}: NO");
+        for p in r["problems"].as_array().into_iter().flatten() {
+            println!("  - {}", show(p));
+        }
+    }
+}

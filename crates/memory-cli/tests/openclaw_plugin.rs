@@ -1,0 +1,383 @@
+//! The OpenClaw memory plugin (integrations/openclaw) against the real OpenClaw gateway (npm `openclaw`, pinned
+//! in scripts/setup.d/openclaw.sh, on Node 24): `memory openclaw install` installs it and disables memory-core,
+//! `openclaw gateway run` serves it on a loopback port, and memory_search / memory_get through `POST
+//! /tools/invoke` and `gateway call memory.search` answer from this engine. Offline and isolated: own HOME,
+//! OPENCLAW_STATE_DIR, OPENCLAW_CONFIG_PATH, log file and memory-rs state. The engine child is killed once (the
+//! plugin must start a new one); the gateway is stopped by its pid.
+//! Needs `eval "$(bash scripts/setup.sh | grep '^export ')"` (MEMORY_OPENCLAW_NODE, MEMORY_OPENCLAW_ENTRY).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const MEMORY: &str = env!("CARGO_BIN_EXE_memory");
+const GATEWAY_START_LIMIT: Duration = Duration::from_secs(150);
+const CLI_LIMIT: Duration = Duration::from_secs(120);
+const HTTP_LIMIT: Duration = Duration::from_secs(20);
+
+fn cached(var: &str, rel: &str) -> PathBuf {
+    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs").join(rel)
+    });
+    assert!(
+        p.is_file(),
+        "{} not found - run `eval \"$(bash scripts/setup.sh | grep '^export ')\"` first (sets {var})",
+        p.display()
+    );
+    p
+}
+
+struct Env {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    ws: PathBuf,
+    memory_state: PathBuf,
+    node: PathBuf,
+    entry: PathBuf,
+    port: u16,
+    token: String,
+}
+
+impl Env {
+    /// The environment every process of the test runs in (OpenClaw, the gateway and the engine it spawns).
+    fn apply(&self, cmd: &mut Command) {
+        cmd.env("HOME", &self.home)
+            .env("OPENCLAW_STATE_DIR", &self.state)
+            .env("OPENCLAW_CONFIG_PATH", &self.config)
+            .env("MEMORY_STATE_DIR", &self.memory_state)
+            .env("NO_COLOR", "1")
+            .env_remove("CI")
+            .env_remove("OPENCLAW_PROFILE")
+            .env_remove("OPENCLAW_WORKSPACE_DIR")
+            .env_remove("MEMORY_CONFIG")
+            .env_remove("MEMORY_WORKSPACE")
+            .env_remove("MEMORY_AGENT")
+            .env_remove("XDG_STATE_HOME");
+    }
+
+    fn openclaw(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(&self.node);
+        cmd.arg(&self.entry).args(args);
+        self.apply(&mut cmd);
+        run_bounded(cmd, CLI_LIMIT)
+    }
+
+    fn memory(&self, args: &[&str], config: &Path) -> Output {
+        let mut cmd = Command::new(MEMORY);
+        cmd.args(args);
+        self.apply(&mut cmd);
+        cmd.env("OPENCLAW_CONFIG_PATH", config);
+        run_bounded(cmd, CLI_LIMIT)
+    }
+}
+
+/// Run to completion within `limit` (killed and failed past it).
+fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn setup() -> Env {
+    let node = cached("MEMORY_OPENCLAW_NODE", "node24/bin/node");
+    let entry = cached("MEMORY_OPENCLAW_ENTRY", "openclaw/node_modules/openclaw/openclaw.mjs");
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let state = root.path().join("state");
+    let ws = root.path().join("workspace");
+    let memory_state = root.path().join("memory-state");
+    for d in [&home, &state, &ws.join("memory"), &memory_state] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(ws.join("MEMORY.md"), "# Memory\n\n## Infrastructure\nThe gateway runs on the Mac Studio in the attic.\nBackups go to the NAS every night.\n").unwrap();
+    fs::write(ws.join("USER.md"), "# User\n\nPrefers short answers.\n").unwrap();
+    fs::write(ws.join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in the billing service\n- Lunch with Alice\n").unwrap();
+    let port = free_port();
+    let token = format!("test-token-{}-{}", std::process::id(), port);
+    let config = state.join("openclaw.json");
+    let log = root.path().join("openclaw.log");
+    let cfg = json!({
+        "gateway": { "mode": "local", "port": port, "bind": "loopback", "auth": { "mode": "token", "token": token } },
+        "agents": { "defaults": { "workspace": ws } },
+        "logging": { "file": log },
+        // The plugin's own settings, as a user would write them: the engine is the binary under test.
+        "plugins": { "entries": { "memory-rs": { "config": { "command": MEMORY, "timeoutMs": 10000 } } } }
+    });
+    fs::write(&config, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    Env { _root: root, home, state, config, log, ws, memory_state, node, entry, port, token }
+}
+
+/// `openclaw gateway run`, stopped by its own pid when dropped.
+struct Gateway {
+    child: Child,
+}
+
+impl Gateway {
+    fn start(env: &Env, output: &Path) -> Gateway {
+        let out = fs::File::create(output).unwrap();
+        let mut cmd = Command::new(&env.node);
+        cmd.arg(&env.entry).args(["gateway", "run", "--port", &env.port.to_string()]);
+        env.apply(&mut cmd);
+        let child = cmd.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out).spawn().expect("start the gateway");
+        Gateway { child }
+    }
+
+    fn stop(&mut self) -> bool {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return true;
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        false
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A minimal HTTP/1.1 exchange on loopback (Connection: close; chunked bodies decoded).
+fn http(port: u16, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(HTTP_LIMIT))?;
+    s.set_write_timeout(Some(HTTP_LIMIT))?;
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nAccept: application/json\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if body.is_some() {
+        req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", payload.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(&payload);
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = raw.split_once("\r\n\r\n").ok_or_else(|| std::io::Error::other(format!("bad response: {raw}")))?;
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = String::new();
+        let mut rest = rest;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || tail.len() < n {
+                break;
+            }
+            out.push_str(&tail[..n]);
+            rest = tail[n..].trim_start_matches("\r\n");
+        }
+        out
+    } else {
+        rest.to_string()
+    };
+    Ok((status, body))
+}
+
+fn invoke(env: &Env, tool: &str, args: Value) -> Value {
+    let (status, body) = http(env.port, "POST", "/tools/invoke", Some(&env.token), Some(&json!({ "tool": tool, "args": args })))
+        .unwrap_or_else(|e| panic!("POST /tools/invoke {tool}: {e}"));
+    assert_eq!(status, 200, "POST /tools/invoke {tool}: {body}");
+    let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(v["ok"], json!(true), "{tool}: {v}");
+    let result = &v["result"];
+    // What the model reads (the text) is the same JSON as the details.
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{tool}: no text content: {v}"));
+    let parsed: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(parsed, result["details"], "{tool}: text and details differ");
+    parsed
+}
+
+/// Pids of `memory ... --workspace <ws> ... serve` processes (the plugin's engine children).
+fn serve_pids(ws: &Path) -> Vec<u32> {
+    let ws = ws.to_string_lossy().to_string();
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).to_string()).collect();
+        if args.first().is_some_and(|a| a == MEMORY) && args.iter().any(|a| a == &ws) && args.last().is_some_and(|a| a == "serve") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn serve_cmdlines() -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("serve"))
+        .collect()
+}
+
+fn status_json(env: &Env, config: &Path) -> (bool, Value) {
+    let out = env.memory(&["openclaw", "status", "--json"], config);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    (out.status.success(), v)
+}
+
+#[test]
+fn openclaw_gateway_searches_with_memory_rs() {
+    let started = Instant::now();
+    let env = setup();
+
+    // Before the install: not served (slot unset, memory-core enabled).
+    let (ok, v) = status_json(&env, &env.config);
+    assert!(!ok && v["served"] == json!(false) && v["memoryCoreEnabled"] == json!(true), "{v}");
+
+    // Install with OpenClaw's own CLI, memory-core disabled.
+    let entry = env.entry.to_string_lossy().to_string();
+    let node = env.node.to_string_lossy().to_string();
+    let out = env.memory(&["openclaw", "install", "--openclaw", &entry, "--node", &node], &env.config);
+    assert!(out.status.success(), "memory openclaw install failed:\n{}", text(&out));
+    let (ok, v) = status_json(&env, &env.config);
+    assert!(ok, "not served after install: {v}");
+    assert_eq!(v["slot"], json!("memory-rs"));
+    assert_eq!(v["memoryCoreEnabled"], json!(false));
+    assert!(env.state.join("extensions/memory-rs/openclaw.plugin.json").is_file());
+    let installed_at = started.elapsed();
+
+    // The negative case: the same install with memory-core left enabled is detected.
+    let mut cfg: Value = serde_json::from_str(&fs::read_to_string(&env.config).unwrap()).unwrap();
+    cfg["plugins"]["entries"]["memory-core"] = json!({ "enabled": true });
+    let core_on = env.state.join("memory-core-on.json");
+    fs::write(&core_on, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    let (ok, v) = status_json(&env, &core_on);
+    assert!(!ok && v["served"] == json!(false) && v["memoryCoreEnabled"] == json!(true), "{v}");
+    assert!(v["problems"].to_string().contains("memory-core is still enabled"), "{v}");
+    let out = env.memory(&["openclaw", "status"], &core_on);
+    assert!(!out.status.success() && text(&out).contains("ENABLED"), "{}", text(&out));
+
+    // The gateway.
+    let console = env.state.join("gateway-console.log");
+    let mut gateway = Gateway::start(&env, &console);
+    let deadline = Instant::now() + GATEWAY_START_LIMIT;
+    loop {
+        if let Ok((200, body)) = http(env.port, "GET", "/health", None, None) {
+            if body.contains("\"ok\":true") {
+                break;
+            }
+        }
+        if let Some(status) = gateway.child.try_wait().unwrap() {
+            panic!("the gateway exited ({status}) before /health:\n{}", fs::read_to_string(&console).unwrap_or_default());
+        }
+        assert!(Instant::now() < deadline, "no /health within {GATEWAY_START_LIMIT:?}:\n{}", fs::read_to_string(&console).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let healthy_at = started.elapsed();
+
+    // memory_search through the agent tool path: hits from this engine, with path and lines.
+    let r = invoke(&env, "memory_search", json!({ "query": "where does the gateway run", "maxResults": 3 }));
+    assert_eq!(r["provider"], json!("memory-rs"), "{r}");
+    let hits = r["results"].as_array().expect("results");
+    let top = hits.first().unwrap_or_else(|| panic!("no hits: {r}"));
+    assert_eq!(top["path"], json!("MEMORY.md"), "{r}");
+    assert_eq!(top["corpus"], json!("memory"));
+    assert!(top["startLine"].as_u64().unwrap() >= 1 && top["endLine"].as_u64().unwrap() >= top["startLine"].as_u64().unwrap(), "{top}");
+    assert!(top["snippet"].as_str().unwrap().contains("Mac Studio"), "{top}");
+    assert!(["auto", "on", "off"].contains(&r["citations"].as_str().unwrap()), "{r}");
+    let r = invoke(&env, "memory_search", json!({ "query": "E4012 billing", "corpus": "memory" }));
+    assert_eq!(r["results"][0]["path"], json!("memory/2026-11-29.md"), "{r}");
+    // Session search is not enabled here: unavailable, memory-core's shape.
+    let r = invoke(&env, "memory_search", json!({ "query": "anything", "corpus": "sessions" }));
+    assert_eq!(r["unavailable"], json!(true), "{r}");
+
+    // memory_get: an excerpt, a daily log that does not exist yet, a refused path.
+    let r = invoke(&env, "memory_get", json!({ "path": "MEMORY.md", "from": 3, "lines": 2 }));
+    assert_eq!(r["status"], json!("ok"), "{r}");
+    assert_eq!(r["path"], json!("MEMORY.md"));
+    assert_eq!(r["text"], json!("## Infrastructure\nThe gateway runs on the Mac Studio in the attic."), "{r}");
+    let r = invoke(&env, "memory_get", json!({ "path": "memory/2031-01-01.md" }));
+    assert_eq!(r["status"], json!("not_found"), "{r}");
+    let r = invoke(&env, "memory_get", json!({ "path": "../etc/passwd" }));
+    assert_eq!(r["status"], json!("error"), "{r}");
+
+    // The engine child dies: the next call starts a new one.
+    let engine = serve_pids(&env.ws);
+    assert_eq!(engine.len(), 1, "expected one `memory serve` for {}, found {engine:?} among {:?}", env.ws.display(), serve_cmdlines());
+    let _ = Command::new("kill").arg("-KILL").arg(engine[0].to_string()).status();
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{}", engine[0])).exists() && gone.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = invoke(&env, "memory_search", json!({ "query": "Mac Studio attic" }));
+    assert_eq!(r["results"][0]["path"], json!("MEMORY.md"), "after a restart: {r}");
+    let restarted = serve_pids(&env.ws);
+    assert!(restarted.len() == 1 && restarted[0] != engine[0], "no new engine child: {restarted:?}");
+
+    // A note written now is found (the server watches the files; polled for at most 15 s).
+    fs::write(env.ws.join("memory/2026-12-01.md"), "# 2026-12-01\n\n- The Zanzibar ferry leaves at 07:40 from pier 9\n").unwrap();
+    let written = Instant::now();
+    let found_after = loop {
+        let r = invoke(&env, "memory_search", json!({ "query": "Zanzibar ferry pier" }));
+        if r["results"].as_array().unwrap().iter().any(|h| h["path"] == json!("memory/2026-12-01.md")) {
+            break written.elapsed();
+        }
+        assert!(written.elapsed() < Duration::from_secs(15), "the new note was not found within 15 s: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+
+    // `gateway call memory.search`: the slot's runtime, answered by this engine.
+    let out = env.openclaw(&[
+        "gateway", "call", "memory.search", "--json", "--port", &env.port.to_string(), "--token", &env.token,
+        "--params", &json!({ "query": "Backups NAS", "maxResults": 2 }).to_string(),
+    ]);
+    assert!(out.status.success(), "gateway call memory.search failed:\n{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_start = stdout.find('{').unwrap_or_else(|| panic!("no JSON in: {}", text(&out)));
+    let v: Value = serde_json::from_str(stdout[json_start..].trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["provider"], json!("memory-rs"), "{v}");
+    assert_eq!(v["results"][0]["path"], json!("MEMORY.md"), "{v}");
+    assert!(v["results"][0]["startLine"].as_u64().is_some(), "{v}");
+
+    // Stopped by its own pid; the logs show this plugin loaded, no conflict and no memory-core warning.
+    assert!(gateway.stop(), "the gateway did not stop within 20 s of SIGTERM");
+    let logs = format!("{}\n{}", fs::read_to_string(&env.log).unwrap_or_default(), fs::read_to_string(&console).unwrap_or_default());
+    assert!(logs.contains("memory-rs: engine command"), "the plugin did not load:\n{logs}");
+    assert!(!logs.to_lowercase().contains("tool name conflict"), "tool name conflict in the gateway log:\n{logs}");
+    assert!(!logs.contains("memory-core plugin is still enabled"), "{logs}");
+    eprintln!(
+        "openclaw e2e: installed at {installed_at:?}, /health at {healthy_at:?}, new note found after {found_after:?}, total {:?}",
+        started.elapsed()
+    );
+}
