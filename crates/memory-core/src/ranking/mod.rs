@@ -13,19 +13,20 @@ use crate::types::{SearchResult, Source};
 pub const SNIPPET_MAX_CHARS: usize = 700;
 const DAY_MS: f64 = 86_400_000.0;
 
-/// The least BM25 a matching chunk counts with. BM25's idf is ~0 for a word in about half the documents: in a
+/// Added to the BM25 of every matching chunk. BM25's idf is ~0 for a word in about half the documents: in a
 /// workspace of two or three notes every match would score 0.000 and read as no match at all (FTS5 floors its
-/// idf at 1e-6). A chunk that matches a query word scores at least 0.1 / 1.1 = 0.09.
+/// idf at 1e-6). Added, not a floor, so that matches keep their order: a chunk that matches a query word scores
+/// at least 0.1 / 1.1 = 0.09.
 pub const MIN_MATCH_BM25: f64 = 0.1;
 
-/// BM25 rank to a 0..1 text score. SQLite's ranks are negative (more negative = better): r = -rank (at least
-/// [`MIN_MATCH_BM25`]), score = r / (1 + r). A positive rank scores 1 / (1 + rank).
+/// BM25 rank to a 0..1 text score. SQLite's ranks are negative (more negative = better): r = -rank +
+/// [`MIN_MATCH_BM25`], score = r / (1 + r). A positive rank scores 1 / (1 + rank).
 pub fn bm25_rank_to_score(rank: f64) -> f64 {
     if !rank.is_finite() {
         return 0.0;
     }
     if rank < 0.0 {
-        let r = (-rank).max(MIN_MATCH_BM25);
+        let r = -rank + MIN_MATCH_BM25;
         r / (1.0 + r)
     } else {
         1.0 / (1.0 + rank)
@@ -137,7 +138,7 @@ pub struct Scored {
 /// while the best match keeps the absolute score that min-score selection reads.
 pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
     // Candidates carry SQLite's convention (more negative = better); strength is the positive BM25.
-    let strength = |c: &Candidate| c.bm25_rank.filter(|r| r.is_finite() && *r < 0.0).map_or(0.0, |r| (-r).max(MIN_MATCH_BM25));
+    let strength = |c: &Candidate| c.bm25_rank.filter(|r| r.is_finite() && *r < 0.0).map_or(0.0, |r| -r + MIN_MATCH_BM25);
     let best = keyword.iter().map(strength).fold(0.0, f64::max);
     let best_score = bm25_rank_to_score(-best);
     keyword

@@ -37,13 +37,17 @@ fn opts() -> RankingOptions {
 fn bm25_rank_normalisation() {
     assert_eq!(bm25_rank_to_score(0.0), 1.0);
     assert_eq!(bm25_rank_to_score(1.0), 0.5);
-    assert_eq!(bm25_rank_to_score(-1.0), 0.5);
-    assert!((bm25_rank_to_score(-3.0) - 0.75).abs() < 1e-12);
+    assert!((bm25_rank_to_score(-1.0) - 1.1 / 2.1).abs() < 1e-12);
+    assert!((bm25_rank_to_score(-3.0) - 3.1 / 4.1).abs() < 1e-12);
     assert_eq!(bm25_rank_to_score(f64::NAN), 0.0);
     // A match whose idf collapsed (a word in half the notes of a two-note workspace) still reads as a match.
     assert!(bm25_rank_to_score(-1e-6) > 0.09);
     let tiny = |r: f64| Candidate { bm25_rank: Some(r), ..crate::ranking::tests::candidate_for_floor() };
-    assert!(text_scores(&[tiny(-1e-6), tiny(-2e-6)]).iter().all(|s| *s > 0.09));
+    let scores = text_scores(&[tiny(-1e-6), tiny(-2e-6)]);
+    assert!(scores.iter().all(|s| *s > 0.09), "{scores:?}");
+    // ...and matches keep their order.
+    assert!(scores[1] > scores[0], "{scores:?}");
+    assert!(bm25_rank_to_score(-2e-6) > bm25_rank_to_score(-1e-6));
 }
 
 #[test]
@@ -92,7 +96,7 @@ fn undated_file_outside_memory_decays_by_mtime() {
 #[test]
 fn merge_weights_and_normalises() {
     let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-1.0); // text 0.5
+    k.bm25_rank = Some(-0.9); // text (0.9 + 0.1) / 2 = 0.5
     let mut v = cand("a", "memory/a.md", "alpha");
     v.vector_score = Some(1.0);
     let mut v2 = cand("b", "memory/b.md", "beta");
@@ -116,7 +120,7 @@ fn cand_with_vec(id: &str, v: f64) -> Candidate {
 #[test]
 fn keyword_only_scores_by_text() {
     let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-3.0);
+    k.bm25_rank = Some(-2.9);
     let items = merge(vec![k], vec![], 0.7, 0.3);
     assert!((items[0].score - 0.75).abs() < 1e-12);
 }
@@ -126,9 +130,10 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
     // A 4-term question: BM25 30 for a chunk matching every term, 6 for one matching a single term. Mapped with
     // r / (1 + r) alone they would score 0.968 and 0.857: nearly alike.
     let mut all = cand("all", "memory/all.md", "all terms");
-    all.bm25_rank = Some(-30.0);
+    // (BM25 as stored, less the match offset every matching chunk gets.)
+    all.bm25_rank = Some(-30.0 + MIN_MATCH_BM25);
     let mut one = cand("one", "memory/one.md", "one term");
-    one.bm25_rank = Some(-6.0);
+    one.bm25_rank = Some(-6.0 + MIN_MATCH_BM25);
     let t = text_scores(&[all.clone(), one.clone()]);
     assert!((t[0] - 30.0 / 31.0).abs() < 1e-12, "the best keeps its SPEC score");
     assert!((t[1] - (30.0 / 31.0) * 6.0 / 30.0).abs() < 1e-12, "the others in proportion: {t:?}");
