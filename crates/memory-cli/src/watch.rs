@@ -63,7 +63,7 @@ impl WatchTargets {
     /// Is a change at `path` one that can change what is indexed?
     pub fn is_relevant(&self, path: &Path) -> bool {
         if path.parent() == Some(self.workspace.as_path()) {
-            return matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "memory"));
+            return matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "USER.md" | "memory"));
         }
         let memory = self.memory_dir();
         let under = if let Ok(rest) = path.strip_prefix(&memory) {
