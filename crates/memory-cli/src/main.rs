@@ -241,6 +241,8 @@ struct Opened {
     workspace_from: openclaw::WorkspaceFrom,
     /// The transcripts folder, when the `sessions` source is on (the watcher watches it).
     sessions_dir: Option<PathBuf>,
+    /// Why embeddings do not answer as configured (shown by `status`).
+    provider_note: Option<String>,
 }
 
 fn parse_source(s: &str) -> Result<memory_core::Source, String> {
@@ -259,11 +261,20 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     }
     let workspace = std::fs::canonicalize(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
     let config = match &config_path {
-        Some(p) => Config::load(p)?,
+        Some(p) => Config::load_for(p, Some(&cli.agent))?,
         None => Config::default(),
     };
+    let is_status = matches!(cli.command, Command::Status { .. });
+    if !config.memory.search.enabled && !is_status {
+        bail!("memory search is turned off for agent `{}` (memorySearch.enabled: false in its config); its memory tools are off", cli.agent);
+    }
     let config = Arc::new(config);
-    let embedder = engines::embedder(&config)?;
+    // `status` reports a half-set-up provider (no key yet) instead of failing on it.
+    let (embedder, provider_note) = match engines::embedder(&config) {
+        Ok(e) => (e, providers::provider_note(&config)),
+        Err(e) if is_status => (None, Some(format!("{e}; keyword search answers until it is set up"))),
+        Err(e) => return Err(e.into()),
+    };
     let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
     let sessions_dir = config
         .memory
@@ -277,7 +288,7 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));
     }
-    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from, sessions_dir })
+    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from, sessions_dir, provider_note })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -311,7 +322,12 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             output::get(&response, *json)
         }
         Command::Status { deep, json } => {
-            let host = status::HostInfo { config: &opened.config, config_path: opened.config_path.as_deref(), workspace_from: opened.workspace_from };
+            let host = status::HostInfo {
+                config: &opened.config,
+                config_path: opened.config_path.as_deref(),
+                workspace_from: opened.workspace_from,
+                provider_note: opened.provider_note.as_deref(),
+            };
             let (s, v) = status::collect(engine, &host, *deep).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&v)?);

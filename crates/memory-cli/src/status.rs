@@ -14,6 +14,7 @@ pub struct HostInfo<'a> {
     pub config: &'a Config,
     pub config_path: Option<&'a Path>,
     pub workspace_from: WorkspaceFrom,
+    pub provider_note: Option<&'a str>,
 }
 
 /// Bytes of the index on disk: the file or folder at `location` (SQLite's -wal / -shm included).
@@ -51,6 +52,10 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
     let sync = &host.config.memory.search.sync;
     obj.insert("configPath".into(), host.config_path.map(|p| p.display().to_string()).into());
     obj.insert("workspaceFrom".into(), serde_json::to_value(host.workspace_from)?);
+    obj.insert("searchEnabled".into(), host.config.memory.search.enabled.into());
+    obj.insert("providerNote".into(), host.provider_note.into());
+    let warnings: Vec<Value> = host.config.warnings.iter().map(|w| json!({ "key": w.key, "message": w.message })).collect();
+    obj.insert("configWarnings".into(), Value::Array(warnings));
     if let Some(bytes) = status.index_path.as_deref().and_then(index_bytes) {
         obj.insert("indexBytes".into(), bytes.into());
     }
@@ -98,6 +103,15 @@ pub fn print_host(v: &Value) -> anyhow::Result<()> {
     match v.get("configPath").and_then(Value::as_str) {
         Some(p) => writeln!(out, "Config:     {p}")?,
         None => writeln!(out, "Config:     defaults (no config file)")?,
+    }
+    if v.get("searchEnabled") == Some(&Value::Bool(false)) {
+        writeln!(out, "Search:     turned off for this agent (memorySearch.enabled: false); memory tools are off")?;
+    }
+    if let Some(note) = v.get("providerNote").and_then(Value::as_str) {
+        writeln!(out, "Embeddings: {note}")?;
+    }
+    for w in v.get("configWarnings").and_then(Value::as_array).into_iter().flatten() {
+        writeln!(out, "Config key: {} ({})", w["key"].as_str().unwrap_or("?"), w["message"].as_str().unwrap_or(""))?;
     }
     if v.get("rebuildPending") == Some(&Value::Bool(true)) {
         writeln!(out, "Rebuild:    pending (the index identity changed; the next sync rebuilds it beside the live one)")?;

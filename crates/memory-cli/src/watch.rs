@@ -81,7 +81,7 @@ impl WatchTargets {
             return true;
         }
         if path.parent() == Some(self.workspace.as_path())
-            && matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "memory"))
+            && matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "USER.md" | "memory"))
         {
             return true;
         }

@@ -113,26 +113,9 @@ impl BackendFactory for QmdFactory {
     }
 }
 
-/// Parse an interval such as `5m`, `30s`, `1h`, `250ms`; a bare number is minutes; `0` (or empty) disables.
+/// Parse an interval such as `5m`, `30s`, `1h30m`, `250ms`; a bare number is minutes; `0` (or empty) disables.
 pub fn parse_interval(key: &str, raw: &str) -> Result<Option<Duration>> {
-    let s = raw.trim().to_ascii_lowercase();
-    if s.is_empty() || s == "0" || s == "off" || s == "false" {
-        return Ok(None);
-    }
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| MemoryError::config(key, format!("`{raw}` is not a duration (examples: 30s, 5m, 1h, 0)")))?;
-    let ms = match unit.trim() {
-        "ms" => n,
-        "s" | "sec" | "secs" => n * 1000.0,
-        "" | "m" | "min" | "mins" => n * 60_000.0,
-        "h" | "hr" | "hrs" => n * 3_600_000.0,
-        "d" => n * 86_400_000.0,
-        u => return Err(MemoryError::config(key, format!("unknown duration unit `{u}` in `{raw}` (use ms, s, m, h, d)"))),
-    };
-    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+    memory_core::config::parse_duration(raw).map_err(|message| MemoryError::config(key, message))
 }
 
 #[derive(Debug, Default)]
@@ -215,8 +198,8 @@ impl QmdBackend {
         for d in ["config", "cache"] {
             std::fs::create_dir_all(home.join(d)).map_err(|e| MemoryError::io_path("cannot create", &home.join(d), e))?;
         }
-        let mut extra: Vec<String> = ctx.config.memory.search.extra_paths.clone();
-        extra.extend(cfg.paths.iter().map(|p| p.path.clone()));
+        let mut extra: Vec<memory_core::config::ExtraPath> = ctx.config.memory.search.extra_paths.clone();
+        extra.extend(cfg.paths.iter().map(|p| memory_core::config::ExtraPath::Pattern { path: p.path.clone(), pattern: p.pattern.clone() }));
         let roots = MemoryRoots::new(ctx.workspace.clone(), &extra);
         let registered = read_state(&home);
         let sessions = cfg.sessions.enabled.then(|| SessionsExport {

@@ -28,6 +28,6 @@ pub use local::{model_folder_present, LocalModelError, LocalModelInfo, LocalProv
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 pub use remote::{known_dimensions, RemoteKind, RemoteProvider, RemoteSettings};
 pub use resolve::{
-    auto_choice, from_config, from_config_with, EnvLookup, ResolveOptions, AUTO_REMOTE_ORDER, LOCAL_MODEL_ENV,
+    auto_choice, from_config, from_config_with, provider_note, unavailable_reason, EnvLookup, ResolveOptions, AUTO_REMOTE_ORDER, LOCAL_MODEL_ENV,
     PROVIDER_NAMES,
 };

@@ -151,13 +151,17 @@ pub struct RemoteSettings {
     pub dimensions: Option<usize>,
     /// `openai-compatible` only: send `input_type: "query" | "document"` (servers that embed them differently).
     pub send_input_type: bool,
+    /// `memory.search.queryInputType` / `documentInputType` (each falling back to `inputType`): the
+    /// `input_type` sent by OpenAI-like APIs (Voyage, OpenAI, compatible servers) or Gemini's `taskType`.
+    pub query_input_type: Option<String>,
+    pub document_input_type: Option<String>,
     pub http: HttpOptions,
     /// `None` for the defaults (8,000 estimated tokens, the API's item cap, 4 in flight).
     pub limits: Option<BatchLimits>,
     /// Provider batch jobs for large backfills (`openai`, `gemini`, `voyage`); `None` for synchronous calls only.
     pub batch: Option<BatchSettings>,
-    /// `gemini` only: ask for vectors of this width (`outputDimensionality`), e.g. 768 / 1536 / 3072 for
-    /// `gemini-embedding-2-preview` (`memory.search.multimodal.dimensions`).
+    /// Ask for vectors of this width: Gemini's `outputDimensionality` (e.g. 768 / 1536 / 3072 for
+    /// `gemini-embedding-2-preview`), OpenAI's and compatible servers' `dimensions`.
     pub output_dimensionality: Option<usize>,
 }
 
@@ -170,6 +174,8 @@ impl fmt::Debug for RemoteSettings {
             .field("header_names", &self.headers.keys().collect::<Vec<_>>())
             .field("dimensions", &self.dimensions)
             .field("send_input_type", &self.send_input_type)
+            .field("query_input_type", &self.query_input_type)
+            .field("document_input_type", &self.document_input_type)
             .field("http", &self.http)
             .field("limits", &self.limits)
             .field("batch", &self.batch)
@@ -180,11 +186,36 @@ impl fmt::Debug for RemoteSettings {
 
 pub(crate) enum Wire {
     /// OpenAI's `POST {base}/embeddings {model, input}`; also Mistral, Voyage and compatible servers.
-    OpenAiLike { url: String, input_type: bool },
+    OpenAiLike { url: String, input_type: InputTypes, dimensions: Option<usize> },
     /// `models/{m}:embedContent` for one text, `:batchEmbedContents` for several.
-    Gemini { single_url: String, batch_url: String, model_ref: String, output_dims: Option<usize> },
+    Gemini { single_url: String, batch_url: String, model_ref: String, output_dims: Option<usize>, tasks: InputTypes },
     /// `/api/embed {model, input}`; `/api/embeddings {model, prompt}` once the server turned out to be older.
     Ollama { embed_url: String, legacy_url: String, legacy: AtomicBool },
+}
+
+/// What a request says it embeds, per purpose; `None`: nothing is sent for that purpose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct InputTypes {
+    pub query: Option<String>,
+    pub document: Option<String>,
+}
+
+impl InputTypes {
+    fn new(query: Option<&str>, document: Option<&str>) -> Self {
+        let clean = |s: Option<&str>| s.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+        InputTypes { query: clean(query), document: clean(document) }
+    }
+
+    fn or(self, query: &str, document: &str) -> Self {
+        InputTypes { query: self.query.or(Some(query.into())), document: self.document.or(Some(document.into())) }
+    }
+
+    pub(crate) fn for_purpose(&self, purpose: EmbeddingPurpose) -> Option<&str> {
+        match purpose {
+            EmbeddingPurpose::Query => self.query.as_deref(),
+            EmbeddingPurpose::Document => self.document.as_deref(),
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -257,28 +288,33 @@ impl RemoteProvider {
         };
         let http = HttpClient::new(kind.id(), auth, &settings.headers, settings.http.clone())?;
         let model_ref = model.strip_prefix("models/").unwrap_or(&model).to_string();
+        let configured = InputTypes::new(settings.query_input_type.as_deref(), settings.document_input_type.as_deref());
+        let url = join_url(&base_url, "embeddings");
+        let dims = settings.output_dimensionality;
         let wire = match kind {
             RemoteKind::Gemini => Wire::Gemini {
                 single_url: join_url(&base_url, &format!("models/{model_ref}:embedContent")),
                 batch_url: join_url(&base_url, &format!("models/{model_ref}:batchEmbedContents")),
                 model_ref: format!("models/{model_ref}"),
                 output_dims: settings.output_dimensionality,
+                tasks: configured.clone().or("RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT"),
             },
             RemoteKind::Ollama => Wire::Ollama {
                 embed_url: join_url(&base_url, "api/embed"),
                 legacy_url: join_url(&base_url, "api/embeddings"),
                 legacy: AtomicBool::new(false),
             },
-            RemoteKind::Voyage => Wire::OpenAiLike { url: join_url(&base_url, "embeddings"), input_type: true },
+            RemoteKind::Voyage => Wire::OpenAiLike { url, input_type: configured.or("query", "document"), dimensions: None },
             RemoteKind::OpenAiCompatible => {
-                Wire::OpenAiLike { url: join_url(&base_url, "embeddings"), input_type: settings.send_input_type }
+                let input_type = if settings.send_input_type { configured.or("query", "document") } else { configured };
+                Wire::OpenAiLike { url, input_type, dimensions: dims }
             }
-            RemoteKind::OpenAi | RemoteKind::Mistral => {
-                Wire::OpenAiLike { url: join_url(&base_url, "embeddings"), input_type: false }
-            }
+            RemoteKind::OpenAi => Wire::OpenAiLike { url, input_type: configured, dimensions: dims },
+            RemoteKind::Mistral => Wire::OpenAiLike { url, input_type: InputTypes::default(), dimensions: None },
         };
         let output_dims = if kind == RemoteKind::Gemini { settings.output_dimensionality } else { None };
-        let expected_dims = settings.dimensions.or(output_dims).or_else(|| known_dimensions(kind, &model));
+        let dims_asked = if kind == RemoteKind::Gemini { output_dims } else if let Wire::OpenAiLike { dimensions, .. } = &wire { *dimensions } else { None };
+        let expected_dims = settings.dimensions.or(dims_asked).or_else(|| known_dimensions(kind, &model));
         let mut limits = settings.limits.unwrap_or(BatchLimits { max_items: kind.max_items(), ..BatchLimits::default() });
         limits.max_items = limits.max_items.clamp(1, kind.max_items());
         limits.concurrency = limits.concurrency.max(1);
@@ -327,8 +363,21 @@ fn fingerprint(kind: RemoteKind, model: &str, dims: Option<usize>, base_url: &st
     let dims = dims.map(|d| d.to_string()).unwrap_or_else(|| "auto".into());
     let mut s = format!("v1;provider={};model={};dims={dims}", kind.id(), model);
     match wire {
-        Wire::OpenAiLike { input_type: true, .. } => s.push_str(";input_type=query/document"),
-        Wire::Gemini { .. } => s.push_str(";taskType=RETRIEVAL_QUERY/RETRIEVAL_DOCUMENT"),
+        // The historical form for the default types, so existing indexes keep their identity.
+        Wire::OpenAiLike { input_type, .. } if *input_type == InputTypes::new(Some("query"), Some("document")) => {
+            s.push_str(";input_type=query/document")
+        }
+        Wire::OpenAiLike { input_type: InputTypes { query: None, document: None }, .. } => {}
+        Wire::OpenAiLike { input_type, .. } => s.push_str(&format!(
+            ";input_type={}/{}",
+            input_type.query.as_deref().unwrap_or("-"),
+            input_type.document.as_deref().unwrap_or("-")
+        )),
+        Wire::Gemini { tasks, .. } => s.push_str(&format!(
+            ";taskType={}/{}",
+            tasks.query.as_deref().unwrap_or(""),
+            tasks.document.as_deref().unwrap_or("")
+        )),
         _ => {}
     }
     if matches!(kind, RemoteKind::OpenAiCompatible | RemoteKind::Ollama) {
@@ -357,22 +406,19 @@ impl Inner {
     /// One request's worth of texts to raw vectors, in input order.
     async fn call(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         match &self.wire {
-            Wire::OpenAiLike { url, input_type } => {
+            Wire::OpenAiLike { url, input_type, dimensions } => {
                 let mut body = json!({ "model": self.model, "input": texts });
-                if *input_type {
-                    body["input_type"] = json!(match purpose {
-                        EmbeddingPurpose::Query => "query",
-                        EmbeddingPurpose::Document => "document",
-                    });
+                if let Some(d) = dimensions {
+                    body["dimensions"] = json!(d);
+                }
+                if let Some(t) = input_type.for_purpose(purpose) {
+                    body["input_type"] = json!(t);
                 }
                 let v = self.post(url, &body).await?;
                 self.parse_openai(&v, texts.len())
             }
-            Wire::Gemini { single_url, batch_url, model_ref, output_dims } => {
-                let task = match purpose {
-                    EmbeddingPurpose::Query => "RETRIEVAL_QUERY",
-                    EmbeddingPurpose::Document => "RETRIEVAL_DOCUMENT",
-                };
+            Wire::Gemini { single_url, batch_url, model_ref, output_dims, tasks } => {
+                let task = tasks.for_purpose(purpose).unwrap_or("RETRIEVAL_DOCUMENT");
                 let request = |t: &String| {
                     let mut r = json!({ "model": model_ref, "content": { "parts": [{ "text": t }] }, "taskType": task });
                     if let Some(d) = output_dims {

@@ -16,9 +16,88 @@ use crate::remote::{RemoteKind, RemoteProvider, RemoteSettings};
 /// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
 pub const LOCAL_MODEL_ENV: &str = "MEMORY_LOCAL_MODEL";
 
-/// Every value `memory.search.provider` accepts.
-pub const PROVIDER_NAMES: [&str; 9] =
-    ["auto", "openai", "openai-compatible", "gemini", "voyage", "mistral", "ollama", "local", "none"];
+/// Every value `memory.search.provider` accepts (besides the id of a custom `models.providers.<id>`).
+pub const PROVIDER_NAMES: [&str; 14] = [
+    "auto",
+    "openai",
+    "openai-compatible",
+    "gemini",
+    "voyage",
+    "mistral",
+    "ollama",
+    "local",
+    "none",
+    "lmstudio",
+    "deepinfra",
+    "bedrock",
+    "amazon-bedrock",
+    "github-copilot",
+];
+
+/// OpenClaw provider ids that have no embedding API memory-rs can call, and why.
+pub fn unavailable_reason(name: &str) -> Option<&'static str> {
+    match name {
+        "bedrock" | "amazon-bedrock" => Some("AWS Bedrock needs SigV4-signed requests, which memory-rs does not make"),
+        "github-copilot" => Some("GitHub Copilot offers no embedding API to other programs"),
+        _ => None,
+    }
+}
+
+/// What answers when the configured provider cannot (`unavailable_reason`), for `memory status`.
+pub fn provider_note(config: &Config) -> Option<String> {
+    let name = normalize_name(&config.memory.search.provider);
+    let why = unavailable_reason(&name)?;
+    let instead = match normalize_name(&config.memory.search.fallback).as_str() {
+        "none" => "keyword search answers instead".to_string(),
+        f => format!("the fallback `{f}` answers instead"),
+    };
+    Some(format!("embedding provider `{name}` is not available in memory-rs ({why}); {instead}"))
+}
+
+/// How a provider id is reached: the wire format, the `models.providers` entries that may hold its key and URL,
+/// its default base URL and the environment variable with its key.
+struct Target {
+    kind: RemoteKind,
+    entries: Vec<String>,
+    default_base: Option<&'static str>,
+    key_env: Option<&'static str>,
+}
+
+/// A custom `models.providers.<id>.api` to the wire format it speaks, for embeddings.
+fn kind_for_api(api: &str) -> Option<RemoteKind> {
+    match api {
+        "google-generative-ai" | "google-gemini" | "gemini" => Some(RemoteKind::Gemini),
+        "ollama" => Some(RemoteKind::Ollama),
+        a if a.starts_with("openai") || a == "azure-openai-responses" || a == "mistral" => Some(RemoteKind::OpenAiCompatible),
+        _ => None,
+    }
+}
+
+fn target(name: &str, config: &Config) -> Result<Target, String> {
+    let t = |kind, entries: &[&str], default_base, key_env| Target {
+        kind,
+        entries: entries.iter().map(|e| e.to_string()).collect(),
+        default_base,
+        key_env,
+    };
+    Ok(match name {
+        "lmstudio" => t(RemoteKind::OpenAiCompatible, &["lmstudio"], Some("http://127.0.0.1:1234/v1"), Some("LMSTUDIO_API_KEY")),
+        "deepinfra" => t(RemoteKind::OpenAiCompatible, &["deepinfra"], Some("https://api.deepinfra.com/v1/openai"), Some("DEEPINFRA_API_KEY")),
+        // OpenClaw keeps Gemini's key under `models.providers.google`.
+        "gemini" => t(RemoteKind::Gemini, &["gemini", "google"], None, RemoteKind::Gemini.api_key_env()),
+        other => match RemoteKind::from_id(other) {
+            Some(kind) => t(kind, &[other], None, kind.api_key_env()),
+            None => {
+                let Some(entry) = config.models.providers.get(other) else { return Err(format!("unknown provider `{other}`")) };
+                let api = entry.api.as_deref().unwrap_or("openai-completions");
+                let kind = kind_for_api(api).ok_or_else(|| {
+                    format!("models.providers.{other}.api is `{api}`, which has no embedding API memory-rs speaks (openai-*, google-generative-ai, ollama)")
+                })?;
+                Target { kind, entries: vec![other.to_string()], default_base: None, key_env: None }
+            }
+        },
+    })
+}
 
 /// The order `auto` tries remote providers in, after `local`.
 pub const AUTO_REMOTE_ORDER: [RemoteKind; 4] =
@@ -44,6 +123,8 @@ struct BuildError {
     key: String,
     message: String,
     missing: bool,
+    /// The provider exists in OpenClaw but not here: keyword search (or the fallback) answers.
+    unavailable: bool,
 }
 
 impl From<BuildError> for MemoryError {
@@ -76,13 +157,14 @@ pub fn from_config_with(
     }
     let provider = normalize_name(&search.provider);
     let fallback = normalize_name(&search.fallback);
-    if !PROVIDER_NAMES.contains(&provider.as_str()) {
+    let known = |p: &str| PROVIDER_NAMES.contains(&p) || config.models.providers.contains_key(p);
+    if !known(&provider) {
         return Err(MemoryError::Config {
             key: "memory.search.provider".into(),
             message: format!("unknown embedding provider `{}`; expected one of {}", search.provider, PROVIDER_NAMES.join(", ")),
         });
     }
-    if fallback == "auto" || !PROVIDER_NAMES.contains(&fallback.as_str()) {
+    if fallback == "auto" || !known(&fallback) {
         return Err(MemoryError::Config {
             key: "memory.search.fallback".into(),
             message: format!(
@@ -116,7 +198,7 @@ pub fn from_config_with(
     } else {
         match build(&fallback, Role::Fallback, config, env, options) {
             Ok(p) => Some(p),
-            Err(e) if e.missing => {
+            Err(e) if e.missing || e.unavailable => {
                 warn!(fallback = %fallback, reason = %e.message, "fallback embedding provider not available");
                 None
             }
@@ -139,6 +221,10 @@ pub fn from_config_with(
         })),
         Err(e) if e.missing && secondary.is_some() => {
             warn!(provider = %primary_name, reason = %e.message, "embedding provider not available; using the fallback");
+            Ok(secondary)
+        }
+        Err(e) if e.unavailable => {
+            warn!(provider = %primary_name, reason = %e.message, "embedding provider not available here");
             Ok(secondary)
         }
         Err(e) => Err(e.into()),
@@ -186,11 +272,16 @@ fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf>
 /// The key for `kind`: `memory.search.remote.apiKey` (primary only), `models.providers.<id>.apiKey`, then the
 /// environment variable.
 fn api_key(kind: RemoteKind, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
+    let entries: Vec<String> = if kind == RemoteKind::Gemini { vec!["gemini".into(), "google".into()] } else { vec![kind.id().into()] };
+    target_key(&entries, kind.api_key_env(), role, config, env)
+}
+
+fn target_key(entries: &[String], key_env: Option<&str>, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
     let secret = |s: Option<&memory_core::config::SecretString>| non_empty(s.map(|k| k.expose().to_string()).as_ref());
     let remote = (role == Role::Primary).then(|| secret(config.memory.search.remote.api_key.as_ref())).flatten();
     remote
-        .or_else(|| secret(config.models.providers.get(kind.id()).and_then(|p| p.api_key.as_ref())))
-        .or_else(|| kind.api_key_env().and_then(|v| non_empty(env(v).as_ref())))
+        .or_else(|| entries.iter().find_map(|e| secret(config.models.providers.get(e).and_then(|p| p.api_key.as_ref()))))
+        .or_else(|| key_env.and_then(|v| non_empty(env(v).as_ref())))
         .and_then(ApiKey::new)
 }
 
@@ -212,6 +303,7 @@ fn build(
                 key: "memory.search.local.modelPath".into(),
                 message: format!("provider `local` needs a model folder: set memory.search.local.modelPath or ${LOCAL_MODEL_ENV}"),
                 missing: true,
+                unavailable: false,
             });
         };
         return match LocalProvider::open(&dir) {
@@ -219,19 +311,28 @@ fn build(
             Err(e) => Err(BuildError {
                 key: "memory.search.local.modelPath".into(),
                 missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),
+                unavailable: false,
                 message: e.to_string(),
             }),
         };
     }
-    let Some(kind) = RemoteKind::from_id(name) else {
-        return Err(BuildError { key: provider_key.into(), message: format!("unknown provider `{name}`"), missing: false });
-    };
-    let entry = config.models.providers.get(kind.id());
+    if let Some(why) = unavailable_reason(name) {
+        return Err(BuildError {
+            key: provider_key.into(),
+            message: format!("provider `{name}` is not available in memory-rs: {why}"),
+            missing: false,
+            unavailable: true,
+        });
+    }
+    let target = target(name, config)
+        .map_err(|message| BuildError { key: provider_key.into(), message, missing: false, unavailable: false })?;
+    let kind = target.kind;
+    let entry = target.entries.iter().find_map(|e| config.models.providers.get(e));
     let exposed = |h: &std::collections::BTreeMap<String, memory_core::config::SecretString>| {
         h.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<std::collections::BTreeMap<String, String>>()
     };
     let mut headers = entry.map(|e| exposed(&e.headers)).unwrap_or_default();
-    let mut base_url = non_empty(entry.and_then(|e| e.base_url.as_ref()));
+    let mut base_url = non_empty(entry.and_then(|e| e.base_url.as_ref())).or(target.default_base.map(str::to_string));
     let mut model = None;
     if role == Role::Primary {
         headers.extend(exposed(&search.remote.headers));
@@ -249,17 +350,23 @@ fn build(
                 "`openai-compatible` needs a model name and memory.search.model applies to the primary provider only",
             ),
         };
-        return Err(BuildError { key: key.into(), message: message.into(), missing: false });
+        return Err(BuildError { key: key.into(), message: message.into(), missing: false, unavailable: false });
     }
     let settings = RemoteSettings {
         model,
         base_url,
-        api_key: api_key(kind, role, config, env),
+        api_key: target_key(&target.entries, target.key_env, role, config, env),
+        query_input_type: search.query_input_type.clone().or_else(|| search.input_type.clone()).filter(|_| role == Role::Primary),
+        document_input_type: search.document_input_type.clone().or_else(|| search.input_type.clone()).filter(|_| role == Role::Primary),
         headers,
         http: options.http.clone(),
         // Batch jobs are for the primary provider's backfills; a fallback answers synchronously.
         batch: if role == Role::Primary { crate::batch::BatchSettings::from_config(&search.remote.batch) } else { None },
-        output_dimensionality: if role == Role::Primary && search.multimodal.enabled { search.multimodal.dimensions } else { None },
+        output_dimensionality: match role {
+            Role::Fallback => None,
+            Role::Primary if search.multimodal.enabled => search.multimodal.dimensions.or(search.output_dimensionality),
+            Role::Primary => search.output_dimensionality,
+        },
         ..RemoteSettings::default()
     };
     match RemoteProvider::new(kind, settings) {
@@ -281,6 +388,7 @@ fn build(
                     }
                 ),
                 missing: true,
+                unavailable: false,
             })
         }
         Err(e) => {
@@ -289,7 +397,7 @@ fn build(
                 Role::Primary if e.to_string().contains("header") => "memory.search.remote.headers",
                 _ => provider_key,
             };
-            Err(BuildError { key: key.into(), message: e.to_string(), missing: false })
+            Err(BuildError { key: key.into(), message: e.to_string(), missing: false, unavailable: false })
         }
     }
 }

@@ -221,3 +221,60 @@ fn fallback_alone_when_the_primary_is_not_set_up() {
     let p = resolve(&c, &env_of(&[("OPENAI_API_KEY", "sk-1")])).unwrap().unwrap();
     assert_eq!((p.id(), p.dimensions()), ("openai", Some(1536)));
 }
+
+/// Issue 20: a config as OpenClaw writes it (the 2026.7.1 fixture's search keys, with `${VAR}` keys) reaches an
+/// OpenAI-compatible server as configured: the variable's value as the key, the input types per purpose, the
+/// width as `dimensions`.
+#[tokio::test]
+async fn openclaw_config_values_reach_the_wire() {
+    let server = MockServer::start(|rec, _| {
+        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": (0..256).map(|d| if d == 0 { 1.0 } else { 0.0 }).collect::<Vec<f32>>() })).collect();
+        Reply::json(200, json!({ "data": data }).to_string())
+    })
+    .await;
+    let text = format!(
+        r#"{{ gateway: {{ port: 1 }}, mcp: {{ servers: {{}} }},
+             models: {{ providers: {{ myserver: {{ api: "openai-completions", baseUrl: "{}/v1", apiKey: "${{OC_TEST_KEY}}", headers: {{ "X-Org": "${{OC_TEST_ORG}}" }} }} }} }},
+             agents: {{ defaults: {{ memorySearch: {{ provider: "myserver", model: "bge-m3", queryInputType: "search_query",
+                 documentInputType: "search_document", outputDimensionality: 256 }} }} }} }}"#,
+        server.url()
+    );
+    let vars = env_of(&[("OC_TEST_KEY", "sk-from-VAR"), ("OC_TEST_ORG", "org-7")]);
+    let c = Config::from_json5_for(&text, Some("main"), &|k| vars.get(k).cloned()).unwrap();
+    let p = resolve(&c, &env_of(&[])).unwrap().unwrap();
+    p.embed(&["a".into()], EmbeddingPurpose::Document).await.unwrap();
+    p.embed_query("q").await.unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/embeddings");
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer sk-from-VAR"));
+    assert_eq!(reqs[0].header("x-org"), Some("org-7"));
+    assert_eq!(reqs[0].body["input_type"], "search_document");
+    assert_eq!(reqs[0].body["dimensions"], 256);
+    assert_eq!(reqs[1].body["input_type"], "search_query");
+}
+
+#[test]
+fn openclaw_provider_ids() {
+    // lmstudio: an OpenAI-compatible server at LM Studio's default local URL.
+    let mut c = config("lmstudio");
+    c.memory.search.model = Some("nomic-embed".into());
+    let p = resolve(&c, &env_of(&[])).unwrap().unwrap();
+    assert_eq!(p.id(), "openai-compatible");
+    // Gemini reads OpenClaw's models.providers.google.apiKey.
+    let mut c = config("gemini");
+    c.models.providers.insert("google".into(), ModelProviderConfig { api_key: Some("g-key".into()), ..Default::default() });
+    assert_eq!(resolve(&c, &env_of(&[])).unwrap().unwrap().id(), "gemini");
+    // bedrock / github-copilot: not available here; keyword search (or the fallback) answers, with a status line.
+    for id in ["bedrock", "github-copilot"] {
+        let c = config(id);
+        assert!(resolve(&c, &env_of(&[])).unwrap().is_none(), "{id}");
+        let note = providers::provider_note(&c).unwrap();
+        assert!(note.contains("not available") && note.contains("keyword search answers instead"), "{note}");
+    }
+    // A custom provider whose api has no embeddings is a clear error naming the key.
+    let mut c = config("claude");
+    c.models.providers.insert("claude".into(), ModelProviderConfig { api: Some("anthropic-messages".into()), ..Default::default() });
+    let e = resolve(&c, &env_of(&[])).err().unwrap();
+    assert!(e.to_string().contains("models.providers.claude.api"), "{e}");
+}

@@ -35,15 +35,16 @@ pub fn resolve(roots: &MemoryRoots, requested: &str) -> Result<(PathBuf, String)
     let abs = normalize(&abs);
     if let Ok(rel) = abs.strip_prefix(&roots.workspace) {
         let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-        let allowed = key == "MEMORY.md" || key == "memory.md" || key.starts_with("memory/");
+        let allowed = key == "MEMORY.md" || key == "memory.md" || key == crate::discovery::USER_FILE || key.starts_with("memory/");
         if allowed {
             check_no_links(&roots.workspace, rel, raw)?;
             return Ok((abs, key));
         }
     }
-    for extra in &roots.extra_paths {
+    for (index, extra) in roots.extra_paths.iter().enumerate() {
         let extra = normalize(extra);
-        if abs == extra || abs.starts_with(&extra) {
+        // An extra path with a pattern gives access to the files its pattern selects only.
+        if (abs == extra || abs.starts_with(&extra)) && roots.extra_selects(index, &abs) {
             let (base, rel) = if abs == extra {
                 (extra.parent().map(Path::to_path_buf).unwrap_or_default(), PathBuf::from(extra.file_name().unwrap_or_default()))
             } else {
@@ -57,7 +58,7 @@ pub fn resolve(roots: &MemoryRoots, requested: &str) -> Result<(PathBuf, String)
             return Ok((abs.clone(), roots.key_for(&abs)));
         }
     }
-    Err(refused(raw, "not a memory file (allowed: MEMORY.md, memory.md, memory/**/*.md and configured extraPaths)"))
+    Err(refused(raw, "not a memory file (allowed: MEMORY.md, memory.md, USER.md, memory/**/*.md and configured extraPaths)"))
 }
 
 /// Lexical normalisation (drops `.` components); `..` was refused before.

@@ -8,7 +8,7 @@ fn setup() -> (tempfile::TempDir, MemoryRoots) {
     fs::write(d.path().join("memory/2026-11-29.md"), "log").unwrap();
     fs::write(d.path().join("secret.md"), "s").unwrap();
     fs::write(d.path().join("memory/data.txt"), "t").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[]);
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     (d, roots)
 }
 

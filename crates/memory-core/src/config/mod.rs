@@ -1,27 +1,33 @@
-//! Configuration (SPEC §9): JSON5, OpenClaw-compatible keys. Unknown keys and wrong types are errors that name
-//! the key. The search block may sit at `memory.search` or, in older configs, at `agents.defaults.memorySearch`;
-//! both are accepted and `memory.search` wins key by key.
+//! Configuration (SPEC §9): JSON5, OpenClaw-compatible keys of both OpenClaw schema generations (see
+//! [`schema`]). Only the memory-related top-level sections are read. Inside them an unknown key or a wrong type is
+//! an error naming the key as written, a key accepted but not acted on is a warning, and all errors of a file are
+//! reported together. The search block may sit at a top-level `memorySearch`, `agents.defaults.memorySearch` or
+//! `memory.search` (later wins key by key); an agent's own block (`agents.list[].memorySearch`,
+//! `agents.entries.<id>.memory.search`) is merged over them for that agent.
 
 mod model;
+mod refs;
+mod schema;
 mod secret;
 
 pub use model::*;
+pub use refs::EnvLookup;
+pub use schema::ConfigIssue;
 pub use secret::SecretString;
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use refs::Resolver;
+use schema::Diagnostics;
 
 use crate::error::{MemoryError, Result};
 
-/// Top-level sections of an OpenClaw config that this project does not read but must not reject, since users
-/// point us at their whole `openclaw.json`.
-const FOREIGN_SECTIONS: &[&str] = &[
-    "$schema", "meta", "env", "wizard", "diagnostics", "logging", "update", "browser", "ui", "auth", "channels",
-    "gateway", "plugins", "skills", "tools", "session", "messages", "commands", "hooks", "cron", "web", "discovery",
-    "canvasHost", "talk", "broadcast", "audio", "bindings", "approvals", "nodeHost", "media", "secrets",
-];
+/// The top-level sections read; every other section of an OpenClaw config is someone else's and ignored.
+pub const READ_SECTIONS: &[&str] = &["memory", "agents", "models", "env", "memorySearch", "secrets"];
 
 /// Embedding models that take images and audio as well as text (`memory.search.multimodal`).
 pub const MULTIMODAL_MODELS: &[&str] = &["gemini-embedding-2-preview"];
@@ -31,19 +37,30 @@ const MAX_INTERVAL_MINUTES: u64 = 525_600;
 const MAX_DEBOUNCE_MS: u64 = 3_600_000;
 
 impl Config {
-    /// Parse a JSON5 document.
+    /// Parse a JSON5 document (defaults and `memory.search`, no agent's overrides).
     pub fn from_json5(text: &str) -> Result<Config> {
+        Self::from_json5_for(text, None, &process_env)
+    }
+
+    /// Parse a JSON5 document for one agent: its `agents.list[]` / `agents.entries.<id>` memory settings merged
+    /// over the defaults; `env` answers `${VAR}` and `{source: "env"}` (before the config's own `env` section).
+    pub fn from_json5_for(text: &str, agent: Option<&str>, env: EnvLookup<'_>) -> Result<Config> {
         // The JSON5 parser recurses once per level with no limit of its own: deep nesting overflowed the stack.
         if nesting_depth(text) > MAX_NESTING {
             return Err(MemoryError::config("(file)", format!("not valid JSON5: nested deeper than {MAX_NESTING} levels")));
         }
         let root: Value = json5::from_str(text).map_err(|e| MemoryError::config("(file)", format!("not valid JSON5: {e}")))?;
-        Self::from_value(root)
+        Self::from_value_for(root, agent, env)
     }
 
     pub fn load(path: &Path) -> Result<Config> {
+        Self::load_for(path, None)
+    }
+
+    /// [`load`](Self::load) for one agent (see [`from_json5_for`](Self::from_json5_for)).
+    pub fn load_for(path: &Path, agent: Option<&str>) -> Result<Config> {
         let text = std::fs::read_to_string(path).map_err(|e| MemoryError::io_path("cannot read config", path, e))?;
-        Self::from_json5(&text).map_err(|e| match e {
+        Self::from_json5_for(&text, agent, &process_env).map_err(|e| match e {
             MemoryError::Config { key, message } => {
                 MemoryError::Config { key, message: format!("{message} (in {})", path.display()) }
             }
@@ -52,88 +69,116 @@ impl Config {
     }
 
     pub fn from_value(root: Value) -> Result<Config> {
+        Self::from_value_for(root, None, &process_env)
+    }
+
+    pub fn from_value_for(root: Value, agent: Option<&str>, env: EnvLookup<'_>) -> Result<Config> {
         let Value::Object(mut root) = root else {
             return Err(MemoryError::config("(root)", "expected an object"));
         };
-        for key in root.keys() {
-            if !matches!(key.as_str(), "memory" | "agents" | "models") && !FOREIGN_SECTIONS.contains(&key.as_str()) {
-                // An empty key would make an error that names nothing: show it quoted.
-                let name = if key.is_empty() { "\"\"".to_string() } else { key.clone() };
-                return Err(MemoryError::config(name, "unknown key"));
+        let mut d = Diagnostics::default();
+        let config_env = root.get("env").cloned();
+        let lookup = |name: &str| env(name).or_else(|| config_env_var(config_env.as_ref(), name));
+        let secrets = root.get("secrets").and_then(|s| s.get("providers")).and_then(Value::as_object).cloned();
+        let resolver = Resolver { env: &lookup, providers: secrets.as_ref() };
+
+        // Every search block, lowest precedence first, named as written.
+        let mut defaults: Vec<(String, Value)> = Vec::new();
+        if let Some(v) = root.remove("memorySearch") {
+            defaults.push(("memorySearch".into(), v));
+        }
+        if let Some(v) = root.get_mut("agents").and_then(|a| a.get_mut("defaults")).and_then(|x| x.as_object_mut()).and_then(|x| x.remove("memorySearch")) {
+            defaults.push(("agents.defaults.memorySearch".into(), v));
+        }
+        let mut memory = match root.remove("memory") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                d.error("memory", "expected an object");
+                Map::new()
+            }
+        };
+        if let Some(v) = memory.remove("search") {
+            defaults.push(("memory.search".into(), v));
+        }
+        let agents = agent_blocks(root.get("agents"), &mut d);
+
+        let mut search = Value::Object(Map::new());
+        for (name, block) in defaults {
+            if let Some(block) = prepare_search(block, &name, &resolver, &mut d) {
+                search = merge_search(search, block, false);
             }
         }
+        for (id, name, block) in agents {
+            let Some(block) = prepare_search(block, &name, &resolver, &mut d) else { continue };
+            if agent.is_some_and(|a| a.eq_ignore_ascii_case(&id)) {
+                // OpenClaw adds an agent's extraPaths to the defaults' rather than replacing them.
+                search = merge_search(search, block, true);
+            }
+        }
+        finish_search(&mut search);
 
-        // The older search block: validate it where it stands so errors name its real path.
-        let legacy = root
-            .get_mut("agents")
-            .and_then(|a| a.get_mut("defaults"))
-            .and_then(|d| d.get_mut("memorySearch"))
-            .map(Value::take);
-        if let Some(legacy) = &legacy {
-            typed::<SearchConfig>(legacy.clone(), "agents.defaults.memorySearch")?;
+        let mut memory = Value::Object(memory);
+        resolver.resolve(&mut memory, "memory", &mut d);
+        if let Value::Object(m) = &mut memory {
+            schema::check(m, schema::MEMORY, "memory", &mut d);
+            check_durations(m, &mut d);
+            m.insert("search".into(), search);
         }
-
-        let mut memory = root.remove("memory").unwrap_or(Value::Object(Default::default()));
-        if !memory.is_object() {
-            return Err(MemoryError::config("memory", "expected an object"));
-        }
-        if let Some(search) = memory.get("search") {
-            typed::<SearchConfig>(search.clone(), "memory.search")?;
-        }
-        if let Some(legacy) = legacy {
-            let merged = match memory.get_mut("search").map(Value::take) {
-                Some(newer) => merge(legacy, newer),
-                None => legacy,
-            };
-            memory.as_object_mut().unwrap().insert("search".into(), merged);
+        let mut models = root.remove("models").unwrap_or(Value::Object(Map::new()));
+        resolver.resolve(&mut models, "models", &mut d);
+        if !d.errors.is_empty() {
+            return Err(all_errors(d.errors));
         }
         let memory: MemoryConfig = typed(memory, "memory")?;
-        let models: ModelsConfig = match root.remove("models") {
-            Some(v) => typed(v, "models")?,
-            None => ModelsConfig::default(),
-        };
-        let config = Config { memory, models };
+        let models: ModelsConfig = typed(models, "models")?;
+        let mut config = Config { memory, models, warnings: d.warnings };
         config.validate()?;
+        for w in &config.warnings {
+            tracing::warn!(key = %w.key, "config: {}", w.message);
+        }
+        config.warnings.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(config)
     }
 
     /// Checks serde cannot express: ranges and relations between keys.
     pub fn validate(&self) -> Result<()> {
+        let mut errs: Vec<MemoryError> = Vec::new();
         let s = &self.memory.search;
         let q = &s.query;
         if !(0.0..=1.0).contains(&q.min_score) {
-            return Err(MemoryError::config("memory.search.query.minScore", "must be between 0 and 1"));
+            errs.push(MemoryError::config("memory.search.query.minScore", "must be between 0 and 1"));
         }
         if q.max_results == 0 {
-            return Err(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
+            errs.push(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
         }
         if self.memory.lancedb.nprobes == Some(0) {
-            return Err(MemoryError::config("memory.lancedb.nprobes", "must be at least 1"));
+            errs.push(MemoryError::config("memory.lancedb.nprobes", "must be at least 1"));
         }
         let h = &q.hybrid;
         if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
-            return Err(MemoryError::config(
+            errs.push(MemoryError::config(
                 "memory.search.query.hybrid",
                 "vectorWeight and textWeight must be >= 0 and not both 0",
             ));
         }
         if h.candidate_multiplier == 0 {
-            return Err(MemoryError::config("memory.search.query.hybrid.candidateMultiplier", "must be at least 1"));
+            errs.push(MemoryError::config("memory.search.query.hybrid.candidateMultiplier", "must be at least 1"));
         }
         if !(0.0..=1.0).contains(&h.mmr.lambda) {
-            return Err(MemoryError::config("memory.search.query.hybrid.mmr.lambda", "must be between 0 and 1"));
+            errs.push(MemoryError::config("memory.search.query.hybrid.mmr.lambda", "must be between 0 and 1"));
         }
         if h.temporal_decay.half_life_days <= 0.0 {
-            return Err(MemoryError::config("memory.search.query.hybrid.temporalDecay.halfLifeDays", "must be > 0"));
+            errs.push(MemoryError::config("memory.search.query.hybrid.temporalDecay.halfLifeDays", "must be > 0"));
         }
         if s.chunking.tokens < 16 {
-            return Err(MemoryError::config("memory.search.chunking.tokens", "must be at least 16"));
+            errs.push(MemoryError::config("memory.search.chunking.tokens", "must be at least 16"));
         }
         if s.chunking.overlap >= s.chunking.tokens {
-            return Err(MemoryError::config("memory.search.chunking.overlap", "must be smaller than chunking.tokens"));
+            errs.push(MemoryError::config("memory.search.chunking.overlap", "must be smaller than chunking.tokens"));
         }
         if s.sources.is_empty() {
-            return Err(MemoryError::config("memory.search.sources", "must name at least one source"));
+            errs.push(MemoryError::config("memory.search.sources", "must name at least one source"));
         }
         // Durations are multiplied into milliseconds: absurd ones would overflow (and mean "never" anyway).
         if s.sync.interval_minutes > MAX_INTERVAL_MINUTES {
@@ -144,18 +189,18 @@ impl Config {
         }
         let b = &s.remote.batch;
         if b.concurrency == 0 {
-            return Err(MemoryError::config("memory.search.remote.batch.concurrency", "must be at least 1"));
+            errs.push(MemoryError::config("memory.search.remote.batch.concurrency", "must be at least 1"));
         }
         if b.poll_interval_ms == 0 {
-            return Err(MemoryError::config("memory.search.remote.batch.pollIntervalMs", "must be at least 1"));
+            errs.push(MemoryError::config("memory.search.remote.batch.pollIntervalMs", "must be at least 1"));
         }
         if b.timeout_minutes == 0 {
-            return Err(MemoryError::config("memory.search.remote.batch.timeoutMinutes", "must be at least 1"));
+            errs.push(MemoryError::config("memory.search.remote.batch.timeoutMinutes", "must be at least 1"));
         }
         let m = &s.multimodal;
         if m.enabled {
             if !s.fallback.trim().eq_ignore_ascii_case("none") && !s.fallback.trim().is_empty() {
-                return Err(MemoryError::config(
+                errs.push(MemoryError::config(
                     "memory.search.multimodal.enabled",
                     format!(
                         "requires memory.search.fallback = \"none\" (a fallback model cannot embed images and audio), found \"{}\"",
@@ -166,7 +211,7 @@ impl Config {
             let model = s.model.as_deref().unwrap_or("").trim();
             let model = model.strip_prefix("models/").unwrap_or(model);
             if s.provider.trim() != "gemini" || !MULTIMODAL_MODELS.contains(&model) {
-                return Err(MemoryError::config(
+                errs.push(MemoryError::config(
                     "memory.search.multimodal.enabled",
                     format!(
                         "requires memory.search.provider = \"gemini\" and a multimodal memory.search.model ({}), found provider \"{}\" model \"{}\"",
@@ -178,14 +223,28 @@ impl Config {
             }
             if let Some(d) = m.dimensions {
                 if ![768, 1536, 3072].contains(&d) {
-                    return Err(MemoryError::config("memory.search.multimodal.dimensions", "must be 768, 1536 or 3072"));
+                    errs.push(MemoryError::config("memory.search.multimodal.dimensions", "must be 768, 1536 or 3072"));
                 }
             }
             if m.max_file_bytes == 0 {
-                return Err(MemoryError::config("memory.search.multimodal.maxFileBytes", "must be at least 1"));
+                errs.push(MemoryError::config("memory.search.multimodal.maxFileBytes", "must be at least 1"));
             }
         }
-        Ok(())
+        if let Some(driver) = s.store.driver.as_deref().filter(|d| *d != "sqlite") {
+            errs.push(MemoryError::config("memory.search.store.driver", format!("only \"sqlite\" is supported, found \"{driver}\"")));
+        }
+        let issues: Vec<ConfigIssue> = errs
+            .into_iter()
+            .map(|e| match e {
+                MemoryError::Config { key, message } => ConfigIssue { key, message },
+                other => ConfigIssue { key: "(config)".into(), message: other.to_string() },
+            })
+            .collect();
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(all_errors(issues))
+        }
     }
 }
 
@@ -252,6 +311,177 @@ fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T> {
         }
         MemoryError::config(key, message)
     })
+}
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A variable from the config's `env` section: `env.vars.<NAME>` or a string at `env.<NAME>`.
+fn config_env_var(env: Option<&Value>, name: &str) -> Option<String> {
+    let env = env?;
+    env.get("vars").and_then(|v| v.get(name)).or_else(|| env.get(name)).and_then(Value::as_str).map(str::to_string)
+}
+
+/// One `MemoryError::Config` for all the problems of a file: the first names its key, the rest follow.
+fn all_errors(mut issues: Vec<ConfigIssue>) -> MemoryError {
+    let first = issues.remove(0);
+    if issues.is_empty() {
+        return MemoryError::Config { key: first.key, message: first.message };
+    }
+    let rest: Vec<String> = issues.iter().map(|i| format!("`{}`: {}", i.key, i.message)).collect();
+    MemoryError::Config { key: first.key, message: format!("{} (and {} more: {})", first.message, rest.len(), rest.join("; ")) }
+}
+
+/// Every agent's own search block as `(agent id, key as written, block)`: `agents.list[i].memorySearch`
+/// (2026.7), `agents.entries.<id>.memorySearch` (moved by 2026.9) and `agents.entries.<id>.memory.search`.
+fn agent_blocks(agents: Option<&Value>, d: &mut Diagnostics) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    let Some(agents) = agents else { return out };
+    if let Some(list) = agents.get("list").and_then(Value::as_array) {
+        for (i, entry) in list.iter().enumerate() {
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+            if let Some(block) = entry.get("memorySearch") {
+                out.push((id, format!("agents.list[{i}].memorySearch"), block.clone()));
+            }
+        }
+    }
+    if let Some(entries) = agents.get("entries").and_then(Value::as_object) {
+        for (id, entry) in entries {
+            if let Some(block) = entry.get("memorySearch") {
+                out.push((id.clone(), format!("agents.entries.{id}.memorySearch"), block.clone()));
+            }
+            match entry.get("memory") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(m)) => {
+                    for k in m.keys().filter(|k| *k != "search") {
+                        d.error(format!("agents.entries.{id}.memory.{k}"), "unknown key");
+                    }
+                    if let Some(block) = m.get("search") {
+                        out.push((id.clone(), format!("agents.entries.{id}.memory.search"), block.clone()));
+                    }
+                }
+                Some(_) => d.error(format!("agents.entries.{id}.memory"), "expected an object"),
+            }
+        }
+    }
+    out
+}
+
+/// Resolve references in a search block, check it against the schema, and bring it to this project's shape:
+/// `qmd.extraCollections` become `extraPaths` entries (as OpenClaw 2026.9's migration writes them).
+fn prepare_search(block: Value, name: &str, resolver: &Resolver<'_>, d: &mut Diagnostics) -> Option<Value> {
+    let mut block = match block {
+        Value::Null => return None,
+        Value::Object(m) => Value::Object(m),
+        _ => {
+            d.error(name, "expected an object");
+            return None;
+        }
+    };
+    resolver.resolve(&mut block, name, d);
+    let m = block.as_object_mut()?;
+    schema::check(m, schema::SEARCH, name, d);
+    if let Some(Value::Object(mut qmd)) = m.remove("qmd") {
+        if let Some(Value::Array(collections)) = qmd.remove("extraCollections") {
+            let extra = m.entry("extraPaths").or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(extra) = extra {
+                for c in collections {
+                    let mut entry = Map::new();
+                    entry.insert("path".into(), c.get("path").cloned().unwrap_or(Value::Null));
+                    if let Some(p) = c.get("pattern").filter(|p| p.is_string()) {
+                        entry.insert("pattern".into(), p.clone());
+                    }
+                    extra.push(Value::Object(entry));
+                }
+            }
+        }
+    }
+    Some(block)
+}
+
+/// Merge search blocks key by key; `concat_extra`: `extraPaths` of `top` add to those of `base`.
+fn merge_search(base: Value, top: Value, concat_extra: bool) -> Value {
+    let (Value::Object(mut b), Value::Object(mut t)) = (base, top) else { return Value::Null };
+    if concat_extra {
+        if let (Some(Value::Array(mut older)), Some(Value::Array(newer))) = (b.remove("extraPaths"), t.remove("extraPaths")) {
+            for p in newer {
+                if !older.contains(&p) {
+                    older.push(p);
+                }
+            }
+            t.insert("extraPaths".into(), Value::Array(older));
+        }
+    }
+    merge(Value::Object(b), Value::Object(t))
+}
+
+/// After merging: `experimental.sessionMemory` turns the `sessions` source on or off, as in OpenClaw.
+fn finish_search(search: &mut Value) {
+    let Some(m) = search.as_object_mut() else { return };
+    let session_memory = m.remove("experimental").and_then(|e| e.get("sessionMemory").and_then(Value::as_bool));
+    match session_memory {
+        Some(true) => {
+            let sources = m.entry("sources").or_insert_with(|| Value::Array(vec!["memory".into()]));
+            if let Value::Array(s) = sources {
+                if !s.iter().any(|x| x == "sessions") {
+                    s.push("sessions".into());
+                }
+            }
+        }
+        Some(false) => {
+            if let Some(Value::Array(s)) = m.get_mut("sources") {
+                s.retain(|x| x != "sessions");
+            }
+        }
+        None => {}
+    }
+}
+
+/// The QMD engine's intervals must parse; checked here so a bad one is reported with the other errors.
+fn check_durations(memory: &Map<String, Value>, d: &mut Diagnostics) {
+    let Some(update) = memory.get("qmd").and_then(|q| q.get("update")) else { return };
+    for key in ["interval", "embedInterval"] {
+        if let Some(raw) = update.get(key).and_then(Value::as_str) {
+            if let Err(message) = parse_duration(raw) {
+                d.error(format!("memory.qmd.update.{key}"), message);
+            }
+        }
+    }
+}
+
+/// A duration as OpenClaw writes them: `30s`, `5m`, `1h30m`, `1.5h`, `250ms`, `2d`; a bare number is minutes;
+/// `0`, `off` or an empty string is `None` (disabled).
+pub fn parse_duration(raw: &str) -> std::result::Result<Option<Duration>, String> {
+    let s: String = raw.trim().to_ascii_lowercase().chars().filter(|c| !c.is_whitespace()).collect();
+    if s.is_empty() || s == "0" || s == "off" || s == "false" {
+        return Ok(None);
+    }
+    let bad = || format!("`{raw}` is not a duration (examples: 30s, 5m, 1h30m, 0)");
+    let mut rest = s.as_str();
+    let mut ms = 0.0f64;
+    while !rest.is_empty() {
+        let split = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(split);
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let factor = match unit {
+            "ms" => 1.0,
+            "s" | "sec" | "secs" => 1000.0,
+            "" | "m" | "min" | "mins" => 60_000.0,
+            "h" | "hr" | "hrs" => 3_600_000.0,
+            "d" => 86_400_000.0,
+            u => return Err(format!("unknown duration unit `{u}` in `{raw}` (use ms, s, m, h, d)")),
+        };
+        // A bare number is minutes only on its own: `1h30` is not a duration.
+        if unit.is_empty() && ms > 0.0 {
+            return Err(bad());
+        }
+        ms += n * factor;
+        rest = tail;
+    }
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
 }
 
 /// Deep merge: keys of `top` override those of `base`.

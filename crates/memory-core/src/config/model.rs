@@ -11,6 +11,9 @@ use crate::types::Source;
 pub struct Config {
     pub memory: MemoryConfig,
     pub models: ModelsConfig,
+    /// Keys accepted but not acted on, each with the reason (`memory status` lists them).
+    #[serde(skip)]
+    pub warnings: Vec<super::ConfigIssue>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,12 +55,19 @@ pub struct SearchConfig {
     /// `auto`, `openai`, `openai-compatible`, `gemini`, `voyage`, `mistral`, `ollama`, `local`, `none`.
     pub provider: String,
     pub model: Option<String>,
+    /// Sent to providers that take an input type (Voyage, OpenAI-compatible servers as `input_type`; Gemini as
+    /// `taskType`) for queries and documents alike, unless the specific one below is set.
+    pub input_type: Option<String>,
+    pub query_input_type: Option<String>,
+    pub document_input_type: Option<String>,
+    /// Vector width asked of the provider: Gemini `outputDimensionality`, OpenAI(-compatible) `dimensions`.
+    pub output_dimensionality: Option<usize>,
     /// A second provider used only when the first fails; `none` for no fallback.
     pub fallback: String,
     pub remote: RemoteConfig,
     pub local: LocalConfig,
     pub sources: Vec<Source>,
-    pub extra_paths: Vec<String>,
+    pub extra_paths: Vec<ExtraPath>,
     /// Where session transcripts (JSONL) are read from, for the `sessions` source.
     pub sessions_dir: Option<String>,
     pub chunking: ChunkingConfig,
@@ -76,6 +86,10 @@ impl Default for SearchConfig {
             enabled: true,
             provider: "auto".into(),
             model: None,
+            input_type: None,
+            query_input_type: None,
+            document_input_type: None,
+            output_dimensionality: None,
             fallback: "none".into(),
             remote: RemoteConfig::default(),
             local: LocalConfig::default(),
@@ -90,6 +104,79 @@ impl Default for SearchConfig {
             multimodal: MultimodalConfig::default(),
             max_file_bytes: 10 * 1024 * 1024,
         }
+    }
+}
+
+/// An `extraPaths` entry: a file or folder, or (OpenClaw 2026.9) `{path, pattern}`: the files under the folder
+/// whose path relative to it matches the glob (`*`, `**`, `?`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExtraPath {
+    Path(String),
+    Pattern {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pattern: Option<String>,
+    },
+}
+
+impl ExtraPath {
+    pub fn path(&self) -> &str {
+        match self {
+            ExtraPath::Path(p) | ExtraPath::Pattern { path: p, .. } => p,
+        }
+    }
+
+    /// How the entry enters the index identity: the path, and its pattern when there is one (so a plain
+    /// entry keeps the identity it had before patterns existed).
+    pub fn identity_key(&self) -> String {
+        match self.pattern() {
+            Some(p) => format!("{}#pattern={p}", self.path()),
+            None => self.path().to_string(),
+        }
+    }
+
+    pub fn pattern(&self) -> Option<&str> {
+        match self {
+            ExtraPath::Path(_) => None,
+            ExtraPath::Pattern { pattern, .. } => pattern.as_deref().map(str::trim).filter(|p| !p.is_empty()),
+        }
+    }
+}
+
+impl PartialEq<&str> for ExtraPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.pattern().is_none() && self.path() == *other
+    }
+}
+
+impl PartialEq<String> for ExtraPath {
+    fn eq(&self, other: &String) -> bool {
+        self.pattern().is_none() && self.path() == other
+    }
+}
+
+impl From<&str> for ExtraPath {
+    fn from(p: &str) -> Self {
+        ExtraPath::Path(p.to_string())
+    }
+}
+
+impl From<String> for ExtraPath {
+    fn from(p: String) -> Self {
+        ExtraPath::Path(p)
+    }
+}
+
+impl From<&String> for ExtraPath {
+    fn from(p: &String) -> Self {
+        ExtraPath::Path(p.clone())
+    }
+}
+
+impl From<&ExtraPath> for ExtraPath {
+    fn from(p: &ExtraPath) -> Self {
+        p.clone()
     }
 }
 
@@ -226,6 +313,8 @@ impl Default for CacheConfig {
 pub struct StoreConfig {
     /// Index file; `{agentId}` is replaced. Default: `<state-dir>/memory/<agentId>.sqlite`.
     pub path: Option<String>,
+    /// OpenClaw's `store.driver`; only `sqlite` (what the builtin engine is).
+    pub driver: Option<String>,
     pub vector: StoreVectorConfig,
     pub fts: StoreFtsConfig,
 }
@@ -427,6 +516,8 @@ pub struct ModelsConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ModelProviderConfig {
+    /// The wire format of a custom provider (`openai-completions`, `google-generative-ai`, `ollama`, ...).
+    pub api: Option<String>,
     pub api_key: Option<SecretString>,
     pub base_url: Option<String>,
     pub headers: BTreeMap<String, SecretString>,

@@ -60,7 +60,9 @@ fn unknown_keys_and_wrong_types_name_the_key() {
     assert_eq!(key_of("{ memory: { search: { query: { maxResult: 3 } } } }"), "memory.search.query.maxResult");
     assert_eq!(key_of("{ memory: { search: { query: { maxResults: 'six' } } } }"), "memory.search.query.maxResults");
     assert_eq!(key_of("{ agents: { defaults: { memorySearch: { chunking: { tokens: true } } } } }"), "agents.defaults.memorySearch.chunking.tokens");
-    assert_eq!(key_of("{ memroy: {} }"), "memroy");
+    // Top-level sections other than the memory-related ones belong to other parts of OpenClaw: ignored.
+    assert!(Config::from_json5("{ memroy: {}, mcp: { servers: {} } }").is_ok());
+    assert_eq!(key_of("{ memory: { search: { remote: { bogus: 1 } } } }"), "memory.search.remote.bogus");
     assert_eq!(key_of("{ memory: { citations: 'sometimes' } }"), "memory.citations");
     assert_eq!(key_of("{ memory: { search: { query: { minScore: 2 } } } }"), "memory.search.query.minScore");
     assert_eq!(key_of("{ memory: { search: { chunking: { tokens: 100, overlap: 100 } } } }"), "memory.search.chunking.overlap");
@@ -86,8 +88,8 @@ fn deep_nesting_is_a_config_error_not_a_stack_overflow() {
 #[test]
 fn an_empty_unknown_key_is_named() {
     // A crash of the fuzz/config target: `{"": 1}` gave an error whose key was the empty string.
-    let e = Config::from_json5(r#"{"": -21}"#).unwrap_err();
-    assert!(matches!(&e, MemoryError::Config { key, message } if key == "\"\"" && message == "unknown key"), "{e}");
+    let e = Config::from_json5(r#"{ memory: {"": -21} }"#).unwrap_err();
+    assert!(matches!(&e, MemoryError::Config { key, message } if key == "memory.\"\"" && message == "unknown key"), "{e}");
 }
 
 #[test]
@@ -161,4 +163,128 @@ fn absurd_sync_periods_are_refused_naming_the_key() {
     let e = Config::from_json5("{ memory: { search: { sync: { watchDebounceMs: 99999999999 } } } }").unwrap_err();
     assert!(e.to_string().contains("memory.search.sync.watchDebounceMs"), "{e}");
     assert!(Config::from_json5("{ memory: { search: { sync: { intervalMinutes: 60 } } } }").is_ok());
+}
+
+// ---- OpenClaw compatibility (issue 20): full configs of both schema generations ----
+
+const OC7: &str = include_str!("../../tests/fixtures/openclaw-2026.7.1.json5");
+const OC9: &str = include_str!("../../tests/fixtures/openclaw-2026.9.6.json5");
+
+fn env_with(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+}
+
+fn warned(c: &Config) -> Vec<&str> {
+    c.warnings.iter().map(|w| w.key.as_str()).collect()
+}
+
+#[test]
+fn openclaw_2026_7_config_loads_and_means_what_it_means() {
+    let env = env_with(&[("OC7_OPENAI_KEY", "sk-oc7-SECRET")]);
+    let c = Config::from_json5_for(OC7, Some("main"), &env).unwrap();
+    let s = &c.memory.search;
+    assert_eq!(s.provider, "openai");
+    assert_eq!(s.remote.api_key.as_ref().unwrap().expose(), "sk-oc7-SECRET", "a {{source: env}} reference is resolved");
+    assert_eq!(c.models.providers["openai"].api_key.as_ref().unwrap().expose(), "sk-oc7-SECRET", "${{VAR}} is resolved");
+    // experimental.sessionMemory: true keeps the sessions source on.
+    assert_eq!(s.sources, vec![crate::types::Source::Memory, crate::types::Source::Sessions]);
+    // qmd.extraCollections become extraPaths entries with their pattern.
+    assert_eq!(s.extra_paths, vec![ExtraPath::from("shared"), ExtraPath::Pattern { path: "collections/team".into(), pattern: Some("*.md".into()) }]);
+    assert_eq!((s.query_input_type.as_deref(), s.document_input_type.as_deref(), s.input_type.as_deref()), (Some("query"), Some("passage"), Some("passage")));
+    assert_eq!(s.output_dimensionality, Some(512));
+    assert_eq!(c.memory.qmd.paths[0].pattern.as_deref(), Some("**/*.md"));
+    assert_eq!(parse_duration(&c.memory.qmd.update.interval).unwrap(), Some(Duration::from_secs(5400)));
+    for key in [
+        "agents.defaults.memorySearch.remote.nonBatchConcurrency",
+        "agents.defaults.memorySearch.store.vector.extensionPath",
+        "agents.defaults.memorySearch.local.contextSize",
+        "agents.defaults.memorySearch.multimodal.modalities",
+        "agents.defaults.memorySearch.sync.embeddingBatchTimeoutSeconds",
+        "agents.defaults.memorySearch.sync.sessions.postCompactionForce",
+        "memory.qmd.mcporter",
+        "memory.qmd.rerank",
+        "memory.qmd.searchTool",
+        "memory.qmd.update.startup",
+        "memory.qmd.update.startupDelayMs",
+    ] {
+        assert!(warned(&c).contains(&key), "{key} is warned: {:?}", warned(&c));
+    }
+    assert!(c.warnings.iter().all(|w| w.message.starts_with("accepted, not used: ")));
+
+    // Per-agent blocks: merged over the defaults key by key; extraPaths add to the defaults'.
+    let ops = Config::from_json5_for(OC7, Some("ops"), &env).unwrap();
+    assert_eq!(ops.memory.search.query.max_results, 3);
+    assert_eq!(ops.memory.search.extra_paths.last().unwrap(), &"runbooks");
+    assert_eq!(ops.memory.search.extra_paths.len(), 3);
+    assert_eq!(ops.memory.search.provider, "openai");
+    assert!(!Config::from_json5_for(OC7, Some("quiet"), &env).unwrap().memory.search.enabled);
+    assert_eq!(c.memory.search.query.max_results, 6, "another agent's block does not leak into main");
+}
+
+#[test]
+fn openclaw_2026_9_config_loads_and_means_what_it_means() {
+    let env = env_with(&[("GEMINI_API_KEY", "g-oc9-SECRET")]);
+    let c = Config::from_json5_for(OC9, Some("main"), &env).unwrap();
+    let s = &c.memory.search;
+    assert_eq!(c.memory.citations, Citations::On);
+    assert_eq!((s.provider.as_str(), s.model.as_deref()), ("gemini", Some("gemini-embedding-001")));
+    assert_eq!(s.remote.api_key.as_ref().unwrap().expose(), "g-oc9-SECRET");
+    assert_eq!(c.models.providers["google"].api_key.as_ref().unwrap().expose(), "g-oc9-SECRET");
+    assert_eq!(s.extra_paths[1], ExtraPath::Pattern { path: "projects".into(), pattern: Some("**/notes/*.md".into()) });
+    assert_eq!(s.sources, vec![crate::types::Source::Memory]);
+    assert_eq!(s.output_dimensionality, Some(768));
+    assert_eq!(s.query.max_results, 8);
+    assert!(warned(&c).contains(&"memory.search.rememberAcrossConversations"), "{:?}", warned(&c));
+    assert!(warned(&c).contains(&"memory.search.store.vector.extensionPath"));
+    let ops = Config::from_json5_for(OC9, Some("ops"), &env).unwrap();
+    assert_eq!(ops.memory.search.extra_paths.len(), 3);
+    assert_eq!(ops.memory.search.extra_paths[2], ExtraPath::Pattern { path: "runbooks".into(), pattern: Some("*.md".into()) });
+    assert!(!Config::from_json5_for(OC9, Some("quiet"), &env).unwrap().memory.search.enabled);
+}
+
+#[test]
+fn a_missing_variable_is_an_error_naming_the_key_and_the_variable_and_all_errors_come_at_once() {
+    let e = Config::from_json5_for(OC9, None, &|_| None).unwrap_err().to_string();
+    assert!(e.contains("models.providers.google.apiKey") && e.contains("memory.search.remote.apiKey"), "{e}");
+    assert!(e.contains("GEMINI_API_KEY"), "{e}");
+    let e = Config::from_json5(
+        "{ agents: { defaults: { memorySearch: { x: 1 } }, list: [{ id: 'a', memorySearch: { query: { maxResult: 2 } } }] }, memory: { search: { chunking: { tokens: 'many' } } } }",
+    )
+    .unwrap_err()
+    .to_string();
+    for key in ["agents.defaults.memorySearch.x", "agents.list[0].memorySearch.query.maxResult", "memory.search.chunking.tokens"] {
+        assert!(e.contains(key), "{key} in {e}");
+    }
+    // The value of a resolved secret never shows in an error.
+    let e = Config::from_json5_for("{ memory: { search: { remote: { apiKey: '${K}', bogus: 1 } } } }", None, &env_with(&[("K", "sk-VALUE")]))
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("sk-VALUE"), "{e}");
+}
+
+#[test]
+fn older_shapes_are_understood() {
+    let c = Config::from_json5("{ memorySearch: { chunkSize: 256, chunkOverlap: 32, maxResults: 4 }, memory: { search: { query: { maxResults: 5 } } } }").unwrap();
+    assert_eq!((c.memory.search.chunking.tokens, c.memory.search.chunking.overlap), (256, 32));
+    assert_eq!(c.memory.search.query.max_results, 5, "memory.search wins over the top-level memorySearch");
+    let c = Config::from_json5("{ agents: { entries: { ops: { memorySearch: { query: { maxResults: 2 } } } } } }").unwrap();
+    assert_eq!(c.memory.search.query.max_results, 6);
+    assert_eq!(parse_duration("1h30m").unwrap(), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("2m30s").unwrap(), Some(Duration::from_secs(150)));
+    assert!(parse_duration("1h30").is_err());
+    assert_eq!(key_of("{ memory: { qmd: { update: { interval: 'soon' } } } }"), "memory.qmd.update.interval");
+    assert_eq!(key_of("{ memory: { search: { store: { driver: 'postgres' } } } }"), "memory.search.store.driver");
+}
+
+#[test]
+fn file_secret_references_are_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secrets.json");
+    std::fs::write(&file, r#"{ "providers": { "openai": { "apiKey": "sk-from-file" } } }"#).unwrap();
+    let text = format!(
+        "{{ secrets: {{ providers: {{ vault: {{ source: 'file', path: '{}' }} }} }}, memory: {{ search: {{ remote: {{ apiKey: {{ source: 'file', provider: 'vault', id: '/providers/openai/apiKey' }} }} }} }} }}",
+        file.display()
+    );
+    let c = Config::from_json5(&text).unwrap();
+    assert_eq!(c.memory.search.remote.api_key.as_ref().unwrap().expose(), "sk-from-file");
 }

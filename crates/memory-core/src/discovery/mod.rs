@@ -6,7 +6,50 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
+use crate::config::ExtraPath;
 use crate::types::Source;
+
+/// A glob over `/`-separated relative paths: `*` (within a segment), `**` (any number of segments), `?`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    pattern: String,
+}
+
+impl Glob {
+    pub fn new(pattern: &str) -> Glob {
+        Glob { pattern: pattern.trim().trim_start_matches("./").to_string() }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.pattern
+    }
+
+    pub fn matches(&self, rel: &str) -> bool {
+        let pat: Vec<&str> = self.pattern.split('/').filter(|s| !s.is_empty()).collect();
+        let path: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
+        match_segments(&pat, &path)
+    }
+}
+
+fn match_segments(pat: &[&str], path: &[&str]) -> bool {
+    match pat.first() {
+        None => path.is_empty(),
+        Some(&"**") => (0..=path.len()).any(|skip| match_segments(&pat[1..], &path[skip..])),
+        Some(p) => !path.is_empty() && match_segment(p.as_bytes(), path[0].as_bytes()) && match_segments(&pat[1..], &path[1..]),
+    }
+}
+
+fn match_segment(p: &[u8], s: &[u8]) -> bool {
+    match p.first() {
+        None => s.is_empty(),
+        Some(b'*') => (0..=s.len()).any(|skip| match_segment(&p[1..], &s[skip..])),
+        Some(b'?') => !s.is_empty() && match_segment(&p[1..], &s[1..]),
+        Some(c) => s.first() == Some(c) && match_segment(&p[1..], &s[1..]),
+    }
+}
+
+/// OpenClaw's profile of the user at the workspace root: indexed, readable and evergreen like `MEMORY.md`.
+pub const USER_FILE: &str = "USER.md";
 
 /// Folders never walked.
 pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn"];
@@ -27,26 +70,42 @@ pub struct MemoryFile {
 pub struct MemoryRoots {
     pub workspace: PathBuf,
     pub extra_paths: Vec<PathBuf>,
+    /// The glob of each extra path (same order as `extra_paths`; `None`: every Markdown file under it).
+    pub extra_patterns: Vec<Option<Glob>>,
     /// Also list images and audio under the extra paths (`memory.search.multimodal.enabled`). The default memory
     /// roots (`MEMORY.md`, `memory/`) stay Markdown only.
     pub media: bool,
 }
 
 impl MemoryRoots {
-    pub fn new(workspace: impl Into<PathBuf>, extra_paths: &[String]) -> MemoryRoots {
+    /// `extra_paths`: plain paths (`String`) or config entries ([`ExtraPath`], `{path, pattern}`).
+    pub fn new<P>(workspace: impl Into<PathBuf>, extra_paths: &[P]) -> MemoryRoots
+    where
+        for<'a> &'a P: Into<ExtraPath>,
+    {
         let workspace = workspace.into();
-        let extra_paths = extra_paths
-            .iter()
-            .map(|p| {
-                let p = expand_home(p);
-                if p.is_absolute() {
-                    p
-                } else {
-                    workspace.join(p)
-                }
-            })
-            .collect();
-        MemoryRoots { workspace, extra_paths, media: false }
+        let mut paths = Vec::new();
+        let mut patterns = Vec::new();
+        for entry in extra_paths {
+            let entry: ExtraPath = entry.into();
+            let p = expand_home(entry.path().trim());
+            paths.push(if p.is_absolute() { p } else { workspace.join(p) });
+            patterns.push(entry.pattern().map(Glob::new));
+        }
+        MemoryRoots { workspace, extra_paths: paths, extra_patterns: patterns, media: false }
+    }
+
+    /// The glob of the extra path at `index`, if it has one.
+    fn pattern_of(&self, index: usize) -> Option<&Glob> {
+        self.extra_patterns.get(index).and_then(Option::as_ref)
+    }
+
+    /// Is `abs` (under the extra path at `index`) one of the files its pattern selects? True without a pattern.
+    pub fn extra_selects(&self, index: usize, abs: &Path) -> bool {
+        match (self.pattern_of(index), self.extra_paths.get(index)) {
+            (Some(glob), Some(root)) => abs.strip_prefix(root).is_ok_and(|rel| glob.matches(&path_to_key(rel))),
+            _ => true,
+        }
     }
 
     /// List images and audio under the extra paths as well.
@@ -103,8 +162,21 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             }
         }
     }
+    // OpenClaw's user profile, a memory file like MEMORY.md.
+    if exact_name_exists(ws, USER_FILE) {
+        if let Some((f, m)) = regular_file(roots, &ws.join(USER_FILE)) {
+            push(&mut out, &mut seen, f, &m);
+        }
+    }
     walk(roots, &ws.join("memory"), false, &mut out, &mut seen);
-    for extra in &roots.extra_paths {
+    for (index, extra) in roots.extra_paths.iter().enumerate() {
+        if roots.pattern_of(index).is_some() {
+            // A pattern selects files under a folder; a pattern on a file or a missing path selects nothing.
+            if std::fs::symlink_metadata(extra).is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink()) {
+                walk_selected(roots, extra, roots.media, Some(index), &mut out, &mut seen);
+            }
+            continue;
+        }
         match std::fs::symlink_metadata(extra) {
             Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
             Ok(m) if m.is_dir() => walk(roots, extra, roots.media, &mut out, &mut seen),
@@ -205,6 +277,11 @@ pub fn media_mime(p: &Path) -> Option<&'static str> {
 }
 
 fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
+    walk_selected(roots, dir, media, None, out, seen)
+}
+
+/// [`walk`], keeping only the files the pattern of extra path `extra` selects.
+fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usize>, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -233,8 +310,11 @@ fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>,
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
-            walk(roots, &path, media, out, seen);
-        } else if ft.is_file() && (is_markdown(&path) || (media && media_mime(&path).is_some())) {
+            walk_selected(roots, &path, media, extra, out, seen);
+        } else if ft.is_file()
+            && (is_markdown(&path) || (media && media_mime(&path).is_some()))
+            && extra.is_none_or(|i| roots.extra_selects(i, &path))
+        {
             if let Some((f, m)) = regular_file(roots, &path) {
                 push(out, seen, f, &m);
             }
@@ -297,7 +377,7 @@ pub fn date_from_path(key: &str) -> Option<i64> {
 
 /// True for files that never decay: `MEMORY.md`/`memory.md` and undated notes under `memory/`.
 pub fn is_evergreen(key: &str) -> bool {
-    if key == "MEMORY.md" || key == "memory.md" {
+    if key == "MEMORY.md" || key == "memory.md" || key == USER_FILE {
         return true;
     }
     key.starts_with("memory/") && date_from_path(key).is_none()

@@ -18,7 +18,7 @@ fn finds_memory_md_daily_logs_and_nested_notes() {
     fs::write(d.path().join("memory/projects/deep/er/note.md"), "n").unwrap();
     fs::write(d.path().join("memory/readme.txt"), "not md").unwrap();
     fs::write(d.path().join("notes.md"), "outside memory").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[]);
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     assert_eq!(keys(&discover(&roots)), vec!["MEMORY.md", "memory/2026-11-29.md", "memory/projects/deep/er/note.md"]);
 }
 
@@ -26,7 +26,7 @@ fn finds_memory_md_daily_logs_and_nested_notes() {
 fn memory_md_is_the_fallback_only() {
     let d = ws();
     fs::write(d.path().join("memory.md"), "lower").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[]);
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     let found = discover(&roots);
     // On a case-insensitive file system both names are one file; either way exactly one is used.
     assert_eq!(found.len(), 1);
@@ -49,7 +49,7 @@ fn symlinks_are_skipped() {
     std::os::unix::fs::symlink(outside.path(), d.path().join("memory/linkdir")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("MEMORY.md")).unwrap();
     fs::write(d.path().join("memory/real.md"), "real").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[]);
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     assert_eq!(keys(&discover(&roots)), vec!["memory/real.md"]);
 }
 
@@ -61,7 +61,7 @@ fn ignored_folders_are_not_walked() {
         fs::write(d.path().join("memory").join(dir).join("x.md"), "x").unwrap();
     }
     fs::write(d.path().join("memory/keep.md"), "k").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[]);
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     assert_eq!(keys(&discover(&roots)), vec!["memory/keep.md"]);
 }
 

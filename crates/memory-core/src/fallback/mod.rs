@@ -551,16 +551,19 @@ impl MemoryBackend for FallbackManager {
         }
     }
 
-    /// Resets the primary's index and the fallback's (when open): both are derived from the same files.
+    /// Resets the primary's index and the fallback's (when open): both are derived from the same files. While the
+    /// primary cannot be reached, resetting the fallback's index is enough to succeed (with a warning).
     async fn reset(&self) -> Result<()> {
         let primary = self.primary.reset().await;
         if let Some(fb) = self.fallback.get() {
             fb.reset().await?;
         }
         match primary {
+            // The engine cannot be reached (that is why the fallback answers): the index that answers is reset,
+            // and the engine's own is left for it to rebuild, which the warning says.
             Err(e) if falls_back(&e) && self.fallback.get().is_some() => {
-                warn!(engine = self.primary.name(), error = %e, "the engine's index could not be reset; the fallback's was");
-                Err(e)
+                warn!(engine = self.primary.name(), error = %e, "the engine cannot be reached, so its own index was not reset; the fallback's index was");
+                Ok(())
             }
             other => other,
         }

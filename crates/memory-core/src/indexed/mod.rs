@@ -262,7 +262,7 @@ impl IndexedBackend {
             provider_fingerprint: self.embedder.as_ref().map(|e| e.fingerprint()),
             dimensions: self.embedder.as_ref().and_then(|e| e.dimensions()),
             sources,
-            extra_paths: s.extra_paths.clone(),
+            extra_paths: s.extra_paths.iter().map(crate::config::ExtraPath::identity_key).collect(),
             chunk_tokens: s.chunking.tokens,
             chunk_overlap: s.chunking.overlap,
             chunker: crate::chunking::CHUNKER_VERSION.to_string(),
