@@ -140,7 +140,8 @@ pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
     // Candidates carry SQLite's convention (more negative = better); strength is the positive BM25.
     let strength = |c: &Candidate| c.bm25_rank.filter(|r| r.is_finite() && *r < 0.0).map_or(0.0, |r| -r + MIN_MATCH_BM25);
     let best = keyword.iter().map(strength).fold(0.0, f64::max);
-    let best_score = bm25_rank_to_score(-best);
+    // `best` already carries the match offset: map it as bm25_rank_to_score does, without adding it twice.
+    let best_score = best / (1.0 + best);
     keyword
         .iter()
         .map(|c| match c.bm25_rank {
