@@ -17,7 +17,8 @@ use memory_core::{MemoryBackend, Result};
 use memory_qmd::QmdFactory;
 
 /// The QMD engine with the settings a test run needs: the harness syncs explicitly (no boot update, no
-/// timers, no update after each search), and generous timeouts for a loaded machine.
+/// timers), searches check the files first as by default (the `fresh` suite), and generous timeouts for a loaded
+/// machine.
 struct QmdForTests {
     command: String,
 }
@@ -27,7 +28,6 @@ impl BackendFactory for QmdForTests {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         let mut config = (*ctx.config).clone();
         config.memory.backend = "qmd".into();
-        config.memory.search.sync.on_search = false;
         config.memory.search.sync.watch = false;
         let q = &mut config.memory.qmd;
         q.command = Some(self.command.clone());

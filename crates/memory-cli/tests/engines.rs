@@ -120,6 +120,10 @@ fn the_real_qmd_behind_the_fallback_answers_and_resets() {
     assert_eq!(st["backend"], "qmd", "{st}");
     let o = env.run(&["reset", "--yes"]);
     assert!(o.status.success(), "reset through the fallback wiring: {}", String::from_utf8_lossy(&o.stderr));
+    // After a reset qmd indexes again and answers.
+    let v = env.json(&["search", "gateway", "--json"]);
+    assert_eq!(paths(&v), ["MEMORY.md"], "{v}");
+    assert!(!v["warnings"].to_string().contains("fallback"), "{v}");
 }
 
 #[test]

@@ -345,17 +345,13 @@ fn openclaw_gateway_searches_with_memory_rs() {
     let restarted = serve_pids(&env.ws);
     assert!(restarted.len() == 1 && restarted[0] != engine[0], "no new engine child: {restarted:?}");
 
-    // A note written now is found (the server watches the files; polled for at most 15 s).
+    // A note written now is found by the very next search (the engine checks the files before it answers).
     fs::write(env.ws.join("memory/2026-12-01.md"), "# 2026-12-01\n\n- The Zanzibar ferry leaves at 07:40 from pier 9\n").unwrap();
-    let written = Instant::now();
-    let found_after = loop {
-        let r = invoke(&env, "memory_search", json!({ "query": "Zanzibar ferry pier" }));
-        if r["results"].as_array().unwrap().iter().any(|h| h["path"] == json!("memory/2026-12-01.md")) {
-            break written.elapsed();
-        }
-        assert!(written.elapsed() < Duration::from_secs(15), "the new note was not found within 15 s: {r}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let r = invoke(&env, "memory_search", json!({ "query": "Zanzibar ferry pier" }));
+    assert!(
+        r["results"].as_array().unwrap().iter().any(|h| h["path"] == json!("memory/2026-12-01.md")),
+        "the note written just before was not found by the next search: {r}"
+    );
 
     // `gateway call memory.search`: the slot's runtime, answered by this engine.
     let out = env.openclaw(&[
@@ -377,7 +373,7 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert!(!logs.to_lowercase().contains("tool name conflict"), "tool name conflict in the gateway log:\n{logs}");
     assert!(!logs.contains("memory-core plugin is still enabled"), "{logs}");
     eprintln!(
-        "openclaw e2e: installed at {installed_at:?}, /health at {healthy_at:?}, new note found after {found_after:?}, total {:?}",
+        "openclaw e2e: installed at {installed_at:?}, /health at {healthy_at:?}, total {:?}",
         started.elapsed()
     );
 }

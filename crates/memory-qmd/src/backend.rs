@@ -812,8 +812,9 @@ impl MemoryBackend for QmdBackend {
             }
         }
         debug!(query = %query, hits = hits.len(), results = results.len(), elapsed_ms = started.elapsed().as_millis() as u64, "qmd search");
-        if inner.on_search_update {
-            // Results are only as fresh as the last update: refresh in the background (debounced, serialised).
+        if inner.on_search_update && inner.sessions.is_some() {
+            // Memory files were checked before the search; exported transcripts are only as fresh as the last
+            // update: refresh them in the background (debounced, serialised).
             if let Ok(_g) = inner.write_lock.try_lock() {
                 drop(_g);
                 let i = inner.clone();
@@ -912,6 +913,35 @@ impl MemoryBackend for QmdBackend {
             warnings,
             extra,
         })
+    }
+
+    /// Delete QMD's index and this engine's collection registrations (downloaded models stay); the next update
+    /// registers the collections again and re-indexes every file.
+    async fn reset(&self) -> Result<()> {
+        let inner = &self.inner;
+        let _guard = inner.write_lock.lock().await;
+        let gone = |p: PathBuf| match std::fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(MemoryError::io_path("cannot remove", &p, e)),
+        };
+        let db = inner.home.join("cache/qmd/index.sqlite");
+        for suffix in ["", "-wal", "-shm"] {
+            gone(PathBuf::from(format!("{}{suffix}", db.display())))?;
+        }
+        match std::fs::remove_dir_all(inner.home.join("config/qmd")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(MemoryError::io_path("cannot remove", &inner.home.join("config/qmd"), e)),
+            _ => {}
+        }
+        write_state(&inner.home, &[])?;
+        let mut st = inner.state.lock().unwrap();
+        st.registered.clear();
+        st.files_updated = None;
+        st.last_update_ms = None;
+        st.last_update_done = None;
+        st.last_counts = None;
+        info!(home = %inner.home.display(), "qmd index reset");
+        Ok(())
     }
 
     async fn close(&self) -> Result<()> {

@@ -837,8 +837,14 @@ impl IndexedBackend {
             // Read moments after they were written: same size and mtime do not prove same content.
             let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
             for f in verify {
-                if !matches!(self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()), Prepared::Touched(_)) {
-                    stale.changed.insert((f.source, f.key.clone()));
+                match self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()) {
+                    // Same content, still within the settle window: checked again next time.
+                    Prepared::Touched(r) if content_hash(&r.hash) != r.hash => {}
+                    // Same content and settled now: sync it once, so that its record stops asking for checks.
+                    // Anything else changed.
+                    _ => {
+                        stale.changed.insert((f.source, f.key.clone()));
+                    }
                 }
             }
         }
