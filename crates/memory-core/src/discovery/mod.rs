@@ -143,7 +143,16 @@ pub fn expand_home(p: &str) -> PathBuf {
 }
 
 fn path_to_key(rel: &Path) -> String {
+    // A clean UTF-8 path (what a folder listing yields) is its key as it is: no per-component allocations.
+    if let Some(s) = rel.to_str().filter(|s| std::path::MAIN_SEPARATOR == '/' && is_clean(s)) {
+        return s.to_string();
+    }
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// No empty, `.` or trailing components: `components()` would drop them, so the key must not keep them either.
+fn is_clean(s: &str) -> bool {
+    !s.is_empty() && !s.starts_with('/') && !s.ends_with('/') && s.split('/').all(|c| !c.is_empty() && c != ".")
 }
 
 /// Find every memory file. Never fails: unreadable folders are logged and skipped.
@@ -235,7 +244,11 @@ fn is_markdown(p: &Path) -> bool {
 
 /// A regular, non-link file, with its size and mtime (and its metadata, for de-duplication).
 fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::Metadata)> {
-    let m = std::fs::symlink_metadata(p).ok()?;
+    regular_file_owned(roots, p.to_path_buf())
+}
+
+fn regular_file_owned(roots: &MemoryRoots, p: PathBuf) -> Option<(MemoryFile, std::fs::Metadata)> {
+    let m = std::fs::symlink_metadata(&p).ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %p.display(), "symbolic link skipped");
         return None;
@@ -243,7 +256,7 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::M
     if !m.is_file() {
         return None;
     }
-    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key: roots.key_for(&p), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
     Some((f, m))
 }
 
@@ -298,6 +311,9 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
     }
     let mut entries: Vec<_> = rd.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
+    // Files are stat-ed after the listing, on every core for a large folder: a search checks every memory file
+    // before it answers, and the stats are most of that check's time.
+    let mut files: Vec<PathBuf> = Vec::new();
     for entry in entries {
         let path = entry.path();
         let Ok(ft) = entry.file_type() else { continue };
@@ -310,15 +326,37 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
+            stat_all(roots, std::mem::take(&mut files), out, seen);
             walk_selected(roots, &path, media, extra, out, seen);
         } else if ft.is_file()
             && (is_markdown(&path) || (media && media_mime(&path).is_some()))
             && extra.is_none_or(|i| roots.extra_selects(i, &path))
         {
-            if let Some((f, m)) = regular_file(roots, &path) {
-                push(out, seen, f, &m);
-            }
+            files.push(path);
         }
+    }
+    stat_all(roots, files, out, seen);
+}
+
+/// Folders with more files than this are stat-ed on two threads.
+const PARALLEL_STAT_MIN: usize = 512;
+
+fn stat_all(roots: &MemoryRoots, files: Vec<PathBuf>, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
+    let stat = |part: Vec<PathBuf>| -> Vec<(MemoryFile, std::fs::Metadata)> { part.into_iter().filter_map(|p| regular_file_owned(roots, p)).collect() };
+    let found = if files.len() < PARALLEL_STAT_MIN {
+        stat(files)
+    } else {
+        let mut first = files;
+        let second = first.split_off(first.len() / 2);
+        std::thread::scope(|s| {
+            let other = s.spawn(|| stat(second));
+            let mut a = stat(first);
+            a.extend(other.join().unwrap_or_default());
+            a
+        })
+    };
+    for (f, m) in found {
+        push(out, seen, f, &m);
     }
 }
 

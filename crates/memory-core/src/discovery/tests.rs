@@ -136,3 +136,30 @@ fn tilde_alone_is_home() {
     }
     assert_eq!(expand_home("~user/x"), std::path::PathBuf::from("~user/x"));
 }
+
+#[test]
+fn keys_are_the_same_on_the_fast_path_and_by_components() {
+    let roots = MemoryRoots::new("/ws", &[] as &[String]);
+    for (abs, key) in [
+        ("/ws/memory/a.md", "memory/a.md"),
+        ("/ws/memory/会议/b c.md", "memory/会议/b c.md"),
+        ("/ws/memory//x.md", "memory/x.md"),
+        ("/ws/memory/./y.md", "memory/y.md"),
+        ("/ws/MEMORY.md", "MEMORY.md"),
+    ] {
+        assert_eq!(roots.key_for(std::path::Path::new(abs)), key, "{abs}");
+    }
+}
+
+#[test]
+fn a_large_folder_is_listed_whole_and_in_order() {
+    let dir = ws();
+    fs::create_dir_all(dir.path().join("memory")).unwrap();
+    for i in 0..1500 {
+        fs::write(dir.path().join(format!("memory/n{i:04}.md")), "x").unwrap();
+    }
+    let files = discover(&MemoryRoots::new(dir.path(), &[] as &[String]));
+    assert_eq!(files.len(), 1500);
+    assert!(files.windows(2).all(|w| w[0].key < w[1].key));
+    assert_eq!(files[0].key, "memory/n0000.md");
+}
