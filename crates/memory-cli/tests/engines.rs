@@ -2,9 +2,11 @@
 //! fallback around every other engine), driven through the built binary as a user runs it (issue 19).
 
 use std::fs;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+
+mod common;
 
 struct Env {
     ws: tempfile::TempDir,
@@ -25,19 +27,7 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_memory"))
-            .arg("--workspace")
-            .arg(self.ws.path())
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .env_remove("MEMORY_CONFIG")
-            .env_remove("RUST_LOG")
-            .env("OPENCLAW_STATE_DIR", self.state.path().join("no-openclaw"))
-            .output()
-            .unwrap()
+        common::memory(self.ws.path(), self.state.path(), Some(&self.config)).args(args).output().unwrap()
     }
 
     fn json(&self, args: &[&str]) -> Value {

@@ -12,6 +12,8 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
+mod common;
+
 const LIMIT: Duration = Duration::from_secs(30);
 
 struct Env {
@@ -38,16 +40,7 @@ impl Env {
     }
 
     fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_memory"));
-        c.arg("--workspace").arg(self.ws.path()).arg("--state-dir").arg(self.state.path());
-        if let Some(p) = &self.config {
-            c.arg("--config").arg(p);
-        }
-        c.env_remove("MEMORY_CONFIG")
-            .env_remove("RUST_LOG")
-            .env("OPENCLAW_STATE_DIR", self.state.path().join("no-openclaw"))
-            .env_remove("OPENCLAW_CONFIG_PATH");
-        c
+        common::memory(self.ws.path(), self.state.path(), self.config.as_deref())
     }
 
     fn run(&self, args: &[&str]) -> Output {

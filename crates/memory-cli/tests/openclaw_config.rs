@@ -3,9 +3,11 @@
 //! file, an agent with `enabled: false` has its memory tools off, and `status` works on a half-set-up provider.
 
 use std::fs;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+
+mod common;
 
 struct Env {
     ws: tempfile::TempDir,
@@ -41,19 +43,7 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_memory"))
-            .arg("--workspace")
-            .arg(self.ws.path())
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("MEMORY_AGENT")
-            .output()
-            .unwrap()
+        common::memory(self.ws.path(), self.state.path(), Some(&self.config)).args(args).env_remove("OPENAI_API_KEY").output().unwrap()
     }
 
     fn paths(&self, args: &[&str]) -> Vec<String> {
