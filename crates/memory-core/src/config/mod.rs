@@ -146,6 +146,18 @@ impl Config {
         let mut errs: Vec<MemoryError> = Vec::new();
         let s = &self.memory.search;
         let q = &s.query;
+        // JSON5 has NaN and Infinity: no ranking number may be either.
+        let h = &q.hybrid;
+        for (key, v) in [
+            ("memory.search.query.hybrid.vectorWeight", h.vector_weight),
+            ("memory.search.query.hybrid.textWeight", h.text_weight),
+            ("memory.search.query.hybrid.temporalDecay.halfLifeDays", h.temporal_decay.half_life_days),
+            ("memory.search.query.hybrid.mmr.lambda", h.mmr.lambda),
+        ] {
+            if !v.is_finite() {
+                return Err(MemoryError::config(key, "must be a finite number"));
+            }
+        }
         if !(0.0..=1.0).contains(&q.min_score) {
             errs.push(MemoryError::config("memory.search.query.minScore", "must be between 0 and 1"));
         }

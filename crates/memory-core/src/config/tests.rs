@@ -288,3 +288,18 @@ fn file_secret_references_are_resolved() {
     let c = Config::from_json5(&text).unwrap();
     assert_eq!(c.memory.search.remote.api_key.as_ref().unwrap().expose(), "sk-from-file");
 }
+
+#[test]
+fn non_finite_ranking_numbers_never_reach_the_ranking() {
+    // JSON5 can write NaN and Infinity: they are refused or never read as such.
+    for text in [
+        "{ memory: { search: { query: { hybrid: { temporalDecay: { enabled: true, halfLifeDays: NaN } } } } } }",
+        "{ memory: { search: { query: { hybrid: { vectorWeight: Infinity } } } } }",
+        "{ memory: { search: { query: { hybrid: { mmr: { lambda: -Infinity } } } } } }",
+    ] {
+        if let Ok(c) = Config::from_json5(text) {
+            let h = &c.memory.search.query.hybrid;
+            assert!([h.vector_weight, h.text_weight, h.temporal_decay.half_life_days, h.mmr.lambda].iter().all(|v| v.is_finite()), "{text}: {h:?}");
+        }
+    }
+}

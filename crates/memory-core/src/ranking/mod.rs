@@ -205,6 +205,12 @@ pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
             }
         }
         s.score *= importance_factor(s.candidate.importance);
+        // A NaN or infinite signal (a degenerate vector, an extreme option) must not reach the ranking or the wire.
+        if !s.score.is_finite() {
+            s.score = 0.0;
+        }
+        s.vector_score = s.vector_score.filter(|v| v.is_finite());
+        s.text_score = s.text_score.filter(|v| v.is_finite());
     }
     sort(items);
 }

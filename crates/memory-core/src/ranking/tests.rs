@@ -250,3 +250,26 @@ pub(crate) fn candidate_for_floor() -> Candidate {
         vector_score: None,
     }
 }
+
+#[test]
+fn non_finite_signals_never_reach_the_scores() {
+    // Found by the ranking fuzz target: a NaN cosine (or weight, or half-life) made the score NaN.
+    let mut v = candidate_for_floor();
+    v.vector_score = Some(f64::NAN);
+    let mut k = candidate_for_floor();
+    k.chunk_id = "k".into();
+    k.bm25_rank = Some(f64::NEG_INFINITY);
+    let opts = RankingOptions {
+        max_results: 5,
+        min_score: 0.0,
+        vector_weight: f64::NAN,
+        text_weight: 0.3,
+        mmr_lambda: Some(0.5),
+        half_life_days: Some(f64::NAN),
+        citations: Citations::Off,
+        now_ms: i64::MAX,
+    };
+    let results = rank(vec![k], vec![v], vec![], "a", &opts);
+    assert!(!results.is_empty());
+    assert!(results.iter().all(|r| r.score.is_finite() && r.vector_score.is_none_or(f64::is_finite)), "{results:?}");
+}
