@@ -432,7 +432,7 @@ impl FallbackManager {
             info!(
                 engine = self.primary.name(),
                 failures = f.failures,
-                down_ms = crate::now_ms() - f.since_ms,
+                down_ms = crate::now_ms().saturating_sub(f.since_ms),
                 "memory engine recovered; leaving the fallback"
             );
         }

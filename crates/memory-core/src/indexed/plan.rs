@@ -19,7 +19,7 @@ const UNSETTLED: char = '~';
 
 /// The hash to record for content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
 pub(crate) fn record_hash(hash: String, mtime_ms: i64, now_ms: i64) -> String {
-    if now_ms - mtime_ms < SETTLE_MS {
+    if now_ms.saturating_sub(mtime_ms) < SETTLE_MS {
         format!("{UNSETTLED}{hash}")
     } else {
         hash

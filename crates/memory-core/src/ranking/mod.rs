@@ -53,13 +53,14 @@ pub fn importance_factor(importance: Option<u8>) -> f64 {
 pub fn age_days(source: Source, path: &str, file_mtime_ms: i64, now_ms: i64) -> Option<f64> {
     if source == Source::Memory {
         if let Some(date) = date_from_path(path) {
-            return Some((now_ms - date) as f64 / DAY_MS);
+            return Some((now_ms as f64 - date as f64) / DAY_MS);
         }
         if is_evergreen(path) {
             return None;
         }
     }
-    Some((now_ms - file_mtime_ms) as f64 / DAY_MS)
+    // In f64: a file time from any era (or a broken file system) must not overflow the subtraction.
+    Some((now_ms as f64 - file_mtime_ms as f64) / DAY_MS)
 }
 
 /// Exact-path tier of a file for a query: 3 = the path, 2 = the basename, 1 = the stem, 0 = none.

@@ -91,6 +91,8 @@ fn undated_file_outside_memory_decays_by_mtime() {
     assert_eq!(age_days(Source::Memory, "notes/x.md", now - 30 * 86_400_000, now), Some(30.0));
     assert!(age_days(Source::Memory, "memory/2026-01-01-standup.md", 0, now).is_some());
     assert_eq!(age_days(Source::Memory, "memory.md", 0, now), None);
+    // Any file time, any clock (found by the ranking fuzz target: the i64 subtraction overflowed).
+    assert!(age_days(Source::Memory, "notes/x.md", i64::MIN, i64::MAX).is_some_and(f64::is_finite));
 }
 
 #[test]
