@@ -24,11 +24,13 @@ pub fn registry() -> BackendRegistry {
 }
 
 /// An engine this binary was built without: a clear error instead of "unknown engine".
+#[cfg(not(feature = "lancedb"))]
 struct NotBuiltIn {
     name: &'static str,
     feature: &'static str,
 }
 
+#[cfg(not(feature = "lancedb"))]
 #[async_trait]
 impl BackendFactory for NotBuiltIn {
     async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
@@ -56,9 +58,8 @@ impl BackendFactory for WithBuiltinFallback {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         // The failure state outlives the process, so that each one-shot `memory search` does not pay a dead
         // engine's timeout again: one file per agent, engine and workspace, beside the indexes.
-        let tag = memory_core::sha256_hex(format!("{}\n{}", self.name, ctx.workspace.display()).as_bytes());
         let agent = memory_core::sanitize_id(&ctx.agent_id);
-        let state_file = ctx.state_dir.join("agents").join(&agent).join(format!("{}-{}.fallback.json", self.name, &tag[..12]));
+        let state_file = ctx.state_dir.join("agents").join(agent).join(format!("{}-{}.fallback.json", self.name, ctx.state_tag(self.name)));
         let policy = FallbackPolicy { state_file: Some(state_file), ..FallbackPolicy::default() };
         let manager = FallbackManager::open(
             self.name,

@@ -41,14 +41,19 @@ fn paths(v: &Value) -> Vec<String> {
     v["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_string()).collect()
 }
 
-/// A `qmd` that hangs (every call costs its timeout) and logs each call to `calls.log` beside it.
-fn hanging_qmd(dir: &std::path::Path) -> std::path::PathBuf {
+/// An executable shell script `dir/qmd` with this body.
+fn qmd_script(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     let p = dir.join("qmd");
-    fs::write(&p, format!("#!/bin/sh\necho \"$@\" >> {:?}\nsleep 30\n", dir.join("calls.log"))).unwrap();
+    fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
     let mut perm = fs::metadata(&p).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     fs::set_permissions(&p, perm).unwrap();
     p
+}
+
+/// A `qmd` that hangs (every call costs its timeout) and logs each call to `calls.log` beside it.
+fn hanging_qmd(dir: &std::path::Path) -> std::path::PathBuf {
+    qmd_script(dir, &format!("echo \"$@\" >> {:?}\nsleep 30", dir.join("calls.log")))
 }
 
 #[test]
@@ -87,11 +92,7 @@ fn the_real_qmd_behind_the_fallback_answers_and_resets() {
     let node = std::env::var_os("MEMORY_NODE22").expect("MEMORY_NODE22 is set beside MEMORY_QMD_DIR");
     let entry = std::path::Path::new(&dir).join("node_modules/@tobilu/qmd/dist/cli/qmd.js");
     let bin = tempfile::tempdir().unwrap();
-    let wrapper = bin.path().join("qmd");
-    fs::write(&wrapper, format!("#!/bin/sh\nexec {:?} {:?} \"$@\"\n", node, entry)).unwrap();
-    let mut perm = fs::metadata(&wrapper).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    fs::set_permissions(&wrapper, perm).unwrap();
+    let wrapper = qmd_script(bin.path(), &format!("exec {:?} {:?} \"$@\"", node, entry));
     let env = Env::new(&format!(
         r#"{{ memory: {{ backend: "qmd", qmd: {{ command: {:?}, update: {{ waitForBootSync: true }} }} }} }}"#,
         wrapper.to_str().unwrap()

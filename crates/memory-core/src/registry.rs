@@ -25,6 +25,14 @@ pub struct OpenContext {
     pub embedder: Option<Arc<dyn EmbeddingProvider>>,
 }
 
+impl OpenContext {
+    /// Names the state files of `engine` for this workspace (12 hex digits of a hash of both), so that files of
+    /// one agent for different engines or workspaces never collide in the state folder.
+    pub fn state_tag(&self, engine: &str) -> String {
+        crate::sha256_hex(format!("{engine}\n{}", self.workspace.display()).as_bytes())[..12].to_string()
+    }
+}
+
 #[async_trait]
 pub trait BackendFactory: Send + Sync {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>>;

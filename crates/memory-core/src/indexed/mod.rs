@@ -187,9 +187,8 @@ impl IndexedBackend {
         let name = name.into();
         let engine = IndexedBackend::open(name.clone(), ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
         // One state file per agent, engine and workspace, in the state folder beside the indexes.
-        let tag = crate::sha256_hex(format!("{name}\n{}", ctx.workspace.display()).as_bytes());
         let agent = crate::sanitize_id(&ctx.agent_id);
-        let engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", &tag[..12])));
+        let engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", ctx.state_tag(&name))));
         Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
             engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
         } else {
@@ -872,6 +871,11 @@ impl IndexedBackend {
     async fn sync_for_search(&self, files: Vec<MemoryFile>) -> Result<Option<String>> {
         let deadline = Instant::now() + FRESHEN_WAIT;
         let mut pause = Duration::from_millis(2);
+        // Polls back off from 2 ms to 25 ms: a short sync ends within a few polls, a long wait costs little CPU.
+        async fn back_off(pause: &mut Duration) {
+            tokio::time::sleep(*pause).await;
+            *pause = (*pause * 2).min(Duration::from_millis(25));
+        }
         let busy = |what: &str| MemoryError::Unavailable(format!("{what} is still updating the index"));
         // This engine's own sync lock: free, or held by a short sync (wait) or by a rebuild (update live beside it).
         let _guard = loop {
@@ -889,17 +893,13 @@ impl IndexedBackend {
             if Instant::now() >= deadline {
                 return Err(busy("another sync of this engine"));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(25));
+            back_off(&mut pause).await;
         };
         // Other processes: a writer's syncs are short; a rebuild there holds the lock for long, so give up then.
         let _writer = loop {
             match self.storage.writer_lock(false).await {
                 Ok(w) => break w,
-                Err(e) if e.kind() == crate::ErrorKind::Unavailable && Instant::now() < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(25));
-                }
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable && Instant::now() < deadline => back_off(&mut pause).await,
                 Err(e) if e.kind() == crate::ErrorKind::Unavailable => return Err(busy("another process")),
                 Err(e) => return Err(e),
             }
