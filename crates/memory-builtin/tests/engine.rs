@@ -184,6 +184,52 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     assert!(Path::new(&format!("{index}.g1")).exists() && Path::new(&format!("{index}.g2")).exists());
 }
 
+/// `staleFiles` in status counts what the next search would sync: changed, new and deleted files, and paths a
+/// host announced even when their size and mtime did not move.
+#[tokio::test]
+async fn status_counts_the_files_the_next_search_would_sync() {
+    let env = Env::new();
+    sample(&env);
+    let e = env.open(Config::default(), None).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let stale = |st: memory_core::Status| st.extra.get("staleFiles").and_then(|v| v.as_u64());
+    assert_eq!(stale(e.status().await.unwrap()), Some(0));
+    env.write("memory/2026-11-30.md", "- new\n");
+    fs::remove_file(env.ws.path().join("memory/2026-11-29.md")).unwrap();
+    assert_eq!(stale(e.status().await.unwrap()), Some(2));
+    e.notify_changed(&[std::path::PathBuf::from("MEMORY.md")]);
+    assert_eq!(stale(e.status().await.unwrap()), Some(3));
+    e.search(&SearchRequest::new("new")).await.unwrap();
+    assert_eq!(stale(e.status().await.unwrap()), Some(0));
+}
+
+/// Two engines on one index, as two processes are (`memory serve` and a `memory index --force` in a terminal):
+/// after one swaps in a rebuilt generation, the other searches and writes the new one, not the replaced one.
+#[tokio::test]
+async fn an_engine_follows_a_rebuild_swapped_in_by_another() {
+    let env = Env::new();
+    sample(&env);
+    let mut config = Config::default();
+    config.memory.search.sync.on_search = false;
+    let serve = env.open(config.clone(), None).await;
+    serve.sync(SyncOptions::default()).await.unwrap();
+    let terminal = env.open(config.clone(), None).await;
+    for _ in 0..2 {
+        // Twice: the second rebuild deletes the generation the first engine opened.
+        assert!(terminal.sync(SyncOptions { force: true }).await.unwrap().rebuilt);
+    }
+    let live = terminal.status().await.unwrap().index_path.unwrap();
+    assert_eq!(serve.status().await.unwrap().index_path.unwrap(), live, "status names the new generation");
+
+    env.write("memory/2026-11-30.md", "- The cat is named Miso.\n");
+    let r = serve.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_added, 1);
+    assert_eq!(paths(&terminal, "Miso").await, ["memory/2026-11-30.md"], "the write went into the live generation");
+    fs::remove_file(env.ws.path().join("memory/2026-11-29.md")).unwrap();
+    terminal.sync(SyncOptions::default()).await.unwrap();
+    assert!(paths(&serve, "aircraft").await.is_empty(), "the other engine's removal is seen");
+}
+
 #[tokio::test]
 async fn interrupted_rebuild_leaves_the_live_index_usable() {
     let env = Env::new();
@@ -291,6 +337,29 @@ impl EmbeddingProvider for CountingEmbedder {
             })
             .collect())
     }
+}
+
+/// The provider fingerprint an engine caches for its live index is the swapped-in index's after another process
+/// rebuilt it with other embedding settings: its query vectors are never compared with vectors of another model.
+#[tokio::test]
+async fn the_cached_index_fingerprint_follows_a_rebuild_by_another_engine() {
+    let env = Env::new();
+    sample(&env);
+    let mut config = Config::default();
+    config.memory.search.sync.on_search = false;
+    let wide = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 64 });
+    let serve = env.open(config.clone(), Some(wide)).await;
+    serve.sync(SyncOptions::default()).await.unwrap();
+    let res = serve.search(&SearchRequest::new("oat milk")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("hybrid"), "the fingerprint of its own index is cached now");
+
+    let narrow = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 32 });
+    let other = env.open(config, Some(narrow)).await;
+    assert!(other.sync(SyncOptions::default()).await.unwrap().rebuilt);
+    let res = serve.search(&SearchRequest::new("oat milk")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("keyword"), "{:?}", res.warnings);
+    assert!(res.warnings.iter().any(|w| w.contains("other embedding settings")), "{:?}", res.warnings);
+    assert_eq!(res.results[0].path, "MEMORY.md");
 }
 
 #[tokio::test]

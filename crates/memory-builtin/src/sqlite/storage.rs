@@ -140,6 +140,11 @@ impl IndexStorage for SqliteStorage {
         }
     }
 
+    async fn live_marker(&self) -> Result<Option<String>> {
+        // One small file read per search: the pointer a rebuild in another process switches.
+        Ok(Some(self.current_generation()?.to_string()))
+    }
+
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>> {
         let live = self.current_generation()?;
         self.remove_stale_generations(live, live.checked_sub(1));

@@ -1,8 +1,10 @@
 //! Memory-file discovery (SPEC §2): `MEMORY.md` (or `memory.md`), `memory/**/*.md` and `extraPaths`.
 //! Symbolic links are skipped, tool folders are never walked, results are de-duplicated by real path.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+
+// Fx hashing for the de-duplication set: one insert per file, on every search's freshness check.
+use rustc_hash::FxHashSet;
 
 use tracing::warn;
 
@@ -158,7 +160,7 @@ fn is_clean(s: &str) -> bool {
 /// Find every memory file. Never fails: unreadable folders are logged and skipped.
 pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = FxHashSet::default();
     let ws = &roots.workspace;
 
     // MEMORY.md wins over memory.md. On case-insensitive file systems both names are the same file.
@@ -213,7 +215,7 @@ enum FileId {
     Path(PathBuf),
 }
 
-fn push(out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>, f: MemoryFile, meta: &std::fs::Metadata) {
+fn push(out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>, f: MemoryFile, meta: &std::fs::Metadata) {
     #[cfg(unix)]
     let id = {
         use std::os::unix::fs::MetadataExt;
@@ -244,11 +246,7 @@ fn is_markdown(p: &Path) -> bool {
 
 /// A regular, non-link file, with its size and mtime (and its metadata, for de-duplication).
 fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::Metadata)> {
-    regular_file_owned(roots, p.to_path_buf())
-}
-
-fn regular_file_owned(roots: &MemoryRoots, p: PathBuf) -> Option<(MemoryFile, std::fs::Metadata)> {
-    let m = std::fs::symlink_metadata(&p).ok()?;
+    let m = std::fs::symlink_metadata(p).ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %p.display(), "symbolic link skipped");
         return None;
@@ -256,7 +254,7 @@ fn regular_file_owned(roots: &MemoryRoots, p: PathBuf) -> Option<(MemoryFile, st
     if !m.is_file() {
         return None;
     }
-    let f = MemoryFile { source: Source::Memory, key: roots.key_for(&p), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
     Some((f, m))
 }
 
@@ -289,12 +287,12 @@ pub fn media_mime(p: &Path) -> Option<&'static str> {
     })
 }
 
-fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
+fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
     walk_selected(roots, dir, media, None, out, seen)
 }
 
 /// [`walk`], keeping only the files the pattern of extra path `extra` selects.
-fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usize>, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
+fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usize>, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -309,40 +307,45 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             return;
         }
     }
-    let mut entries: Vec<_> = rd.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
+    // The key of each file is the folder's key and its name, when both are plain (no path parsing per file).
+    let dir_key = Some(roots.key_for(dir)).filter(|k| is_clean(k) && !Path::new(k).is_absolute());
+    // Names are fetched once for the sort (`sort_by_key` would allocate one per comparison).
+    let mut entries: Vec<(std::ffi::OsString, std::fs::DirEntry)> = rd.flatten().map(|e| (e.file_name(), e)).collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     // Files are stat-ed after the listing, on every core for a large folder: a search checks every memory file
     // before it answers, and the stats are most of that check's time.
-    let mut files: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        let path = entry.path();
+    let mut files: Vec<std::fs::DirEntry> = Vec::new();
+    for (name, entry) in entries {
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_symlink() {
-            warn!(path = %path.display(), "symbolic link skipped");
+            warn!(path = %entry.path().display(), "symbolic link skipped");
             continue;
         }
         if ft.is_dir() {
-            let name = entry.file_name();
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
-            stat_all(roots, std::mem::take(&mut files), out, seen);
-            walk_selected(roots, &path, media, extra, out, seen);
-        } else if ft.is_file()
-            && (is_markdown(&path) || (media && media_mime(&path).is_some()))
-            && extra.is_none_or(|i| roots.extra_selects(i, &path))
-        {
-            files.push(path);
+            stat_all(roots, dir_key.as_deref(), std::mem::take(&mut files), out, seen);
+            walk_selected(roots, &entry.path(), media, extra, out, seen);
+        } else if ft.is_file() {
+            let path = Path::new(&name);
+            if (is_markdown(path) || (media && media_mime(path).is_some()))
+                && extra.is_none_or(|i| roots.extra_selects(i, &entry.path()))
+            {
+                files.push(entry);
+            }
         }
     }
-    stat_all(roots, files, out, seen);
+    stat_all(roots, dir_key.as_deref(), files, out, seen);
 }
 
 /// Folders with more files than this are stat-ed on two threads.
 const PARALLEL_STAT_MIN: usize = 512;
 
-fn stat_all(roots: &MemoryRoots, files: Vec<PathBuf>, out: &mut Vec<MemoryFile>, seen: &mut HashSet<FileId>) {
-    let stat = |part: Vec<PathBuf>| -> Vec<(MemoryFile, std::fs::Metadata)> { part.into_iter().filter_map(|p| regular_file_owned(roots, p)).collect() };
+fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Vec<std::fs::DirEntry>, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
+    let stat = |part: Vec<std::fs::DirEntry>| -> Vec<(MemoryFile, std::fs::Metadata)> {
+        part.into_iter().filter_map(|e| listed_file(roots, dir_key, e)).collect()
+    };
     let found = if files.len() < PARALLEL_STAT_MIN {
         stat(files)
     } else {
@@ -358,6 +361,27 @@ fn stat_all(roots: &MemoryRoots, files: Vec<PathBuf>, out: &mut Vec<MemoryFile>,
     for (f, m) in found {
         push(out, seen, f, &m);
     }
+}
+
+/// A listed entry that is a regular file. Its metadata comes from the open folder (`statx` on the folder's
+/// descriptor and the name, never following a link) rather than a walk of the whole path for each file.
+fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, entry: std::fs::DirEntry) -> Option<(MemoryFile, std::fs::Metadata)> {
+    let m = entry.metadata().ok()?;
+    if m.file_type().is_symlink() {
+        warn!(path = %entry.path().display(), "symbolic link skipped");
+        return None;
+    }
+    if !m.is_file() {
+        return None;
+    }
+    let p = entry.path();
+    let name = entry.file_name();
+    let key = match (dir_key, name.to_str()) {
+        (Some(dir), Some(name)) if std::path::MAIN_SEPARATOR == '/' && !name.is_empty() && name != "." => format!("{dir}/{name}"),
+        _ => roots.key_for(&p),
+    };
+    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
+    Some((f, m))
 }
 
 /// Why a file was not indexed.

@@ -554,7 +554,7 @@ impl MemoryBackend for FallbackManager {
     /// Resets the primary's index and the fallback's (when open): both are derived from the same files. While the
     /// primary cannot be reached, resetting the fallback's index is enough to succeed (with a warning).
     async fn reset(&self) -> Result<()> {
-        let primary = self.primary.reset().await;
+        let primary = self.bounded(self.primary.reset()).await;
         if let Some(fb) = self.fallback.get() {
             fb.reset().await?;
         }

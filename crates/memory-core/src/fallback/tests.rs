@@ -465,6 +465,16 @@ async fn reset_reaches_the_primary_and_an_open_fallback() {
 }
 
 #[tokio::test]
+async fn a_hanging_primary_reset_is_bounded_and_the_fallbacks_index_is_reset() {
+    let s = setup(FallbackPolicy { call_timeout: Some(Duration::from_millis(100)), ..policy(60_000, 60_000) });
+    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_secs(30));
+    let t = std::time::Instant::now();
+    s.mgr.reset().await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(s.fallback_calls.reset.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn an_io_error_reading_one_file_is_its_answer_and_does_not_demote_the_engine() {
     let s = setup(policy(60_000, 60_000));
     *s.primary_mode.lock().unwrap() = Mode::Fail(io);

@@ -116,6 +116,8 @@ pub struct IndexedBackend {
     roots: MemoryRoots,
     storage: Arc<dyn IndexStorage>,
     live: RwLock<Arc<dyn ChunkStore>>,
+    /// The storage's [`live_marker`](IndexStorage::live_marker) when `live` was opened.
+    live_marker: Mutex<Option<String>>,
     embedder: Option<Arc<dyn EmbeddingProvider>>,
     sync_lock: tokio::sync::Mutex<()>,
     /// A rebuild (identity change, `--force`) of this engine is running: searches update the live index with the
@@ -157,6 +159,9 @@ impl IndexedBackend {
         embedder: Option<Arc<dyn EmbeddingProvider>>,
     ) -> Result<IndexedBackend> {
         let roots = MemoryRoots::new(workspace, &config.memory.search.extra_paths).with_media(config.memory.search.multimodal.enabled);
+        // The marker is read before the open: a swap in between makes the handle newer than the marker (one
+        // needless reopen), never older.
+        let live_marker = storage.live_marker().await?;
         let live = storage.open_live().await?;
         let embedder = if config.memory.search.store.vector.enabled { embedder } else { None };
         Ok(IndexedBackend {
@@ -165,6 +170,7 @@ impl IndexedBackend {
             roots,
             storage,
             live: RwLock::new(live),
+            live_marker: Mutex::new(live_marker),
             embedder,
             sync_lock: tokio::sync::Mutex::new(()),
             rebuilding: AtomicBool::new(false),
@@ -210,17 +216,24 @@ impl IndexedBackend {
 
     /// Every file of every configured source.
     fn discover_all(&self) -> Vec<MemoryFile> {
-        let sources = &self.config.memory.search.sources;
-        let mut files = if sources.contains(&Source::Memory) { discover(&self.roots) } else { Vec::new() };
-        if sources.contains(&Source::Sessions) {
-            match &self.sessions_dir {
-                Some(dir) => files.extend(sessions::discover(dir)),
-                None => warn!("the sessions source is on but this engine has no transcripts folder"),
-            }
-        }
-        files
+        self.discovery()()
     }
 
+    /// Discovery of every source as a job that owns what it needs, so that it can run on another thread while
+    /// this one reads the index's records.
+    fn discovery(&self) -> impl FnOnce() -> Vec<MemoryFile> + Send + 'static {
+        let memory = self.config.memory.search.sources.contains(&Source::Memory).then(|| self.roots.clone());
+        let sessions = self.config.memory.search.sources.contains(&Source::Sessions).then(|| self.sessions_dir.clone());
+        move || {
+            let mut files = memory.as_ref().map(discover).unwrap_or_default();
+            match sessions {
+                Some(Some(dir)) => files.extend(sessions::discover(&dir)),
+                Some(None) => warn!("the sessions source is on but this engine has no transcripts folder"),
+                None => {}
+            }
+            files
+        }
+    }
 
     /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
     pub fn mark_dirty(&self) {
@@ -243,6 +256,32 @@ impl IndexedBackend {
 
     fn store(&self) -> Arc<dyn ChunkStore> {
         self.live.read().unwrap().clone()
+    }
+
+    /// Make `store` the live handle: what was cached about the old one is forgotten.
+    fn set_live(&self, store: Arc<dyn ChunkStore>, marker: Option<String>) {
+        *self.live.write().unwrap() = store;
+        *self.live_marker.lock().unwrap() = marker;
+        *self.built_fingerprint.write().unwrap() = None;
+        self.indexed.store(false, Ordering::Relaxed);
+    }
+
+    /// Reopen the live store when another process swapped in another one (a rebuild, a reset) since this
+    /// engine opened it.
+    async fn follow_live(&self) -> Result<()> {
+        let marker = self.storage.live_marker().await?;
+        if marker.is_none() || *self.live_marker.lock().unwrap() == marker {
+            return Ok(());
+        }
+        let _patch = self.live_patch.lock().await;
+        if *self.live_marker.lock().unwrap() == marker || self.rebuilding.load(Ordering::SeqCst) {
+            // Another task of this engine reopened it meanwhile, or this engine's own rebuild is swapping it in.
+            return Ok(());
+        }
+        debug!(marker = ?marker, "another process swapped in a new index; reopening it");
+        let store = self.storage.open_live().await?;
+        self.set_live(store, marker);
+        Ok(())
     }
 
     fn model_name(&self) -> String {
@@ -278,6 +317,7 @@ impl IndexedBackend {
     }
 
     async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
+        self.follow_live().await?;
         let result = self.sync_inner_uncached(options).await;
         *self.built_fingerprint.write().unwrap() = None;
         result
@@ -319,7 +359,9 @@ impl IndexedBackend {
         let _patch = self.live_patch.lock().await;
         let live = self.store();
         let new_live = self.storage.promote(live, staging).await?;
-        *self.live.write().unwrap() = new_live;
+        let marker = self.storage.live_marker().await?;
+        self.set_live(new_live, marker);
+        self.indexed.store(true, Ordering::Relaxed);
         report.rebuilt = true;
         Ok(report)
     }
@@ -338,7 +380,7 @@ impl IndexedBackend {
         let mut report = SyncReport::default();
         let files = files.unwrap_or_else(|| self.discover_all());
         report.files_scanned = files.len();
-        let stored: HashMap<FileKey, FileRecord> = target.files().await?.into_iter().map(|f| ((f.source, f.path.clone()), f)).collect();
+        let stored = target.files().await?;
         let plan = plan_sync(&files, &stored);
         let work = plan.work;
         let removals = plan.removals;
@@ -816,6 +858,7 @@ impl IndexedBackend {
     /// A rebuild in progress is not waited for: the changed files go into the live index meanwhile. Returns the
     /// files the index could not be brought up to date for (the search vouches for their hits itself).
     async fn freshen(&self, warnings: &mut Vec<String>) -> Result<Staleness> {
+        self.follow_live().await?;
         let store = self.store();
         if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
             // Never indexed: index first (SPEC: a search on a new workspace answers).
@@ -828,8 +871,11 @@ impl IndexedBackend {
             return Ok(Staleness::default());
         }
         let hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
-        let files = self.discover_all();
-        let stored = store.files().await?;
+        // The stats of the files and the read of the records overlap: together they are the check's cost.
+        let listing = tokio::task::spawn_blocking(self.discovery());
+        let stored = store.files().await;
+        let files = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
+        let stored = stored?;
         let mut verify = Vec::new();
         let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
         if !verify.is_empty() {
@@ -1172,17 +1218,12 @@ impl IndexedBackend {
         }
     }
 
-    /// Files on disk that differ from the index (by size/mtime), without reading them.
+    /// Files the next search would sync first (the freshness check's rule, without reading any file).
     fn count_stale(&self, stored: &[FileRecord]) -> usize {
         let files = self.discover_all();
-        let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|f| ((f.source, f.path.as_str()), f)).collect();
-        let mut stale = files
-            .iter()
-            .filter(|f| by_key.get(&(f.source, f.key.as_str())).is_none_or(|o| o.size != f.size || o.mtime_ms != f.mtime_ms))
-            .count();
-        let on_disk: HashSet<(Source, &str)> = files.iter().map(|f| (f.source, f.key.as_str())).collect();
-        stale += stored.iter().filter(|f| !on_disk.contains(&(f.source, f.path.as_str()))).count();
-        stale
+        let hinted = self.hinted.lock().unwrap().clone();
+        let mut unverified = Vec::new();
+        stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
     }
 }
 
@@ -1233,6 +1274,7 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn status(&self) -> Result<Status> {
+        self.follow_live().await?;
         let store = self.store();
         let (files, chunks) = store.counts().await?;
         let stored = store.files().await?;
@@ -1301,9 +1343,9 @@ impl MemoryBackend for IndexedBackend {
         let _writer = self.storage.writer_lock(true).await?;
         self.store().close().await?;
         self.storage.destroy().await?;
-        self.indexed.store(false, Ordering::Relaxed);
-        *self.built_fingerprint.write().unwrap() = None;
-        *self.live.write().unwrap() = self.storage.open_live().await?;
+        let marker = self.storage.live_marker().await?;
+        let store = self.storage.open_live().await?;
+        self.set_live(store, marker);
         Ok(())
     }
 

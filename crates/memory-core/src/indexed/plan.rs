@@ -1,7 +1,10 @@
 //! What changed between the files on disk and the index: pure functions over the discovered files and the
 //! stored records, shared by the sync (what to read) and the freshness check before a search (is a sync needed).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+// Fx hashing: these maps hold one entry per memory file and are built before every search.
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::discovery::MemoryFile;
 use crate::sessions::SessionState;
@@ -46,20 +49,25 @@ pub(crate) struct SyncPlan<'a> {
 
 /// Plan a sync: a file is unchanged when its size and mtime are the recorded ones and it is fully indexed (a
 /// record with an empty hash still waits for embeddings).
-pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a HashMap<FileKey, FileRecord>) -> SyncPlan<'a> {
-    let mut seen: HashSet<(Source, &str)> = HashSet::with_capacity(files.len());
+pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -> SyncPlan<'a> {
+    let by_key = records_by_key(stored);
+    let mut seen: FxHashSet<(Source, &str)> = FxHashSet::with_capacity_and_hasher(files.len(), Default::default());
     let mut work = Vec::new();
     let mut unchanged = 0;
     for f in files {
         seen.insert((f.source, f.key.as_str()));
-        let old = stored.get(&(f.source, f.key.clone()));
+        let old = by_key.get(&(f.source, f.key.as_str())).copied();
         match old {
             Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && !o.hash.is_empty() && !is_unsettled(&o.hash) => unchanged += 1,
             _ => work.push((f, old)),
         }
     }
-    let removals = stored.keys().filter(|(s, p)| !seen.contains(&(*s, p.as_str()))).cloned().collect();
+    let removals = stored.iter().filter(|r| !seen.contains(&(r.source, r.path.as_str()))).map(|r| (r.source, r.path.clone())).collect();
     SyncPlan { work, removals, unchanged }
+}
+
+fn records_by_key(stored: &[FileRecord]) -> FxHashMap<(Source, &str), &FileRecord> {
+    stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect()
 }
 
 /// Files a search cannot answer for from the index as it is.
@@ -95,9 +103,9 @@ pub(crate) fn stale_for_search<'a>(
     hinted: &HashSet<String>,
     verify: &mut Vec<&'a MemoryFile>,
 ) -> Staleness {
-    let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
+    let by_key = records_by_key(stored);
     let mut out = Staleness::default();
-    let mut on_disk: HashSet<(Source, &str)> = HashSet::with_capacity(files.len());
+    let mut on_disk: FxHashSet<(Source, &str)> = FxHashSet::with_capacity_and_hasher(files.len(), Default::default());
     for f in files {
         on_disk.insert((f.source, f.key.as_str()));
         let changed = match by_key.get(&(f.source, f.key.as_str())) {
@@ -156,15 +164,12 @@ mod tests {
             file(Source::Memory, "memory/b.md", 30, 3),
             file(Source::Memory, "memory/new.md", 5, 5),
         ];
-        let stored: HashMap<FileKey, FileRecord> = [
+        let stored = vec![
             record(Source::Memory, "MEMORY.md", "h", 10, 1),
             record(Source::Memory, "memory/a.md", "h", 20, 9),
             record(Source::Memory, "memory/b.md", "", 30, 3),
             record(Source::Memory, "memory/gone.md", "h", 1, 1),
-        ]
-        .into_iter()
-        .map(|r| ((r.source, r.path.clone()), r))
-        .collect();
+        ];
         let plan = plan_sync(&files, &stored);
         let work: Vec<&str> = plan.work.iter().map(|(f, _)| f.key.as_str()).collect();
         assert_eq!(work, ["memory/a.md", "memory/b.md", "memory/new.md"]);
@@ -220,8 +225,7 @@ mod tests {
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...
-        let by_key: HashMap<FileKey, FileRecord> = stored.iter().map(|r| ((r.source, r.path.clone()), r.clone())).collect();
-        let plan = plan_sync(&files, &by_key);
+        let plan = plan_sync(&files, &stored);
         assert_eq!(plan.work.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
         // ...and a search checks its content before trusting it.
         let mut verify = Vec::new();

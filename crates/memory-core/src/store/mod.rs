@@ -175,6 +175,12 @@ pub trait IndexStorage: Send + Sync {
     async fn writer_lock(&self, _wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
         Ok(None)
     }
+    /// Names the live store, for storages where another process can swap in a rebuilt one: when it changes, a
+    /// long-running engine reopens the live store (else it would keep searching, and writing into, the replaced
+    /// one). `None`: the live handle follows swaps itself, or there are none.
+    async fn live_marker(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// Human-readable location.
     fn location(&self) -> String;
 }
