@@ -172,7 +172,7 @@ fn blob_to_vec(b: &[u8]) -> Vec<f32> {
 
 fn file_row(r: &rusqlite::Row) -> rusqlite::Result<FileRecord> {
     Ok(FileRecord {
-        source: source_of(&r.get::<_, String>(0)?),
+        source: source_of(r.get_ref(0)?.as_str()?),
         path: r.get(1)?,
         hash: r.get(2)?,
         size: r.get::<_, i64>(3)? as u64,
@@ -185,7 +185,7 @@ const CANDIDATE_COLUMNS: &str = "c.id, c.source, c.path, c.start_line, c.end_lin
 fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
     Ok(Candidate {
         chunk_id: row.get(0)?,
-        source: source_of(&row.get::<_, String>(1)?),
+        source: source_of(row.get_ref(1)?.as_str()?),
         path: row.get(2)?,
         start_line: row.get::<_, i64>(3)? as usize,
         end_line: row.get::<_, i64>(4)? as usize,
