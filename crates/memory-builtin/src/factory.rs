@@ -18,14 +18,7 @@ impl BuiltinFactory {
     /// Open the engine with its concrete type (hosts that need `IndexedBackend` methods such as progress).
     pub async fn open_indexed(&self, ctx: OpenContext) -> Result<IndexedBackend> {
         let path = match &ctx.config.memory.search.store.path {
-            Some(p) => {
-                let p = memory_core::discovery::expand_home(&p.replace("{agentId}", &ctx.agent_id));
-                if p.is_absolute() {
-                    p
-                } else {
-                    ctx.state_dir.join(p)
-                }
-            }
+            Some(p) => memory_core::paths::state_path(p, &ctx.agent_id, &ctx.state_dir),
             None => default_index_path(&ctx.state_dir, &ctx.agent_id, &ctx.workspace),
         };
         let storage = Arc::new(SqliteStorage::new(path));

@@ -24,7 +24,7 @@ pub enum WorkspaceFrom {
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| memory_core::discovery::expand_home(&v.to_string_lossy()))
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| memory_core::paths::expand_home(&v.to_string_lossy()))
 }
 
 fn home() -> Option<PathBuf> {
@@ -77,7 +77,7 @@ pub fn workspace_for(config: Option<&Value>, agent_id: &str) -> Option<PathBuf> 
     if let Some(p) = env_path("OPENCLAW_WORKSPACE_DIR") {
         return Some(p);
     }
-    let expand = |s: &str| memory_core::discovery::expand_home(s);
+    let expand = |s: &str| memory_core::paths::expand_home(s);
     if let Some(cfg) = config {
         if let Some(w) = str_at(cfg, &["agents", "entries", agent_id, "workspace"]) {
             return Some(expand(w));

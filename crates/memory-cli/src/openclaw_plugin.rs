@@ -209,7 +209,7 @@ fn installed_at(state: Option<&Path>, plugins: &Value) -> Option<PathBuf> {
         .as_array()?
         .iter()
         .filter_map(|p| p.as_str())
-        .map(|p| memory_core::discovery::expand_home(p))
+        .map(|p| memory_core::paths::expand_home(p))
         .find(|d| manifest_id(d).as_deref() == Some(PLUGIN_ID))
 }
 
@@ -221,7 +221,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 /// The binary the plugin would run: configured, packed with it, or `memory` on PATH (as integrations/openclaw/lib/engine.js).
 fn engine_command(plugins: &Value, installed: Option<&Path>) -> (Option<PathBuf>, &'static str) {
     if let Some(c) = plugins["entries"][PLUGIN_ID]["config"]["command"].as_str().filter(|c| !c.trim().is_empty()) {
-        let p = memory_core::discovery::expand_home(c);
+        let p = memory_core::paths::expand_home(c);
         let found = if p.components().count() > 1 { p.is_file().then_some(p) } else { on_path(c) };
         return (found, "config");
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod fallback;
 pub mod identity;
 pub mod indexed;
+pub mod paths;
 pub mod ranking;
 pub mod registry;
 pub mod sessions;

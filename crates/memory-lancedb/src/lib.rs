@@ -113,7 +113,7 @@ impl LanceDbFactory {
         let cfg = &ctx.config.memory.lancedb;
         let uri = match &cfg.uri {
             Some(u) if u.trim().is_empty() => return Err(MemoryError::config("memory.lancedb.uri", "must not be empty")),
-            Some(u) => resolve_uri(&u.replace("{agentId}", &memory_core::sanitize_id(&ctx.agent_id)), &ctx.workspace),
+            Some(u) => resolve_uri(&memory_core::paths::with_agent_id(u, &ctx.agent_id), &ctx.workspace),
             None => ctx.state_dir.join("lancedb").join(memory_core::sanitize_id(&ctx.agent_id)).to_string_lossy().into_owned(),
         };
         let table = cfg.table.clone().unwrap_or_else(|| default_table_name(&ctx.agent_id));

@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use memory_core::config::QmdConfig;
-use memory_core::discovery::{expand_home, IGNORED_DIRS};
+use memory_core::discovery::IGNORED_DIRS;
+use memory_core::paths::expand_home;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use memory_core::discovery::expand_home;
+use memory_core::paths::expand_home;
 use memory_core::error::{MemoryError, Result};
 use tracing::debug;
 

@@ -100,7 +100,7 @@ pub fn transcript_key(md_rel: &str) -> String {
 pub fn export_dir(home: &Path, configured: Option<&str>) -> PathBuf {
     match configured {
         Some(d) => {
-            let p = memory_core::discovery::expand_home(d);
+            let p = memory_core::paths::expand_home(d);
             if p.is_absolute() {
                 p
             } else {

@@ -256,17 +256,10 @@ fn non_empty(s: Option<&String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-fn expand_home(p: &str) -> PathBuf {
-    match p.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
-        None => PathBuf::from(p),
-    }
-}
-
 fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf> {
     non_empty(search.local.model_path.as_ref())
         .or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref()))
-        .map(|p| expand_home(&p))
+        .map(|p| memory_core::paths::expand_home(&p))
 }
 
 /// The key for `kind`: `memory.search.remote.apiKey` (primary only), `models.providers.<id>.apiKey`, then the

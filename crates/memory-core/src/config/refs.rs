@@ -137,7 +137,7 @@ impl Resolver<'_> {
 
 fn read_file_secret(cfg: &Value, id: &str) -> Result<String, String> {
     let path = cfg.get("path").and_then(Value::as_str).unwrap_or("");
-    let path = crate::discovery::expand_home(path);
+    let path = crate::paths::expand_home(path);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read secrets file {}: {e}", path.display()))?;
     if cfg.get("mode").and_then(Value::as_str) == Some("singleValue") {
         return Ok(text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string());

@@ -135,14 +135,7 @@ impl MemoryRoots {
     }
 }
 
-/// `~` and `~/...` as the home folder (`HOME`); anything else as it is.
-pub fn expand_home(p: &str) -> PathBuf {
-    let rest = if p == "~" { Some("") } else { p.strip_prefix("~/") };
-    if let (Some(rest), Some(home)) = (rest, std::env::var_os("HOME").filter(|h| !h.is_empty())) {
-        return PathBuf::from(home).join(rest);
-    }
-    PathBuf::from(p)
-}
+use crate::paths::expand_home;
 
 fn path_to_key(rel: &Path) -> String {
     // A clean UTF-8 path (what a folder listing yields) is its key as it is: no per-component allocations.

@@ -175,8 +175,7 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
 /// else OpenClaw's `~/.openclaw/agents/<agentId>/sessions` when it exists, else `<state>/agents/<agentId>/sessions`.
 pub fn sessions_dir(config: &crate::Config, state_dir: &Path, agent_id: &str) -> std::path::PathBuf {
     if let Some(d) = &config.memory.search.sessions_dir {
-        let p = crate::discovery::expand_home(&d.replace("{agentId}", &crate::sanitize_id(agent_id)));
-        return if p.is_absolute() { p } else { state_dir.join(p) };
+        return crate::paths::state_path(d, agent_id, state_dir);
     }
     if let Some(home) = std::env::var_os("HOME") {
         let openclaw = Path::new(&home).join(".openclaw/agents").join(crate::sanitize_id(agent_id)).join("sessions");

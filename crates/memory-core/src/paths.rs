@@ -1,0 +1,43 @@
+//! Paths a user configures: `~` expansion and the `{agentId}` template, one rule for every crate.
+
+use std::path::{Path, PathBuf};
+
+/// `~` and `~/...` as the home folder (`HOME`); anything else as it is.
+pub fn expand_home(p: &str) -> PathBuf {
+    let rest = if p == "~" { Some("") } else { p.strip_prefix("~/") };
+    if let (Some(rest), Some(home)) = (rest, std::env::var_os("HOME").filter(|h| !h.is_empty())) {
+        return PathBuf::from(home).join(rest);
+    }
+    PathBuf::from(p)
+}
+
+/// `template` with every `{agentId}` replaced by the agent id made safe as a path component
+/// ([`sanitize_id`](crate::sanitize_id)), so an id such as `../x` can never move the path elsewhere.
+pub fn with_agent_id(template: &str, agent_id: &str) -> String {
+    template.replace("{agentId}", &crate::sanitize_id(agent_id))
+}
+
+/// A configured state path (an index file, a transcripts folder): `{agentId}` replaced, `~` expanded, and a
+/// relative path taken under `state_dir`.
+pub fn state_path(template: &str, agent_id: &str, state_dir: &Path) -> PathBuf {
+    let p = expand_home(&with_agent_id(template, agent_id));
+    if p.is_absolute() {
+        p
+    } else {
+        state_dir.join(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_cannot_leave_the_state_folder() {
+        let state = Path::new("/state");
+        assert_eq!(state_path("memory/{agentId}.sqlite", "main", state), Path::new("/state/memory/main.sqlite"));
+        assert_eq!(state_path("memory/{agentId}.sqlite", "../../etc/x", state), Path::new("/state/memory/______etc_x.sqlite"));
+        assert_eq!(state_path("/abs/{agentId}", "a b", state), Path::new("/abs/a_b"));
+        assert_eq!(with_agent_id("s3://bucket/{agentId}", "ops/dev"), "s3://bucket/ops_dev");
+    }
+}
