@@ -56,7 +56,12 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
     c.execute_batch(
         "CREATE INDEX IF NOT EXISTS files_by_name ON files (name);
          CREATE INDEX IF NOT EXISTS files_by_stem ON files (stem);",
-    )
+    )?;
+    // Indexes with vectors from before the change log: add it (readers then rebuild their copy once).
+    if vector_dims(c)?.is_some() {
+        create_vector_log(c)?;
+    }
+    Ok(())
 }
 
 /// (basename, stem) of an index path.
@@ -77,7 +82,46 @@ pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Resu
         "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine);"
     ))?;
     c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vectorDims', ?1)", params![dims.to_string()])?;
+    create_vector_log(c)
+}
+
+/// The vector change log: every chunk inserted or deleted appends its rowid, in the writing transaction (a
+/// trigger, so no write path can forget it). A reader's in-memory vector copy (quantized.rs) replays the
+/// entries after the last one it applied, so it follows writes by any process without re-reading every vector.
+/// Triggers on `chunks` rather than on `chunks_vec`: SQLite has no triggers on virtual tables, and a chunk's
+/// vector is written and deleted with the chunk, under the same rowid.
+pub(crate) fn create_vector_log(c: &Connection) -> rusqlite::Result<()> {
+    c.execute_batch(
+        "CREATE TABLE IF NOT EXISTS vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk INTEGER NOT NULL);
+         CREATE TRIGGER IF NOT EXISTS vec_log_insert AFTER INSERT ON chunks BEGIN
+             INSERT INTO vec_log(chunk) VALUES (new.rowid); END;
+         CREATE TRIGGER IF NOT EXISTS vec_log_delete AFTER DELETE ON chunks BEGIN
+             INSERT INTO vec_log(chunk) VALUES (old.rowid); END;",
+    )
+}
+
+/// Entries kept in the change log; a reader further behind than this re-reads every vector.
+pub(crate) const VECTOR_LOG_KEEP: i64 = 50_000;
+
+/// Drop log entries older than the newest [`VECTOR_LOG_KEEP`]; `vecLogFloor` in meta records the last seq
+/// dropped, so a reader that had not applied it knows to rebuild.
+pub(crate) fn prune_vector_log(c: &Connection) -> rusqlite::Result<()> {
+    let newest: Option<i64> = c.query_row("SELECT max(seq) FROM vec_log", [], |r| r.get(0))?;
+    let Some(newest) = newest else { return Ok(()) };
+    let floor = vector_log_floor(c)?;
+    // Prune in steps of a tenth of the log, not on every batch.
+    if newest - floor > VECTOR_LOG_KEEP + VECTOR_LOG_KEEP / 10 {
+        let new_floor = newest - VECTOR_LOG_KEEP;
+        c.execute("DELETE FROM vec_log WHERE seq <= ?1", params![new_floor])?;
+        c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vecLogFloor', ?1)", params![new_floor.to_string()])?;
+    }
     Ok(())
+}
+
+/// The last seq pruned from the change log (0: none).
+pub(crate) fn vector_log_floor(c: &Connection) -> rusqlite::Result<i64> {
+    let v: Option<String> = c.query_row("SELECT value FROM meta WHERE key = 'vecLogFloor'", [], |r| r.get(0)).optional()?;
+    Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
 /// Remove a file's chunks from every table.
