@@ -357,7 +357,9 @@ impl ChunkStore for SqliteStore {
                                 format!("vector has {} dimensions, the index holds {d}", v.len()).into(),
                             ));
                         }
-                        tx.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?1, ?2)", params![rowid, vec_to_blob(v)])?;
+                        let blob = vec_to_blob(v);
+                        tx.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?1, ?2)", params![rowid, blob])?;
+                        tx.prepare_cached("INSERT INTO vec_f32(rowid, embedding) VALUES (?1, ?2)")?.execute(params![rowid, blob])?;
                     }
                 }
             }
@@ -439,9 +441,8 @@ impl ChunkStore for SqliteStore {
             return Ok(HashMap::new());
         }
         self.read("read chunk vectors", |c| {
-            // One point lookup per chunk: vec0 answers `rowid = ?` directly (an IN over a subquery scans).
             let mut st = c.prepare_cached(
-                "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.rowid WHERE c.id = ?1",
+                "SELECT v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.id = ?1",
             )?;
             let mut out = HashMap::new();
             for id in chunk_ids {

@@ -1,5 +1,5 @@
 //! Tables: meta (identity, last sync...), files, chunks, chunks_fts (FTS5, contentless), chunks_vec (vec0,
-//! created with the first vector), embedding_cache.
+//! created with the first vector, with vec_f32 and the change log vec_log), embedding_cache.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -85,17 +85,38 @@ pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Resu
     create_vector_log(c)
 }
 
+/// `vec_f32`: each chunk's f32 vector once more, one row per vector. sqlite-vec keeps vectors in blobs of 1024
+/// and reads one by opening its blob and walking the overflow pages up to it (~0.2 ms: 64 re-scores cost
+/// 14 ms), and its full scan reads every row that way; a row here is one B-tree lookup. It is what the
+/// in-memory copy is built from and what its best candidates are re-scored with (vectors.rs).
+fn create_exact_vectors(c: &Connection) -> rusqlite::Result<()> {
+    let exists: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_f32'")?.exists([])?;
+    if exists {
+        return Ok(());
+    }
+    c.execute_batch("CREATE TABLE vec_f32 (rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL);")?;
+    // An index from before this table: copy its vectors once (sqlite-vec's slow full scan, one time).
+    let has_vec0: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'")?.exists([])?;
+    if has_vec0 {
+        c.execute_batch("INSERT INTO vec_f32(rowid, embedding) SELECT rowid, embedding FROM chunks_vec;")?;
+    }
+    Ok(())
+}
+
 /// The vector change log: every chunk inserted or deleted appends its rowid, in the writing transaction (a
 /// trigger, so no write path can forget it). A reader's in-memory vector copy (quantized.rs) replays the
 /// entries after the last one it applied, so it follows writes by any process without re-reading every vector.
 /// Triggers on `chunks` rather than on `chunks_vec`: SQLite has no triggers on virtual tables, and a chunk's
 /// vector is written and deleted with the chunk, under the same rowid.
 pub(crate) fn create_vector_log(c: &Connection) -> rusqlite::Result<()> {
+    create_exact_vectors(c)?;
+    // The delete trigger also drops the chunk's row of vec_f32, so that no delete path can leave one behind.
     c.execute_batch(
         "CREATE TABLE IF NOT EXISTS vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk INTEGER NOT NULL);
          CREATE TRIGGER IF NOT EXISTS vec_log_insert AFTER INSERT ON chunks BEGIN
              INSERT INTO vec_log(chunk) VALUES (new.rowid); END;
          CREATE TRIGGER IF NOT EXISTS vec_log_delete AFTER DELETE ON chunks BEGIN
+             DELETE FROM vec_f32 WHERE rowid = old.rowid;
              INSERT INTO vec_log(chunk) VALUES (old.rowid); END;",
     )
 }

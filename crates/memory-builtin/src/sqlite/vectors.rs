@@ -1,5 +1,5 @@
 //! Vector search: the in-memory int8 copy (quantized.rs) kept in step with the SQLite file, scanned, and its
-//! best candidates re-scored exactly from the f32 vectors in `chunks_vec`.
+//! best candidates re-scored exactly from the f32 vectors (`vec_f32`, the same values as sqlite-vec's `chunks_vec`).
 //!
 //! In step: before each search the reader connection asks `PRAGMA data_version`, which moves when any other
 //! connection (this process's writer or another process) committed. Only then is the change log read: the
@@ -54,7 +54,7 @@ fn build(c: &Connection, dims: usize, data_version: i64) -> rusqlite::Result<Vec
     let log_seq = log_head(c)?;
     let mut vectors = QuantizedVectors::new(dims);
     let mut scratch = Vec::with_capacity(dims);
-    let mut st = c.prepare("SELECT v.rowid, v.embedding, c.source FROM chunks_vec v JOIN chunks c ON c.rowid = v.rowid")?;
+    let mut st = c.prepare("SELECT v.rowid, v.embedding, c.source FROM vec_f32 v JOIN chunks c ON c.rowid = v.rowid")?;
     let mut rows = st.query([])?;
     let mut floats = Vec::with_capacity(dims);
     while let Some(r) = rows.next()? {
@@ -75,7 +75,7 @@ fn catch_up(c: &Connection, copy: &mut VectorCopy) -> rusqlite::Result<()> {
     }
     let mut changed = c.prepare_cached("SELECT DISTINCT chunk FROM vec_log WHERE seq > ?1 AND seq <= ?2")?;
     let rowids: Vec<i64> = changed.query_map(params![copy.log_seq, head], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-    let mut read = c.prepare_cached("SELECT v.embedding, c.source FROM chunks_vec v JOIN chunks c ON c.rowid = v.rowid WHERE v.rowid = ?1")?;
+    let mut read = c.prepare_cached("SELECT v.embedding, c.source FROM vec_f32 v JOIN chunks c ON c.rowid = v.rowid WHERE v.rowid = ?1")?;
     let mut scratch = Vec::new();
     for rowid in &rowids {
         let row = read.query_row([rowid], |r| Ok((blob_to_vec(r.get_ref(0)?.as_blob()?), source_tag(r.get_ref(1)?.as_str()?)))).optional()?;
@@ -124,7 +124,7 @@ pub(crate) fn nearest(
     let approx = copy.vectors.nearest(query, rescore, |t| tags.is_empty() || tags.contains(&t));
     let mut exact = Vec::with_capacity(approx.len());
     {
-        let mut read = tx.prepare_cached("SELECT embedding FROM chunks_vec WHERE rowid = ?1")?;
+        let mut read = tx.prepare_cached("SELECT embedding FROM vec_f32 WHERE rowid = ?1")?;
         for rowid in approx {
             let blob: Option<Vec<u8>> = read.query_row([rowid], |r| r.get(0)).optional()?;
             if let Some(score) = blob.and_then(|b| exact_cosine(query, &blob_to_vec(&b))) {
