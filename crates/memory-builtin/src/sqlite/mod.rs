@@ -1,6 +1,7 @@
 //! SQLite storage: one database file per index, WAL, a writer and a reader connection (searches never wait
 //! for a sync's write transaction), FTS5 over the analysed terms, vec0 for vectors.
 
+mod keyword_plan;
 mod quantized;
 mod schema;
 mod storage;
@@ -386,21 +387,34 @@ impl ChunkStore for SqliteStore {
         if query.terms.is_empty() {
             return Ok(Vec::new());
         }
-        let expr = fts_match_expression(&query.terms);
         let (filter, filter_args) = source_filter(sources, "c.source");
-        let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
-               (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) r
-             JOIN chunks c ON c.rowid = r.rowid
-             JOIN files f ON f.source = c.source AND f.path = c.path
-             WHERE 1 = 1{filter} ORDER BY r.rank",
-            BM25_WEIGHTS.0, BM25_WEIGHTS.1
-        );
+        let sql = |window: bool| {
+            format!(
+                "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
+                   (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1{} ORDER BY rank LIMIT ?2) r
+                 JOIN chunks c ON c.rowid = r.rowid
+                 JOIN files f ON f.source = c.source AND f.path = c.path
+                 WHERE 1 = 1{filter} ORDER BY r.rank",
+                BM25_WEIGHTS.0,
+                BM25_WEIGHTS.1,
+                if window { " AND rowid >= ?3" } else { "" }
+            )
+        };
+        let (plain_sql, window_sql) = (sql(false), sql(true));
         // With a source filter, over-fetch so filtering leaves enough.
         let fetch = if sources.is_empty() { limit } else { limit * 4 };
         self.read("keyword search", |c| {
-            let mut st = c.prepare_cached(&sql)?;
-            let mut args: Vec<rusqlite::types::Value> = vec![expr.clone().into(), (fetch as i64).into()];
+            // One read transaction: the plan's frequencies and the query see the same commit.
+            let tx = c.transaction()?;
+            let plan = keyword_plan::plan(&tx, &query.terms)?;
+            if plan.terms.len() != query.terms.len() || plan.min_rowid.is_some() {
+                tracing::debug!(terms = ?query.terms, kept = ?plan.terms, min_rowid = ?plan.min_rowid, "keyword query bounded by document frequency");
+            }
+            let mut st = tx.prepare_cached(if plan.min_rowid.is_some() { &window_sql } else { &plain_sql })?;
+            let mut args: Vec<rusqlite::types::Value> = vec![fts_match_expression(&plan.terms).into(), (fetch as i64).into()];
+            if let Some(min) = plan.min_rowid {
+                args.push(min.into());
+            }
             args.extend(filter_args.iter().cloned().map(Into::into));
             let rows = st.query_map(params_from_iter(args), |r| {
                 let mut cand = candidate_row(r)?;
@@ -408,6 +422,8 @@ impl ChunkStore for SqliteStore {
                 Ok(cand)
             })?;
             let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            drop(st);
+            tx.commit()?;
             out.truncate(limit);
             Ok(out)
         })

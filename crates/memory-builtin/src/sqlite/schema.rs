@@ -28,6 +28,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
          CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
              terms, heading, content = '', contentless_delete = 1,
              tokenize = 'unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
          CREATE TABLE IF NOT EXISTS embedding_cache (
              provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
              embedding BLOB NOT NULL, dims INTEGER NOT NULL, updated_at INTEGER NOT NULL,
