@@ -1,6 +1,6 @@
-//! The builtin engine's vector search (an in-memory int8 copy scanned, its best candidates re-scored from the
-//! f32 vectors) against sqlite-vec's exact scan, on seeded corpora; and a write by another process seen by the
-//! next search.
+//! The builtin engine's fast paths of issue 22. Vector search (an in-memory int8 copy scanned, its best
+//! candidates re-scored from the f32 vectors) against sqlite-vec's exact scan on seeded corpora, and a write by
+//! another process seen by the next search; keyword search bounded by document frequency.
 
 use std::path::Path;
 
@@ -172,4 +172,44 @@ async fn a_write_by_a_second_process_is_seen_by_the_next_search() {
     assert!(after.iter().all(|c| c.path != "memory/p-0.md"), "a chunk deleted by the other process was returned");
     let (fast, exact) = both(&store, &q, 200, &[]).await;
     assert_eq!(fast, exact);
+}
+
+/// Keyword search bounded by document frequency (keyword_plan.rs), on a real FTS5 index of 12,000 chunks:
+/// a word in every chunk does not drown a rare one, and a query of only that word still answers, from the
+/// newest chunks.
+#[tokio::test]
+async fn keyword_queries_of_frequent_words_stay_bounded_and_rare_words_win() {
+    use memory_core::store::KeywordQuery;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("index.sqlite")).unwrap();
+    let mut batch = SyncBatch::default();
+    for f in 0..1200 {
+        let path = format!("memory/k-{f}.md");
+        let chunks = (0..10)
+            .map(|i| {
+                let mut c = chunk(Source::Memory, &path, i, vec![0.0; 1]);
+                c.embedding = None;
+                let n = f * 10 + i;
+                c.terms = if n % 2500 == 7 { format!("everywhere often rareword n{n}") } else { format!("everywhere often n{n}") };
+                c
+            })
+            .collect();
+        batch.upserts.push((file(Source::Memory, &path), chunks));
+    }
+    store.apply(batch).await.unwrap();
+    let q = |words: &[&str]| KeywordQuery { terms: words.iter().map(|w| w.to_string()).collect() };
+    // The rare word's five chunks come first, as unbounded BM25 ranks them.
+    let hits = store.keyword_search(&q(&["everywhere", "rareword", "often"]), 10, &[]).await.unwrap();
+    let rare: Vec<&str> = hits.iter().take(5).map(|c| c.text.as_str()).collect();
+    assert_eq!(hits.len(), 5, "only the rare word's chunks are candidates once the frequent words are bounded: {rare:?}");
+    assert!(hits.iter().all(|c| c.bm25_rank.unwrap() < 0.0));
+    // Only frequent words: still a full answer, from the newest chunks.
+    let hits = store.keyword_search(&q(&["everywhere", "often"]), 10, &[]).await.unwrap();
+    assert_eq!(hits.len(), 10);
+    let newest: Vec<&str> = hits.iter().map(|c| c.path.as_str()).collect();
+    assert!(newest.iter().all(|p| p.trim_start_matches("memory/k-").trim_end_matches(".md").parse::<usize>().unwrap() >= 400), "{newest:?}");
+    // A small query is untouched: an id finds its one chunk.
+    let hits = store.keyword_search(&q(&["n42"]), 10, &[]).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].path, "memory/k-4.md");
 }
