@@ -211,6 +211,7 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
         process::run(memory_cmd(&builds[0], ws, &state).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
         println!("(keyword index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
     }
+    keyword_engine_only(&idx, mixed, common)?;
     let mut rows = Vec::new();
     for (label, qs) in [("mixed queries", mixed), ("common-word queries", common)] {
         let mut figs = Vec::new();
@@ -243,6 +244,47 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
         let r = if meds.len() == 2 { format!("  ({})", ratio(meds[1], meds[0])) } else { String::new() };
         println!("keyword whole-process `memory search`, {label} (median of {}): {}{r}", qs.len(), line.join(" | "));
     }
+    Ok(())
+}
+
+/// The store's keyword candidates alone (no freshness check, no ranking): bounded (this build) against the
+/// same store unbounded (every term, as before), in this process, alternating query by query.
+fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyhow::Result<()> {
+    let live = SqliteStorage::new(idx).live_path()?;
+    let store = SqliteStore::open(&live)?;
+    for (label, qs) in [("mixed", mixed), ("common-word", common)] {
+        let (mut bounded, mut unbounded) = (Vec::new(), Vec::new());
+        let mut same = 0;
+        for q in qs {
+            let terms = memory_core::analysis::query_terms(q);
+            if terms.is_empty() {
+                continue;
+            }
+            let kq = memory_core::store::KeywordQuery { terms };
+            let t = std::time::Instant::now();
+            let a = store.keyword_candidates(&kq, 24, &[], true)?;
+            bounded.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = std::time::Instant::now();
+            let b = store.keyword_candidates(&kq, 24, &[], false)?;
+            unbounded.push(t.elapsed().as_secs_f64() * 1e3);
+            if a.iter().map(|c| &c.chunk_id).eq(b.iter().map(|c| &c.chunk_id)) {
+                same += 1;
+            }
+        }
+        bounded.sort_by(f64::total_cmp);
+        unbounded.sort_by(f64::total_cmp);
+        println!(
+            "keyword engine only, {label} queries: bounded p50 {:.2} ms p99 {:.2} ms | unbounded p50 {:.2} ms p99 {:.2} ms  (p50 {} p99 {}); same top-24 for {same}/{}",
+            percentile(&bounded, 0.5),
+            percentile(&bounded, 0.99),
+            percentile(&unbounded, 0.5),
+            percentile(&unbounded, 0.99),
+            ratio(percentile(&unbounded, 0.5), percentile(&bounded, 0.5)),
+            ratio(percentile(&unbounded, 0.99), percentile(&bounded, 0.99)),
+            bounded.len()
+        );
+    }
+    store.close_now();
     Ok(())
 }
 

@@ -181,6 +181,58 @@ impl SqliteStore {
         })
     }
 
+    /// Keyword candidates; `bounded: false` runs the query over every term (how keyword search answered before
+    /// the document-frequency bound, kept as the reference the benchmark compares with).
+    pub fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source], bounded: bool) -> Result<Vec<Candidate>> {
+        if query.terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (filter, filter_args) = source_filter(sources, "c.source");
+        let sql = |window: bool| {
+            format!(
+                "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
+                   (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1{} ORDER BY rank LIMIT ?2) r
+                 JOIN chunks c ON c.rowid = r.rowid
+                 JOIN files f ON f.source = c.source AND f.path = c.path
+                 WHERE 1 = 1{filter} ORDER BY r.rank",
+                BM25_WEIGHTS.0,
+                BM25_WEIGHTS.1,
+                if window { " AND rowid >= ?3" } else { "" }
+            )
+        };
+        let (plain_sql, window_sql) = (sql(false), sql(true));
+        // With a source filter, over-fetch so filtering leaves enough.
+        let fetch = if sources.is_empty() { limit } else { limit * 4 };
+        self.read("keyword search", |c| {
+            // One read transaction: the plan's frequencies and the query see the same commit.
+            let tx = c.transaction()?;
+            let plan = if bounded {
+                keyword_plan::plan(&tx, &query.terms)?
+            } else {
+                keyword_plan::KeywordPlan { terms: query.terms.clone(), min_rowid: None }
+            };
+            if plan.terms.len() != query.terms.len() || plan.min_rowid.is_some() {
+                tracing::debug!(terms = ?query.terms, kept = ?plan.terms, min_rowid = ?plan.min_rowid, "keyword query bounded by document frequency");
+            }
+            let mut st = tx.prepare_cached(if plan.min_rowid.is_some() { &window_sql } else { &plain_sql })?;
+            let mut args: Vec<rusqlite::types::Value> = vec![fts_match_expression(&plan.terms).into(), (fetch as i64).into()];
+            if let Some(min) = plan.min_rowid {
+                args.push(min.into());
+            }
+            args.extend(filter_args.iter().cloned().map(Into::into));
+            let rows = st.query_map(params_from_iter(args), |r| {
+                let mut cand = candidate_row(r)?;
+                cand.bm25_rank = Some(r.get(8)?);
+                Ok(cand)
+            })?;
+            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            drop(st);
+            tx.commit()?;
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+
     /// The index's vector width, or why `vector` cannot be searched.
     fn check_query_vector(&self, vector: &[f32]) -> Result<usize> {
         let dims = self.read("read vector dims", |c| schema::vector_dims(c))?;
@@ -384,49 +436,7 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        if query.terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (filter, filter_args) = source_filter(sources, "c.source");
-        let sql = |window: bool| {
-            format!(
-                "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
-                   (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1{} ORDER BY rank LIMIT ?2) r
-                 JOIN chunks c ON c.rowid = r.rowid
-                 JOIN files f ON f.source = c.source AND f.path = c.path
-                 WHERE 1 = 1{filter} ORDER BY r.rank",
-                BM25_WEIGHTS.0,
-                BM25_WEIGHTS.1,
-                if window { " AND rowid >= ?3" } else { "" }
-            )
-        };
-        let (plain_sql, window_sql) = (sql(false), sql(true));
-        // With a source filter, over-fetch so filtering leaves enough.
-        let fetch = if sources.is_empty() { limit } else { limit * 4 };
-        self.read("keyword search", |c| {
-            // One read transaction: the plan's frequencies and the query see the same commit.
-            let tx = c.transaction()?;
-            let plan = keyword_plan::plan(&tx, &query.terms)?;
-            if plan.terms.len() != query.terms.len() || plan.min_rowid.is_some() {
-                tracing::debug!(terms = ?query.terms, kept = ?plan.terms, min_rowid = ?plan.min_rowid, "keyword query bounded by document frequency");
-            }
-            let mut st = tx.prepare_cached(if plan.min_rowid.is_some() { &window_sql } else { &plain_sql })?;
-            let mut args: Vec<rusqlite::types::Value> = vec![fts_match_expression(&plan.terms).into(), (fetch as i64).into()];
-            if let Some(min) = plan.min_rowid {
-                args.push(min.into());
-            }
-            args.extend(filter_args.iter().cloned().map(Into::into));
-            let rows = st.query_map(params_from_iter(args), |r| {
-                let mut cand = candidate_row(r)?;
-                cand.bm25_rank = Some(r.get(8)?);
-                Ok(cand)
-            })?;
-            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
-            drop(st);
-            tx.commit()?;
-            out.truncate(limit);
-            Ok(out)
-        })
+        self.keyword_candidates(query, limit, sources, true)
     }
 
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
