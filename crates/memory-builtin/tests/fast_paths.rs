@@ -191,6 +191,9 @@ async fn keyword_queries_of_frequent_words_stay_bounded_and_rare_words_win() {
                 c.embedding = None;
                 let n = f * 10 + i;
                 c.terms = if n % 2500 == 7 { format!("everywhere often rareword n{n}") } else { format!("everywhere often n{n}") };
+                if n == 555 {
+                    c.terms.push_str(" memory.search.provider");
+                }
                 c
             })
             .collect();
@@ -208,6 +211,10 @@ async fn keyword_queries_of_frequent_words_stay_bounded_and_rare_words_win() {
     assert_eq!(hits.len(), 10);
     let newest: Vec<&str> = hits.iter().map(|c| c.path.as_str()).collect();
     assert!(newest.iter().all(|p| p.trim_start_matches("memory/k-").trim_end_matches(".md").parse::<usize>().unwrap() >= 400), "{newest:?}");
+    // A term FTS5 indexes as several tokens (no vocabulary entry of its own) is counted, found, and not cut by
+    // the newest-chunks window (chunk 555 is among the oldest).
+    let hits = store.keyword_search(&q(&["everywhere", "memory.search.provider"]), 10, &[]).await.unwrap();
+    assert_eq!(hits.first().map(|c| c.path.as_str()), Some("memory/k-55.md"));
     // A small query is untouched: an id finds its one chunk.
     let hits = store.keyword_search(&q(&["n42"]), 10, &[]).await.unwrap();
     assert_eq!(hits.len(), 1);

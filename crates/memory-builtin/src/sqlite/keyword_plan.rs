@@ -30,15 +30,21 @@ pub(crate) struct KeywordPlan {
     pub min_rowid: Option<i64>,
 }
 
-/// Document frequency of each term (rows containing it in any column).
+/// Document frequency of each term (rows containing it in any column). A term FTS5 indexes as several tokens
+/// (`memory.search.provider`) has no vocabulary entry: its rows are counted by matching it.
 fn doc_frequencies(c: &Connection, terms: &[String]) -> rusqlite::Result<Vec<u64>> {
-    let mut st = c.prepare_cached("SELECT doc FROM chunks_fts_vocab WHERE term = ?1")?;
+    let mut vocab = c.prepare_cached("SELECT doc FROM chunks_fts_vocab WHERE term = ?1")?;
+    let mut phrase = c.prepare_cached("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1")?;
     terms
         .iter()
-        .map(|t| Ok(st.query_row([t], |r| r.get::<_, i64>(0)).or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(0),
-            e => Err(e),
-        })? as u64))
+        .map(|t| match vocab.query_row([t], |r| r.get::<_, i64>(0)) {
+            Ok(n) => Ok(n.max(0) as u64),
+            Err(rusqlite::Error::QueryReturnedNoRows) => {
+                let n: i64 = phrase.query_row([super::fts_match_expression(std::slice::from_ref(t))], |r| r.get(0))?;
+                Ok(n.max(0) as u64)
+            }
+            Err(e) => Err(e),
+        })
         .collect()
 }
 
@@ -48,6 +54,7 @@ pub(crate) fn plan_from(terms: &[String], dfs: &[u64], rows: u64, max_rowid: i64
     if total <= ROW_BUDGET {
         return KeywordPlan { terms: terms.to_vec(), min_rowid: None };
     }
+    // Terms in no chunk cannot match: they are no candidates and no reason to drop others.
     let mut by_df: Vec<(&String, u64)> = terms.iter().zip(dfs.iter().copied()).filter(|(_, df)| *df > 0).collect();
     by_df.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
     // 1. Terms FTS5 weighs at its idf floor, while a rarer one remains.
@@ -112,7 +119,7 @@ mod tests {
         let window = 250_000 - p.min_rowid.unwrap() + 1;
         // About ROW_BUDGET of y's 60,000 rows fall in the window.
         assert_eq!(window, (ROW_BUDGET as f64 * 100_000.0 / 60_000.0).ceil() as i64);
-        // Terms that match nothing are no candidates; all missing is no plan change.
+        // A term in no chunk changes nothing.
         let p = plan_from(&t(&["x", "zzz"]), &[80_000, 0], 100_000, 100_000);
         assert_eq!(p.terms, t(&["x"]));
         assert!(p.min_rowid.is_some());

@@ -108,7 +108,7 @@ impl QuantizedVectors {
     /// vectors whose source is accepted by `keep`.
     pub fn nearest(&self, query: &[f32], k: usize, keep: impl Fn(SourceTag) -> bool) -> Vec<i64> {
         let mut q = Vec::with_capacity(self.dims);
-        if query.len() != self.dims || k == 0 || quantize(query, &mut q).is_none() {
+        if self.dims == 0 || query.len() != self.dims || k == 0 || quantize(query, &mut q).is_none() {
             return Vec::new();
         }
         let mut dots = vec![0i32; self.rowids.len()];
