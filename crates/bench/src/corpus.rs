@@ -136,3 +136,24 @@ pub fn queries(n: usize, seed: u64) -> Vec<String> {
         })
         .collect()
 }
+
+/// Queries whose every word appears in most notes (issue 22): the vocabulary's most frequent words (the head
+/// of its Zipf law: the first is in every note, the tenth in about two thirds) and the generator's filler
+/// content words, one to four of them. OR-ed, such words match nearly every chunk, which is the worst case
+/// for keyword search.
+pub fn common_queries(n: usize, seed: u64) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let vocab = Vocabulary::new(&mut rng, VOCABULARY_SIZE);
+    let head: Vec<&str> = vocab.words.iter().take(8).map(String::as_str).collect();
+    let filler = ["staging", "production", "weekly", "slow", "flaky", "shared", "primary", "backup"];
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xc033_u64);
+    (0..n)
+        .map(|_| {
+            let words = rng.gen_range(1..=4);
+            (0..words)
+                .map(|_| if rng.gen_bool(0.5) { head[rng.gen_range(0..head.len())] } else { filler[rng.gen_range(0..filler.len())] })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}

@@ -16,7 +16,7 @@ use crate::seeded_embedder::SeededEmbedder;
 
 /// The local test model's width (all-MiniLM-L6-v2), so vectors cost what real ones do.
 pub const SEEDED_DIMS: usize = 384;
-const SEEDED_SEED: u64 = 42;
+pub const SEEDED_SEED: u64 = 42;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {

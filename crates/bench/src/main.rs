@@ -6,6 +6,7 @@ mod corpus;
 mod freshness;
 mod harness;
 mod quality;
+mod scale;
 mod seeded_embedder;
 mod speed;
 
@@ -46,6 +47,34 @@ enum Command {
         memory_bin: Option<PathBuf>,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// The builtin engine at 10k-400k chunks (issue 22): keyword (mixed and common-word queries) and hybrid
+    /// latency, vector recall@10 against the exact scan, whole-process search; side by side with another
+    /// build (`--old DIR` holding its `memory` and `memory-bench`) on the same index files.
+    Scale {
+        /// Corpus sizes (notes, ~2 chunks each) for keyword figures.
+        #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000,200000")]
+        notes: Vec<usize>,
+        /// Corpus sizes for hybrid figures (seeded embedder).
+        #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000")]
+        hybrid_notes: Vec<usize>,
+        /// Folder with the other build's `memory` and `memory-bench` binaries.
+        #[arg(long)]
+        old: Option<PathBuf>,
+        /// In-process queries per set.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// One-shot `memory search` runs per figure.
+        #[arg(long, default_value_t = 11)]
+        whole_process_runs: usize,
+        /// Also time each build's cold keyword index and no-change re-index.
+        #[arg(long)]
+        index_runs: bool,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Keep corpora and indexes in this folder (reused by the next run) instead of a temporary one.
+        #[arg(long)]
+        keep: Option<PathBuf>,
     },
     /// nDCG@10, MAP@100 and Recall@100 on the Cranfield dev queries.
     Quality {
@@ -120,6 +149,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
+        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep } => rt.block_on(scale::run(
+            scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep },
+        )),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };

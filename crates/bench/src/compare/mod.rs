@@ -3,7 +3,7 @@
 //! Writes results.json, the charts and BENCHMARKS.md (see `report`).
 
 mod charts;
-mod process;
+pub(crate) mod process;
 mod report;
 mod tools;
 

@@ -1,8 +1,11 @@
 //! SQLite storage: one database file per index, WAL, a writer and a reader connection (searches never wait
 //! for a sync's write transaction), FTS5 over the analysed terms, vec0 for vectors.
 
+mod keyword_plan;
+mod quantized;
 mod schema;
 mod storage;
+mod vectors;
 
 pub use storage::SqliteStorage;
 pub(crate) use schema::create as create_schema;
@@ -84,6 +87,8 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Option<Connection>>,
     reader: Mutex<Option<Connection>>,
+    /// The in-memory int8 copy of the vectors the reader connection sees (vectors.rs); locked after `reader`.
+    vectors: Mutex<Option<vectors::VectorCopy>>,
 }
 
 impl SqliteStore {
@@ -99,7 +104,12 @@ impl SqliteStore {
         })
         .map_err(|e| db_err("cannot open index", e))?;
         let reader = retry_busy(|| open_connection(path)).map_err(|e| db_err("cannot open index", e))?;
-        Ok(SqliteStore { path: path.to_path_buf(), writer: Mutex::new(Some(writer)), reader: Mutex::new(Some(reader)) })
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            writer: Mutex::new(Some(writer)),
+            reader: Mutex::new(Some(reader)),
+            vectors: Mutex::new(None),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -117,6 +127,12 @@ impl SqliteStore {
                 warn!(path = %self.path.display(), "readonly database error; reopening the connection once");
                 let fresh = open_connection(&self.path).map_err(|e| db_err(context, e))?;
                 *guard = Some(fresh);
+                // data_version values are per connection: the vector copy must not compare across two.
+                if std::ptr::eq(slot, &self.reader) {
+                    if let Ok(mut v) = self.vectors.lock() {
+                        *v = None;
+                    }
+                }
                 f(guard.as_mut().unwrap()).map_err(|e| db_err(context, e))
             }
             Err(e) => Err(db_err(context, e)),
@@ -129,6 +145,104 @@ impl SqliteStore {
 
     fn write<T>(&self, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
         self.with(&self.writer, context, f)
+    }
+
+    /// sqlite-vec's exact k-NN scan over every f32 vector: how vector search answered before the in-memory
+    /// copy, kept as the reference the fast path is tested and benchmarked against (exact for up to 4096
+    /// vectors outside the filtered sources).
+    pub fn exact_vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+        self.check_query_vector(vector)?;
+        let (filter, filter_args) = source_filter(sources, "c.source");
+        // With a source filter the scan's k is before filtering: ask for sqlite-vec's most (the fast path filters
+        // inside its scan and always fills `limit`; the old path over-fetched 4x and could come up short).
+        let fetch = if sources.is_empty() { limit } else { 4096 };
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS}, v.distance FROM
+               (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2) v
+             JOIN chunks c ON c.rowid = v.rowid
+             JOIN files f ON f.source = c.source AND f.path = c.path
+             WHERE 1 = 1{filter} ORDER BY v.distance"
+        );
+        let blob = vec_to_blob(vector);
+        self.read("vector search", |c| {
+            let mut st = c.prepare_cached(&sql)?;
+            let mut args: Vec<rusqlite::types::Value> = vec![blob.clone().into(), (fetch as i64).into()];
+            args.extend(filter_args.iter().cloned().map(Into::into));
+            let rows = st.query_map(params_from_iter(args), |r| {
+                let mut cand = candidate_row(r)?;
+                // sqlite-vec has no cosine distance for a zero vector (NULL): such a query matches nothing.
+                let distance: Option<f64> = r.get(8)?;
+                cand.vector_score = distance.map(|d| 1.0 - d);
+                Ok(cand)
+            })?;
+            let mut out: Vec<Candidate> = rows.filter(|c| !matches!(c, Ok(c) if c.vector_score.is_none())).collect::<rusqlite::Result<_>>()?;
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+
+    /// Keyword candidates; `bounded: false` runs the query over every term (how keyword search answered before
+    /// the document-frequency bound, kept as the reference the benchmark compares with).
+    pub fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source], bounded: bool) -> Result<Vec<Candidate>> {
+        if query.terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (filter, filter_args) = source_filter(sources, "c.source");
+        let sql = |window: bool| {
+            format!(
+                "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
+                   (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1{} ORDER BY rank LIMIT ?2) r
+                 JOIN chunks c ON c.rowid = r.rowid
+                 JOIN files f ON f.source = c.source AND f.path = c.path
+                 WHERE 1 = 1{filter} ORDER BY r.rank",
+                BM25_WEIGHTS.0,
+                BM25_WEIGHTS.1,
+                if window { " AND rowid >= ?3" } else { "" }
+            )
+        };
+        let (plain_sql, window_sql) = (sql(false), sql(true));
+        // With a source filter, over-fetch so filtering leaves enough.
+        let fetch = if sources.is_empty() { limit } else { limit * 4 };
+        self.read("keyword search", |c| {
+            // One read transaction: the plan's frequencies and the query see the same commit.
+            let tx = c.transaction()?;
+            let plan = if bounded {
+                keyword_plan::plan(&tx, &query.terms)?
+            } else {
+                keyword_plan::KeywordPlan { terms: query.terms.clone(), min_rowid: None }
+            };
+            if plan.terms.len() != query.terms.len() || plan.min_rowid.is_some() {
+                tracing::debug!(terms = ?query.terms, kept = ?plan.terms, min_rowid = ?plan.min_rowid, "keyword query bounded by document frequency");
+            }
+            let mut st = tx.prepare_cached(if plan.min_rowid.is_some() { &window_sql } else { &plain_sql })?;
+            let mut args: Vec<rusqlite::types::Value> = vec![fts_match_expression(&plan.terms).into(), (fetch as i64).into()];
+            if let Some(min) = plan.min_rowid {
+                args.push(min.into());
+            }
+            args.extend(filter_args.iter().cloned().map(Into::into));
+            let rows = st.query_map(params_from_iter(args), |r| {
+                let mut cand = candidate_row(r)?;
+                cand.bm25_rank = Some(r.get(8)?);
+                Ok(cand)
+            })?;
+            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
+            drop(st);
+            tx.commit()?;
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+
+    /// The index's vector width, or why `vector` cannot be searched.
+    fn check_query_vector(&self, vector: &[f32]) -> Result<usize> {
+        let dims = self.read("read vector dims", |c| schema::vector_dims(c))?;
+        let Some(dims) = dims else {
+            return Err(MemoryError::Unavailable("no vectors indexed yet".into()));
+        };
+        if vector.len() != dims {
+            return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {dims}", vector.len())));
+        }
+        Ok(dims)
     }
 
     /// Close both connections (checkpointing the WAL into the main file).
@@ -296,9 +410,14 @@ impl ChunkStore for SqliteStore {
                                 format!("vector has {} dimensions, the index holds {d}", v.len()).into(),
                             ));
                         }
-                        tx.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?1, ?2)", params![rowid, vec_to_blob(v)])?;
+                        let blob = vec_to_blob(v);
+                        tx.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?1, ?2)", params![rowid, blob])?;
+                        tx.prepare_cached("INSERT INTO vec_f32(rowid, embedding) VALUES (?1, ?2)")?.execute(params![rowid, blob])?;
                     }
                 }
+            }
+            if vec_dims.is_some() {
+                schema::prune_vector_log(&tx)?;
             }
             tx.commit()
         })
@@ -317,67 +436,28 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        if query.terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let expr = fts_match_expression(&query.terms);
-        let (filter, filter_args) = source_filter(sources, "c.source");
-        let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, r.rank FROM
-               (SELECT rowid, bm25(chunks_fts, {}, {}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) r
-             JOIN chunks c ON c.rowid = r.rowid
-             JOIN files f ON f.source = c.source AND f.path = c.path
-             WHERE 1 = 1{filter} ORDER BY r.rank",
-            BM25_WEIGHTS.0, BM25_WEIGHTS.1
-        );
-        // With a source filter, over-fetch so filtering leaves enough.
-        let fetch = if sources.is_empty() { limit } else { limit * 4 };
-        self.read("keyword search", |c| {
-            let mut st = c.prepare_cached(&sql)?;
-            let mut args: Vec<rusqlite::types::Value> = vec![expr.clone().into(), (fetch as i64).into()];
-            args.extend(filter_args.iter().cloned().map(Into::into));
-            let rows = st.query_map(params_from_iter(args), |r| {
-                let mut cand = candidate_row(r)?;
-                cand.bm25_rank = Some(r.get(8)?);
-                Ok(cand)
-            })?;
-            let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
-            out.truncate(limit);
-            Ok(out)
-        })
+        self.keyword_candidates(query, limit, sources, true)
     }
 
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        let dims = self.read("read vector dims", |c| schema::vector_dims(c))?;
-        let Some(dims) = dims else {
-            return Err(MemoryError::Unavailable("no vectors indexed yet".into()));
-        };
-        if vector.len() != dims {
-            return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {dims}", vector.len())));
-        }
-        let (filter, filter_args) = source_filter(sources, "c.source");
-        let fetch = if sources.is_empty() { limit } else { (limit * 4).min(4096) };
-        let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, v.distance FROM
-               (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2) v
-             JOIN chunks c ON c.rowid = v.rowid
-             JOIN files f ON f.source = c.source AND f.path = c.path
-             WHERE 1 = 1{filter} ORDER BY v.distance"
-        );
-        let blob = vec_to_blob(vector);
-        self.read("vector search", |c| {
+        let dims = self.check_query_vector(vector)?;
+        let nearest = self.read("vector search", |c| {
+            let mut copy = self.vectors.lock().map_err(|_| rusqlite::Error::InvalidQuery)?;
+            vectors::nearest(c, &mut copy, dims, vector, limit, sources)
+        })?;
+        self.read("read vector candidates", |c| {
+            let sql = format!(
+                "SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path WHERE c.rowid = ?1"
+            );
             let mut st = c.prepare_cached(&sql)?;
-            let mut args: Vec<rusqlite::types::Value> = vec![blob.clone().into(), (fetch as i64).into()];
-            args.extend(filter_args.iter().cloned().map(Into::into));
-            let rows = st.query_map(params_from_iter(args), |r| {
-                let mut cand = candidate_row(r)?;
-                // sqlite-vec has no cosine distance for a zero vector (NULL): such a query matches nothing.
-                let distance: Option<f64> = r.get(8)?;
-                cand.vector_score = distance.map(|d| 1.0 - d);
-                Ok(cand)
-            })?;
-            let mut out: Vec<Candidate> = rows.filter(|c| !matches!(c, Ok(c) if c.vector_score.is_none())).collect::<rusqlite::Result<_>>()?;
-            out.truncate(limit);
+            let mut out = Vec::with_capacity(nearest.len());
+            for (rowid, score) in &nearest {
+                // A chunk deleted since the scan (a sync committed in between) is simply not a candidate.
+                if let Some(mut cand) = st.query_row([rowid], candidate_row).optional()? {
+                    cand.vector_score = Some(*score);
+                    out.push(cand);
+                }
+            }
             Ok(out)
         })
     }
@@ -387,9 +467,8 @@ impl ChunkStore for SqliteStore {
             return Ok(HashMap::new());
         }
         self.read("read chunk vectors", |c| {
-            // One point lookup per chunk: vec0 answers `rowid = ?` directly (an IN over a subquery scans).
             let mut st = c.prepare_cached(
-                "SELECT v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.rowid WHERE c.id = ?1",
+                "SELECT v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.id = ?1",
             )?;
             let mut out = HashMap::new();
             for id in chunk_ids {
@@ -450,6 +529,14 @@ impl ChunkStore for SqliteStore {
             let chunks: i64 = c.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
             Ok((files as usize, chunks as usize))
         })
+    }
+
+    async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let mut m = serde_json::Map::new();
+        if let Some((n, bytes)) = self.vectors.lock().ok().and_then(|v| vectors::describe(&v)) {
+            m.insert("vectorCopy".into(), serde_json::json!({"vectors": n, "bytes": bytes}));
+        }
+        Ok(m)
     }
 
     async fn meta(&self, key: &str) -> Result<Option<String>> {

@@ -1,5 +1,5 @@
 //! Tables: meta (identity, last sync...), files, chunks, chunks_fts (FTS5, contentless), chunks_vec (vec0,
-//! created with the first vector), embedding_cache.
+//! created with the first vector, with vec_f32 and the change log vec_log), embedding_cache.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -28,6 +28,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
          CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
              terms, heading, content = '', contentless_delete = 1,
              tokenize = 'unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
          CREATE TABLE IF NOT EXISTS embedding_cache (
              provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
              embedding BLOB NOT NULL, dims INTEGER NOT NULL, updated_at INTEGER NOT NULL,
@@ -56,7 +57,12 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
     c.execute_batch(
         "CREATE INDEX IF NOT EXISTS files_by_name ON files (name);
          CREATE INDEX IF NOT EXISTS files_by_stem ON files (stem);",
-    )
+    )?;
+    // Indexes with vectors from before the change log: add it (readers then rebuild their copy once).
+    if vector_dims(c)?.is_some() {
+        create_vector_log(c)?;
+    }
+    Ok(())
 }
 
 /// (basename, stem) of an index path.
@@ -77,7 +83,67 @@ pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Resu
         "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine);"
     ))?;
     c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vectorDims', ?1)", params![dims.to_string()])?;
+    create_vector_log(c)
+}
+
+/// `vec_f32`: each chunk's f32 vector once more, one row per vector. sqlite-vec keeps vectors in blobs of 1024
+/// and reads one by opening its blob and walking the overflow pages up to it (~0.2 ms: 64 re-scores cost
+/// 14 ms), and its full scan reads every row that way; a row here is one B-tree lookup. It is what the
+/// in-memory copy is built from and what its best candidates are re-scored with (vectors.rs).
+fn create_exact_vectors(c: &Connection) -> rusqlite::Result<()> {
+    let exists: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_f32'")?.exists([])?;
+    if exists {
+        return Ok(());
+    }
+    c.execute_batch("CREATE TABLE vec_f32 (rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL);")?;
+    // An index from before this table: copy its vectors once (sqlite-vec's slow full scan, one time).
+    let has_vec0: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'")?.exists([])?;
+    if has_vec0 {
+        c.execute_batch("INSERT INTO vec_f32(rowid, embedding) SELECT rowid, embedding FROM chunks_vec;")?;
+    }
     Ok(())
+}
+
+/// The vector change log: every chunk inserted or deleted appends its rowid, in the writing transaction (a
+/// trigger, so no write path can forget it). A reader's in-memory vector copy (quantized.rs) replays the
+/// entries after the last one it applied, so it follows writes by any process without re-reading every vector.
+/// Triggers on `chunks` rather than on `chunks_vec`: SQLite has no triggers on virtual tables, and a chunk's
+/// vector is written and deleted with the chunk, under the same rowid.
+pub(crate) fn create_vector_log(c: &Connection) -> rusqlite::Result<()> {
+    create_exact_vectors(c)?;
+    // The delete trigger also drops the chunk's row of vec_f32, so that no delete path can leave one behind.
+    c.execute_batch(
+        "CREATE TABLE IF NOT EXISTS vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk INTEGER NOT NULL);
+         CREATE TRIGGER IF NOT EXISTS vec_log_insert AFTER INSERT ON chunks BEGIN
+             INSERT INTO vec_log(chunk) VALUES (new.rowid); END;
+         CREATE TRIGGER IF NOT EXISTS vec_log_delete AFTER DELETE ON chunks BEGIN
+             DELETE FROM vec_f32 WHERE rowid = old.rowid;
+             INSERT INTO vec_log(chunk) VALUES (old.rowid); END;",
+    )
+}
+
+/// Entries kept in the change log; a reader further behind than this re-reads every vector.
+pub(crate) const VECTOR_LOG_KEEP: i64 = 50_000;
+
+/// Drop log entries older than the newest [`VECTOR_LOG_KEEP`]; `vecLogFloor` in meta records the last seq
+/// dropped, so a reader that had not applied it knows to rebuild.
+pub(crate) fn prune_vector_log(c: &Connection) -> rusqlite::Result<()> {
+    let newest: Option<i64> = c.query_row("SELECT max(seq) FROM vec_log", [], |r| r.get(0))?;
+    let Some(newest) = newest else { return Ok(()) };
+    let floor = vector_log_floor(c)?;
+    // Prune in steps of a tenth of the log, not on every batch.
+    if newest - floor > VECTOR_LOG_KEEP + VECTOR_LOG_KEEP / 10 {
+        let new_floor = newest - VECTOR_LOG_KEEP;
+        c.execute("DELETE FROM vec_log WHERE seq <= ?1", params![new_floor])?;
+        c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vecLogFloor', ?1)", params![new_floor.to_string()])?;
+    }
+    Ok(())
+}
+
+/// The last seq pruned from the change log (0: none).
+pub(crate) fn vector_log_floor(c: &Connection) -> rusqlite::Result<i64> {
+    let v: Option<String> = c.query_row("SELECT value FROM meta WHERE key = 'vecLogFloor'", [], |r| r.get(0)).optional()?;
+    Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
 /// Remove a file's chunks from every table.

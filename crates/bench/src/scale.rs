@@ -1,0 +1,318 @@
+//! `memory-bench scale` (issue 22): the builtin engine at a power user's scale, this build side by side with
+//! another build of memory-rs (`--old DIR`, holding its `memory` and `memory-bench` binaries) in one run, on
+//! the same index files. Per corpus size: in-process keyword and hybrid latency (the harness of each build
+//! answering the same queries), recall@10 of this build's vector search against sqlite-vec's exact scan,
+//! whole-process `memory search` for common-word and rare-word queries, and, optionally, cold index and
+//! no-change re-index of the keyword index by each build.
+//!
+//! Corpora: the generated daily notes (corpus.rs, ~2 chunks each). Queries: the usual mix (`corpus::queries`)
+//! and the common-words set (`corpus::common_queries`: every word in most notes, the case that made FTS5 score
+//! nearly every row).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use memory_builtin::{SqliteStorage, SqliteStore};
+use memory_core::embedding::{EmbeddingProvider, EmbeddingPurpose};
+
+use crate::compare::process;
+use crate::corpus;
+use crate::harness::{SEEDED_DIMS, SEEDED_SEED};
+use crate::seeded_embedder::SeededEmbedder;
+
+pub struct Options {
+    pub notes: Vec<usize>,
+    pub hybrid_notes: Vec<usize>,
+    pub old: Option<PathBuf>,
+    pub queries: usize,
+    pub whole_process_runs: usize,
+    pub index_runs: bool,
+    pub seed: u64,
+    pub keep: Option<PathBuf>,
+}
+
+const LIMIT: Duration = Duration::from_secs(3600);
+
+struct Build {
+    name: &'static str,
+    memory: PathBuf,
+    bench: PathBuf,
+}
+
+fn builds(old: &Option<PathBuf>) -> anyhow::Result<Vec<Build>> {
+    let here = std::env::current_exe()?;
+    let mut out = vec![Build { name: "new", memory: here.with_file_name("memory"), bench: here.clone() }];
+    if let Some(dir) = old {
+        out.push(Build { name: "old", memory: dir.join("memory"), bench: dir.join("memory-bench") });
+    }
+    for b in &out {
+        if !b.memory.exists() || !b.bench.exists() {
+            bail!("{} build: {} or {} missing", b.name, b.memory.display(), b.bench.display());
+        }
+    }
+    Ok(out)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// In-process latencies (ms, sorted) of `queries` through a build's harness, and each query's result paths.
+fn in_process(b: &Build, mode: &str, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(Vec<f64>, Vec<Vec<String>>)> {
+    let mut cmd = Command::new(&b.bench);
+    cmd.args(["harness", "--mode", mode, "--workspace"]).arg(ws).arg("--state-dir").arg(state).arg("search-stdin");
+    cmd.env("RUST_LOG", "error");
+    // The first 20 queries warm the process (page cache, the vector copy) and are not counted.
+    let warm: Vec<String> = queries.iter().take(20).cloned().collect();
+    let input = warm.iter().chain(queries).map(|q| format!("{q}\n")).collect::<String>();
+    let done = process::run(&mut cmd, Some(input), LIMIT).map_err(|e| anyhow::anyhow!("{} harness: {e}", b.name))?;
+    let mut ms = Vec::new();
+    let mut paths = Vec::new();
+    for line in done.stdout.lines().skip(warm.len()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        ms.push(v["ms"].as_f64().unwrap_or(f64::NAN));
+        paths.push(v["paths"].as_array().map(|a| a.iter().filter_map(|p| p["path"].as_str().map(String::from)).collect()).unwrap_or_default());
+    }
+    if ms.len() != queries.len() {
+        bail!("{} harness answered {} of {} queries", b.name, ms.len(), queries.len());
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok((ms, paths))
+}
+
+fn memory_cmd(b: &Build, ws: &Path, state: &Path) -> Command {
+    let mut c = Command::new(&b.memory);
+    c.arg("--workspace").arg(ws).arg("--state-dir").arg(state).env("RUST_LOG", "error");
+    c.env("OPENCLAW_STATE_DIR", state.join("no-openclaw")).env("MEMORY_CONFIG", state.join("none.json5"));
+    c
+}
+
+/// Median wall time (ms) of one-shot `memory search` over `queries`, each run `runs` times (interleaved by the
+/// caller across builds so that both see the same load).
+fn whole_process(b: &Build, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<f64> {
+    let mut ms = Vec::new();
+    for q in queries {
+        let done = process::run(memory_cmd(b, ws, state).args(["search", q.as_str(), "--json"]), None, LIMIT)
+            .map_err(|e| anyhow::anyhow!("{} search: {e}", b.name))?;
+        ms.push(done.cost.wall_s * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(percentile(&ms, 0.5))
+}
+
+/// recall@10 of this build's vector search against sqlite-vec's exact scan, averaged over `queries`.
+async fn vector_recall(ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(f64, f64, f64)> {
+    let path = memory_builtin::default_index_path(state, "main", ws);
+    let live = SqliteStorage::new(path).live_path()?;
+    let store = SqliteStore::open(&live)?;
+    let embedder = SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED);
+    let mut total = 0.0;
+    let (mut fast_ms, mut exact_ms) = (Vec::new(), Vec::new());
+    use memory_core::store::ChunkStore;
+    for q in queries {
+        let v = embedder.embed(std::slice::from_ref(q), EmbeddingPurpose::Query).await?.remove(0);
+        let t = std::time::Instant::now();
+        let exact = store.exact_vector_search(&v, 10, &[])?;
+        exact_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        let fast = store.vector_search(&v, 10, &[]).await?;
+        fast_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let found = exact.iter().filter(|e| fast.iter().any(|f| f.chunk_id == e.chunk_id)).count();
+        total += if exact.is_empty() { 1.0 } else { found as f64 / exact.len() as f64 };
+    }
+    store.close_now();
+    fast_ms.sort_by(f64::total_cmp);
+    exact_ms.sort_by(f64::total_cmp);
+    // The first fast search builds the copy: the median leaves it out.
+    Ok((total / queries.len() as f64, percentile(&fast_ms, 0.5), percentile(&exact_ms, 0.5)))
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+}
+
+fn ratio(old: f64, new: f64) -> String {
+    if new > 0.0 && old.is_finite() {
+        format!("{:.1}x", old / new)
+    } else {
+        "-".into()
+    }
+}
+
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let builds = builds(&opts.old)?;
+    let root_dir = match &opts.keep {
+        Some(p) => {
+            std::fs::create_dir_all(p)?;
+            None
+        }
+        None => Some(tempfile::tempdir()?),
+    };
+    let root = opts.keep.clone().unwrap_or_else(|| root_dir.as_ref().unwrap().path().to_path_buf());
+    println!("memory-bench scale: builds {}; load average {}", builds.iter().map(|b| format!("{}={}", b.name, b.memory.display())).collect::<Vec<_>>().join(", "), load());
+    let mixed = corpus::queries(opts.queries, opts.seed);
+    let common = corpus::common_queries(opts.queries, opts.seed);
+    let mut sizes: Vec<usize> = opts.notes.iter().chain(&opts.hybrid_notes).copied().collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for &n in &sizes {
+        let dir = root.join(format!("n{n}"));
+        let ws = dir.join("ws");
+        if !ws.join("MEMORY.md").exists() {
+            std::fs::create_dir_all(&ws)?;
+            corpus::generate(&ws, n, opts.seed)?;
+            // Let file times settle (see freshness.rs) before indexing.
+            std::thread::sleep(Duration::from_millis(2100));
+        }
+        println!("\n## {n} notes (load {})", load());
+        if opts.notes.contains(&n) {
+            keyword(&builds, &dir, &ws, &mixed, &common, &opts)?;
+        }
+        if opts.hybrid_notes.contains(&n) {
+            hybrid(&builds, &dir, &ws, &mixed).await?;
+        }
+    }
+    println!("\nload average at end: {}", load());
+    Ok(())
+}
+
+fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[String], opts: &Options) -> anyhow::Result<()> {
+    let state = dir.join("state-keyword");
+    std::fs::create_dir_all(&state)?;
+    std::fs::write(state.join("none.json5"), "{ memory: { search: { provider: \"none\" } } }")?;
+    if opts.index_runs {
+        // Cold index and no-change re-index by each build, each into its own state folder.
+        for b in builds {
+            let s = dir.join(format!("state-cold-{}", b.name));
+            let _ = std::fs::remove_dir_all(&s);
+            std::fs::create_dir_all(&s)?;
+            std::fs::write(s.join("none.json5"), "{ memory: { search: { provider: \"none\" } } }")?;
+            let cold = process::run(memory_cmd(b, ws, &s).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut re = Vec::new();
+            for _ in 0..5 {
+                re.push(process::run(memory_cmd(b, ws, &s).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?.cost.wall_s * 1e3);
+            }
+            re.sort_by(f64::total_cmp);
+            println!(
+                "keyword cold index [{}]: {:.3} s wall, {:.3} s cpu, {:.1} MB peak; no-change re-index median {:.1} ms",
+                b.name, cold.cost.wall_s, cold.cost.cpu_s, cold.cost.peak_mb, percentile(&re, 0.5)
+            );
+            let _ = std::fs::remove_dir_all(&s);
+        }
+    }
+    let idx = memory_builtin::default_index_path(&state, "main", ws);
+    if !idx.exists() {
+        let t = std::time::Instant::now();
+        process::run(memory_cmd(&builds[0], ws, &state).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!("(keyword index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
+    }
+    keyword_engine_only(&idx, mixed, common)?;
+    let mut rows = Vec::new();
+    for (label, qs) in [("mixed queries", mixed), ("common-word queries", common)] {
+        let mut figs = Vec::new();
+        for b in builds {
+            let (ms, paths) = in_process(b, "keyword", ws, &state, qs)?;
+            figs.push((percentile(&ms, 0.5), percentile(&ms, 0.99), paths));
+        }
+        rows.push((label, figs));
+    }
+    for (label, figs) in &rows {
+        let line: Vec<String> = builds.iter().zip(figs).map(|(b, f)| format!("{} p50 {:.2} ms p99 {:.2} ms", b.name, f.0, f.1)).collect();
+        let r = if figs.len() == 2 { format!("  (p50 {} p99 {})", ratio(figs[1].0, figs[0].0), ratio(figs[1].1, figs[0].1)) } else { String::new() };
+        let same = if figs.len() == 2 {
+            let eq = figs[0].2.iter().zip(&figs[1].2).filter(|(a, b)| a == b).count();
+            format!("; same results for {eq}/{} queries", figs[0].2.len())
+        } else {
+            String::new()
+        };
+        println!("keyword in-process, {label}: {}{r}{same}", line.join(" | "));
+    }
+    // Whole process: a few common-word queries and a rare word, builds interleaved.
+    let picks: Vec<String> = common.iter().take(opts.whole_process_runs).cloned().collect();
+    let rare = vec!["E4242".to_string(); opts.whole_process_runs];
+    for (label, qs) in [("common-word", &picks), ("rare-word", &rare)] {
+        let mut meds = Vec::new();
+        for b in builds {
+            meds.push(whole_process(b, ws, &state, qs)?);
+        }
+        let line: Vec<String> = builds.iter().zip(&meds).map(|(b, m)| format!("{} {:.1} ms", b.name, m)).collect();
+        let r = if meds.len() == 2 { format!("  ({})", ratio(meds[1], meds[0])) } else { String::new() };
+        println!("keyword whole-process `memory search`, {label} (median of {}): {}{r}", qs.len(), line.join(" | "));
+    }
+    Ok(())
+}
+
+/// The store's keyword candidates alone (no freshness check, no ranking): bounded (this build) against the
+/// same store unbounded (every term, as before), in this process, alternating query by query.
+fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyhow::Result<()> {
+    let live = SqliteStorage::new(idx).live_path()?;
+    let store = SqliteStore::open(&live)?;
+    for (label, qs) in [("mixed", mixed), ("common-word", common)] {
+        let (mut bounded, mut unbounded) = (Vec::new(), Vec::new());
+        let mut same = 0;
+        for q in qs {
+            let terms = memory_core::analysis::query_terms(q);
+            if terms.is_empty() {
+                continue;
+            }
+            let kq = memory_core::store::KeywordQuery { terms };
+            let t = std::time::Instant::now();
+            let a = store.keyword_candidates(&kq, 24, &[], true)?;
+            bounded.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = std::time::Instant::now();
+            let b = store.keyword_candidates(&kq, 24, &[], false)?;
+            unbounded.push(t.elapsed().as_secs_f64() * 1e3);
+            if a.iter().map(|c| &c.chunk_id).eq(b.iter().map(|c| &c.chunk_id)) {
+                same += 1;
+            }
+        }
+        bounded.sort_by(f64::total_cmp);
+        unbounded.sort_by(f64::total_cmp);
+        println!(
+            "keyword engine only, {label} queries: bounded p50 {:.2} ms p99 {:.2} ms | unbounded p50 {:.2} ms p99 {:.2} ms  (p50 {} p99 {}); same top-24 for {same}/{}",
+            percentile(&bounded, 0.5),
+            percentile(&bounded, 0.99),
+            percentile(&unbounded, 0.5),
+            percentile(&unbounded, 0.99),
+            ratio(percentile(&unbounded, 0.5), percentile(&bounded, 0.5)),
+            ratio(percentile(&unbounded, 0.99), percentile(&bounded, 0.99)),
+            bounded.len()
+        );
+    }
+    store.close_now();
+    Ok(())
+}
+
+async fn hybrid(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String]) -> anyhow::Result<()> {
+    let state = dir.join("state-hybrid");
+    let idx = memory_builtin::default_index_path(&state, "main", ws);
+    if !idx.exists() {
+        let t = std::time::Instant::now();
+        let mut cmd = Command::new(&builds[0].bench);
+        cmd.args(["harness", "--mode", "hybrid", "--workspace"]).arg(ws).arg("--state-dir").arg(&state).arg("index");
+        process::run(&mut cmd, None, LIMIT).map_err(|e| anyhow::anyhow!("hybrid index: {e}")).context("hybrid index")?;
+        println!("(hybrid index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
+    }
+    let mut figs = Vec::new();
+    for b in builds {
+        let (ms, paths) = in_process(b, "hybrid", ws, &state, mixed)?;
+        figs.push((percentile(&ms, 0.5), percentile(&ms, 0.99), paths));
+    }
+    let line: Vec<String> = builds.iter().zip(&figs).map(|(b, f)| format!("{} p50 {:.2} ms p99 {:.2} ms", b.name, f.0, f.1)).collect();
+    let r = if figs.len() == 2 { format!("  (p50 {} p99 {})", ratio(figs[1].0, figs[0].0), ratio(figs[1].1, figs[0].1)) } else { String::new() };
+    let same = if figs.len() == 2 {
+        let eq = figs[0].2.iter().zip(&figs[1].2).filter(|(a, b)| a == b).count();
+        format!("; same results for {eq}/{} queries", figs[0].2.len())
+    } else {
+        String::new()
+    };
+    println!("hybrid in-process, mixed queries: {}{r}{same}", line.join(" | "));
+    let (recall, fast, exact) = vector_recall(ws, &state, &mixed[..mixed.len().min(100)]).await?;
+    println!("vector search alone: recall@10 vs exact scan {recall:.4}; median fast {fast:.2} ms, sqlite-vec exact {exact:.2} ms ({})", ratio(exact, fast));
+    Ok(())
+}
