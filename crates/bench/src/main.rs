@@ -95,6 +95,9 @@ enum Command {
     ModelOneshot {
         #[arg(long, default_value_t = 2000)]
         notes: usize,
+        /// Bytes per note (2048 like `speed`; smaller notes embed faster and search the same).
+        #[arg(long, default_value_t = 2048)]
+        note_bytes: usize,
         #[arg(long, default_value_t = 21)]
         runs: usize,
         /// The model folder (default: $MEMORY_TEST_MODEL, else ~/.cache/memory-rs/models/all-MiniLM-L6-v2).
@@ -171,10 +174,10 @@ fn main() -> anyhow::Result<()> {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
         }
-        Command::ModelOneshot { notes, runs, model, memory_bins, keep, seed } => {
+        Command::ModelOneshot { notes, note_bytes, runs, model, memory_bins, keep, seed } => {
             let model = model.or_else(quality::default_model).ok_or_else(|| anyhow::anyhow!("no local model: pass --model"))?;
             let bins = if memory_bins.is_empty() { vec![std::env::current_exe()?.with_file_name("memory")] } else { memory_bins };
-            model_oneshot::run(model_oneshot::Options { notes, runs, model, bins, keep, seed })
+            model_oneshot::run(model_oneshot::Options { notes, note_bytes, runs, model, bins, keep, seed })
         }
         Command::Multilingual { dataset, model, multilingual_model, cranfield, no_cranfield, verbose, keep } => {
             let model = model.or_else(quality::default_model);

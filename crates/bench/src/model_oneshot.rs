@@ -38,6 +38,8 @@ fn quantile_ms(v: &[Duration], q: f64) -> f64 {
 
 pub struct Options {
     pub notes: usize,
+    /// Bytes per generated note (the index's embedding time grows with it; the search's hardly).
+    pub note_bytes: usize,
     pub runs: usize,
     pub model: PathBuf,
     pub bins: Vec<PathBuf>,
@@ -51,11 +53,11 @@ pub fn run(o: Options) -> anyhow::Result<()> {
     }
     let tmp = tempfile::tempdir()?;
     let root = o.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    let ws = root.join(format!("ws-{}", o.notes));
-    let state = root.join(format!("state-{}", o.notes));
+    let ws = root.join(format!("ws-{}-{}", o.notes, o.note_bytes));
+    let state = root.join(format!("state-{}-{}", o.notes, o.note_bytes));
     if !ws.join("memory").is_dir() {
         std::fs::create_dir_all(&ws)?;
-        corpus::generate(&ws, o.notes, o.seed)?;
+        corpus::generate_sized(&ws, o.notes, o.seed, o.note_bytes)?;
         // Let the file times settle (content read within 2 s of its mtime is re-checked by later searches).
         std::thread::sleep(Duration::from_millis(2100));
     }
@@ -70,8 +72,9 @@ pub fn run(o: Options) -> anyhow::Result<()> {
     let embedded = report.get("chunksEmbedded").and_then(|v| v.as_u64()).unwrap_or(0);
     if embedded > 0 {
         println!(
-            "indexed {} notes: {embedded} chunks embedded in {:.1} s ({:.1} chunks/s) with {}",
+            "indexed {} notes of ~{} bytes: {embedded} chunks embedded in {:.1} s ({:.1} chunks/s) with {}",
             o.notes,
+            o.note_bytes,
             took.as_secs_f64(),
             embedded as f64 / took.as_secs_f64(),
             model.display()
@@ -89,7 +92,7 @@ pub fn run(o: Options) -> anyhow::Result<()> {
             times[i].push(run_ok(memory(b, &ws, &state, &config).args(["search", q.as_str()]))?.0);
         }
     }
-    println!("one-shot `memory search` with the local model, {} notes, {} runs each (a new query every run), whole process:", o.notes, o.runs);
+    println!("one-shot `memory search` with the local model, {} notes of ~{} bytes, {} runs each (a new query every run), whole process:", o.notes, o.note_bytes, o.runs);
     for (b, t) in o.bins.iter().zip(&times) {
         println!("  {:<60} p50 {:>7.1} ms  p90 {:>7.1} ms  min {:>7.1} ms", b.display().to_string(), quantile_ms(t, 0.5), quantile_ms(t, 0.9), quantile_ms(t, 0.0));
     }

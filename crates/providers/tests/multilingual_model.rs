@@ -118,3 +118,32 @@ async fn e5_prompts_come_from_the_model_files_and_cross_languages() {
     let ok = LocalOptions { query_prompt_name: Some("query".into()), document_prompt_name: Some("document".into()), ..Default::default() };
     assert_eq!(LocalModelInfo::inspect_with(&dir, &ok).unwrap().fingerprint, info.fingerprint);
 }
+
+/// The prompt settings as a user writes them: JSON5 keys, checked by name, reaching the provider's identity.
+#[test]
+fn prompt_config_keys_reach_the_provider_and_errors_name_them() {
+    let dir = model_dir();
+    let with_local = |local: &str, extra: &str| {
+        let text = format!("{{ memory: {{ search: {{ provider: \"local\", local: {{ modelPath: {:?}, {local} }}, {extra} }} }} }}", dir.display().to_string());
+        memory_core::Config::from_json5(&text)
+    };
+    let with = |extra: &str| with_local("", extra);
+    let key_of = |e: memory_core::MemoryError| match e {
+        memory_core::MemoryError::Config { key, .. } => key,
+        other => panic!("expected a config error, got {other}"),
+    };
+    let base = providers::from_config(&with("").unwrap()).unwrap().unwrap();
+    // The model's own names select its own prompts: the same vectors.
+    let named = providers::from_config(&with("queryInputType: \"query\", documentInputType: \"document\"").unwrap()).unwrap().unwrap();
+    assert_eq!(named.fingerprint(), base.fingerprint());
+    // A name the model lacks is an error naming the key as written.
+    let err = providers::from_config(&with("queryInputType: \"search_query\"").unwrap()).err().unwrap();
+    assert_eq!(key_of(err), "memory.search.queryInputType");
+    let err = providers::from_config(&with("inputType: \"classification\"").unwrap()).err().unwrap();
+    assert_eq!(key_of(err), "memory.search.inputType");
+    // Literal prompts are accepted keys and another identity; a prompt that is not a string is refused by name.
+    let literal = providers::from_config(&with_local("queryPrompt: \"query: \", documentPrompt: \"query: \"", "").unwrap()).unwrap().unwrap();
+    assert_ne!(literal.fingerprint(), base.fingerprint());
+    let err = memory_core::Config::from_json5("{ memory: { search: { local: { queryPrompt: 3 } } } }").err().unwrap();
+    assert!(err.to_string().contains("memory.search.local.queryPrompt"), "{err}");
+}

@@ -348,12 +348,17 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64
         .collect()
 }
 
-/// Largest share by which a dated note's score grows for being the newest of a search's dated candidates (the
-/// oldest gets nothing, the others in proportion to their date): enough to order notes that score within a
-/// few percent of each other newest first, too little to lift a weaker match over a clearly better one.
-pub const RECENCY_PREFERENCE: f64 = 0.03;
-/// The same for a question about the present ("now", "currently", "现在", "目前"...).
-pub const RECENCY_PREFERENCE_PRESENT: f64 = 0.08;
+/// How far a dated note may move up for being the newest of a search's dated candidates, as a share of the
+/// spread of the search's scores (the best minus the tenth best): notes that score within a twentieth of that
+/// spread of each other are ordered newest first; clearly better matches are not overtaken. A share of the
+/// spread, not of the score, so that models whose similarities bunch (multilingual-e5's 0.75-0.9) and models
+/// whose similarities spread out are moved alike.
+pub const RECENCY_PREFERENCE: f64 = 0.05;
+/// The same for a question about the present ("now", "currently", "现在", "目前"...): there the newer of two
+/// notes that disagree is the answer unless the older one is a clearly better match.
+pub const RECENCY_PREFERENCE_PRESENT: f64 = 0.2;
+/// The rank whose score the spread is measured to.
+const RECENCY_SPREAD_RANK: usize = 10;
 
 /// Words by which a question asks about the present state of things (English and Chinese).
 const PRESENT_WORDS: &[&str] = &["now", "currently", "current", "nowadays", "latest", "presently", "today", "anymore", "still"];
@@ -366,10 +371,11 @@ pub fn asks_about_present(query: &str) -> bool {
 }
 
 /// Mild recency among dated notes (daily logs, by the date in their name), with or without temporal decay:
-/// when two notes disagree, the newer is the likelier answer. Each dated candidate's score is multiplied by
-/// 1 + p x (its date - the oldest date) / (the newest - the oldest) over this search's dated candidates, p
-/// [`RECENCY_PREFERENCE`] or, for a question about the present, [`RECENCY_PREFERENCE_PRESENT`]. Undated notes
-/// and `MEMORY.md` are untouched; so is a search whose candidates share one date.
+/// when two notes disagree, the newer is the likelier answer. Each dated candidate gains
+/// p x spread x (its date - the oldest date) / (the newest - the oldest) over this search's dated candidates,
+/// where spread is the best score minus the tenth best (or the last) and p is [`RECENCY_PREFERENCE`] or, for a
+/// question about the present, [`RECENCY_PREFERENCE_PRESENT`]. Undated notes and `MEMORY.md` are untouched; so
+/// is a search whose dated candidates share one date.
 pub fn prefer_recent(items: &mut [Scored], query: &str) {
     let date = |s: &Scored| if s.candidate.source == Source::Memory { date_from_path(&s.candidate.path) } else { None };
     let dates: Vec<i64> = items.iter().filter_map(date).collect();
@@ -377,11 +383,19 @@ pub fn prefer_recent(items: &mut [Scored], query: &str) {
     if newest <= oldest {
         return;
     }
+    let mut scores: Vec<f64> = items.iter().map(|s| s.score).filter(|v| v.is_finite()).collect();
+    scores.sort_by(|a, b| b.total_cmp(a));
+    let Some(&best) = scores.first() else { return };
+    let reference = scores[(RECENCY_SPREAD_RANK - 1).min(scores.len() - 1)];
+    let spread = best - reference;
+    if spread <= 0.0 || !spread.is_finite() {
+        return;
+    }
     let p = if asks_about_present(query) { RECENCY_PREFERENCE_PRESENT } else { RECENCY_PREFERENCE };
     let span = (newest - oldest) as f64;
     for s in items.iter_mut() {
         if let Some(d) = date(s) {
-            s.score *= 1.0 + p * (d - oldest) as f64 / span;
+            s.score += p * spread * (d - oldest) as f64 / span;
         }
     }
 }
@@ -563,8 +577,9 @@ pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
 /// with its tier.
 pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
-    // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words.
-    let hybrid = !keyword.is_empty() && !vector.is_empty();
+    // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
+    // and a search configured to weigh one leg only is not hybrid.
+    let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
     let mut items = merge(keyword, vector, opts.vector_weight, opts.text_weight);
     if hybrid {
         let named = ExactQuery::of(query);

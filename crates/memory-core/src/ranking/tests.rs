@@ -379,19 +379,31 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
     assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
     // A clearly better older match stays first.
-    let keyword2 = vec![kw("old", "memory/2026-03-02.md", "x", -6.0), kw("new", "memory/2026-09-18.md", "y", -2.0)];
-    let r = rank(keyword2, vec![], vec![], "which database does the backend use", &o);
+    let keyword2 = vec![
+        kw("old", "memory/2026-03-02.md", "x", -6.0),
+        kw("new", "memory/2026-09-18.md", "y", -2.0),
+        kw("ever", "MEMORY.md", "z", -0.5),
+    ];
+    let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");
-    // Undated notes keep their score; a question about the present prefers the newer note more.
+    // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
     let mut items = merge(keyword.clone(), vec![], 0.7, 0.3);
     let before: Vec<f64> = items.iter().map(|s| s.score).collect();
+    let spread = before.iter().cloned().fold(f64::MIN, f64::max) - before.iter().cloned().fold(f64::MAX, f64::min);
     prefer_recent(&mut items, "which database");
     assert_eq!(items[2].score, before[2]);
     assert_eq!(items[0].score, before[0], "the oldest gets nothing");
-    assert!((items[1].score / before[1] - (1.0 + RECENCY_PREFERENCE)).abs() < 1e-12);
+    assert!((items[1].score - before[1] - RECENCY_PREFERENCE * spread).abs() < 1e-12);
     let mut now = merge(keyword, vec![], 0.7, 0.3);
     prefer_recent(&mut now, "which database do we use now?");
-    assert!((now[1].score / before[1] - (1.0 + RECENCY_PREFERENCE_PRESENT)).abs() < 1e-12);
+    assert!((now[1].score - before[1] - RECENCY_PREFERENCE_PRESENT * spread).abs() < 1e-12);
+    // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
+    // candidates a tenth of the spread apart holds.
+    let mut bunched: Vec<Scored> = (0..10)
+        .map(|i| Scored { candidate: cand(&format!("c{i}"), &format!("memory/2026-01-{:02}.md", i + 1), "x"), score: 0.82 - 0.002 * i as f64, text_score: None, vector_score: None, tier: 0, exact_match: false })
+        .collect();
+    prefer_recent(&mut bunched, "anything");
+    assert!(bunched[0].score > bunched[1].score, "{} vs {}", bunched[0].score, bunched[1].score);
     assert!(asks_about_present("小鱼记账现在用的是什么数据库？"));
     assert!(!asks_about_present("which database did we pick in March?"));
 }
