@@ -564,10 +564,35 @@ fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Resul
 impl Loaded {
     fn load(info: &LocalModelInfo) -> Result<Self, LocalModelError> {
         let started = std::time::Instant::now();
+        let path = info.dir.join("model.safetensors");
+        // The tokenizer (a JSON parse) and the weights (reads and copies) load side by side.
+        let (tokenizer, weights) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| Self::load_tokenizer(info));
+            let weights = read_weights(info, &path);
+            let tokenizer = tokenizer.join().unwrap_or_else(|_| Err(LocalModelError::Tokenizer("tokenizer loading panicked".into())));
+            (tokenizer, weights)
+        });
+        let (tokenizer, pad_id) = tokenizer?;
+        let (tensors, words) = weights?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let model = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
+        info!(
+            dir = %info.dir.display(),
+            dims = info.config.hidden_size,
+            layers = info.config.num_hidden_layers,
+            max_seq_length = info.max_seq_length,
+            ms = started.elapsed().as_millis() as u64,
+            "local embedding model loaded"
+        );
+        Ok(Loaded { model, tokenizer, pad_id })
+    }
+
+    /// The tokenizer with the file's fixed padding (128 for MiniLM) and truncation replaced: no padding here (each
+    /// forward pass pads its texts to the longest of them, see `embed`), truncation at the model's
+    /// max_seq_length. Also the padding id.
+    fn load_tokenizer(info: &LocalModelInfo) -> Result<(Tokenizer, u32), LocalModelError> {
         let mut tokenizer =
             Tokenizer::from_file(info.dir.join("tokenizer.json")).map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
-        // Replace the file's fixed padding (128 for MiniLM) and truncation: no padding here (each forward pass
-        // pads its texts to the longest of them, see `embed`), truncation at the model's max_seq_length.
         let pad_id = tokenizer
             .get_padding()
             .map(|p| p.pad_id)
@@ -583,19 +608,7 @@ impl Loaded {
                 ..TruncationParams::default()
             }))
             .map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
-        let path = info.dir.join("model.safetensors");
-        let (tensors, words) = read_weights(info, &path)?;
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        let model = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
-        info!(
-            dir = %info.dir.display(),
-            dims = info.config.hidden_size,
-            layers = info.config.num_hidden_layers,
-            max_seq_length = info.max_seq_length,
-            ms = started.elapsed().as_millis() as u64,
-            "local embedding model loaded"
-        );
-        Ok(Loaded { model, tokenizer, pad_id })
+        Ok((tokenizer, pad_id))
     }
 
     /// Embed texts, batching texts of similar length together. Blocking (CPU-bound).
