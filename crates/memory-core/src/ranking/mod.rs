@@ -150,7 +150,7 @@ pub enum ExactQuery {
 }
 
 /// Characters an identifier may hold besides ASCII letters and digits.
-const IDENT_PUNCT: &[char] = &['.', '_', '-', ':', '/', '#', '@', '$', '+', '='];
+const IDENT_PUNCT: &[char] = &['.', '_', '-', ':', '/', '#', '@', '$'];
 
 fn is_identifier_like(w: &str) -> bool {
     let chars: Vec<char> = w.chars().collect();
@@ -163,7 +163,11 @@ fn is_identifier_like(w: &str) -> bool {
     let inner_punct = chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[2].is_ascii_alphanumeric());
     // camelCase / PascalCase with a hump inside: `vectorWeight`, `BadDeviceToken` (not `Atlas`, not `HSBC`).
     let camel = chars.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
-    let acronym = letters >= 2 && digits == 0 && chars.iter().all(|c| c.is_ascii_uppercase());
+    // An acronym of three letters or more that is not an English word in capitals (`OR`, `AND`, `NOT`).
+    let acronym = letters >= 3
+        && digits == 0
+        && chars.iter().all(|c| c.is_ascii_uppercase())
+        && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
     (digits > 0 && letters > 0) || digits >= 3 || inner_punct || camel || acronym
 }
 

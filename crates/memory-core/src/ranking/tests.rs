@@ -302,6 +302,9 @@ fn exact_queries_name_identifiers_or_a_phrase() {
     assert_eq!(ids("ATLAS_SENTRY_DSN 在哪里注入？"), vec!["atlas_sentry_dsn"]);
     assert_eq!(ids("小鱼记账 1.8.0 上线了什么"), vec!["1.8.0"]);
     assert_eq!(ids("What broke in \"M8R-FLP\"?"), vec!["m8r-flp"]);
+    // Query syntax is not part of an identifier: the id is what must match.
+    assert_eq!(ids("E4012 OR 1=1"), vec!["e4012"]);
+    assert_eq!(ids("HSBC account"), vec!["hsbc"]);
     assert_eq!(ExactQuery::of("remaining connection slots are reserved"), ExactQuery::Phrase("remaining connection slots are reserved".into()));
     assert_eq!(ExactQuery::of("没有权限访问该资源。"), ExactQuery::Phrase("没有权限访问该资源".into()));
     // Ordinary words name nothing exactly: a capitalised word, a short query, a short Chinese question.
