@@ -160,7 +160,10 @@ fn is_identifier_like(w: &str) -> bool {
     let digits = chars.iter().filter(|c| c.is_ascii_digit()).count();
     let letters = chars.iter().filter(|c| c.is_ascii_alphabetic()).count();
     // Punctuation between letters or digits: `v2.14.3`, `INC-20931`, `memory.search.local`, `ATLAS_SENTRY_DSN`.
-    let inner_punct = chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[2].is_ascii_alphanumeric());
+    // Not a hyphen alone (`two-dimensional`, `re-entry` are English words; an id with a hyphen has a digit or a
+    // capital), not single letters with dots (`i.e`, `e.g`).
+    let inner_punct = chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[1] != '-' && w[2].is_ascii_alphanumeric())
+        && !w.split(|c: char| IDENT_PUNCT.contains(&c)).all(|seg| seg.chars().count() <= 1);
     // camelCase / PascalCase with a hump inside: `vectorWeight`, `BadDeviceToken` (not `Atlas`, not `HSBC`).
     let camel = chars.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
     // An acronym of three letters or more that is not an English word in capitals (`OR`, `AND`, `NOT`).

@@ -308,7 +308,7 @@ fn exact_queries_name_identifiers_or_a_phrase() {
     assert_eq!(ExactQuery::of("remaining connection slots are reserved"), ExactQuery::Phrase("remaining connection slots are reserved".into()));
     assert_eq!(ExactQuery::of("没有权限访问该资源。"), ExactQuery::Phrase("没有权限访问该资源".into()));
     // Ordinary words name nothing exactly: a capitalised word, a short query, a short Chinese question.
-    for q in ["Atlas", "gateway host", "网关在哪？", "", "   ", "a b"] {
+    for q in ["Atlas", "gateway host", "网关在哪？", "", "   ", "a b", "two-dimensional", "i.e", "re-entry"] {
         assert_eq!(ExactQuery::of(q), ExactQuery::None, "{q:?}");
     }
 }
