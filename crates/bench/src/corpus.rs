@@ -109,15 +109,20 @@ const VOCABULARY_SIZE: usize = 5000;
 
 /// Write `n` daily notes of ~2 KB into `memory/` of `workspace`, plus a MEMORY.md.
 pub fn generate(workspace: &Path, n: usize, seed: u64) -> std::io::Result<()> {
+    generate_sized(workspace, n, seed, 2048)
+}
+
+/// [`generate`] with notes of about `bytes` each.
+pub fn generate_sized(workspace: &Path, n: usize, seed: u64, bytes: usize) -> std::io::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed);
     let vocab = Vocabulary::new(&mut rng, VOCABULARY_SIZE);
     let dir = workspace.join("memory");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(workspace.join("MEMORY.md"), note(&mut rng, &vocab, "Long-term memory", 2048))?;
+    std::fs::write(workspace.join("MEMORY.md"), note(&mut rng, &vocab, "Long-term memory", bytes))?;
     let start = chrono::NaiveDate::from_ymd_opt(2020, 1, 1).expect("valid date");
     for i in 0..n {
         let date = (start + chrono::Days::new(i as u64)).format("%Y-%m-%d").to_string();
-        std::fs::write(dir.join(format!("{date}.md")), note(&mut rng, &vocab, &date, 2048))?;
+        std::fs::write(dir.join(format!("{date}.md")), note(&mut rng, &vocab, &date, bytes))?;
     }
     Ok(())
 }

@@ -5,6 +5,8 @@ mod compare;
 mod corpus;
 mod freshness;
 mod harness;
+mod model_oneshot;
+mod multilingual;
 mod quality;
 mod scale;
 mod seeded_embedder;
@@ -92,6 +94,53 @@ enum Command {
         #[arg(long)]
         keyword_only: bool,
     },
+    /// Bilingual (Chinese / English) quality per question kind: keyword, hybrid with all-MiniLM-L6-v2, hybrid with
+    /// multilingual-e5-small; then Cranfield in the same run.
+    Multilingual {
+        /// The bilingual set (notes and questions, JSON).
+        #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/bilingual-dev.json"))]
+        dataset: PathBuf,
+        /// The English model (default: $MEMORY_TEST_MODEL, else ~/.cache/memory-rs/models/all-MiniLM-L6-v2).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// The multilingual model (default: $MEMORY_TEST_MULTILINGUAL_MODEL, else
+        /// ~/.cache/memory-rs/models/multilingual-e5-small).
+        #[arg(long)]
+        multilingual_model: Option<PathBuf>,
+        /// Cranfield, evaluated in the same run.
+        #[arg(long, default_value = "../shared/datasets/cranfield")]
+        cranfield: PathBuf,
+        #[arg(long)]
+        no_cranfield: bool,
+        /// Per-question ranks.
+        #[arg(long)]
+        verbose: bool,
+        /// Keep workspaces and indexes here: later runs reuse the embeddings (a ranking change re-embeds nothing).
+        #[arg(long)]
+        keep: Option<PathBuf>,
+    },
+    /// One-shot `memory search` with the local model on N generated notes, whole process, for one or more
+    /// `memory` binaries side by side; prints the indexing throughput (chunks/s) too.
+    ModelOneshot {
+        #[arg(long, default_value_t = 2000)]
+        notes: usize,
+        /// Bytes per note (2048 like `speed`; smaller notes embed faster and search the same).
+        #[arg(long, default_value_t = 2048)]
+        note_bytes: usize,
+        #[arg(long, default_value_t = 21)]
+        runs: usize,
+        /// The model folder (default: $MEMORY_TEST_MODEL, else ~/.cache/memory-rs/models/all-MiniLM-L6-v2).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// `memory` binaries to time (default: the one beside this program); the first builds the index.
+        #[arg(long = "memory-bin")]
+        memory_bins: Vec<PathBuf>,
+        /// Keep the workspace and index here (re-runs skip the embedding).
+        #[arg(long)]
+        keep: Option<PathBuf>,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
     /// memory-rs, QMD and OpenClaw side by side on generated notes and Cranfield; writes BENCHMARKS.md,
     /// results.json and PNG charts under --out.
     Compare {
@@ -156,6 +205,17 @@ fn main() -> anyhow::Result<()> {
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
+        }
+        Command::ModelOneshot { notes, note_bytes, runs, model, memory_bins, keep, seed } => {
+            let model = model.or_else(quality::default_model).ok_or_else(|| anyhow::anyhow!("no local model: pass --model"))?;
+            let bins = if memory_bins.is_empty() { vec![std::env::current_exe()?.with_file_name("memory")] } else { memory_bins };
+            model_oneshot::run(model_oneshot::Options { notes, note_bytes, runs, model, bins, keep, seed })
+        }
+        Command::Multilingual { dataset, model, multilingual_model, cranfield, no_cranfield, verbose, keep } => {
+            let model = model.or_else(quality::default_model);
+            let multilingual = multilingual_model.or_else(multilingual::default_multilingual_model);
+            let cranfield = (!no_cranfield).then_some(cranfield);
+            rt.block_on(multilingual::run(&dataset, model.as_deref(), multilingual.as_deref(), cranfield.as_deref(), verbose, keep.as_deref()))
         }
         Command::Compare {
             sizes,

@@ -24,7 +24,7 @@ pub use batch::BatchSettings;
 pub use batching::{estimate_tokens, plan_batches, BatchLimits};
 pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};
-pub use local::{model_folder_present, LocalModelError, LocalModelInfo, LocalProvider, Pooling};
+pub use local::{model_folder_present, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, Pooling, Prompts};
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 pub use remote::{known_dimensions, RemoteKind, RemoteProvider, RemoteSettings};
 pub use resolve::{

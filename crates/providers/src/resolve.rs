@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
-use crate::local::{model_folder_present, LocalModelError, LocalProvider};
+use crate::local::{model_folder_present, LocalModelError, LocalOptions, LocalProvider};
 use crate::remote::{RemoteKind, RemoteProvider, RemoteSettings};
 
 /// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
@@ -299,8 +299,29 @@ fn build(
                 unavailable: false,
             });
         };
-        return match LocalProvider::open(&dir) {
+        // Prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the primary
+        // provider's settings, as for remote providers).
+        let primary = role == Role::Primary;
+        let options = LocalOptions {
+            query_prompt: search.local.query_prompt.clone().filter(|_| primary),
+            document_prompt: search.local.document_prompt.clone().filter(|_| primary),
+            query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+            document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+        };
+        return match LocalProvider::open_with(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
+            Err(LocalModelError::UnknownPrompt { key, dir, name, available }) => Err(BuildError {
+                key: if key == "memory.search.queryInputType" && search.query_input_type.is_none()
+                    || key == "memory.search.documentInputType" && search.document_input_type.is_none()
+                {
+                    "memory.search.inputType".into()
+                } else {
+                    key.into()
+                },
+                missing: false,
+                unavailable: false,
+                message: format!("the local model in {} has no prompt named `{name}` (its prompts: {available})", dir.display()),
+            }),
             Err(e) => Err(BuildError {
                 key: "memory.search.local.modelPath".into(),
                 missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),

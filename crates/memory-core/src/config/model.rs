@@ -216,6 +216,10 @@ pub struct LocalConfig {
     /// Folder with `model.safetensors`, `config.json` and `tokenizer.json`.
     pub model_path: Option<String>,
     pub model_cache_dir: Option<String>,
+    /// Prepended to queries before embedding (memory-rs's own key; default: the model's own prompt).
+    pub query_prompt: Option<String>,
+    /// Prepended to documents before embedding.
+    pub document_prompt: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -108,6 +108,9 @@ pub(super) const SEARCH: &[Field] = &[
         &[
             a("modelPath", Ty::Str),
             a("modelCacheDir", Ty::Str),
+            // memory-rs's own: literal prompts prepended to queries / documents (E5: "query: " / "passage: ").
+            a("queryPrompt", Ty::Str),
+            a("documentPrompt", Ty::Str),
             ig("contextSize", Ty::UintOr("auto"), "the local model's own context length is used"),
         ],
     ),

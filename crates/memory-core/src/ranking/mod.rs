@@ -1,6 +1,7 @@
 //! The ranking pipeline (SPEC §5), shared by every engine:
-//! keyword + vector candidates -> weighted merge -> temporal decay -> importance -> sort -> MMR -> exact-path
-//! tiers -> min-score selection with keyword back-fill -> top K, with snippets and citations.
+//! keyword + vector candidates -> weighted merge -> temporal decay -> importance -> recency among near-equal
+//! dated notes -> sort -> MMR -> exact-path tiers, then exact matches (hybrid) -> min-score selection with
+//! keyword back-fill -> top K, with snippets and citations.
 
 use std::collections::{HashMap, HashSet};
 
@@ -126,6 +127,134 @@ pub struct Scored {
     pub text_score: Option<f64>,
     pub vector_score: Option<f64>,
     pub tier: u8,
+    /// The chunk holds what the query names exactly ([`ExactQuery`]): in hybrid search it ranks above chunks that
+    /// do not (below exact-path hits), whatever the vectors say.
+    pub exact_match: bool,
+}
+
+/// What a query names exactly, if anything: its identifier-like words (a ticket id, a config key, a version,
+/// an error code, `CamelCase` or `SNAKE_CASE` names), else, for a query of three words or more (or six CJK
+/// characters), the whole query as a phrase (an error message pasted in).
+///
+/// Why: keyword search finds such a string by what it is, while an embedding model sees an id or a version as
+/// a few sub-word pieces close to any other id or version, and a small model's cosine similarities can push the
+/// note holding the string below notes that merely look alike. A chunk holding the exact string is evidence no
+/// similarity outweighs, so in hybrid search it is ordered first (by its merged score among such chunks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExactQuery {
+    None,
+    /// Lowercased identifier words; a chunk must hold each, at word boundaries.
+    Identifiers(Vec<String>),
+    /// The lowercased query with whitespace collapsed; a chunk must hold it at word boundaries.
+    Phrase(String),
+}
+
+/// Characters an identifier may hold besides ASCII letters and digits.
+const IDENT_PUNCT: &[char] = &['.', '_', '-', ':', '/', '#', '@', '$'];
+
+fn is_identifier_like(w: &str) -> bool {
+    let chars: Vec<char> = w.chars().collect();
+    if chars.len() < 2 {
+        return false;
+    }
+    let digits = chars.iter().filter(|c| c.is_ascii_digit()).count();
+    let letters = chars.iter().filter(|c| c.is_ascii_alphabetic()).count();
+    // Punctuation between letters or digits: `v2.14.3`, `INC-20931`, `memory.search.local`, `ATLAS_SENTRY_DSN`.
+    // Not a hyphen alone (`two-dimensional`, `re-entry` are English words; an id with a hyphen has a digit or a
+    // capital), not single letters with dots (`i.e`, `e.g`).
+    let inner_punct = chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[1] != '-' && w[2].is_ascii_alphanumeric())
+        && !w.split(|c: char| IDENT_PUNCT.contains(&c)).all(|seg| seg.chars().count() <= 1);
+    // camelCase / PascalCase with a hump inside: `vectorWeight`, `BadDeviceToken` (not `Atlas`, not `HSBC`).
+    let camel = chars.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    // An acronym of three letters or more that is not an English word in capitals (`OR`, `AND`, `NOT`).
+    let acronym = letters >= 3
+        && digits == 0
+        && chars.iter().all(|c| c.is_ascii_uppercase())
+        && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
+    (digits > 0 && letters > 0) || digits >= 3 || inner_punct || camel || acronym
+}
+
+impl ExactQuery {
+    pub fn of(query: &str) -> ExactQuery {
+        let mut idents: Vec<String> = Vec::new();
+        let mut word = String::new();
+        let flush = |word: &mut String, idents: &mut Vec<String>| {
+            let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+            if is_identifier_like(w) {
+                let w = w.to_ascii_lowercase();
+                if !idents.contains(&w) {
+                    idents.push(w);
+                }
+            }
+            word.clear();
+        };
+        for c in query.chars() {
+            if c.is_ascii_alphanumeric() || IDENT_PUNCT.contains(&c) {
+                word.push(c);
+            } else {
+                flush(&mut word, &mut idents);
+            }
+        }
+        flush(&mut word, &mut idents);
+        if !idents.is_empty() {
+            return ExactQuery::Identifiers(idents);
+        }
+        let phrase = normalize_phrase(query);
+        let phrase = phrase.trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+        let words = phrase.split(' ').filter(|w| !w.is_empty()).count();
+        let cjk = phrase.chars().filter(|c| crate::chunking::is_cjk(*c)).count();
+        if words >= 3 || cjk >= 6 {
+            ExactQuery::Phrase(phrase)
+        } else {
+            ExactQuery::None
+        }
+    }
+
+    /// Whether `text` holds what the query names.
+    pub fn matches(&self, text: &str) -> bool {
+        match self {
+            ExactQuery::None => false,
+            ExactQuery::Identifiers(ids) => {
+                let lower = text.to_ascii_lowercase();
+                ids.iter().all(|id| contains_at_boundary(&lower, id))
+            }
+            ExactQuery::Phrase(p) => contains_at_boundary(&normalize_phrase(text), p),
+        }
+    }
+}
+
+/// Lowercase, whitespace runs as one space.
+fn normalize_phrase(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for w in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(w.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+/// `needle` in `haystack` with no ASCII letter or digit right before or after it (`v2.14.3` is not in
+/// `v2.14.30`). A CJK needle has no word boundaries to check.
+fn contains_at_boundary(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let first_word = needle.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let last_word = needle.chars().next_back().is_some_and(|c| c.is_ascii_alphanumeric());
+    let mut from = 0;
+    while let Some(i) = haystack[from..].find(needle) {
+        let start = from + i;
+        let end = start + needle.len();
+        let before_ok = !first_word || !haystack[..start].chars().next_back().is_some_and(|c| c.is_ascii_alphanumeric());
+        let after_ok = !last_word || !haystack[end..].chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        if before_ok && after_ok {
+            return true;
+        }
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
 }
 
 /// The text scores of one hybrid search's keyword candidates. The best candidate scores `bm25_rank_to_score` of its
@@ -153,6 +282,31 @@ pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
         .collect()
 }
 
+/// See [`vector_scores`].
+pub const MIN_CALIBRATION_CANDIDATES: usize = 10;
+
+/// The vector scores of one hybrid search's vector candidates: the best keeps its cosine similarity, the others
+/// score in proportion to their similarity above the weakest candidate's, as the text leg scores in proportion
+/// to the best BM25 ([`text_scores`]).
+///
+/// Why: models differ in where their cosine similarities sit. all-MiniLM-L6-v2 spreads a query's candidates over
+/// 0.1-0.7; multilingual-e5-small (like most contrastively trained retrieval models) bunches them in 0.75-0.9,
+/// so a raw cosine barely separates the right note from an unrelated one, and a keyword match on one weak term
+/// (a common Chinese bigram) outweighed the vector leg's clear first choice. Measured from the weakest
+/// candidate, each model's vector leg keeps its order and spans the same range as the text leg.
+///
+/// The weakest of a few candidates says little about where unrelated notes sit: with fewer than
+/// [`MIN_CALIBRATION_CANDIDATES`] (a workspace of a handful of chunks) the cosine similarities are used as they are.
+pub fn vector_scores(vector: &[Candidate]) -> Vec<f64> {
+    let raw: Vec<f64> = vector.iter().map(|c| c.vector_score.filter(|v| v.is_finite()).unwrap_or(0.0)).collect();
+    let best = raw.iter().copied().fold(f64::MIN, f64::max);
+    let floor = raw.iter().copied().fold(f64::MAX, f64::min);
+    if raw.len() < MIN_CALIBRATION_CANDIDATES || best <= 0.0 || best - floor <= 1e-9 {
+        return raw;
+    }
+    raw.iter().map(|v| best * (v - floor) / (best - floor)).collect()
+}
+
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
 /// [`text_scores`] when there are vector candidates), with the weights normalised over the signals that are present in this search
 /// (keyword-only search scores by text alone).
@@ -174,15 +328,19 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64
     let text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.bm25_rank.map_or(0.0, bm25_rank_to_score)).collect() };
     for (c, t) in keyword.into_iter().zip(text) {
         order.push(c.chunk_id.clone());
-        by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0 });
+        by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0, exact_match: false });
     }
-    for c in vector {
+    // Beside the text leg, cosine similarities count from the weakest candidate's; alone they are used as they are.
+    let calibrated = if have_text { vector_scores(&vector) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
+    let mut leg: HashMap<String, f64> = HashMap::new();
+    for (c, cal) in vector.into_iter().zip(calibrated) {
         let v = c.vector_score.unwrap_or(0.0);
+        leg.insert(c.chunk_id.clone(), cal);
         match by_id.get_mut(&c.chunk_id) {
             Some(s) => s.vector_score = Some(v),
             None => {
                 order.push(c.chunk_id.clone());
-                by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0 });
+                by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0, exact_match: false });
             }
         }
     }
@@ -190,10 +348,63 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64
         .into_iter()
         .filter_map(|id| by_id.remove(&id))
         .map(|mut s| {
-            s.score = vw * s.vector_score.unwrap_or(0.0) + tw * s.text_score.unwrap_or(0.0);
+            let v = leg.get(&s.candidate.chunk_id).copied().unwrap_or(0.0);
+            s.score = vw * v + tw * s.text_score.unwrap_or(0.0);
             s
         })
         .collect()
+}
+
+/// How far a dated note may move up for being the newest of a search's dated candidates, as a share of the
+/// spread of the search's scores (the best minus the tenth best): notes that score within a twentieth of that
+/// spread of each other are ordered newest first; clearly better matches are not overtaken. A share of the
+/// spread, not of the score, so that models whose similarities bunch (multilingual-e5's 0.75-0.9) and models
+/// whose similarities spread out are moved alike.
+pub const RECENCY_PREFERENCE: f64 = 0.05;
+/// The same for a question about the present ("now", "currently", "现在", "目前"...): there the newer of two
+/// notes that disagree is the answer unless the older one is a clearly better match.
+pub const RECENCY_PREFERENCE_PRESENT: f64 = 0.2;
+/// The rank whose score the spread is measured to.
+const RECENCY_SPREAD_RANK: usize = 10;
+
+/// Words by which a question asks about the present state of things (English and Chinese).
+const PRESENT_WORDS: &[&str] = &["now", "currently", "current", "nowadays", "latest", "presently", "today", "anymore", "still"];
+const PRESENT_CJK: &[&str] = &["现在", "目前", "当前", "如今", "最新", "眼下", "现今", "还在", "现时", "現在"];
+
+/// Whether a query asks about the present.
+pub fn asks_about_present(query: &str) -> bool {
+    let lower = query.to_lowercase();
+    lower.split(|c: char| !c.is_alphanumeric()).any(|w| PRESENT_WORDS.contains(&w)) || PRESENT_CJK.iter().any(|w| query.contains(w))
+}
+
+/// Mild recency among dated notes (daily logs, by the date in their name), with or without temporal decay:
+/// when two notes disagree, the newer is the likelier answer. Each dated candidate gains
+/// p x spread x (its date - the oldest date) / (the newest - the oldest) over this search's dated candidates,
+/// where spread is the best score minus the tenth best (or the last) and p is [`RECENCY_PREFERENCE`] or, for a
+/// question about the present, [`RECENCY_PREFERENCE_PRESENT`]. Undated notes and `MEMORY.md` are untouched; so
+/// is a search whose dated candidates share one date.
+pub fn prefer_recent(items: &mut [Scored], query: &str) {
+    let date = |s: &Scored| if s.candidate.source == Source::Memory { date_from_path(&s.candidate.path) } else { None };
+    let dates: Vec<i64> = items.iter().filter_map(date).collect();
+    let (Some(&oldest), Some(&newest)) = (dates.iter().min(), dates.iter().max()) else { return };
+    if newest <= oldest {
+        return;
+    }
+    let mut scores: Vec<f64> = items.iter().map(|s| s.score).filter(|v| v.is_finite()).collect();
+    scores.sort_by(|a, b| b.total_cmp(a));
+    let Some(&best) = scores.first() else { return };
+    let reference = scores[(RECENCY_SPREAD_RANK - 1).min(scores.len() - 1)];
+    let spread = best - reference;
+    if spread <= 0.0 || !spread.is_finite() {
+        return;
+    }
+    let p = if asks_about_present(query) { RECENCY_PREFERENCE_PRESENT } else { RECENCY_PREFERENCE };
+    let span = (newest - oldest) as f64;
+    for s in items.iter_mut() {
+        if let Some(d) = date(s) {
+            s.score += p * spread * (d - oldest) as f64 / span;
+        }
+    }
 }
 
 /// Temporal decay and importance, then sort by score (ties: path, line).
@@ -220,6 +431,7 @@ fn sort(items: &mut [Scored]) {
     items.sort_by(|a, b| {
         b.tier
             .cmp(&a.tier)
+            .then(b.exact_match.cmp(&a.exact_match))
             .then(b.score.total_cmp(&a.score))
             .then_with(|| a.candidate.path.cmp(&b.candidate.path))
             .then(a.candidate.start_line.cmp(&b.candidate.start_line))
@@ -271,7 +483,7 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
 /// Results at or above `min_score`, up to `max_results`; exact-path hits always pass. If nothing passes,
 /// keyword-backed hits are returned instead of nothing.
 pub fn select(items: Vec<Scored>, max_results: usize, min_score: f64) -> Vec<Scored> {
-    let passing: Vec<Scored> = items.iter().filter(|s| s.tier > 0 || s.score >= min_score).take(max_results).cloned().collect();
+    let passing: Vec<Scored> = items.iter().filter(|s| s.tier > 0 || s.exact_match || s.score >= min_score).take(max_results).cloned().collect();
     if !passing.is_empty() {
         return passing;
     }
@@ -372,7 +584,18 @@ pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
 /// with its tier.
 pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
+    // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
+    // and a search configured to weigh one leg only is not hybrid.
+    let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
     let mut items = merge(keyword, vector, opts.vector_weight, opts.text_weight);
+    if hybrid {
+        let named = ExactQuery::of(query);
+        if named != ExactQuery::None {
+            for s in items.iter_mut() {
+                s.exact_match = named.matches(&s.candidate.text);
+            }
+        }
+    }
     for (c, tier) in exact {
         // Every retrieved chunk of the file takes the tier; if none was retrieved, its first chunk stands in.
         let mut found = false;
@@ -381,13 +604,14 @@ pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candida
             found = true;
         }
         if !found {
-            items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, tier });
+            items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, tier, exact_match: false });
         }
     }
+    prefer_recent(&mut items, query);
     adjust_and_sort(&mut items, opts);
     if let Some(lambda) = opts.mmr_lambda {
-        // Exact-path hits stay first; MMR re-orders the rest.
-        let split = items.iter().take_while(|s| s.tier > 0).count();
+        // Exact-path hits and exact matches stay first; MMR re-orders the rest.
+        let split = items.iter().take_while(|s| s.tier > 0 || s.exact_match).count();
         let rest = items.split_off(split);
         items.extend(mmr(rest, lambda));
     }

@@ -17,7 +17,7 @@ fn cand(id: &str, path: &str, text: &str) -> Candidate {
 }
 
 fn scored(id: &str, text: &str, score: f64) -> Scored {
-    Scored { candidate: cand(id, "memory/x.md", text), score, text_score: Some(score), vector_score: None, tier: 0 }
+    Scored { candidate: cand(id, "memory/x.md", text), score, text_score: Some(score), vector_score: None, tier: 0, exact_match: false }
 }
 
 fn opts() -> RankingOptions {
@@ -74,9 +74,9 @@ fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
     o.now_ms = now;
     o.half_life_days = Some(30.0);
     let mut items = vec![
-        Scored { candidate: cand("a", "memory/2026-10-31.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
-        Scored { candidate: cand("b", "MEMORY.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
-        Scored { candidate: cand("c", "memory/projects/alpha.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0 },
+        Scored { candidate: cand("a", "memory/2026-10-31.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
+        Scored { candidate: cand("b", "MEMORY.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
+        Scored { candidate: cand("c", "memory/projects/alpha.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
     ];
     adjust_and_sort(&mut items, &o);
     let by_id: HashMap<_, _> = items.iter().map(|s| (s.candidate.chunk_id.as_str(), s.score)).collect();
@@ -108,6 +108,18 @@ fn merge_weights_and_normalises() {
     assert!((a.score - (0.7 * 1.0 + 0.3 * 0.5)).abs() < 1e-12);
     let b = items.iter().find(|s| s.candidate.chunk_id == "b").unwrap();
     assert!((b.score - 0.35).abs() < 1e-12);
+    // With enough candidates, beside the text leg, the weakest vector candidate scores 0 and the others in
+    // proportion above it; the cosine similarity itself is what the result reports.
+    let mut k = cand("a", "memory/a.md", "alpha");
+    k.bm25_rank = Some(-0.9);
+    let mut vector = vec![cand_with_vec("a", 1.0), cand_with_vec("c", 0.75), cand_with_vec("b", 0.5)];
+    vector.extend((0..MIN_CALIBRATION_CANDIDATES - 3).map(|i| cand_with_vec(&format!("x{i}"), 0.6)));
+    let items = merge(vec![k], vector, 0.7, 0.3);
+    let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap();
+    assert!((score("a").score - (0.7 + 0.3 * 0.5)).abs() < 1e-12);
+    assert!((score("c").score - 0.7 * 0.5).abs() < 1e-12, "{}", score("c").score);
+    assert!(score("b").score.abs() < 1e-12);
+    assert_eq!(score("b").vector_score, Some(0.5));
     // Weights that do not sum to 1 are normalised.
     let items = merge(vec![], vec![cand_with_vec("c", 0.9)], 7.0, 3.0);
     assert!((items[0].score - 0.9).abs() < 1e-12, "vector-only search scores by the vector alone");
@@ -217,9 +229,9 @@ fn citations_and_snippet_cap() {
     assert!(s.contains("needle"));
     let mut c = cand("a", "memory/a.md", "text");
     c.bm25_rank = Some(-1.0);
-    let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0 }], "q", Citations::On);
+    let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::On);
     assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
-    let off = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0 }], "q", Citations::Off);
+    let off = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::Off);
     assert_eq!(off[0].citation, None);
     assert_eq!(off[0].snippet, "text");
 }
@@ -274,4 +286,127 @@ fn non_finite_signals_never_reach_the_scores() {
     let results = rank(vec![k], vec![v], vec![], "a", &opts);
     assert!(!results.is_empty());
     assert!(results.iter().all(|r| r.score.is_finite() && r.vector_score.is_none_or(f64::is_finite)), "{results:?}");
+}
+
+#[test]
+fn exact_queries_name_identifiers_or_a_phrase() {
+    let ids = |q: &str| match ExactQuery::of(q) {
+        ExactQuery::Identifiers(v) => v,
+        other => panic!("{q}: {other:?}"),
+    };
+    assert_eq!(ids("INC-20931"), vec!["inc-20931"]);
+    assert_eq!(ids("v2.14.3"), vec!["v2.14.3"]);
+    assert_eq!(ids("errcode 40029"), vec!["40029"]);
+    assert_eq!(ids("memory.search.query.hybrid.vectorWeight"), vec!["memory.search.query.hybrid.vectorweight"]);
+    assert_eq!(ids("BadDeviceToken"), vec!["baddevicetoken"]);
+    assert_eq!(ids("ATLAS_SENTRY_DSN 在哪里注入？"), vec!["atlas_sentry_dsn"]);
+    assert_eq!(ids("小鱼记账 1.8.0 上线了什么"), vec!["1.8.0"]);
+    assert_eq!(ids("What broke in \"M8R-FLP\"?"), vec!["m8r-flp"]);
+    // Query syntax is not part of an identifier: the id is what must match.
+    assert_eq!(ids("E4012 OR 1=1"), vec!["e4012"]);
+    assert_eq!(ids("HSBC account"), vec!["hsbc"]);
+    assert_eq!(ExactQuery::of("remaining connection slots are reserved"), ExactQuery::Phrase("remaining connection slots are reserved".into()));
+    assert_eq!(ExactQuery::of("没有权限访问该资源。"), ExactQuery::Phrase("没有权限访问该资源".into()));
+    // Ordinary words name nothing exactly: a capitalised word, a short query, a short Chinese question.
+    for q in ["Atlas", "gateway host", "网关在哪？", "", "   ", "a b", "two-dimensional", "i.e", "re-entry"] {
+        assert_eq!(ExactQuery::of(q), ExactQuery::None, "{q:?}");
+    }
+}
+
+#[test]
+fn exact_matches_respect_word_boundaries() {
+    let q = ExactQuery::of("v2.14.3");
+    assert!(q.matches("Atlas 后端 v2.14.3 修复了搜索分页的 bug。"));
+    assert!(q.matches("released V2.14.3."));
+    assert!(!q.matches("v2.14.30 is out"));
+    assert!(!q.matches("xv2.14.3"));
+    let both = ExactQuery::of("INC-20931 export");
+    assert!(matches!(&both, ExactQuery::Identifiers(v) if v.len() == 1));
+    let phrase = ExactQuery::of("remaining connection slots are reserved");
+    assert!(phrase.matches("`FATAL: remaining connection\n slots are reserved for non-replication`"));
+    assert!(!phrase.matches("remaining connection slots are reservedly kept"));
+    assert!(!ExactQuery::None.matches("anything"));
+}
+
+fn kw(id: &str, path: &str, text: &str, bm25: f64) -> Candidate {
+    Candidate { bm25_rank: Some(bm25), ..cand(id, path, text) }
+}
+
+fn vec_cand(id: &str, path: &str, text: &str, cos: f64) -> Candidate {
+    Candidate { vector_score: Some(cos), ..cand(id, path, text) }
+}
+
+#[test]
+fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    // Keyword finds the ticket; vectors like two other tickets better.
+    let keyword = vec![kw("t", "memory/tickets.md", "INC-20931: export timed out", -4.0)];
+    let vector = vec![
+        vec_cand("a", "memory/a.md", "INC-21007: amounts counted twice", 0.9),
+        vec_cand("b", "memory/b.md", "FEAT-388: dark mode", 0.85),
+        vec_cand("t", "memory/tickets.md", "INC-20931: export timed out", 0.5),
+    ];
+    let r = rank(keyword.clone(), vector.clone(), vec![], "INC-20931", &o);
+    assert_eq!(r[0].path, "memory/tickets.md");
+    // Without the exact string in the query the merged score decides, as before.
+    let r = rank(keyword.clone(), vector.clone(), vec![], "export ticket", &o);
+    assert_eq!(r[0].path, "memory/a.md");
+    // An exact match passes minScore.
+    let strict = RankingOptions { min_score: 0.99, ..opts() };
+    let r = rank(keyword.clone(), vector, vec![], "INC-20931", &strict);
+    assert_eq!(r.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), vec!["memory/tickets.md"]);
+    // An exact-path hit still ranks above an exact match.
+    let vector = vec![vec_cand("p", "memory/INC-20931.md", "notes", 0.2)];
+    let exact = vec![(cand("p", "memory/INC-20931.md", "notes"), 1)];
+    let r = rank(keyword, vector, exact, "INC-20931", &o);
+    assert_eq!(r[0].path, "memory/INC-20931.md");
+    assert_eq!(r[1].path, "memory/tickets.md");
+}
+
+#[test]
+fn keyword_only_ranking_is_not_reordered_by_exact_matches() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    let keyword = vec![kw("a", "memory/a.md", "v2 14 3 release notes", -6.0), kw("b", "memory/b.md", "v2.14.3", -2.0)];
+    let r = rank(keyword, vec![], vec![], "v2.14.3", &o);
+    assert_eq!(r[0].path, "memory/a.md");
+}
+
+#[test]
+fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    let keyword = vec![
+        kw("old", "memory/2026-03-02.md", "the backend uses MySQL", -3.0),
+        kw("new", "memory/2026-09-18.md", "the backend moved to PostgreSQL", -2.9),
+        kw("ever", "MEMORY.md", "databases", -1.0),
+    ];
+    let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
+    assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
+    // A clearly better older match stays first.
+    let keyword2 = vec![
+        kw("old", "memory/2026-03-02.md", "x", -6.0),
+        kw("new", "memory/2026-09-18.md", "y", -2.0),
+        kw("ever", "MEMORY.md", "z", -0.5),
+    ];
+    let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
+    assert_eq!(r[0].path, "memory/2026-03-02.md");
+    // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
+    let mut items = merge(keyword.clone(), vec![], 0.7, 0.3);
+    let before: Vec<f64> = items.iter().map(|s| s.score).collect();
+    let spread = before.iter().cloned().fold(f64::MIN, f64::max) - before.iter().cloned().fold(f64::MAX, f64::min);
+    prefer_recent(&mut items, "which database");
+    assert_eq!(items[2].score, before[2]);
+    assert_eq!(items[0].score, before[0], "the oldest gets nothing");
+    assert!((items[1].score - before[1] - RECENCY_PREFERENCE * spread).abs() < 1e-12);
+    let mut now = merge(keyword, vec![], 0.7, 0.3);
+    prefer_recent(&mut now, "which database do we use now?");
+    assert!((now[1].score - before[1] - RECENCY_PREFERENCE_PRESENT * spread).abs() < 1e-12);
+    // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
+    // candidates a tenth of the spread apart holds.
+    let mut bunched: Vec<Scored> = (0..10)
+        .map(|i| Scored { candidate: cand(&format!("c{i}"), &format!("memory/2026-01-{:02}.md", i + 1), "x"), score: 0.82 - 0.002 * i as f64, text_score: None, vector_score: None, tier: 0, exact_match: false })
+        .collect();
+    prefer_recent(&mut bunched, "anything");
+    assert!(bunched[0].score > bunched[1].score, "{} vs {}", bunched[0].score, bunched[1].score);
+    assert!(asks_about_present("小鱼记账现在用的是什么数据库？"));
+    assert!(!asks_about_present("which database did we pick in March?"));
 }

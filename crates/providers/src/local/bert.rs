@@ -1,10 +1,15 @@
-//! A BERT encoder (the architecture of all-MiniLM-L6-v2, bge-small, e5-small...) and its MPNet variant
-//! (all-mpnet-base-v2) on candle, CPU, f32.
+//! A BERT encoder (the architecture of all-MiniLM-L6-v2, bge-small, e5-small, multilingual-e5-small...), its
+//! XLM-RoBERTa variant (paraphrase-multilingual-mpnet-base-v2, bge-m3, multilingual-e5-base/large) and its MPNet
+//! variant (all-mpnet-base-v2) on candle, CPU, f32.
 //!
-//! Weights are read by their Hugging Face names, with or without the `bert.` / `mpnet.` prefix. Only the
-//! encoder is built (no pooler, no heads): the provider pools the last hidden state itself. MPNet differs from
-//! BERT in three places: attention weights under other names, positions counted from 2 (RoBERTa style, no
-//! token types), and a learnt relative-position bias added to every layer's attention scores.
+//! Weights are read by their Hugging Face names, with or without the `bert.` / `roberta.` / `mpnet.` prefix.
+//! Only the encoder is built (no pooler, no heads): the provider pools the last hidden state itself.
+//! XLM-RoBERTa is BERT with positions counted from `pad_token_id + 1` (RoBERTa style) and one token type.
+//! MPNet differs from BERT in three places: attention weights under other names, positions counted from 2
+//! (RoBERTa style, no token types), and a learnt relative-position bias added to every layer's attention scores.
+//!
+//! The word-embedding table (most of a multilingual model: 250k x 384 floats for multilingual-e5-small) can stay
+//! on disk: [`WordRows`] reads only the rows of the tokens a forward pass needs.
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
@@ -13,6 +18,8 @@ use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     Bert,
+    /// XLM-RoBERTa / RoBERTa: BERT's weights, RoBERTa's positions.
+    XlmRoberta,
     MpNet,
 }
 
@@ -32,6 +39,71 @@ pub struct BertConfig {
     pub layer_norm_eps: f64,
     /// `gelu` (erf, BERT's) or `gelu_new` / `gelu_pytorch_tanh` (tanh approximation).
     pub hidden_act: String,
+    /// Position id of a text's first token: 0 for BERT, `pad_token_id + 1` (2) for XLM-RoBERTa and MPNet.
+    pub position_offset: usize,
+}
+
+/// The word-embedding table read row by row from the safetensors file (positioned reads, no mapping: a file
+/// changed underneath gives an error, never a crash).
+pub struct WordRows {
+    file: std::fs::File,
+    /// Absolute offset of row 0 in the file.
+    start: u64,
+    dtype: DType,
+    rows: usize,
+    hidden: usize,
+}
+
+impl WordRows {
+    pub fn new(file: std::fs::File, start: u64, dtype: DType, rows: usize, hidden: usize) -> Self {
+        WordRows { file, start, dtype, rows, hidden }
+    }
+
+    /// `(ids.len(), hidden)` f32 rows for the token ids.
+    fn gather(&self, ids: &[u32], device: &Device) -> candle_core::Result<Tensor> {
+        let row_bytes = self.hidden * self.dtype.size_in_bytes();
+        let mut bytes = vec![0u8; ids.len() * row_bytes];
+        // Each distinct token is read once per pass.
+        let mut seen: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        for (i, &id) in ids.iter().enumerate() {
+            if id as usize >= self.rows {
+                candle_core::bail!("token id {id} outside the {} word embeddings", self.rows);
+            }
+            let dst = i * row_bytes;
+            if let Some(&src) = seen.get(&id) {
+                bytes.copy_within(src..src + row_bytes, dst);
+                continue;
+            }
+            read_at(&self.file, &mut bytes[dst..dst + row_bytes], self.start + id as u64 * row_bytes as u64)
+                .map_err(|e| candle_core::Error::Msg(format!("reading word embeddings: {e}")))?;
+            seen.insert(id, dst);
+        }
+        Tensor::from_raw_buffer(&bytes, self.dtype, &[ids.len(), self.hidden], device)?.to_dtype(DType::F32)
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Words {
+    Table(Embedding),
+    Rows(WordRows),
 }
 
 fn linear(vb: &VarBuilder, in_dim: usize, out_dim: usize, name: &str) -> candle_core::Result<Linear> {
@@ -64,9 +136,9 @@ struct Layer {
 }
 
 pub struct BertModel {
-    architecture: Architecture,
-    word: Embedding,
+    word: Words,
     position: Embedding,
+    position_offset: u32,
     /// BERT only.
     token_type: Option<Embedding>,
     /// MPNet only: `(buckets, heads)`, shared by all layers.
@@ -81,10 +153,11 @@ pub struct BertModel {
 }
 
 impl BertModel {
-    pub fn load(vb: VarBuilder, cfg: &BertConfig) -> candle_core::Result<Self> {
-        let vb = ["bert", "mpnet"]
+    /// The encoder from `vb`; the word embeddings from `words` when given, else from `vb`.
+    pub fn load(vb: VarBuilder, cfg: &BertConfig, words: Option<WordRows>) -> candle_core::Result<Self> {
+        let vb = ["bert", "roberta", "mpnet"]
             .into_iter()
-            .find(|p| vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")))
+            .find(|p| vb.contains_tensor(&format!("{p}.embeddings.position_embeddings.weight")))
             .map_or(vb.clone(), |p| vb.pp(p));
         let h = cfg.hidden_size;
         if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
@@ -92,7 +165,14 @@ impl BertModel {
         }
         let mpnet = cfg.architecture == Architecture::MpNet;
         let e = vb.pp("embeddings");
-        let word = Embedding::new(e.get((cfg.vocab_size, h), "word_embeddings.weight")?, h);
+        let word = match words {
+            Some(rows) if rows.rows == cfg.vocab_size && rows.hidden == h => Words::Rows(rows),
+            Some(rows) => candle_core::bail!("word embeddings are {}x{}, expected {}x{h}", rows.rows, rows.hidden, cfg.vocab_size),
+            None => Words::Table(Embedding::new(e.get((cfg.vocab_size, h), "word_embeddings.weight")?, h)),
+        };
+        if cfg.position_offset >= cfg.max_position_embeddings {
+            candle_core::bail!("position offset {} beyond {} positions", cfg.position_offset, cfg.max_position_embeddings);
+        }
         let position = Embedding::new(e.get((cfg.max_position_embeddings, h), "position_embeddings.weight")?, h);
         let token_type = if mpnet {
             None
@@ -128,9 +208,9 @@ impl BertModel {
         }
         let tanh_gelu = matches!(cfg.hidden_act.as_str(), "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast");
         Ok(BertModel {
-            architecture: cfg.architecture,
             word,
             position,
+            position_offset: cfg.position_offset as u32,
             token_type,
             relative_bias,
             relative_buckets: cfg.relative_attention_num_buckets,
@@ -151,11 +231,18 @@ impl BertModel {
     /// 0 = padding), all `(batch, seq)` u32.
     pub fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
-        // MPNet counts positions from padding_idx + 1 = 2 (texts are padded on the right, so real tokens sit
-        // at 0..len; padded positions are masked out of attention and pooling).
-        let first = if self.architecture == Architecture::MpNet { 2u32 } else { 0 };
+        // XLM-RoBERTa and MPNet count positions from padding_idx + 1 = 2 (texts are padded on the right, so real
+        // tokens sit at 0..len; padded positions are masked out of attention and pooling).
+        let first = self.position_offset;
         let positions = Tensor::arange(first, first + seq as u32, &self.device)?.unsqueeze(0)?;
-        let mut x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
+        let words = match &self.word {
+            Words::Table(e) => e.forward(ids)?,
+            Words::Rows(rows) => {
+                let flat: Vec<u32> = ids.flatten_all()?.to_vec1()?;
+                rows.gather(&flat, &self.device)?.reshape((batch, seq, self.heads * self.head_dim))?
+            }
+        };
+        let mut x = words.broadcast_add(&self.position.forward(&positions)?)?;
         if let Some(tt) = &self.token_type {
             x = x.add(&tt.forward(type_ids)?)?;
         }
@@ -217,6 +304,13 @@ pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> 
     let summed = hidden.broadcast_mul(&m)?.sum(1)?; // (batch, hidden)
     let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (batch, 1)
     summed.broadcast_div(&counts)
+}
+
+/// The largest value of each dimension over the tokens where the mask is 1: `(batch, hidden)`.
+pub fn max_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let m = mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?; // (batch, seq, 1)
+    let masked = hidden.broadcast_add(&((m - 1.0)? * 1e9)?)?;
+    masked.max(1)
 }
 
 /// The first token's vector (`[CLS]`): `(batch, hidden)`.
@@ -359,11 +453,12 @@ mod tests {
             type_vocab_size: 1,
             layer_norm_eps: 1e-5,
             hidden_act: "gelu".into(),
+            position_offset: 2,
         };
         let w = tiny_mpnet(&cfg);
         let dev = Device::Cpu;
         let tensors = w.iter().map(|(n, (shape, v))| (format!("mpnet.{n}"), Tensor::from_vec(v.clone(), shape.as_slice(), &dev).unwrap())).collect();
-        let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &cfg).unwrap();
+        let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &cfg, None).unwrap();
         // Two texts in one batch: the shorter is padded (id 1) and must come out as if alone. Long enough
         // (20 tokens) for logarithmic position buckets.
         let long: Vec<u32> = (0..20).map(|i| (i * 7 + 3) % 40).collect();
@@ -383,6 +478,94 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A tiny random BERT checkpoint (names without prefix).
+    fn tiny_bert(cfg: &BertConfig, positions: usize) -> HashMap<String, (Vec<usize>, Vec<f32>)> {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut w = HashMap::new();
+        let mut put = |name: String, shape: Vec<usize>| {
+            let v = values(shape.iter().product(), &mut seed);
+            w.insert(name, (shape, v));
+        };
+        put("embeddings.word_embeddings.weight".into(), vec![cfg.vocab_size, h]);
+        put("embeddings.position_embeddings.weight".into(), vec![positions, h]);
+        put("embeddings.token_type_embeddings.weight".into(), vec![cfg.type_vocab_size, h]);
+        put("embeddings.LayerNorm.weight".into(), vec![h]);
+        put("embeddings.LayerNorm.bias".into(), vec![h]);
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}.");
+            for n in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"] {
+                put(format!("{p}{n}.weight"), vec![h, h]);
+                put(format!("{p}{n}.bias"), vec![h]);
+            }
+            for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+                put(format!("{p}{n}.weight"), vec![h]);
+                put(format!("{p}{n}.bias"), vec![h]);
+            }
+            put(format!("{p}intermediate.dense.weight"), vec![i, h]);
+            put(format!("{p}intermediate.dense.bias"), vec![i]);
+            put(format!("{p}output.dense.weight"), vec![h, i]);
+            put(format!("{p}output.dense.bias"), vec![h]);
+        }
+        w
+    }
+
+    fn tensors(w: &HashMap<String, (Vec<usize>, Vec<f32>)>, prefix: &str) -> HashMap<String, Tensor> {
+        w.iter().map(|(n, (shape, v))| (format!("{prefix}{n}"), Tensor::from_vec(v.clone(), shape.as_slice(), &Device::Cpu).unwrap())).collect()
+    }
+
+    #[test]
+    fn xlm_roberta_positions_start_after_padding_and_word_rows_read_from_a_file() {
+        let bert_cfg = BertConfig {
+            architecture: Architecture::Bert,
+            relative_attention_num_buckets: 32,
+            vocab_size: 50,
+            hidden_size: 8,
+            num_hidden_layers: 2,
+            num_attention_heads: 2,
+            intermediate_size: 16,
+            max_position_embeddings: 30,
+            type_vocab_size: 1,
+            layer_norm_eps: 1e-5,
+            hidden_act: "gelu".into(),
+            position_offset: 0,
+        };
+        let w = tiny_bert(&bert_cfg, 32);
+        let dev = Device::Cpu;
+        // BERT reads positions 0.. of a table; XLM-R the same table shifted by the two reserved rows.
+        let mut bert_w = w.clone();
+        let (shape, pos) = &w["embeddings.position_embeddings.weight"];
+        bert_w.insert("embeddings.position_embeddings.weight".into(), (vec![30, shape[1]], pos[2 * shape[1]..].to_vec()));
+        let xlmr_cfg = BertConfig { architecture: Architecture::XlmRoberta, max_position_embeddings: 32, position_offset: 2, ..bert_cfg.clone() };
+        let bert = BertModel::load(VarBuilder::from_tensors(tensors(&bert_w, ""), DType::F32, &dev), &bert_cfg, None).unwrap();
+        let xlmr = BertModel::load(VarBuilder::from_tensors(tensors(&w, "roberta."), DType::F32, &dev), &xlmr_cfg, None).unwrap();
+        // The word table in a file, read row by row.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("words.bin");
+        let (wshape, words) = &w["embeddings.word_embeddings.weight"];
+        let mut bytes = vec![0u8; 12]; // some bytes before the table
+        bytes.extend(words.iter().flat_map(|x| x.to_le_bytes()));
+        std::fs::write(&path, &bytes).unwrap();
+        let rows = WordRows::new(std::fs::File::open(&path).unwrap(), 12, DType::F32, wshape[0], wshape[1]);
+        let mut no_words = tensors(&w, "roberta.");
+        no_words.remove("roberta.embeddings.word_embeddings.weight");
+        let mapped = BertModel::load(VarBuilder::from_tensors(no_words, DType::F32, &dev), &xlmr_cfg, Some(rows)).unwrap();
+
+        let ids: Vec<u32> = vec![0, 7, 7, 49, 3, 12, 1, 1];
+        let mask: Vec<u32> = vec![1, 1, 1, 1, 1, 1, 0, 0];
+        let t = |v: Vec<u32>| Tensor::from_vec(v, (1, 8), &dev).unwrap();
+        let run = |m: &BertModel| -> Vec<f32> {
+            m.forward(&t(ids.clone()), &t(vec![0; 8]), &t(mask.clone())).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+        };
+        let (a, b, c) = (run(&bert), run(&xlmr), run(&mapped));
+        for i in 0..a.len() {
+            assert!((a[i] - b[i]).abs() < 1e-5, "value {i}: bert {} xlmr {}", a[i], b[i]);
+            assert_eq!(b[i], c[i], "value {i}: rows read from the file differ from the table");
+        }
+        // A token id outside the table is an error, not a crash.
+        assert!(mapped.forward(&t(vec![50; 8]), &t(vec![0; 8]), &t(vec![1; 8])).is_err());
     }
 
     #[test]

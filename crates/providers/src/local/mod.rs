@@ -1,6 +1,8 @@
 //! `local`: a sentence-embedding model run in-process from a folder on disk, pure Rust (candle + tokenizers),
-//! no network. BERT-style checkpoints (all-MiniLM-L6-v2, bge-small, e5-small...) and MPNet ones
-//! (all-mpnet-base-v2):
+//! no network. BERT-style checkpoints (all-MiniLM-L6-v2, bge-small, e5-small, multilingual-e5-small...),
+//! XLM-RoBERTa ones (paraphrase-multilingual-mpnet-base-v2, bge-m3, multilingual-e5-base/large) and MPNet ones
+//! (all-mpnet-base-v2). The tokenizer is whatever `tokenizer.json` describes: WordPiece for BERT, SentencePiece
+//! Unigram (with its normaliser and Metaspace) for the XLM-R family.
 //!
 //! - `model.safetensors` and `tokenizer.json` are required; `config.json` (the BERT config) is read when
 //!   present. A folder whose `config.json` is a sentence-transformers pooling config (as when a model's
@@ -8,10 +10,18 @@
 //! - Padding and truncation fixed in `tokenizer.json` (MiniLM fixes padding at 128) are replaced: each batch is
 //!   padded to its longest text, and texts are truncated at the model's `max_seq_length`
 //!   (`sentence_bert_config.json`, else the position-embedding count, at most 512).
-//! - Mean pooling over real tokens only (attention mask), or `[CLS]` when the pooling config says so; then L2
-//!   normalisation.
+//! - Pooling as the sentence-transformers files say (`modules.json` names the Pooling module's folder, else
+//!   `1_Pooling/config.json`): mean over real tokens (attention mask), `[CLS]`, or max; modules this provider
+//!   cannot run (a Dense projection) are refused, not skipped. Vectors are then L2-normalised (the index
+//!   compares by cosine, so this changes no ranking even for a model without a Normalize module).
+//! - Prompts: query and document texts get the model's prompts (`config_sentence_transformers.json`
+//!   `prompts`, e.g. E5's `"query: "` / `"passage: "`), chosen by `memory.search.queryInputType` /
+//!   `documentInputType` when set, or given literally by `memory.search.local.queryPrompt` / `documentPrompt`.
+//!   A folder named like an E5 model without prompts gets E5's.
 //!
-//! The model loads on the first `embed` (or [`LocalProvider::load`]); `from_config` only reads small files.
+//! The model loads on the first `embed` (or [`LocalProvider::load`]); `open` only reads small files. Loading
+//! reads every tensor but the word embeddings, whose rows are read from the file as tokens need them (a
+//! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
 
@@ -30,7 +40,7 @@ use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info, warn};
 
 pub use bert::{Architecture, BertConfig};
-use bert::{cls_pool, mean_pool, BertModel};
+use bert::{cls_pool, max_pool, mean_pool, BertModel, WordRows};
 
 const PROVIDER: &str = "local";
 /// Padded tokens per forward pass (batch x longest), bounding memory and keeping batches of similar length.
@@ -42,6 +52,27 @@ const MAX_TEXTS_PER_PASS: usize = 64;
 pub enum Pooling {
     Mean,
     Cls,
+    Max,
+}
+
+/// Text prepended before embedding, per purpose (empty: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompts {
+    pub query: String,
+    pub document: String,
+}
+
+/// Settings of the local provider besides its folder.
+#[derive(Debug, Clone, Default)]
+pub struct LocalOptions {
+    /// `memory.search.local.queryPrompt`: the query prompt, literally (wins over the model's prompts).
+    pub query_prompt: Option<String>,
+    /// `memory.search.local.documentPrompt`.
+    pub document_prompt: Option<String>,
+    /// `memory.search.queryInputType` (or `inputType`): the name of one of the model's prompts for queries.
+    pub query_prompt_name: Option<String>,
+    /// `memory.search.documentInputType` (or `inputType`).
+    pub document_prompt_name: Option<String>,
 }
 
 /// Why a model folder cannot be used.
@@ -59,6 +90,9 @@ pub enum LocalModelError {
     Model(String),
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// A configured prompt name the model does not have; `key` is the config key that named it.
+    #[error("the model in {} has no prompt named `{name}` (its prompts: {available})", .dir.display())]
+    UnknownPrompt { key: &'static str, dir: PathBuf, name: String, available: String },
 }
 
 impl From<LocalModelError> for EmbeddingError {
@@ -80,7 +114,11 @@ pub struct LocalModelInfo {
     pub config: BertConfig,
     pub max_seq_length: usize,
     pub pooling: Pooling,
+    pub prompts: Prompts,
     pub fingerprint: String,
+    /// The safetensors header and where the data starts.
+    header: Arc<Value>,
+    data_start: u64,
 }
 
 /// Whether `dir` looks like a usable model folder (the files `auto` selection checks for).
@@ -126,7 +164,7 @@ fn read_json(path: &Path) -> Result<Option<Value>, LocalModelError> {
 }
 
 /// The safetensors header (tensor names, dtypes, shapes, offsets) and the raw header bytes.
-fn safetensors_header(path: &Path) -> Result<(Value, Vec<u8>, u64), LocalModelError> {
+fn safetensors_header(path: &Path) -> Result<(Value, Vec<u8>, u64, u64), LocalModelError> {
     let err = |message: String| LocalModelError::Invalid { path: path.into(), message };
     let mut f = fs::File::open(path).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -150,12 +188,30 @@ fn safetensors_header(path: &Path) -> Result<(Value, Vec<u8>, u64), LocalModelEr
     }
     let mut digest_input = header;
     digest_input.extend_from_slice(&sample);
-    Ok((v, digest_input, size))
+    Ok((v, digest_input, size, 8 + n))
 }
 
 fn shape_of(header: &Value, name: &str) -> Option<Vec<usize>> {
-    let entry = header.get(name).or_else(|| header.get(format!("bert.{name}"))).or_else(|| header.get(format!("mpnet.{name}")))?;
+    let entry = tensor_entry(header, name)?.1;
     entry.get("shape")?.as_array()?.iter().map(|d| d.as_u64().map(|d| d as usize)).collect()
+}
+
+/// A tensor's header entry, with or without the architecture's prefix: `(full name, entry)`.
+fn tensor_entry<'a>(header: &'a Value, name: &str) -> Option<(String, &'a Value)> {
+    ["", "bert.", "roberta.", "mpnet."].into_iter().find_map(|p| {
+        let full = format!("{p}{name}");
+        header.get(&full).map(|e| (full, e))
+    })
+}
+
+fn safetensors_dtype(name: &str) -> Option<DType> {
+    match name {
+        "F32" => Some(DType::F32),
+        "F16" => Some(DType::F16),
+        "BF16" => Some(DType::BF16),
+        "F64" => Some(DType::F64),
+        _ => None,
+    }
 }
 
 /// Architecture from `config.json` where it is a BERT config, else from the weights' shapes.
@@ -166,9 +222,17 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
         .ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`: not a BERT or MPNet checkpoint".into()))?;
     // MPNet: a relative-position bias and other attention names (config.json says `model_type: mpnet`).
     let relative = shape_of(header, "encoder.relative_attention_bias.weight");
-    let architecture = if relative.is_some() { Architecture::MpNet } else { Architecture::Bert };
+    let model_type = config_json.and_then(|c| c.get("model_type")).and_then(Value::as_str).unwrap_or("");
+    let roberta_names = header.get("roberta.embeddings.word_embeddings.weight").is_some();
+    let architecture = if relative.is_some() {
+        Architecture::MpNet
+    } else if roberta_names || matches!(model_type, "xlm-roberta" | "roberta" | "camembert" | "xlm_roberta") {
+        Architecture::XlmRoberta
+    } else {
+        Architecture::Bert
+    };
     let query_weight = match architecture {
-        Architecture::Bert => "attention.self.query.weight",
+        Architecture::Bert | Architecture::XlmRoberta => "attention.self.query.weight",
         Architecture::MpNet => "attention.attn.q.weight",
     };
     let pos = shape_of(header, "embeddings.position_embeddings.weight")
@@ -207,9 +271,14 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
         type_vocab_size: types.first().copied().unwrap_or(2),
         layer_norm_eps: bert.and_then(|c| c.get("layer_norm_eps")).and_then(Value::as_f64).unwrap_or(match architecture {
             Architecture::Bert => 1e-12,
-            Architecture::MpNet => 1e-5,
+            Architecture::XlmRoberta | Architecture::MpNet => 1e-5,
         }),
         hidden_act: bert.and_then(|c| c.get("hidden_act")).and_then(Value::as_str).unwrap_or("gelu").to_string(),
+        // RoBERTa-style positions start after the padding index (1 in every XLM-R and MPNet checkpoint).
+        position_offset: match architecture {
+            Architecture::Bert => 0,
+            Architecture::XlmRoberta | Architecture::MpNet => get("pad_token_id").unwrap_or(1) + 1,
+        },
     };
     if cfg.num_hidden_layers == 0 || cfg.num_hidden_layers > layers {
         return Err(invalid(format!("{} layers configured, {layers} in the weights", cfg.num_hidden_layers)));
@@ -222,18 +291,138 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
     Ok(cfg)
 }
 
+/// Pooling from the sentence-transformers files: `modules.json` (the Pooling module's folder; modules this
+/// provider cannot run are refused), else `1_Pooling/config.json`, else pooling keys in `config.json`; mean
+/// when nothing says otherwise.
 fn resolve_pooling(dir: &Path, config_json: Option<&Value>) -> Result<Pooling, LocalModelError> {
-    let pooling_cfg = match read_json(&dir.join("1_Pooling").join("config.json"))? {
+    let modules_path = dir.join("modules.json");
+    let mut pooling_dir = dir.join("1_Pooling");
+    if let Some(modules) = read_json(&modules_path)? {
+        let invalid = |message: String| LocalModelError::Invalid { path: modules_path.clone(), message };
+        let list = modules.as_array().ok_or_else(|| invalid("expected a list of modules".into()))?;
+        for m in list {
+            let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+            let kind = ty.rsplit('.').next().unwrap_or(ty);
+            match kind {
+                "Transformer" | "Normalize" => {}
+                "Pooling" => {
+                    if let Some(p) = m.get("path").and_then(Value::as_str) {
+                        // A path inside the folder only.
+                        if p.is_empty() || Path::new(p).components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                            return Err(invalid(format!("Pooling module path `{p}` is not a folder inside the model folder")));
+                        }
+                        pooling_dir = dir.join(p);
+                    }
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "module `{}` ({other}) is not supported by the local provider (it runs Transformer, Pooling and Normalize)",
+                        if ty.is_empty() { "?" } else { ty }
+                    )))
+                }
+            }
+        }
+    }
+    let pooling_path = pooling_dir.join("config.json");
+    let pooling_cfg = match read_json(&pooling_path)? {
         Some(v) => Some(v),
         None => config_json.filter(|c| c.get("pooling_mode_mean_tokens").is_some()).cloned(),
     };
-    let flag = |k: &str| pooling_cfg.as_ref().and_then(|c| c.get(k)).and_then(Value::as_bool).unwrap_or(false);
-    Ok(if flag("pooling_mode_cls_token") && !flag("pooling_mode_mean_tokens") { Pooling::Cls } else { Pooling::Mean })
+    let Some(cfg) = pooling_cfg else { return Ok(Pooling::Mean) };
+    let flag = |k: &str| cfg.get(k).and_then(Value::as_bool).unwrap_or(false);
+    // sqrt-length mean is the mean times a per-text constant: the same direction, so the same unit vector.
+    let modes = [
+        ("pooling_mode_cls_token", Some(Pooling::Cls)),
+        ("pooling_mode_mean_tokens", Some(Pooling::Mean)),
+        ("pooling_mode_mean_sqrt_len_tokens", Some(Pooling::Mean)),
+        ("pooling_mode_max_tokens", Some(Pooling::Max)),
+        ("pooling_mode_weightedmean_tokens", None),
+        ("pooling_mode_lasttoken", None),
+    ];
+    let on: Vec<(&str, Option<Pooling>)> = modes.iter().copied().filter(|(k, _)| flag(k)).collect();
+    match on.as_slice() {
+        [] => Ok(Pooling::Mean),
+        [(_, Some(p))] => Ok(*p),
+        [(k, None)] => Err(LocalModelError::Invalid { path: pooling_path, message: format!("`{k}` is not supported by the local provider") }),
+        // Several modes: sentence-transformers concatenates them; a legacy file may set mean and cls together,
+        // which has always meant mean here.
+        many if many.iter().all(|(_, p)| matches!(p, Some(Pooling::Mean) | Some(Pooling::Cls))) => Ok(Pooling::Mean),
+        many => Err(LocalModelError::Invalid {
+            path: pooling_path,
+            message: format!("several pooling modes at once ({}) are not supported", many.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")),
+        }),
+    }
+}
+
+/// Whether a folder name reads like an E5 model (`multilingual-e5-small`, `e5-base-v2`...).
+fn looks_like_e5(name: &str) -> bool {
+    name.to_ascii_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "e5")
+}
+
+/// Query and document prompts: the config's literal prompts, else the model's prompts chosen by name
+/// (`queryInputType` / `documentInputType`), else the model's `query` / `document` (or `passage`) prompts, else
+/// E5's for a folder named like an E5 model.
+fn resolve_prompts(dir: &Path, name: &str, options: &LocalOptions) -> Result<Prompts, LocalModelError> {
+    let path = dir.join("config_sentence_transformers.json");
+    let mut available: Vec<(String, String)> = Vec::new();
+    if let Some(v) = read_json(&path)? {
+        if let Some(p) = v.get("prompts").filter(|p| !p.is_null()) {
+            let obj = p.as_object().ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: "`prompts` is not an object".into() })?;
+            for (k, v) in obj {
+                let text = v.as_str().ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("prompt `{k}` is not a string") })?;
+                available.push((k.clone(), text.to_string()));
+            }
+        }
+    }
+    let find = |n: &str| available.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let named = |key: &'static str, n: &str| {
+        find(n).ok_or_else(|| LocalModelError::UnknownPrompt {
+            key,
+            dir: dir.into(),
+            name: n.into(),
+            available: if available.is_empty() { "none".into() } else { available.iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(", ") },
+        })
+    };
+    let from_file = !available.is_empty();
+    let e5 = !from_file && looks_like_e5(name);
+    let pick = |literal: &Option<String>, wanted: &Option<String>, key: &'static str, defaults: &[&str], e5_default: &str| {
+        if let Some(p) = literal {
+            return Ok(p.clone());
+        }
+        let default = || defaults.iter().find_map(|d| find(d)).unwrap_or_else(|| if e5 { e5_default.into() } else { String::new() });
+        match wanted {
+            Some(n) if from_file => named(key, n),
+            Some(n) => {
+                // A model without prompts: the input-type keys (also read by remote providers) have nothing to
+                // choose from here.
+                warn!(key, value = %n, dir = %dir.display(), "the local model has no named prompts: the input type is not used");
+                Ok(default())
+            }
+            None => Ok(default()),
+        }
+    };
+    let query = pick(&options.query_prompt, &options.query_prompt_name, "memory.search.queryInputType", &["query"], "query: ")?;
+    let document = pick(
+        &options.document_prompt,
+        &options.document_prompt_name,
+        "memory.search.documentInputType",
+        &["document", "passage", "doc", "corpus"],
+        "passage: ",
+    )?;
+    if e5 && (options.query_prompt.is_none() || options.document_prompt.is_none()) {
+        info!(dir = %dir.display(), "no prompts in the model folder; E5 prompts \"query: \" / \"passage: \" used (folder named like an E5 model; memory.search.local.queryPrompt / documentPrompt override)");
+    }
+    Ok(Prompts { query, document })
 }
 
 impl LocalModelInfo {
     /// Read a model folder's small files and the weights' header: no weights loaded.
     pub fn inspect(dir: &Path) -> Result<Self, LocalModelError> {
+        Self::inspect_with(dir, &LocalOptions::default())
+    }
+
+    /// [`inspect`](Self::inspect) with the provider's settings (prompts).
+    pub fn inspect_with(dir: &Path, options: &LocalOptions) -> Result<Self, LocalModelError> {
         if !dir.is_dir() {
             return Err(LocalModelError::MissingFolder(dir.into()));
         }
@@ -243,30 +432,32 @@ impl LocalModelInfo {
             }
         }
         let config_json = read_json(&dir.join("config.json"))?;
-        let (header, header_digest, size) = safetensors_header(&dir.join("model.safetensors"))?;
+        let (header, header_digest, size, data_start) = safetensors_header(&dir.join("model.safetensors"))?;
         let config = resolve_config(dir, config_json.as_ref(), &header)?;
         let pooling = resolve_pooling(dir, config_json.as_ref())?;
         let st_max = read_json(&dir.join("sentence_bert_config.json"))?
             .and_then(|v| v.get("max_seq_length").and_then(Value::as_u64))
             .map(|v| v as usize);
-        // MPNet's first two positions are reserved (padding index 1): 514 position embeddings hold 512 tokens.
-    let usable_positions = match config.architecture {
-        Architecture::Bert => config.max_position_embeddings,
-        Architecture::MpNet => config.max_position_embeddings.saturating_sub(2),
-    };
-    let max_seq_length = st_max.unwrap_or(usable_positions).min(usable_positions).min(512);
+        // RoBERTa-style positions start after the padding index: 514 position embeddings hold 512 tokens.
+        let usable_positions = config.max_position_embeddings.saturating_sub(config.position_offset);
+        let max_seq_length = st_max.unwrap_or(usable_positions).min(usable_positions).min(512);
         let tokenizer_bytes = fs::read(dir.join("tokenizer.json"))
             .map_err(|e| LocalModelError::Read { path: dir.join("tokenizer.json"), message: e.to_string() })?;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_else(|| "local-model".into());
+        let prompts = resolve_prompts(dir, &name, options)?;
         // The resolved architecture rather than config.json's bytes, so repairing a folder's config does not
         // change the identity of vectors that do not change.
         let fp_input = format!(
-            "v1;provider=local;{}hidden={};layers={};heads={};inter={};eps={};act={};max_len={};pooling={:?};normalized=true;tokenizer={};weights={}:{}",
+            "v1;provider=local;{}hidden={};layers={};heads={};inter={};eps={};act={};max_len={};pooling={:?};normalized=true;tokenizer={};weights={}:{}{}",
             // Empty for BERT, so the fingerprints of existing BERT indexes do not change.
-            if config.architecture == Architecture::MpNet { "arch=mpnet;" } else { "" },
+            match config.architecture {
+                Architecture::Bert => String::new(),
+                Architecture::MpNet => "arch=mpnet;".into(),
+                Architecture::XlmRoberta => format!("arch=xlmr;pos={};", config.position_offset),
+            },
             config.hidden_size,
             config.num_hidden_layers,
             config.num_attention_heads,
@@ -278,6 +469,8 @@ impl LocalModelInfo {
             memory_core::sha256_hex(&tokenizer_bytes),
             size,
             memory_core::sha256_hex(&header_digest),
+            // Empty without prompts (existing indexes keep their identity).
+            if prompts == Prompts::default() { String::new() } else { format!(";prompts={:?}/{:?}", prompts.query, prompts.document) },
         );
         Ok(LocalModelInfo {
             dir: dir.into(),
@@ -285,18 +478,121 @@ impl LocalModelInfo {
             config,
             max_seq_length,
             pooling,
+            prompts,
             fingerprint: memory_core::sha256_hex(fp_input.as_bytes()),
+            header: Arc::new(header),
+            data_start,
         })
     }
+}
+
+/// Every float tensor of the file but the word embeddings (read by positioned reads, only those bytes), and
+/// the word embeddings as rows to read on demand.
+fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(std::collections::HashMap<String, Tensor>, WordRows), LocalModelError> {
+    let invalid = |message: String| LocalModelError::Invalid { path: path.into(), message };
+    let file = fs::File::open(path).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (word_name, word_entry) = tensor_entry(&info.header, "embeddings.word_embeddings.weight")
+        .ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`".into()))?;
+    let span = |name: &str, e: &Value| -> Result<(DType, Vec<usize>, u64, u64), LocalModelError> {
+        let bad = |what: &str| invalid(format!("tensor `{name}`: {what}"));
+        let dtype_name = e.get("dtype").and_then(Value::as_str).ok_or_else(|| bad("no dtype"))?;
+        let dtype = safetensors_dtype(dtype_name).ok_or_else(|| bad(&format!("dtype {dtype_name} is not a float type")))?;
+        let shape: Vec<usize> = e
+            .get("shape")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
+            .ok_or_else(|| bad("bad shape"))?;
+        let offs = e.get("data_offsets").and_then(Value::as_array).ok_or_else(|| bad("no data_offsets"))?;
+        let (start, end) = match offs.as_slice() {
+            [a, b] => (a.as_u64().ok_or_else(|| bad("bad data_offsets"))?, b.as_u64().ok_or_else(|| bad("bad data_offsets"))?),
+            _ => return Err(bad("bad data_offsets")),
+        };
+        let elems = shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).ok_or_else(|| bad("shape too large"))?;
+        let expected = (elems as u64).checked_mul(dtype.size_in_bytes() as u64).ok_or_else(|| bad("shape too large"))?;
+        if end < start || end - start != expected || info.data_start + end > size {
+            return Err(bad("data offsets do not match the shape or the file size"));
+        }
+        Ok((dtype, shape, info.data_start + start, end - start))
+    };
+    let (wdtype, wshape, wstart, _) = span(&word_name, word_entry)?;
+    let words = match wshape.as_slice() {
+        [rows, hidden] => WordRows::new(
+            file.try_clone().map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?,
+            wstart,
+            wdtype,
+            *rows,
+            *hidden,
+        ),
+        _ => return Err(invalid("word embeddings are not 2-dimensional".into())),
+    };
+    let mut tensors = std::collections::HashMap::new();
+    let entries = info.header.as_object().ok_or_else(|| invalid("bad header".into()))?;
+    let mut buf = Vec::new();
+    for (name, e) in entries {
+        if name == "__metadata__" || *name == word_name {
+            continue;
+        }
+        // Integer buffers (`position_ids`) are not weights.
+        if e.get("dtype").and_then(Value::as_str).and_then(safetensors_dtype).is_none() {
+            debug!(tensor = %name, "skipped (not a float tensor)");
+            continue;
+        }
+        let (dtype, shape, start, len) = span(name, e)?;
+        buf.resize(len as usize, 0);
+        read_exact_at(&file, &mut buf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+        let t = Tensor::from_raw_buffer(&buf, dtype, &shape, &Device::Cpu)
+            .and_then(|t| t.to_dtype(DType::F32))
+            .map_err(|e| LocalModelError::Model(format!("tensor `{name}`: {e}")))?;
+        tensors.insert(name.clone(), t);
+    }
+    Ok((tensors, words))
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset))?;
+    f.read_exact(buf)
 }
 
 impl Loaded {
     fn load(info: &LocalModelInfo) -> Result<Self, LocalModelError> {
         let started = std::time::Instant::now();
+        let path = info.dir.join("model.safetensors");
+        // The tokenizer (a JSON parse) and the weights (reads and copies) load side by side.
+        let (tokenizer, weights) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| Self::load_tokenizer(info));
+            let weights = read_weights(info, &path);
+            let tokenizer = tokenizer.join().unwrap_or_else(|_| Err(LocalModelError::Tokenizer("tokenizer loading panicked".into())));
+            (tokenizer, weights)
+        });
+        let (tokenizer, pad_id) = tokenizer?;
+        let (tensors, words) = weights?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let model = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
+        info!(
+            dir = %info.dir.display(),
+            dims = info.config.hidden_size,
+            layers = info.config.num_hidden_layers,
+            max_seq_length = info.max_seq_length,
+            ms = started.elapsed().as_millis() as u64,
+            "local embedding model loaded"
+        );
+        Ok(Loaded { model, tokenizer, pad_id })
+    }
+
+    /// The tokenizer with the file's fixed padding (128 for MiniLM) and truncation replaced: no padding here (each
+    /// forward pass pads its texts to the longest of them, see `embed`), truncation at the model's
+    /// max_seq_length. Also the padding id.
+    fn load_tokenizer(info: &LocalModelInfo) -> Result<(Tokenizer, u32), LocalModelError> {
         let mut tokenizer =
             Tokenizer::from_file(info.dir.join("tokenizer.json")).map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
-        // Replace the file's fixed padding (128 for MiniLM) and truncation: no padding here (each forward pass
-        // pads its texts to the longest of them, see `embed`), truncation at the model's max_seq_length.
         let pad_id = tokenizer
             .get_padding()
             .map(|p| p.pad_id)
@@ -312,20 +608,7 @@ impl Loaded {
                 ..TruncationParams::default()
             }))
             .map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
-        let path = info.dir.join("model.safetensors");
-        let data = fs::read(&path).map_err(|e| LocalModelError::Read { path: path.clone(), message: e.to_string() })?;
-        let vb = VarBuilder::from_buffered_safetensors(data, DType::F32, &Device::Cpu)
-            .map_err(|e| LocalModelError::Model(e.to_string()))?;
-        let model = BertModel::load(vb, &info.config).map_err(|e| LocalModelError::Model(e.to_string()))?;
-        info!(
-            dir = %info.dir.display(),
-            dims = info.config.hidden_size,
-            layers = info.config.num_hidden_layers,
-            max_seq_length = info.max_seq_length,
-            ms = started.elapsed().as_millis() as u64,
-            "local embedding model loaded"
-        );
-        Ok(Loaded { model, tokenizer, pad_id })
+        Ok((tokenizer, pad_id))
     }
 
     /// Embed texts, batching texts of similar length together. Blocking (CPU-bound).
@@ -364,6 +647,7 @@ impl Loaded {
             let pooled = match info.pooling {
                 Pooling::Mean => mean_pool(&hidden, &mask),
                 Pooling::Cls => cls_pool(&hidden),
+                Pooling::Max => max_pool(&hidden, &mask),
             }
             .map_err(model_err)?;
             let rows: Vec<Vec<f32>> = pooled.to_vec2().map_err(model_err)?;
@@ -379,7 +663,12 @@ impl Loaded {
 impl LocalProvider {
     /// Inspect a model folder (cheap); the weights load on first use.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
-        let info = LocalModelInfo::inspect(dir.as_ref())?;
+        Self::open_with(dir, &LocalOptions::default())
+    }
+
+    /// [`open`](Self::open) with prompts from the config.
+    pub fn open_with(dir: impl AsRef<Path>, options: &LocalOptions) -> Result<Self, LocalModelError> {
+        let info = LocalModelInfo::inspect_with(dir.as_ref(), options)?;
         debug!(dir = %info.dir.display(), fingerprint = %info.fingerprint, "local model folder inspected");
         Ok(LocalProvider {
             info: Arc::new(info),
@@ -410,8 +699,14 @@ impl LocalProvider {
             .cloned()
     }
 
-    /// Blocking embed, for callers outside an async runtime (benchmarks, tools).
+    /// Blocking embed, for callers outside an async runtime (benchmarks, tools), as documents.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.embed_blocking_as(texts, EmbeddingPurpose::Document)
+    }
+
+    /// Blocking embed with the purpose's prompt.
+    pub fn embed_blocking_as(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        let texts = self.prompted(texts, purpose);
         let loaded = match self.loaded.get() {
             Some(l) => l.clone(),
             None => {
@@ -420,7 +715,20 @@ impl LocalProvider {
                 l
             }
         };
-        Ok(loaded.embed(&self.info, texts)?)
+        Ok(loaded.embed(&self.info, &texts)?)
+    }
+
+    /// The texts with the purpose's prompt in front (as they are when the prompt is empty).
+    fn prompted(&self, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {
+        let prompt = match purpose {
+            EmbeddingPurpose::Query => &self.info.prompts.query,
+            EmbeddingPurpose::Document => &self.info.prompts.document,
+        };
+        if prompt.is_empty() {
+            texts.to_vec()
+        } else {
+            texts.iter().map(|t| format!("{prompt}{t}")).collect()
+        }
     }
 }
 
@@ -442,8 +750,8 @@ impl EmbeddingProvider for LocalProvider {
         self.info.fingerprint.clone()
     }
 
-    /// The same vectors for queries and documents (the model has no query/document distinction).
-    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+    /// Queries and documents get the model's prompts (none for most sentence-transformers models).
+    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -453,7 +761,7 @@ impl EmbeddingProvider for LocalProvider {
             message: "provider closed".into(),
         })?;
         let info = self.info.clone();
-        let texts = texts.to_vec();
+        let texts = self.prompted(texts, purpose);
         let n = texts.len();
         let started = std::time::Instant::now();
         let vectors = tokio::task::spawn_blocking(move || loaded.embed(&info, &texts))
