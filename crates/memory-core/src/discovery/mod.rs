@@ -307,7 +307,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     // Files are stat-ed after the listing, on every core for a large folder: a search checks every memory file
     // before it answers, and the stats are most of that check's time.
-    let mut files: Vec<std::fs::DirEntry> = Vec::new();
+    let mut files: Vec<(std::ffi::OsString, std::fs::DirEntry)> = Vec::new();
     for (name, entry) in entries {
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_symlink() {
@@ -325,7 +325,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             if (is_markdown(path) || (media && media_mime(path).is_some()))
                 && extra.is_none_or(|i| roots.extra_selects(i, &entry.path()))
             {
-                files.push(entry);
+                files.push((name, entry));
             }
         }
     }
@@ -335,9 +335,12 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
 /// Folders with more files than this are stat-ed on two threads.
 const PARALLEL_STAT_MIN: usize = 512;
 
-fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Vec<std::fs::DirEntry>, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
-    let stat = |part: Vec<std::fs::DirEntry>| -> Vec<(MemoryFile, std::fs::Metadata)> {
-        part.into_iter().filter_map(|e| listed_file(roots, dir_key, e)).collect()
+/// Listed entries with the names they were sorted by.
+type Listed = Vec<(std::ffi::OsString, std::fs::DirEntry)>;
+
+fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Listed, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
+    let stat = |part: Listed| -> Vec<(MemoryFile, std::fs::Metadata)> {
+        part.into_iter().filter_map(|(name, e)| listed_file(roots, dir_key, &name, e)).collect()
     };
     let found = if files.len() < PARALLEL_STAT_MIN {
         stat(files)
@@ -358,7 +361,7 @@ fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Vec<std::fs::DirE
 
 /// A listed entry that is a regular file. Its metadata comes from the open folder (`statx` on the folder's
 /// descriptor and the name, never following a link) rather than a walk of the whole path for each file.
-fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, entry: std::fs::DirEntry) -> Option<(MemoryFile, std::fs::Metadata)> {
+fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, name: &std::ffi::OsStr, entry: std::fs::DirEntry) -> Option<(MemoryFile, std::fs::Metadata)> {
     let m = entry.metadata().ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %entry.path().display(), "symbolic link skipped");
@@ -368,9 +371,9 @@ fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, entry: std::fs::DirEn
         return None;
     }
     let p = entry.path();
-    let name = entry.file_name();
+    // The folder's key is already `/`-joined; a listed file's name is one component.
     let key = match (dir_key, name.to_str()) {
-        (Some(dir), Some(name)) if std::path::MAIN_SEPARATOR == '/' && !name.is_empty() && name != "." => format!("{dir}/{name}"),
+        (Some(dir), Some(name)) => format!("{dir}/{name}"),
         _ => roots.key_for(&p),
     };
     let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
