@@ -103,15 +103,7 @@ async fn run_mode(
     weights: Option<(f64, f64)>,
 ) -> anyhow::Result<Mode> {
     let mut config = Config::default();
-    let embedder = match model {
-        Some(m) => {
-            let mut c = Config::default();
-            c.memory.search.provider = "local".into();
-            c.memory.search.local.model_path = Some(m.display().to_string());
-            providers::from_config(&c)?
-        }
-        None => None,
-    };
+    let embedder = crate::quality::local_embedder(model)?;
     if let Some((vw, tw)) = weights {
         config.memory.search.query.hybrid.vector_weight = vw;
         config.memory.search.query.hybrid.text_weight = tw;

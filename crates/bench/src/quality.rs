@@ -125,6 +125,15 @@ pub struct Scores {
 
 /// Average the three figures over the judged queries, given each query's ranked document ids (documents
 /// de-duplicated, best chunk first). A judged query missing from `ranked` counts as an empty answer.
+/// The in-process `local` provider over the model in `model`, if any.
+pub fn local_embedder(model: Option<&Path>) -> anyhow::Result<Option<Arc<dyn memory_core::embedding::EmbeddingProvider>>> {
+    let Some(m) = model else { return Ok(None) };
+    let mut c = Config::default();
+    c.memory.search.provider = "local".into();
+    c.memory.search.local.model_path = Some(m.display().to_string());
+    Ok(providers::from_config(&c)?)
+}
+
 pub fn score_rankings(data: &Dataset, ranked: &HashMap<String, Vec<String>>) -> Scores {
     let (mut n10, mut map, mut rec, mut n) = (0.0, 0.0, 0.0, 0);
     for q in data.judged_queries() {
@@ -205,15 +214,7 @@ pub async fn builtin_scores(
     model: Option<&Path>,
 ) -> anyhow::Result<Vec<(&'static str, Scores)>> {
     let ws = ws.to_path_buf();
-    let embedder = match model {
-        Some(m) => {
-            let mut c = Config::default();
-            c.memory.search.provider = "local".into();
-            c.memory.search.local.model_path = Some(m.display().to_string());
-            providers::from_config(&c)?
-        }
-        None => None,
-    };
+    let embedder = local_embedder(model)?;
     // Modes share one index: the weights are ranking settings, not part of the index identity.
     let modes: Vec<(&str, f64, f64)> = if embedder.is_some() {
         vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)]

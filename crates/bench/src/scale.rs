@@ -136,6 +136,21 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
+/// One line of in-process figures (p50, p99, result paths) per build; with two builds, the ratios and how many
+/// queries got the same results.
+fn print_in_process<P: PartialEq>(label: &str, builds: &[Build], figs: &[(f64, f64, Vec<P>)]) {
+    let line: Vec<String> = builds.iter().zip(figs).map(|(b, f)| format!("{} p50 {:.2} ms p99 {:.2} ms", b.name, f.0, f.1)).collect();
+    let (r, same) = match figs {
+        // Builds are [new, old].
+        [new, old] => {
+            let eq = new.2.iter().zip(&old.2).filter(|(a, b)| a == b).count();
+            (format!("  (p50 {} p99 {})", ratio(old.0, new.0), ratio(old.1, new.1)), format!("; same results for {eq}/{} queries", new.2.len()))
+        }
+        _ => (String::new(), String::new()),
+    };
+    println!("{label}: {}{r}{same}", line.join(" | "));
+}
+
 fn ratio(old: f64, new: f64) -> String {
     if new > 0.0 && old.is_finite() {
         format!("{:.1}x", old / new)
@@ -222,15 +237,7 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
         rows.push((label, figs));
     }
     for (label, figs) in &rows {
-        let line: Vec<String> = builds.iter().zip(figs).map(|(b, f)| format!("{} p50 {:.2} ms p99 {:.2} ms", b.name, f.0, f.1)).collect();
-        let r = if figs.len() == 2 { format!("  (p50 {} p99 {})", ratio(figs[1].0, figs[0].0), ratio(figs[1].1, figs[0].1)) } else { String::new() };
-        let same = if figs.len() == 2 {
-            let eq = figs[0].2.iter().zip(&figs[1].2).filter(|(a, b)| a == b).count();
-            format!("; same results for {eq}/{} queries", figs[0].2.len())
-        } else {
-            String::new()
-        };
-        println!("keyword in-process, {label}: {}{r}{same}", line.join(" | "));
+        print_in_process(&format!("keyword in-process, {label}"), builds, figs);
     }
     // Whole process: a few common-word queries and a rare word, builds interleaved.
     let picks: Vec<String> = common.iter().take(opts.whole_process_runs).cloned().collect();
@@ -303,15 +310,7 @@ async fn hybrid(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String]) -> an
         let (ms, paths) = in_process(b, "hybrid", ws, &state, mixed)?;
         figs.push((percentile(&ms, 0.5), percentile(&ms, 0.99), paths));
     }
-    let line: Vec<String> = builds.iter().zip(&figs).map(|(b, f)| format!("{} p50 {:.2} ms p99 {:.2} ms", b.name, f.0, f.1)).collect();
-    let r = if figs.len() == 2 { format!("  (p50 {} p99 {})", ratio(figs[1].0, figs[0].0), ratio(figs[1].1, figs[0].1)) } else { String::new() };
-    let same = if figs.len() == 2 {
-        let eq = figs[0].2.iter().zip(&figs[1].2).filter(|(a, b)| a == b).count();
-        format!("; same results for {eq}/{} queries", figs[0].2.len())
-    } else {
-        String::new()
-    };
-    println!("hybrid in-process, mixed queries: {}{r}{same}", line.join(" | "));
+    print_in_process("hybrid in-process, mixed queries", builds, &figs);
     let (recall, fast, exact) = vector_recall(ws, &state, &mixed[..mixed.len().min(100)]).await?;
     println!("vector search alone: recall@10 vs exact scan {recall:.4}; median fast {fast:.2} ms, sqlite-vec exact {exact:.2} ms ({})", ratio(exact, fast));
     Ok(())
