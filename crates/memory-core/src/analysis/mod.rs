@@ -59,7 +59,11 @@ fn raw_tokens(text: &str, mut f: impl FnMut(&str, bool)) {
                 f(&cjk, true);
                 cjk.clear();
             }
-            word.extend(c.to_lowercase());
+            if c.is_ascii() {
+                word.push(c.to_ascii_lowercase());
+            } else {
+                word.extend(c.to_lowercase());
+            }
         } else {
             if !word.is_empty() {
                 f(&word, false);
@@ -81,28 +85,36 @@ fn raw_tokens(text: &str, mut f: impl FnMut(&str, bool)) {
 
 /// Stem a lowercase word: only purely alphabetic words are stemmed; ids, numbers and snake_case stay exact.
 fn stem_word(w: &str) -> String {
+    with_stem(w, str::to_string)
+}
+
+/// `f` of the stem of lowercase word `w` (see [`stem_word`]), without copying a memoised stem.
+fn with_stem<R>(w: &str, f: impl FnOnce(&str) -> R) -> R {
     if w.len() > 3 && w.chars().all(|c| c.is_alphabetic()) {
         // Vocabularies are small and Zipfian: memoise stems (bounded, shared by indexing threads) so each
         // distinct word is stemmed once.
         let cache = STEM_CACHE.get_or_init(Default::default);
-        if let Some(s) = cache.read().ok().and_then(|c| c.get(w).cloned()) {
-            return s;
+        if let Ok(c) = cache.read() {
+            if let Some(s) = c.get(w) {
+                return f(s);
+            }
         }
         let stem = STEMMER.with(|s| s.stem(w).into_owned());
+        let out = f(&stem);
         if let Ok(mut c) = cache.write() {
             if c.len() >= STEM_CACHE_MAX {
                 c.clear();
             }
-            c.insert(w.to_string(), stem.clone());
+            c.insert(w.to_string(), stem);
         }
-        stem
+        out
     } else {
-        w.to_string()
+        f(w)
     }
 }
 
 const STEM_CACHE_MAX: usize = 100_000;
-static STEM_CACHE: std::sync::OnceLock<std::sync::RwLock<std::collections::HashMap<String, String>>> = std::sync::OnceLock::new();
+static STEM_CACHE: std::sync::OnceLock<std::sync::RwLock<rustc_hash::FxHashMap<String, String>>> = std::sync::OnceLock::new();
 
 /// Chinese function characters that carry no meaning as single-character terms.
 const CJK_STOP_CHARS: &str = "的了是在我你他她它们和与及或也都就很这那有个吗呢吧啊之其而于以为被把让给着过地得";
@@ -121,20 +133,29 @@ fn is_kana_or_hangul(c: char) -> bool {
 /// CJK run to terms: adjacent bigrams (or the lone character), plus jieba's single-character and long words
 /// for Chinese runs.
 fn cjk_terms(run: &str, out: &mut Vec<String>) {
+    cjk_terms_each(run, &mut |t| out.push(t.to_string()));
+}
+
+/// [`cjk_terms`], each term handed to `emit`.
+fn cjk_terms_each(run: &str, emit: &mut dyn FnMut(&str)) {
     let chars: Vec<char> = run.chars().collect();
     if chars.len() == 1 {
-        out.push(chars[0].to_string());
+        emit(run);
         return;
     }
+    let mut pair = String::with_capacity(8);
     for w in chars.windows(2) {
-        out.push(w.iter().collect());
+        pair.clear();
+        pair.push(w[0]);
+        pair.push(w[1]);
+        emit(&pair);
     }
     if chars.len() >= 3 && !chars.iter().any(|c| is_kana_or_hangul(*c)) {
         for token in jieba().cut(run, true) {
             let word = token.word;
             match word.chars().count() {
-                1 if !CJK_STOP_CHARS.contains(word) => out.push(word.to_string()),
-                n if n >= 3 => out.push(word.to_string()),
+                1 if !CJK_STOP_CHARS.contains(word) => emit(word),
+                n if n >= 3 => emit(word),
                 _ => {}
             }
         }
@@ -144,19 +165,34 @@ fn cjk_terms(run: &str, out: &mut Vec<String>) {
 /// Every term of a document, in order (repeats kept: they are term frequency).
 pub fn document_terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    raw_tokens(text, |t, cjk| {
-        if cjk {
-            cjk_terms(t, &mut out);
-        } else {
-            out.push(stem_word(t));
-        }
-    });
+    each_document_term(text, &mut |t| out.push(t.to_string()));
     out
 }
 
-/// Document terms joined by spaces, ready for a store's full-text index.
+/// Each term of [`document_terms`], handed to `emit` without a copy.
+fn each_document_term(text: &str, emit: &mut dyn FnMut(&str)) {
+    raw_tokens(text, |t, cjk| {
+        if cjk {
+            cjk_terms_each(t, emit);
+        } else {
+            with_stem(t, |s| emit(s));
+        }
+    });
+}
+
+/// Document terms joined by spaces, ready for a store's full-text index (`document_terms(text).join(" ")`,
+/// written into one string: indexing spends most of its time here).
 pub fn document_terms_joined(text: &str) -> String {
-    document_terms(text).join(" ")
+    let mut out = String::with_capacity(text.len());
+    let mut first = true;
+    each_document_term(text, &mut |t| {
+        if !first {
+            out.push(' ');
+        }
+        first = false;
+        out.push_str(t);
+    });
+    out
 }
 
 /// BM25 weight of a chunk's heading terms relative to its body terms (1.0): every store that scores keywords
@@ -280,6 +316,49 @@ pub fn for_each_similarity_token(text: &str, mut f: impl FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The analysis written the plain way (every character through `to_lowercase`, no stem cache, a vector of
+    /// terms joined at the end): the fast path must give the same terms, or indexes would need a rebuild.
+    fn plain_terms_joined(text: &str) -> String {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut terms: Vec<String> = Vec::new();
+        let mut word = String::new();
+        let mut cjk = String::new();
+        let flush = |word: &mut String, cjk: &mut String, terms: &mut Vec<String>| {
+            if !word.is_empty() {
+                let stemmed = word.len() > 3 && word.chars().all(char::is_alphabetic);
+                terms.push(if stemmed { stemmer.stem(word).into_owned() } else { word.clone() });
+                word.clear();
+            }
+            if !cjk.is_empty() {
+                cjk_terms(cjk, terms);
+                cjk.clear();
+            }
+        };
+        for c in text.chars() {
+            if is_cjk(c) && c.is_alphanumeric() {
+                let mut none = String::new();
+                flush(&mut word, &mut none, &mut terms);
+                cjk.push(c);
+            } else if c.is_alphanumeric() || c == '_' {
+                flush(&mut String::new(), &mut cjk, &mut terms);
+                word.extend(c.to_lowercase());
+            } else {
+                flush(&mut word, &mut cjk, &mut terms);
+            }
+        }
+        flush(&mut word, &mut cjk, &mut terms);
+        terms.join(" ")
+    }
+
+    proptest! {
+        #[test]
+        fn joined_terms_match_the_plain_analysis(text in "[a-zA-Z0-9_ .,ÄÖÜßİΣσçéЖж中文记忆数据库的了かなカナ한국어\\-\n]{0,80}") {
+            prop_assert_eq!(document_terms_joined(&text), plain_terms_joined(&text));
+            prop_assert_eq!(document_terms(&text).join(" "), plain_terms_joined(&text));
+        }
+    }
 
     #[test]
     fn words_are_lowercased_and_stemmed_ids_kept() {

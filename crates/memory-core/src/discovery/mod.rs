@@ -159,17 +159,17 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     // MEMORY.md wins over memory.md. On case-insensitive file systems both names are the same file.
     for name in ["MEMORY.md", "memory.md"] {
         let p = ws.join(name);
-        if let Some((f, m)) = regular_file(roots, &p) {
+        if let Some((f, id)) = regular_file(roots, &p) {
             if exact_name_exists(ws, name) {
-                push(&mut out, &mut seen, f, &m);
+                push(&mut out, &mut seen, f, id);
                 break;
             }
         }
     }
     // OpenClaw's user profile, a memory file like MEMORY.md.
     if exact_name_exists(ws, USER_FILE) {
-        if let Some((f, m)) = regular_file(roots, &ws.join(USER_FILE)) {
-            push(&mut out, &mut seen, f, &m);
+        if let Some((f, id)) = regular_file(roots, &ws.join(USER_FILE)) {
+            push(&mut out, &mut seen, f, id);
         }
     }
     walk(roots, &ws.join("memory"), false, &mut out, &mut seen);
@@ -185,8 +185,8 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
             Ok(m) if m.is_dir() => walk(roots, extra, roots.media, &mut out, &mut seen),
             Ok(_) if is_markdown(extra) || (roots.media && media_mime(extra).is_some()) => {
-                if let Some((f, m)) = regular_file(roots, extra) {
-                    push(&mut out, &mut seen, f, &m);
+                if let Some((f, id)) = regular_file(roots, extra) {
+                    push(&mut out, &mut seen, f, id);
                 }
             }
             Ok(_) => warn!(path = %extra.display(), "extra path is not a .md file; skipped"),
@@ -208,18 +208,23 @@ enum FileId {
     Path(PathBuf),
 }
 
-fn push(out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>, f: MemoryFile, meta: &std::fs::Metadata) {
-    #[cfg(unix)]
-    let id = {
-        use std::os::unix::fs::MetadataExt;
-        let _ = &f;
-        FileId::Inode(meta.dev(), meta.ino())
-    };
-    #[cfg(not(unix))]
-    let id = {
-        let _ = meta;
-        FileId::Path(std::fs::canonicalize(&f.abs_path).unwrap_or_else(|_| f.abs_path.clone()))
-    };
+impl FileId {
+    fn of(f: &MemoryFile, meta: &std::fs::Metadata) -> FileId {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let _ = f;
+            FileId::Inode(meta.dev(), meta.ino())
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            FileId::Path(std::fs::canonicalize(&f.abs_path).unwrap_or_else(|_| f.abs_path.clone()))
+        }
+    }
+}
+
+fn push(out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>, f: MemoryFile, id: FileId) {
     if seen.insert(id) {
         out.push(f);
     }
@@ -237,8 +242,8 @@ fn is_markdown(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("md"))
 }
 
-/// A regular, non-link file, with its size and mtime (and its metadata, for de-duplication).
-fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::Metadata)> {
+/// A regular, non-link file, with its size and mtime (and its identity, for de-duplication).
+fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, FileId)> {
     let m = std::fs::symlink_metadata(p).ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %p.display(), "symbolic link skipped");
@@ -248,7 +253,8 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, std::fs::M
         return None;
     }
     let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
-    Some((f, m))
+    let id = FileId::of(&f, &m);
+    Some((f, id))
 }
 
 pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
@@ -318,7 +324,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
-            stat_all(roots, dir_key.as_deref(), std::mem::take(&mut files), out, seen);
+            stat_all(roots, dir, dir_key.as_deref(), std::mem::take(&mut files), out, seen);
             walk_selected(roots, &entry.path(), media, extra, out, seen);
         } else if ft.is_file() {
             let path = Path::new(&name);
@@ -329,7 +335,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             }
         }
     }
-    stat_all(roots, dir_key.as_deref(), files, out, seen);
+    stat_all(roots, dir, dir_key.as_deref(), files, out, seen);
 }
 
 /// Folders with more files than this are stat-ed on two threads.
@@ -338,9 +344,11 @@ const PARALLEL_STAT_MIN: usize = 512;
 /// Listed entries with the names they were sorted by.
 type Listed = Vec<(std::ffi::OsString, std::fs::DirEntry)>;
 
-fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Listed, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
-    let stat = |part: Listed| -> Vec<(MemoryFile, std::fs::Metadata)> {
-        part.into_iter().filter_map(|(name, e)| listed_file(roots, dir_key, &name, e)).collect()
+fn stat_all(roots: &MemoryRoots, dir: &Path, dir_key: Option<&str>, files: Listed, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
+    let stat = |part: Listed| -> Vec<(MemoryFile, FileId)> {
+        let mut found = Vec::with_capacity(part.len());
+        found.extend(part.into_iter().filter_map(|(name, e)| listed_file(roots, dir, dir_key, &name, e)));
+        found
     };
     let found = if files.len() < PARALLEL_STAT_MIN {
         stat(files)
@@ -354,14 +362,20 @@ fn stat_all(roots: &MemoryRoots, dir_key: Option<&str>, files: Listed, out: &mut
             a
         })
     };
-    for (f, m) in found {
-        push(out, seen, f, &m);
+    for (f, id) in found {
+        push(out, seen, f, id);
     }
 }
 
 /// A listed entry that is a regular file. Its metadata comes from the open folder (`statx` on the folder's
 /// descriptor and the name, never following a link) rather than a walk of the whole path for each file.
-fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, name: &std::ffi::OsStr, entry: std::fs::DirEntry) -> Option<(MemoryFile, std::fs::Metadata)> {
+fn listed_file(
+    roots: &MemoryRoots,
+    dir: &Path,
+    dir_key: Option<&str>,
+    name: &std::ffi::OsStr,
+    entry: std::fs::DirEntry,
+) -> Option<(MemoryFile, FileId)> {
     let m = entry.metadata().ok()?;
     if m.file_type().is_symlink() {
         warn!(path = %entry.path().display(), "symbolic link skipped");
@@ -370,14 +384,26 @@ fn listed_file(roots: &MemoryRoots, dir_key: Option<&str>, name: &std::ffi::OsSt
     if !m.is_file() {
         return None;
     }
-    let p = entry.path();
+    // Built at their final size: a search checks every memory file, and `join` / `format!` grew each string
+    // once more (a tenth of the check's instructions at 20,000 notes).
+    let mut p = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    p.push(dir);
+    p.push(name);
     // The folder's key is already `/`-joined; a listed file's name is one component.
     let key = match (dir_key, name.to_str()) {
-        (Some(dir), Some(name)) => format!("{dir}/{name}"),
+        (Some(dir), Some(name)) => {
+            let mut k = String::with_capacity(dir.len() + 1 + name.len());
+            k.push_str(dir);
+            k.push('/');
+            k.push_str(name);
+            k
+        }
         _ => roots.key_for(&p),
     };
     let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
-    Some((f, m))
+    // Only the file's identity is kept of its metadata (a whole `Metadata` is ~170 bytes per file).
+    let id = FileId::of(&f, &m);
+    Some((f, id))
 }
 
 /// Why a file was not indexed.
