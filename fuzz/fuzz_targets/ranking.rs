@@ -72,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
         half_life_days: (flags & 2 != 0).then(|| b.f64()),
         citations: if flags & 4 != 0 { Citations::On } else { Citations::Off },
         now_ms: b.u64() as i64,
+        vector_floor: (flags & 8 != 0).then(|| b.f64()),
     };
     let query = b.string();
     let n_kw = b.u8() as usize % 16;

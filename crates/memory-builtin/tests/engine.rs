@@ -496,3 +496,72 @@ async fn question_vectors_take_feedback_from_the_best_hits() {
     let lunch = res.results.iter().find(|r| r.path == "memory/unrelated.md").and_then(|r| r.vector_score).unwrap_or(0.0);
     assert!(lunch < 0.01, "unrelated note: {lunch}");
 }
+
+/// An embedder whose vectors bunch, like multilingual-e5's: each is 0.97 x one shared direction plus 0.24 x a
+/// bag of words, so unrelated texts have a cosine of 0.94 and the same text 1. Words are hashed like
+/// [`CountingEmbedder`]'s, with a few garden words taken for one meaning (what a real model knows and keyword
+/// search does not).
+struct BunchedEmbedder {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl EmbeddingProvider for BunchedEmbedder {
+    fn id(&self) -> &str {
+        "test"
+    }
+    fn model(&self) -> &str {
+        "bunched"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(64)
+    }
+    fn fingerprint(&self) -> String {
+        "bunched-64".into()
+    }
+    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let (shared, own) = (0.97f32, (1.0f32 - 0.97 * 0.97).sqrt());
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut words = vec![0f32; 64];
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    let w = if ["plants", "garden", "tomatoes", "irrigation", "watering"].contains(&w) { "garden" } else { w };
+                    let h = memory_core::sha256_hex(w.as_bytes());
+                    words[1 + usize::from_str_radix(&h[..8], 16).unwrap() % 63] += 1.0;
+                }
+                sanitize_and_normalize(&mut words);
+                words[0] = shared;
+                words[1..].iter_mut().for_each(|x| *x *= own);
+                words
+            })
+            .collect())
+    }
+}
+
+/// With a model whose cosines bunch, the vector leg counts from the model's similarity of unrelated text (its
+/// mean cosine with fixed probe sentences), not from 0: the note the vectors clearly prefer beats a note that
+/// only shares one word with the query. Raw cosines (0.98 against 0.94) let the keyword match win. The probes
+/// are embedded by the sync and kept in the index: a search in a new process embeds only its query.
+#[tokio::test]
+async fn a_bunched_models_vector_leg_counts_from_its_unrelated_text_similarity() {
+    let env = Env::new();
+    env.write("memory/garden.md", "# Garden\n\nIrrigation for the tomatoes runs at dawn in the garden.\n");
+    env.write("memory/bills.md", "# Bills\n\nThe water bill payment reminder is due on the first.\n");
+    // Other notes make `water` a rare word: its keyword match counts (BM25's idf is ~0 among two notes).
+    for (i, topic) in ["roadmap", "hiring", "budget", "offsite", "security", "billing", "design", "support"].iter().enumerate() {
+        env.write(&format!("memory/n{i}.md"), &format!("# Meeting {i}\n\nWe talked about the {topic} plans for next quarter.\n"));
+    }
+    let emb = Arc::new(BunchedEmbedder { calls: AtomicUsize::new(0) });
+    let e = env.open(Config::default(), Some(emb.clone())).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    drop(e);
+
+    let calls = emb.calls.load(Ordering::SeqCst);
+    let e = env.open(Config::default(), Some(emb.clone())).await;
+    let res = e.search(&SearchRequest::new("plants watering")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
+    assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/garden.md"), "{:?}", res.results);
+    assert_eq!(emb.calls.load(Ordering::SeqCst), calls + 1, "a search embeds its query only");
+}

@@ -70,13 +70,14 @@ const VECTOR_PRF_WEIGHT: f32 = 0.75;
 
 /// The best [`PRF_DOCS`] chunks of the merged keyword + vector ranking: the feedback set of both expansions.
 fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], opts: &RankingOptions) -> Vec<crate::ranking::Scored> {
-    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), opts.vector_weight, opts.text_weight);
+    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), opts.vector_floor, opts.vector_weight, opts.text_weight);
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
     ranked.truncate(PRF_DOCS);
     ranked
 }
 
 mod plan;
+mod unrelated;
 
 /// Pieces of one long line with the same text (a repeated pattern, a pasted blob) have the same lines and hash,
 /// so the same id: number the repeats (the first keeps its id, so ids of ordinary files do not change).
@@ -134,6 +135,9 @@ pub struct IndexedBackend {
     /// Provider fingerprint of the live index, once read, with the live handle it was read from: a swapped-in
     /// rebuild is another handle, so its fingerprint is read again.
     built_fingerprint: RwLock<Option<(usize, Option<String>)>>,
+    /// The probes' centroid ([`unrelated`]) of the live index, once read, with the live handle and provider
+    /// fingerprint it belongs to.
+    unrelated_centroid: RwLock<Option<(usize, String, Arc<Vec<f32>>)>>,
     keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
@@ -179,6 +183,7 @@ impl IndexedBackend {
             dirty: AtomicBool::new(false),
             indexed: AtomicBool::new(false),
             built_fingerprint: RwLock::new(None),
+            unrelated_centroid: RwLock::new(None),
             keyword_capable: true,
             progress: RwLock::new(None),
             sessions_dir: None,
@@ -451,6 +456,7 @@ impl IndexedBackend {
         if let Some(removals) = removals.filter(|r| !r.is_empty()) {
             target.apply(SyncBatch { removals, ..Default::default() }).await?;
         }
+        self.record_unrelated_centroid(target, cache_from, planned).await;
         debug!(?report, "sync finished");
         Ok(report)
     }
@@ -1011,7 +1017,7 @@ impl IndexedBackend {
         let stale = self.freshen(&mut warnings).await?;
         let store = self.store();
         let q = &self.config.memory.search.query;
-        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
         let limit = RankingOptions::candidate_limit(opts.max_results, q.hybrid.candidate_multiplier);
 
         let terms = query_terms(query);
@@ -1066,6 +1072,11 @@ impl IndexedBackend {
         if !keyword_ok && !vector_ok && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
+        let centroid = match (&query_vector, embedder) {
+            (Some(_), Some(e)) => self.unrelated_centroid(&store, e).await,
+            _ => None,
+        };
+        opts.vector_floor = query_vector.as_deref().zip(centroid.as_deref()).and_then(|(q, c)| unrelated::floor(q, c));
         let keyword = if keyword_ok {
             self.expand_keyword(&store, &terms, keyword, &vector, &opts, limit, &request.sources).await
         } else {
@@ -1073,7 +1084,12 @@ impl IndexedBackend {
         };
         let vector = match &query_vector {
             Some(qv) if terms.len() >= PRF_MIN_QUERY_TERMS => {
-                self.expand_vector(&store, qv, &keyword, vector, &opts, limit, &request.sources).await
+                let (vector, scored_by) = self.expand_vector(&store, qv, &keyword, vector, &opts, limit, &request.sources).await;
+                // The candidates' cosines are with the refined vector now: so is the floor.
+                if let Some(c) = centroid.as_deref() {
+                    opts.vector_floor = unrelated::floor(&scored_by, c);
+                }
+                vector
             }
             _ => vector,
         };
@@ -1183,22 +1199,23 @@ impl IndexedBackend {
         opts: &RankingOptions,
         limit: usize,
         sources: &[Source],
-    ) -> Vec<Candidate> {
+    ) -> (Vec<Candidate>, Vec<f32>) {
+        let first = |vector| (vector, query_vector.to_vec());
         if vector.len() < PRF_DOCS {
-            return vector;
+            return first(vector);
         }
         let ids: Vec<String> = feedback_ranking(keyword, &vector, opts).into_iter().map(|s| s.candidate.chunk_id).collect();
         let stored = match store.chunk_vectors(&ids).await {
             Ok(v) => v,
             Err(e) => {
                 warn!(error = %e, "reading feedback vectors failed; using the first vector candidates");
-                return vector;
+                return first(vector);
             }
         };
         let feedback: Vec<&Vec<f32>> = ids.iter().filter_map(|id| stored.get(id)).filter(|v| v.len() == query_vector.len()).collect();
         // Too few stored vectors (a store that cannot read them back, media chunks) is no centroid.
         if feedback.len() * 2 < ids.len() {
-            return vector;
+            return first(vector);
         }
         let mut refined = query_vector.to_vec();
         let w = VECTOR_PRF_WEIGHT / feedback.len() as f32;
@@ -1209,12 +1226,104 @@ impl IndexedBackend {
         }
         crate::embedding::sanitize_and_normalize(&mut refined);
         match store.vector_search(&refined, limit, sources).await {
-            Ok(second) if !second.is_empty() => second,
-            Ok(_) => vector,
+            Ok(second) if !second.is_empty() => (second, refined),
+            Ok(_) => first(vector),
             Err(e) => {
                 warn!(error = %e, "feedback vector search failed; using the first vector candidates");
-                vector
+                first(vector)
             }
+        }
+    }
+
+    /// The probes' centroid for searches on `store` ([`unrelated`]): remembered, else read from the index's meta
+    /// (a sync stores it), else embedded now and remembered for this process. `None` when the provider cannot
+    /// embed the probes: vector scores then count as raw cosines.
+    async fn unrelated_centroid(&self, store: &Arc<dyn ChunkStore>, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Arc<Vec<f32>>> {
+        let handle = Arc::as_ptr(store) as *const () as usize;
+        let fingerprint = embedder.fingerprint();
+        if let Some((h, fp, c)) = self.unrelated_centroid.read().unwrap().as_ref() {
+            if *h == handle && *fp == fingerprint {
+                return Some(c.clone());
+            }
+        }
+        let stored = match store.meta(unrelated::META_KEY).await {
+            Ok(m) => m.and_then(|m| unrelated::decode(&m, &fingerprint)),
+            Err(e) => {
+                debug!(error = %e, "reading the unrelated-text centroid failed");
+                None
+            }
+        };
+        let centroid = match stored {
+            Some(c) => c,
+            None => {
+                // An index synced before probes existed: embed them now, and keep them in the index when its
+                // writer lock is free at once (a search never waits for a writer), so later processes read them.
+                let c = self.embed_unrelated_probes(embedder).await?;
+                match self.storage.writer_lock(false).await {
+                    Ok(_writer) => {
+                        if let Err(e) = store.set_meta(unrelated::META_KEY, &unrelated::encode(&fingerprint, &c)).await {
+                            debug!(error = %e, "storing the unrelated-text centroid failed; the next sync stores it");
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "index busy; the next sync stores the unrelated-text centroid"),
+                }
+                c
+            }
+        };
+        let centroid = Arc::new(centroid);
+        *self.unrelated_centroid.write().unwrap() = Some((handle, fingerprint, centroid.clone()));
+        Some(centroid)
+    }
+
+    async fn embed_unrelated_probes(&self, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Vec<f32>> {
+        let texts: Vec<String> = unrelated::PROBES.iter().map(|t| t.to_string()).collect();
+        match embedder.embed(&texts, EmbeddingPurpose::Document).await {
+            Ok(vectors) => unrelated::centroid(&vectors),
+            Err(e) => {
+                warn!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
+                None
+            }
+        }
+    }
+
+    /// Store the probes' centroid in `target` once per provider (a sync's last step), so that searches read it
+    /// instead of embedding the probes: carried over from `cache_from` (the old index, in a rebuild) when it has
+    /// it, like the embedding cache, else embedded. A failure is logged: searches then embed the probes themselves.
+    async fn record_unrelated_centroid(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) {
+        let Some(embedder) = &self.embedder else { return };
+        let fingerprint = embedder.fingerprint();
+        if planned != Some(fingerprint.as_str()) {
+            return;
+        }
+        // The stored value, when it counts for this provider.
+        async fn stored(store: &Arc<dyn ChunkStore>, fingerprint: &str) -> Result<Option<String>> {
+            Ok(store.meta(unrelated::META_KEY).await?.filter(|m| unrelated::decode(m, fingerprint).is_some()))
+        }
+        match stored(target, &fingerprint).await {
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(e) => {
+                warn!(error = %e, "reading the unrelated-text centroid failed");
+                return;
+            }
+        }
+        let carried = if Arc::ptr_eq(target, cache_from) {
+            None
+        } else {
+            stored(cache_from, &fingerprint).await.unwrap_or_else(|e| {
+                debug!(error = %e, "the old index's unrelated-text centroid is unreadable; embedding the probes");
+                None
+            })
+        };
+        let value = match carried {
+            Some(v) => v,
+            None => match self.embed_unrelated_probes(embedder).await {
+                Some(centroid) => unrelated::encode(&fingerprint, &centroid),
+                None => return,
+            },
+        };
+        if let Err(e) = target.set_meta(unrelated::META_KEY, &value).await {
+            warn!(error = %e, "storing the unrelated-text centroid failed");
         }
     }
 

@@ -96,6 +96,9 @@ pub struct RankingOptions {
     pub half_life_days: Option<f64>,
     pub citations: Citations,
     pub now_ms: i64,
+    /// The similarity the embedding model gives this query and unrelated text: vector scores count from it
+    /// beside the text leg ([`vector_scores`]). Set by the engine per search; `None`: raw cosines.
+    pub vector_floor: Option<f64>,
 }
 
 impl RankingOptions {
@@ -110,6 +113,7 @@ impl RankingOptions {
             half_life_days: q.hybrid.temporal_decay.enabled.then_some(q.hybrid.temporal_decay.half_life_days),
             citations: config.memory.citations,
             now_ms: crate::now_ms(),
+            vector_floor: None,
         }
     }
 
@@ -282,35 +286,36 @@ pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
         .collect()
 }
 
-/// See [`vector_scores`].
-pub const MIN_CALIBRATION_CANDIDATES: usize = 10;
-
-/// The vector scores of one hybrid search's vector candidates: the best keeps its cosine similarity, the others
-/// score in proportion to their similarity above the weakest candidate's, as the text leg scores in proportion
-/// to the best BM25 ([`text_scores`]).
+/// The vector scores of one hybrid search's vector candidates, counted from `floor`, the similarity the model
+/// gives this query and text unrelated to it: the best candidate keeps its cosine similarity, the others score
+/// in proportion to their similarity above the floor (best x (cos - floor) / (best - floor), at least 0), as the
+/// text leg scores in proportion to the best BM25 ([`text_scores`]). Without a floor (an engine that could not
+/// measure it) the cosine similarities are used as they are.
 ///
-/// Why: models differ in where their cosine similarities sit. all-MiniLM-L6-v2 spreads a query's candidates over
-/// 0.1-0.7; multilingual-e5-small (like most contrastively trained retrieval models) bunches them in 0.75-0.9,
-/// so a raw cosine barely separates the right note from an unrelated one, and a keyword match on one weak term
-/// (a common Chinese bigram) outweighed the vector leg's clear first choice. Measured from the weakest
-/// candidate, each model's vector leg keeps its order and spans the same range as the text leg.
-///
-/// The weakest of a few candidates says little about where unrelated notes sit: with fewer than
-/// [`MIN_CALIBRATION_CANDIDATES`] (a workspace of a handful of chunks) the cosine similarities are used as they are.
-pub fn vector_scores(vector: &[Candidate]) -> Vec<f64> {
+/// Why: models differ in where unrelated text sits. all-MiniLM-L6-v2 gives it a cosine near 0, so its cosines
+/// count nearly as they are; multilingual-e5-small (like most contrastively trained retrieval models) gives it
+/// ~0.7 and bunches a query's candidates in 0.75-0.9, so a raw cosine barely separates the right note from an
+/// unrelated one, and a keyword match on one weak term (a common Chinese bigram) outweighed the vector leg's
+/// clear first choice. Counted from the model's own zero, every model's vector leg weighs the same beside the
+/// text leg, and the best hit's score stays on the cosine scale `minScore` is set in. The floor is the model's,
+/// not the candidates': the weakest retrieved candidate (an earlier floor) moved with `maxResults` and, for a
+/// model whose unrelated text sits near 0, stretched the vector leg over the text leg (Cranfield hybrid nDCG@10
+/// 0.4106 -> 0.4088 with all-MiniLM-L6-v2).
+pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
     let raw: Vec<f64> = vector.iter().map(|c| c.vector_score.filter(|v| v.is_finite()).unwrap_or(0.0)).collect();
+    let Some(floor) = floor.filter(|f| f.is_finite()) else { return raw };
     let best = raw.iter().copied().fold(f64::MIN, f64::max);
-    let floor = raw.iter().copied().fold(f64::MAX, f64::min);
-    if raw.len() < MIN_CALIBRATION_CANDIDATES || best <= 0.0 || best - floor <= 1e-9 {
-        return raw;
+    if best - floor <= 1e-9 {
+        // Nothing is more like the query than unrelated text is: the vector leg says nothing.
+        return vec![0.0; raw.len()];
     }
-    raw.iter().map(|v| best * (v - floor) / (best - floor)).collect()
+    raw.iter().map(|v| Some(best * (v - floor).max(0.0) / (best - floor)).filter(|s| s.is_finite()).unwrap_or(0.0)).collect()
 }
 
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
-/// [`text_scores`] when there are vector candidates), with the weights normalised over the signals that are present in this search
-/// (keyword-only search scores by text alone).
-pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64, text_weight: f64) -> Vec<Scored> {
+/// [`text_scores`] and vector scores from [`vector_scores`] when both legs have candidates), with the weights
+/// normalised over the signals that are present in this search (keyword-only search scores by text alone).
+pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Option<f64>, vector_weight: f64, text_weight: f64) -> Vec<Scored> {
     let have_text = !keyword.is_empty();
     let have_vec = !vector.is_empty();
     let (vw, tw) = match (have_vec, have_text) {
@@ -330,8 +335,9 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_weight: f64
         order.push(c.chunk_id.clone());
         by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0, exact_match: false });
     }
-    // Beside the text leg, cosine similarities count from the weakest candidate's; alone they are used as they are.
-    let calibrated = if have_text { vector_scores(&vector) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
+    // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
+    // are used as they are.
+    let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
     let mut leg: HashMap<String, f64> = HashMap::new();
     for (c, cal) in vector.into_iter().zip(calibrated) {
         let v = c.vector_score.unwrap_or(0.0);
@@ -587,7 +593,7 @@ pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candida
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
-    let mut items = merge(keyword, vector, opts.vector_weight, opts.text_weight);
+    let mut items = merge(keyword, vector, opts.vector_floor, opts.vector_weight, opts.text_weight);
     if hybrid {
         let named = ExactQuery::of(query);
         if named != ExactQuery::None {

@@ -30,6 +30,7 @@ fn opts() -> RankingOptions {
         half_life_days: None,
         citations: Citations::Auto,
         now_ms: 1_800_000_000_000,
+        vector_floor: None,
     }
 }
 
@@ -103,25 +104,40 @@ fn merge_weights_and_normalises() {
     v.vector_score = Some(1.0);
     let mut v2 = cand("b", "memory/b.md", "beta");
     v2.vector_score = Some(0.5);
-    let items = merge(vec![k], vec![v, v2], 0.7, 0.3);
+    let items = merge(vec![k], vec![v, v2], None, 0.7, 0.3);
     let a = items.iter().find(|s| s.candidate.chunk_id == "a").unwrap();
     assert!((a.score - (0.7 * 1.0 + 0.3 * 0.5)).abs() < 1e-12);
     let b = items.iter().find(|s| s.candidate.chunk_id == "b").unwrap();
     assert!((b.score - 0.35).abs() < 1e-12);
-    // With enough candidates, beside the text leg, the weakest vector candidate scores 0 and the others in
-    // proportion above it; the cosine similarity itself is what the result reports.
+    // Beside the text leg, cosines count from the model's similarity of unrelated text (the floor): the best
+    // keeps its cosine, the others in proportion above the floor, at or below it 0; the cosine itself is what
+    // the result reports.
     let mut k = cand("a", "memory/a.md", "alpha");
     k.bm25_rank = Some(-0.9);
-    let mut vector = vec![cand_with_vec("a", 1.0), cand_with_vec("c", 0.75), cand_with_vec("b", 0.5)];
-    vector.extend((0..MIN_CALIBRATION_CANDIDATES - 3).map(|i| cand_with_vec(&format!("x{i}"), 0.6)));
-    let items = merge(vec![k], vector, 0.7, 0.3);
-    let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap();
-    assert!((score("a").score - (0.7 + 0.3 * 0.5)).abs() < 1e-12);
-    assert!((score("c").score - 0.7 * 0.5).abs() < 1e-12, "{}", score("c").score);
+    let vector = vec![cand_with_vec("a", 0.9), cand_with_vec("c", 0.7), cand_with_vec("b", 0.5)];
+    let items = merge(vec![k], vector.clone(), Some(0.5), 0.7, 0.3);
+    let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().clone();
+    assert!((score("a").score - (0.7 * 0.9 + 0.3 * 0.5)).abs() < 1e-12);
+    assert!((score("c").score - 0.7 * 0.45).abs() < 1e-12, "{}", score("c").score);
     assert!(score("b").score.abs() < 1e-12);
     assert_eq!(score("b").vector_score, Some(0.5));
+    // The floor is the model's, not the candidates': the same candidate scores the same however many others
+    // were retrieved beside it.
+    let mut k = cand("a", "memory/a.md", "alpha");
+    k.bm25_rank = Some(-0.9);
+    let mut more = vector;
+    more.extend((0..40).map(|i| cand_with_vec(&format!("x{i}"), 0.2)));
+    let items_more = merge(vec![k], more, Some(0.5), 0.7, 0.3);
+    let c_more = items_more.iter().find(|s| s.candidate.chunk_id == "c").unwrap();
+    assert!((c_more.score - score("c").score).abs() < 1e-12);
+    // Nothing above the floor: the vector leg says nothing. No floor: the cosines count as they are.
+    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.4)], Some(0.5), 0.7, 0.3);
+    assert!(items.iter().find(|s| s.candidate.chunk_id == "c").unwrap().score.abs() < 1e-12);
+    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.75)], None, 1.0, 1.0);
+    let c = items.iter().find(|s| s.candidate.chunk_id == "c").unwrap();
+    assert!((c.score - 0.5 * 0.75).abs() < 1e-12, "{}", c.score);
     // Weights that do not sum to 1 are normalised.
-    let items = merge(vec![], vec![cand_with_vec("c", 0.9)], 7.0, 3.0);
+    let items = merge(vec![], vec![cand_with_vec("c", 0.9)], Some(0.5), 7.0, 3.0);
     assert!((items[0].score - 0.9).abs() < 1e-12, "vector-only search scores by the vector alone");
 }
 
@@ -135,7 +151,7 @@ fn cand_with_vec(id: &str, v: f64) -> Candidate {
 fn keyword_only_scores_by_text() {
     let mut k = cand("a", "memory/a.md", "alpha");
     k.bm25_rank = Some(-2.9);
-    let items = merge(vec![k], vec![], 0.7, 0.3);
+    let items = merge(vec![k], vec![], None, 0.7, 0.3);
     assert!((items[0].score - 0.75).abs() < 1e-12);
 }
 
@@ -157,11 +173,11 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
         c.vector_score = Some(0.5);
         c
     };
-    let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], 0.7, 0.3);
+    let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], None, 0.7, 0.3);
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
     assert!(score("all") - score("one") > 0.2, "{} vs {}", score("all"), score("one"));
     // Keyword-only search keeps the SPEC mapping for every candidate (min-score reads it).
-    let items = merge(vec![all, one], vec![], 0.7, 0.3);
+    let items = merge(vec![all, one], vec![], None, 0.7, 0.3);
     assert!((items[1].score - 6.0 / 7.0).abs() < 1e-12);
 }
 
@@ -282,6 +298,7 @@ fn non_finite_signals_never_reach_the_scores() {
         half_life_days: Some(f64::NAN),
         citations: Citations::Off,
         now_ms: i64::MAX,
+        vector_floor: Some(f64::NAN),
     };
     let results = rank(vec![k], vec![v], vec![], "a", &opts);
     assert!(!results.is_empty());
@@ -390,14 +407,14 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");
     // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
-    let mut items = merge(keyword.clone(), vec![], 0.7, 0.3);
+    let mut items = merge(keyword.clone(), vec![], None, 0.7, 0.3);
     let before: Vec<f64> = items.iter().map(|s| s.score).collect();
     let spread = before.iter().cloned().fold(f64::MIN, f64::max) - before.iter().cloned().fold(f64::MAX, f64::min);
     prefer_recent(&mut items, "which database");
     assert_eq!(items[2].score, before[2]);
     assert_eq!(items[0].score, before[0], "the oldest gets nothing");
     assert!((items[1].score - before[1] - RECENCY_PREFERENCE * spread).abs() < 1e-12);
-    let mut now = merge(keyword, vec![], 0.7, 0.3);
+    let mut now = merge(keyword, vec![], None, 0.7, 0.3);
     prefer_recent(&mut now, "which database do we use now?");
     assert!((now[1].score - before[1] - RECENCY_PREFERENCE_PRESENT * spread).abs() < 1e-12);
     // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
