@@ -104,7 +104,10 @@ pub trait ChunkStore: Send + Sync {
     /// Human-readable location (file path, folder or URI) for status output.
     fn location(&self) -> String;
 
-    /// The identity the index was built with, `None` for a new empty store.
+    /// The identity the index was built with, `None` when none was ever written (a new or unfinished index).
+    /// A stored identity this code cannot read is `MemoryError::CorruptIndex`, never `None`: `None` would let the
+    /// next sync stamp today's settings over vectors made with unknown ones. (Checked by the conformance crate's
+    /// `store_contract`, which every store runs.)
     async fn identity(&self) -> Result<Option<IndexIdentity>>;
     async fn set_identity(&self, identity: &IndexIdentity) -> Result<()>;
 
