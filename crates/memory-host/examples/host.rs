@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The plugin here is small on purpose: it opens the builtin engine and counts the searches it answers (an
-//! audit hook a host might want). A real plugin implements `MemoryBackend`, or `ChunkStore` + `IndexStorage`
+//! audit hook a host might want), labelled by its own config block, `memory.counting.label`. A real plugin implements `MemoryBackend`, or `ChunkStore` + `IndexStorage`
 //! to get the shared indexing and ranking (see `docs/write-your-own-backend.md`).
 
 use std::path::Path;
@@ -28,6 +28,7 @@ pub struct DemoOutcome {
     pub configured_hits: Vec<String>,
     pub plugin_engine: String,
     pub plugin_hits: Vec<String>,
+    pub plugin_warnings: Vec<String>,
     pub plugin_searches: usize,
 }
 
@@ -46,12 +47,21 @@ pub async fn demo(workspace: &Path, state_dir: &Path, query: &str) -> Result<Dem
     let searches = Arc::new(AtomicUsize::new(0));
     let mut host = Host::new();
     host.register("counting", Arc::new(CountingFactory { searches: searches.clone() }));
-    let config = Arc::new(Config::from_json5("{ memory: { backend: 'counting', search: { provider: 'none' } } }")?);
+    let config =
+        Arc::new(Config::from_json5("{ memory: { backend: 'counting', counting: { label: 'audit' }, search: { provider: 'none' } } }")?);
     let engine = host.open(config, workspace, state_dir, "main").await?;
-    let plugin_hits = paths(&engine.search(&SearchRequest::new(query)).await?);
+    let answer = engine.search(&SearchRequest::new(query)).await?;
+    let (plugin_hits, plugin_warnings) = (paths(&answer), answer.warnings);
     let plugin_engine = engine.name().to_string();
     engine.close().await?;
-    Ok(DemoOutcome { configured_engine, configured_hits, plugin_engine, plugin_hits, plugin_searches: searches.load(Ordering::SeqCst) })
+    Ok(DemoOutcome {
+        configured_engine,
+        configured_hits,
+        plugin_engine,
+        plugin_hits,
+        plugin_warnings,
+        plugin_searches: searches.load(Ordering::SeqCst),
+    })
 }
 
 fn paths(r: &SearchResponse) -> Vec<String> {
@@ -63,17 +73,26 @@ pub struct CountingFactory {
     searches: Arc<AtomicUsize>,
 }
 
+/// The plugin's own config block, `memory.counting`: validated by the plugin, errors name its keys.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountingConfig {
+    label: String,
+}
+
 #[async_trait]
 impl BackendFactory for CountingFactory {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        let label = ctx.config.engine_block::<CountingConfig>("counting")?.map_or_else(|| "counting".into(), |c| c.label);
         let inner = memory_builtin::BuiltinFactory.open(ctx).await?;
-        Ok(Box::new(CountingEngine { inner, searches: self.searches.clone() }))
+        Ok(Box::new(CountingEngine { inner, label, searches: self.searches.clone() }))
     }
 }
 
 /// The builtin engine, counting the searches it answers.
 struct CountingEngine {
     inner: Box<dyn MemoryBackend>,
+    label: String,
     searches: Arc<AtomicUsize>,
 }
 
@@ -86,8 +105,10 @@ impl MemoryBackend for CountingEngine {
         self.inner.capabilities()
     }
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        self.searches.fetch_add(1, Ordering::SeqCst);
-        self.inner.search(request).await
+        let n = self.searches.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut answer = self.inner.search(request).await?;
+        answer.warnings.push(format!("search #{n} counted by {}", self.label));
+        Ok(answer)
     }
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
         self.inner.get(request).await

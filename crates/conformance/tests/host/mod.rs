@@ -32,6 +32,7 @@ async fn the_example_host_opens_from_config_searches_and_runs_its_plugin() {
     assert_eq!(outcome.plugin_engine, "counting");
     assert_eq!(outcome.plugin_hits, outcome.configured_hits, "the plugin answers like the engine it wraps");
     assert_eq!(outcome.plugin_searches, 1, "the search went through the plugin");
+    assert_eq!(outcome.plugin_warnings, ["search #1 counted by audit"], "the plugin read its own block, memory.counting");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
