@@ -345,7 +345,7 @@ pub async fn keyword_ranks_follow_the_negative_bm25_convention(_: &dyn StoreHarn
     ensure!(order == ["strong.md", "weak.md"], "expected [strong.md, weak.md], got {order:?}");
     let ranks: Vec<f64> = hits.iter().map(|c| c.bm25_rank.unwrap_or(f64::NAN)).collect();
     ensure!(ranks.iter().all(|r| *r < 0.0), "keyword ranks must be negative (more negative = better): {ranks:?}");
-    ensure!(ranks[0] < ranks[1], "the better match must have the more negative rank: {ranks:?}");
+    ensure!(ranks[0].total_cmp(&ranks[1]).is_lt(), "the better match must have the more negative rank: {ranks:?}");
     ensure!(hits.iter().all(|c| c.vector_score.is_none()), "keyword candidates carry a vector score");
     let limited = step("keyword_search(limit 1)", store.keyword_search(&query("kiwi"), 1, &[]).await)?;
     ensure!(limited.len() == 1 && limited[0].path == "strong.md", "limit 1 did not return the best match: {limited:?}");
@@ -419,7 +419,8 @@ pub async fn stored_vectors_round_trip(_: &dyn StoreHarness, storage: Arc<dyn In
     ensure!(hits.first().map(|h| h.chunk_id.as_str()) == Some(b.id.as_str()), "the identical vector is not the nearest: {hits:?}");
     ensure!(hits.iter().all(|h| h.chunk_id != c.id), "a chunk without a vector was returned by vector search");
     let score = hits[0].vector_score.unwrap_or(f64::NAN);
-    ensure!((score - 1.0).abs() < 1e-3, "cosine of identical unit vectors should be 1, got {score}");
+    // total_cmp: a NaN score fails too.
+    ensure!((score - 1.0).abs().total_cmp(&1e-3).is_lt(), "cosine of identical unit vectors should be 1, got {score}");
     ensure!(hits.windows(2).all(|w| w[0].vector_score >= w[1].vector_score), "vector hits are not best first");
     ensure!(hits.iter().all(|h| h.bm25_rank.is_none()), "vector candidates carry a keyword rank");
     let a_hit = hits.iter().find(|h| h.chunk_id == a.id).ok_or("the other vector is missing from the hits")?;

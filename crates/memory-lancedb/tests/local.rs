@@ -484,7 +484,7 @@ async fn local_writer_lock_is_exclusive_across_storages() {
         let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
         let held = a.writer_lock(false).await.unwrap();
         assert!(held.is_some());
-        let e = b.writer_lock(false).await.err().expect("both storages got the writer lock");
+        let e = b.writer_lock(false).await.expect_err("both storages got the writer lock");
         assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
         drop(held);
         assert!(b.writer_lock(true).await.unwrap().is_some());
