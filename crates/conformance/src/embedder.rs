@@ -1,4 +1,5 @@
-//! [`LexiconEmbedder`]: a deterministic embedding provider for vector and hybrid conformance runs.
+//! Deterministic embedding providers for tests: [`LexiconEmbedder`] for vector and hybrid conformance runs,
+//! [`BagOfWordsEmbedder`] for engine and store tests that need real vectors but no ranking quality.
 //!
 //! Real models are large, slow to load and not bit-for-bit stable across versions, so CI cannot pin rankings
 //! on them. This embedder gives words of one concept group (`coffee`, `espresso`, `latte`...) the same
@@ -125,6 +126,72 @@ impl EmbeddingProvider for LexiconEmbedder {
     }
 }
 
+/// Analysed words hashed into `dims` buckets: texts that share words have similar vectors, the same text
+/// always the same vector. Counts its calls and texts, for tests of what gets (re-)embedded.
+pub struct BagOfWordsEmbedder {
+    dims: usize,
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+}
+
+impl BagOfWordsEmbedder {
+    pub fn new(dims: usize) -> BagOfWordsEmbedder {
+        BagOfWordsEmbedder { dims, calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) }
+    }
+
+    pub fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dims];
+        for t in memory_core::analysis::document_terms(text) {
+            let h = memory_core::sha256_hex(t.as_bytes());
+            v[usize::from_str_radix(&h[..8], 16).unwrap_or(0) % self.dims] += 1.0;
+        }
+        // A text without words still gets a unit vector (a zero vector has no cosine).
+        if v.iter().all(|x| *x == 0.0) {
+            v[0] = 1.0;
+        }
+        sanitize_and_normalize(&mut v);
+        v
+    }
+
+    /// Embedding calls so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Texts embedded so far.
+    pub fn texts(&self) -> usize {
+        self.texts.load(Ordering::SeqCst)
+    }
+}
+
+/// 64 dimensions.
+impl Default for BagOfWordsEmbedder {
+    fn default() -> Self {
+        BagOfWordsEmbedder::new(64)
+    }
+}
+
+#[async_trait]
+impl EmbeddingProvider for BagOfWordsEmbedder {
+    fn id(&self) -> &str {
+        "test"
+    }
+    fn model(&self) -> &str {
+        "bag-of-words"
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(self.dims)
+    }
+    fn fingerprint(&self) -> String {
+        format!("bag-of-words-{}", self.dims)
+    }
+    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +205,15 @@ mod tests {
         let miss = e.embed_one("The gateway runs on the Mac Studio.");
         assert!(cosine(&q, &hit) > cosine(&q, &miss) + 0.2, "{} vs {}", cosine(&q, &hit), cosine(&q, &miss));
         assert!((cosine(&hit, &hit) - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn bag_of_words_vectors_are_stable_unit_vectors_closer_when_words_are_shared() {
+        let e = BagOfWordsEmbedder::new(64);
+        let (a, b, c) = (e.embed_one("gateway deploy canary"), e.embed_one("gateway deploy"), e.embed_one("groceries coffee"));
+        assert_eq!(a, e.embed_one("gateway deploy canary"));
+        assert!(cosine(&a, &b) > cosine(&a, &c) + 0.3, "{} vs {}", cosine(&a, &b), cosine(&a, &c));
+        assert!((cosine(&e.embed_one(""), &e.embed_one("")) - 1.0).abs() < 1e-5, "an empty text still has a unit vector");
     }
 
     #[test]

@@ -505,7 +505,8 @@ pub fn write_file(root: &Path, rel: &str, text: &str) -> std::io::Result<()> {
     bump_mtime(&p)
 }
 
-fn bump_mtime(p: &Path) -> std::io::Result<()> {
+/// Set `p`'s mtime later than any earlier call's (10 ms apart), so change detection sees every write.
+pub fn bump_mtime(p: &Path) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, SystemTime};
     static TICK: AtomicU64 = AtomicU64::new(1);

@@ -18,12 +18,18 @@
 //!   [`LexiconEmbedder`] the vector cases are written for. [`RunOptions::with_embedder`]: any provider.
 //! - [`run_all`] runs the shipped suites ([`fixtures_dir`]); [`run`] / [`run_suites`] run given ones, so an
 //!   engine author can add suites of their own in the same format ([`Suite::load`]).
+//! - [`store_contract`]: the promises of the storage traits (`ChunkStore`, `IndexStorage`) checked on a store
+//!   itself; every store in this repository runs it, and a store of another crate can too.
+//! - [`testing`]: temporary workspace and state folders and the `OpenContext` for engine tests;
+//!   [`BagOfWordsEmbedder`]: the deterministic embedder those tests use.
 
 pub mod check;
 pub mod embedder;
 pub mod fixture;
 pub mod runner;
+pub mod store_contract;
+pub mod testing;
 
-pub use embedder::LexiconEmbedder;
+pub use embedder::{BagOfWordsEmbedder, LexiconEmbedder};
 pub use fixture::{fixtures_dir, Capability, Case, Expect, Suite};
 pub use runner::{run, run_all, run_suites, CaseOutcome, Outcome, Report, RunOptions};

@@ -23,3 +23,5 @@ async fn lancedb_local_hybrid_lexicon_embedder() {
     report.assert_ok();
     assert!(report.skipped().is_empty(), "a hybrid lancedb engine runs every case: {:?}", report.skipped());
 }
+
+mod host;

@@ -2,56 +2,31 @@
 
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conformance::testing::TestDirs;
+use conformance::BagOfWordsEmbedder;
 use memory_builtin::BuiltinFactory;
-use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 use memory_core::indexed::IndexedBackend;
-use memory_core::registry::OpenContext;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 
-struct Env {
-    ws: tempfile::TempDir,
-    state: tempfile::TempDir,
+type Env = TestDirs;
+
+/// Opening the builtin engine on a test's folders.
+trait OpenBuiltin {
+    async fn open(&self, config: Config, embedder: Option<Arc<dyn EmbeddingProvider>>) -> IndexedBackend;
 }
 
-impl Env {
-    fn new() -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        Env { ws, state: tempfile::tempdir().unwrap() }
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.ws.path().join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-        // Make sure mtime-based change detection sees a new mtime even within one clock tick.
-        bump_mtime(&self.ws.path().join(rel));
-    }
-
+impl OpenBuiltin for TestDirs {
     async fn open(&self, config: Config, embedder: Option<Arc<dyn EmbeddingProvider>>) -> IndexedBackend {
-        BuiltinFactory
-            .open_indexed(OpenContext {
-                config: Arc::new(config),
-                workspace: self.ws.path().to_path_buf(),
-                state_dir: self.state.path().to_path_buf(),
-                agent_id: "main".into(),
-                embedder,
-            })
-            .await
-            .unwrap()
+        BuiltinFactory.open_indexed(self.context(config, embedder)).await.unwrap()
     }
 }
 
 fn bump_mtime(p: &Path) {
-    use std::time::{Duration, SystemTime};
-    static TICK: AtomicUsize = AtomicUsize::new(1);
-    let t = SystemTime::now() + Duration::from_secs(TICK.fetch_add(1, Ordering::SeqCst) as u64);
-    let f = fs::File::options().write(true).open(p).unwrap();
-    f.set_modified(t).unwrap();
+    conformance::testing::bump_mtime(p).unwrap();
 }
 
 async fn paths(engine: &dyn MemoryBackend, q: &str) -> Vec<String> {
@@ -299,46 +274,6 @@ async fn reset_deletes_the_index_not_the_notes() {
     assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
 }
 
-/// A deterministic bag-of-words embedder: enough to exercise vec0, the merge and the cache for real.
-struct CountingEmbedder {
-    calls: AtomicUsize,
-    texts: AtomicUsize,
-    dims: usize,
-}
-
-#[async_trait]
-impl EmbeddingProvider for CountingEmbedder {
-    fn id(&self) -> &str {
-        "test"
-    }
-    fn model(&self) -> &str {
-        "bag-of-words"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(self.dims)
-    }
-    fn fingerprint(&self) -> String {
-        format!("bow-{}", self.dims)
-    }
-    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; self.dims];
-                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-                    let h = memory_core::sha256_hex(w.as_bytes());
-                    let i = usize::from_str_radix(&h[..8], 16).unwrap() % self.dims;
-                    v[i] += 1.0;
-                }
-                sanitize_and_normalize(&mut v);
-                v
-            })
-            .collect())
-    }
-}
-
 /// The provider fingerprint an engine caches for its live index is the swapped-in index's after another process
 /// rebuilt it with other embedding settings: its query vectors are never compared with vectors of another model.
 #[tokio::test]
@@ -347,13 +282,13 @@ async fn the_cached_index_fingerprint_follows_a_rebuild_by_another_engine() {
     sample(&env);
     let mut config = Config::default();
     config.memory.search.sync.on_search = false;
-    let wide = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 64 });
+    let wide = Arc::new(BagOfWordsEmbedder::new(64));
     let serve = env.open(config.clone(), Some(wide)).await;
     serve.sync(SyncOptions::default()).await.unwrap();
     let res = serve.search(&SearchRequest::new("oat milk")).await.unwrap();
     assert_eq!(res.mode.as_deref(), Some("hybrid"), "the fingerprint of its own index is cached now");
 
-    let narrow = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 32 });
+    let narrow = Arc::new(BagOfWordsEmbedder::new(32));
     let other = env.open(config, Some(narrow)).await;
     assert!(other.sync(SyncOptions::default()).await.unwrap().rebuilt);
     let res = serve.search(&SearchRequest::new("oat milk")).await.unwrap();
@@ -366,7 +301,7 @@ async fn the_cached_index_fingerprint_follows_a_rebuild_by_another_engine() {
 async fn vectors_are_stored_searched_and_cached() {
     let env = Env::new();
     sample(&env);
-    let emb = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 64 });
+    let emb = Arc::new(BagOfWordsEmbedder::new(64));
     let e = env.open(Config::default(), Some(emb.clone())).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!(r.chunks_embedded, 4);
@@ -377,18 +312,18 @@ async fn vectors_are_stored_searched_and_cached() {
     assert!(res.results[0].vector_score.unwrap() > 0.0);
 
     // A forced rebuild with the same provider re-embeds nothing.
-    let before = emb.texts.load(Ordering::SeqCst);
+    let before = emb.texts();
     let r = e.sync(SyncOptions { force: true }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(r.chunks_embedded, 0);
     assert_eq!(r.embeddings_cached, 4);
-    assert_eq!(emb.texts.load(Ordering::SeqCst), before, "no document embedding calls");
+    assert_eq!(emb.texts(), before, "no document embedding calls");
     let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
     assert_eq!(res.results[0].path, "MEMORY.md");
 
     // A different width rebuilds beside the live index with the new dimensions.
     drop(e);
-    let emb2 = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 32 });
+    let emb2 = Arc::new(BagOfWordsEmbedder::new(32));
     let e = env.open(Config::default(), Some(emb2.clone())).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(r.rebuilt);
@@ -473,7 +408,7 @@ async fn question_vectors_take_feedback_from_the_best_hits() {
     }
     env.write("memory/inventory.md", "# Inventory\n\nStudio rack inventory list.\n");
     env.write("memory/unrelated.md", "# Lunch\n\nNoodles cafeteria menu.\n");
-    let emb = Arc::new(CountingEmbedder { calls: AtomicUsize::new(0), texts: AtomicUsize::new(0), dims: 512 });
+    let emb = Arc::new(BagOfWordsEmbedder::new(512));
     let e = env.open(Config::default(), Some(emb)).await;
     e.sync(SyncOptions::default()).await.unwrap();
     let vector_score = |q: &'static str| {

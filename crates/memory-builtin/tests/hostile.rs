@@ -2,24 +2,14 @@
 //! escapes from the workspace, truncated databases.
 
 use std::fs;
-use std::sync::Arc;
 
 use memory_builtin::BuiltinFactory;
 use memory_core::indexed::IndexedBackend;
-use memory_core::registry::OpenContext;
+use conformance::testing::open_context;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 
 async fn open(ws: &std::path::Path, state: &std::path::Path) -> IndexedBackend {
-    BuiltinFactory
-        .open_indexed(OpenContext {
-            config: Arc::new(Config::default()),
-            workspace: ws.to_path_buf(),
-            state_dir: state.to_path_buf(),
-            agent_id: "main".into(),
-            embedder: None,
-        })
-        .await
-        .unwrap()
+    BuiltinFactory.open_indexed(open_context(Config::default(), ws, state, None)).await.unwrap()
 }
 
 #[tokio::test]

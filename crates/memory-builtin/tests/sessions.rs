@@ -3,12 +3,11 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use memory_builtin::BuiltinFactory;
 use memory_core::indexed::IndexedBackend;
-use memory_core::registry::OpenContext;
+use conformance::testing::open_context;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, Source, SyncOptions};
 
 fn msg(role: &str, text: &str) -> String {
@@ -41,16 +40,7 @@ impl Env {
     }
 
     async fn open(&self, config: Config) -> IndexedBackend {
-        BuiltinFactory
-            .open_indexed(OpenContext {
-                config: Arc::new(config),
-                workspace: self.ws.path().to_path_buf(),
-                state_dir: self.state.path().to_path_buf(),
-                agent_id: "main".into(),
-                embedder: None,
-            })
-            .await
-            .unwrap()
+        BuiltinFactory.open_indexed(open_context(config, self.ws.path(), self.state.path(), None)).await.unwrap()
     }
 
     fn append(&self, name: &str, text: &str) {

@@ -1,7 +1,6 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
 mod append;
-mod engines;
 mod openclaw;
 mod openclaw_plugin;
 mod output;
@@ -270,7 +269,7 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     }
     let config = Arc::new(config);
     // `status` reports a half-set-up provider (no key yet) instead of failing on it.
-    let (embedder, provider_note) = match engines::embedder(&config) {
+    let (embedder, provider_note) = match memory_host::embedder(&config) {
         Ok(e) => (e, providers::provider_note(&config)),
         Err(e) if is_status => (None, Some(format!("{e}; keyword search answers until it is set up"))),
         Err(e) => return Err(e.into()),
@@ -283,7 +282,7 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         .contains(&memory_core::Source::Sessions)
         .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, &cli.agent));
     let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder };
-    let engine = engines::registry().open(ctx).await?;
+    let engine = memory_host::Host::new().registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));

@@ -78,7 +78,7 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
         Err(e) => json!({ "ok": false, "ms": started.elapsed().as_secs_f64() * 1000.0, "error": e.to_string(), "kind": e.kind() }),
     };
     out.insert("search".into(), search);
-    let embed = match crate::engines::embedder(config) {
+    let embed = match memory_host::embedder(config) {
         Ok(None) => json!({ "ok": true, "provider": null, "note": "keyword-only: no embedding provider configured" }),
         Ok(Some(p)) => {
             let started = Instant::now();

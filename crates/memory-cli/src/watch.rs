@@ -81,7 +81,7 @@ impl WatchTargets {
             return true;
         }
         if path.parent() == Some(self.workspace.as_path())
-            && matches!(path.file_name().and_then(|n| n.to_str()), Some("MEMORY.md" | "memory.md" | "USER.md" | "memory"))
+            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "memory" || memory_core::discovery::is_root_memory_name(n))
         {
             return true;
         }

@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod embedding;
 pub mod error;
 pub mod fallback;
+pub mod file_lock;
 pub mod identity;
 pub mod indexed;
 pub mod paths;

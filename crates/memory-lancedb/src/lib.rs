@@ -13,7 +13,7 @@ mod storage;
 mod store;
 mod writer_lock;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -145,11 +145,7 @@ fn resolve_uri(uri: &str, workspace: &Path) -> String {
     if uri.contains("://") {
         return uri.to_string();
     }
-    let p: PathBuf = if let Some(rest) = uri.strip_prefix("~/") {
-        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest)
-    } else {
-        PathBuf::from(uri)
-    };
+    let p = memory_core::paths::expand_home(uri);
     if p.is_absolute() {
         p.to_string_lossy().into_owned()
     } else {
@@ -169,5 +165,6 @@ mod tests {
         assert_eq!(resolve_uri("idx", ws), "/ws/idx");
         assert_eq!(default_table_name("main"), "memory_main");
         assert_eq!(default_table_name("a b/c"), "memory_a_b_c");
+        assert_eq!(default_table_name("zoë"), "memory_zo_");
     }
 }

@@ -425,12 +425,17 @@ pub(crate) fn batches_to_vectors(batches: &[RecordBatch], key_column: &str) -> R
     let mut out = Vec::new();
     for b in batches {
         let hash = col::<StringArray>(b, key_column)?;
-        let vector = col::<ListArray>(b, "vector")?;
-        for i in 0..b.num_rows() {
-            if vector.is_null(i) {
-                continue;
+        // The cache stores variable-length lists, the data table fixed-size ones (its vector index needs them).
+        let vectors = b.column_by_name("vector");
+        let row = |i: usize| -> Result<Option<ArrayRef>> {
+            if let Some(list) = vectors.and_then(|c| c.as_any().downcast_ref::<ListArray>()) {
+                return Ok((!list.is_null(i)).then(|| list.value(i)));
             }
-            let v = vector.value(i);
+            let list = col::<FixedSizeListArray>(b, "vector")?;
+            Ok((!list.is_null(i)).then(|| list.value(i)))
+        };
+        for i in 0..b.num_rows() {
+            let Some(v) = row(i)? else { continue };
             let v = v
                 .as_any()
                 .downcast_ref::<Float32Array>()

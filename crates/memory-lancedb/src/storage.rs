@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 use lancedb::Connection;
-use memory_core::store::{ChunkStore, IndexStorage};
+use memory_core::store::{ChunkStore, IndexStorage, WriterGuard};
 use memory_core::{MemoryError, Result};
 use tracing::{info, warn};
 
@@ -254,7 +254,7 @@ impl IndexStorage for LanceDbStorage {
         Ok(())
     }
 
-    async fn writer_lock(&self, wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+    async fn writer_lock(&self, wait: bool) -> Result<Option<WriterGuard>> {
         // Searches never take it; syncs, rebuilds and resets do (see writer_lock/).
         self.writer.acquire(wait).await
     }
@@ -280,9 +280,10 @@ fn redact(uri: &str) -> String {
     uri.split('?').next().unwrap_or(uri).to_string()
 }
 
-/// Default table name for an agent: `memory_<agentId>` with other characters as `_`.
+/// Default table name for an agent: `memory_<agentId>`, the id made safe like every agent id
+/// ([`memory_core::sanitize_id`]) and ASCII, as table names must be.
 pub fn default_table_name(agent_id: &str) -> String {
-    let id: String = agent_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let id: String = memory_core::sanitize_id(agent_id).chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
     format!("memory_{id}")
 }
 

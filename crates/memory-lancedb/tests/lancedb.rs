@@ -6,3 +6,4 @@ mod concurrency;
 mod local;
 mod s3;
 mod sessions;
+mod store_contract;

@@ -115,7 +115,7 @@ async fn restart_reopens_without_re_embedding() {
         }
         let embedded = emb.texts();
         assert!(embedded > 0);
-        let calls = emb.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let calls = emb.calls();
 
         let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
         let st = b.status().await.unwrap();
@@ -127,7 +127,7 @@ async fn restart_reopens_without_re_embedding() {
         assert_eq!(emb.texts(), embedded, "documents re-embedded after restart");
         assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
         // Only the query was embedded.
-        assert_eq!(emb.calls.load(std::sync::atomic::Ordering::SeqCst), calls + 1);
+        assert_eq!(emb.calls(), calls + 1);
 
         // A forced rebuild reuses the cache: no document is embedded again.
         let r = b.sync(SyncOptions { force: true }).await.unwrap();
@@ -484,7 +484,7 @@ async fn local_writer_lock_is_exclusive_across_storages() {
         let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
         let held = a.writer_lock(false).await.unwrap();
         assert!(held.is_some());
-        let e = b.writer_lock(false).await.err().expect("both storages got the writer lock");
+        let e = b.writer_lock(false).await.expect_err("both storages got the writer lock");
         assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
         drop(held);
         assert!(b.writer_lock(true).await.unwrap().is_some());

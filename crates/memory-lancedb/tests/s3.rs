@@ -122,7 +122,7 @@ async fn s3_writer_lease_one_host_at_a_time_and_a_dead_host_expires() {
         // One holder at a time; the other host is told, not blocked, when it asks not to wait.
         let held = a.writer_lock(false).await.unwrap();
         assert!(held.is_some(), "s3 storage must have a writer lock");
-        let e = b.writer_lock(false).await.err().expect("second host got the lease while it was held");
+        let e = b.writer_lock(false).await.expect_err("second host got the lease while it was held");
         assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
         assert!(e.to_string().contains("another host"), "{e}");
         // The heartbeat keeps a live holder's lease beyond its period.

@@ -3,9 +3,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::sync::Arc;
 
-use memory_core::registry::OpenContext;
 use memory_core::{Config, MemoryBackend, SearchRequest, Source, SyncOptions};
 
 fn msg(role: &str, text: &str) -> String {
@@ -33,13 +31,7 @@ async fn growing_transcript_is_indexed_by_its_tail() {
         sessions.display()
     ))
     .unwrap();
-    let ctx = OpenContext {
-        config: Arc::new(config),
-        workspace: ws.path().to_path_buf(),
-        state_dir: state.path().to_path_buf(),
-        agent_id: "main".into(),
-        embedder: None,
-    };
+    let ctx = conformance::testing::open_context(config, ws.path(), state.path(), None);
     let e = memory_lancedb::LanceDbFactory::default().open_indexed(ctx).await.unwrap();
     e.sync(SyncOptions::default()).await.unwrap();
     append(&t, &msg("user", "sourdough starter question"), 2);

@@ -660,11 +660,7 @@ impl Inner {
         if self.citations == Citations::Off {
             return;
         }
-        let cite = if r.start_line == r.end_line {
-            format!("{}#L{}", r.path, r.start_line)
-        } else {
-            format!("{}#L{}-L{}", r.path, r.start_line, r.end_line)
-        };
+        let cite = memory_core::ranking::citation(&r.path, r.start_line, r.end_line);
         if self.citations == Citations::On {
             r.snippet.push_str(&format!("\nSource: {cite}"));
         }

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use memory_core::config::QmdConfig;
-use memory_core::discovery::IGNORED_DIRS;
+use memory_core::discovery::{root_file_name, IGNORED_DIRS, ROOT_FILE_NAMES};
 use memory_core::paths::expand_home;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
@@ -52,9 +52,8 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
     let mut out = Vec::new();
     let mut names = HashSet::new();
     if cfg.include_default_memory {
-        // MEMORY.md wins over memory.md (compared by exact directory entry name).
-        let has = |n: &str| std::fs::read_dir(workspace).map(|rd| rd.flatten().any(|e| e.file_name() == n)).unwrap_or(false);
-        let mask = if !has("MEMORY.md") && has("memory.md") { "memory.md" } else { "MEMORY.md" };
+        // Discovery's choice between MEMORY.md and memory.md; MEMORY.md when neither exists yet.
+        let mask = root_file_name(workspace).unwrap_or(ROOT_FILE_NAMES[0]);
         out.push(Collection { name: ROOT_COLLECTION.into(), root: workspace.to_path_buf(), mask: mask.into() });
         out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: folder_mask("**/*.md") });
         names.insert(ROOT_COLLECTION.to_string());

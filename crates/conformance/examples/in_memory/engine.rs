@@ -176,6 +176,12 @@ impl ChunkStore for MemStore {
 
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
         let st = self.state.lock().unwrap();
+        // The cosine of vectors of two widths means nothing: refuse, as the other stores do.
+        if let Some(width) = st.chunks.values().find_map(|c| c.embedding.as_ref().map(Vec::len)) {
+            if width != vector.len() {
+                return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {width}", vector.len())));
+            }
+        }
         let mut scored: Vec<(f64, &ChunkRecord)> = st
             .chunks
             .values()
@@ -187,6 +193,14 @@ impl ChunkStore for MemStore {
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         Ok(scored.into_iter().take(limit).map(|(s, c)| Candidate { vector_score: Some(s), ..candidate(c, &st.files) }).collect())
+    }
+
+    async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+        let st = self.state.lock().unwrap();
+        Ok(chunk_ids
+            .iter()
+            .filter_map(|id| st.chunks.get(id).and_then(|c| c.embedding.clone()).map(|v| (id.clone(), v)))
+            .collect())
     }
 
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {

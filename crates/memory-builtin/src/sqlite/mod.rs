@@ -318,8 +318,12 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn identity(&self) -> Result<Option<IndexIdentity>> {
-        let raw = self.meta("identity").await?;
-        Ok(raw.and_then(|s| IndexIdentity::from_json(&s)))
+        match self.meta("identity").await? {
+            None => Ok(None),
+            Some(raw) => IndexIdentity::from_json(&raw).map(Some).ok_or_else(|| {
+                MemoryError::CorruptIndex(format!("{}: unreadable index identity", self.path.display()))
+            }),
+        }
     }
 
     async fn set_identity(&self, identity: &IndexIdentity) -> Result<()> {

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memory_core::store::{ChunkStore, IndexStorage};
+use memory_core::file_lock::lock_file;
+use memory_core::store::{ChunkStore, IndexStorage, WriterGuard};
 use memory_core::{ErrorKind, MemoryError, Result};
 use tracing::warn;
 
@@ -179,36 +180,11 @@ impl IndexStorage for SqliteStorage {
         }
     }
 
-    async fn writer_lock(&self, wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+    async fn writer_lock(&self, wait: bool) -> Result<Option<WriterGuard>> {
         // An advisory lock beside the index: two processes syncing the same index (or rebuilding it into the
         // same staging file) take turns instead of clobbering each other. Searches never take it.
-        let p = with_suffix(&self.path, ".lock");
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(|e| MemoryError::io_path("cannot open lock file", &p, e))?;
-        if wait {
-            // Waiting blocks the thread: not on a runtime worker, where it would stall every other task.
-            let lock_path = p.clone();
-            return tokio::task::spawn_blocking(move || {
-                file.lock().map_err(|e| MemoryError::io_path("cannot lock", &lock_path, e))?;
-                Ok(Some(Box::new(file) as Box<dyn std::any::Any + Send>))
-            })
-            .await
-            .map_err(|e| MemoryError::Internal(format!("writer lock task failed: {e}")))?;
-        } else {
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => return Err(MemoryError::Unavailable("another process is syncing this index".into())),
-                Err(std::fs::TryLockError::Error(e)) => return Err(MemoryError::io_path("cannot lock", &p, e)),
-            }
-        }
-        Ok(Some(Box::new(file)))
+        let lock = lock_file(&with_suffix(&self.path, ".lock"), wait, "another process is syncing this index").await?;
+        Ok(Some(lock.into()))
     }
 
     fn location(&self) -> String {

@@ -120,7 +120,17 @@ impl Config {
 
         let mut memory = Value::Object(memory);
         resolver.resolve(&mut memory, "memory", &mut d);
+        let mut engine_blocks = std::collections::BTreeMap::new();
         if let Value::Object(m) = &mut memory {
+            // The block of the configured engine when it is a plugin: its own to validate (Config::engine_block).
+            // Blocks of other unknown names stay errors, so a misspelt key is still reported.
+            if let Some(engine) = m.get("backend").and_then(Value::as_str).map(str::to_string) {
+                if !schema::is_memory_key(&engine) {
+                    if let Some(block) = m.remove(&engine) {
+                        engine_blocks.insert(engine, block);
+                    }
+                }
+            }
             schema::check(m, schema::MEMORY, "memory", &mut d);
             check_durations(m, &mut d);
             m.insert("search".into(), search);
@@ -132,13 +142,22 @@ impl Config {
         }
         let memory: MemoryConfig = typed(memory, "memory")?;
         let models: ModelsConfig = typed(models, "models")?;
-        let mut config = Config { memory, models, warnings: d.warnings };
+        let mut config = Config { memory, models, warnings: d.warnings, engine_blocks };
         config.validate()?;
         for w in &config.warnings {
             tracing::warn!(key = %w.key, "config: {}", w.message);
         }
         config.warnings.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(config)
+    }
+
+    /// The `memory.<engine>` block of a plugin engine as `T`, `None` when the config has none. Errors name the
+    /// key as written (`memory.<engine>.<key>`); give `T` `#[serde(deny_unknown_fields)]` to refuse unknown keys.
+    pub fn engine_block<T: DeserializeOwned>(&self, engine: &str) -> Result<Option<T>> {
+        match self.engine_blocks.get(engine) {
+            None => Ok(None),
+            Some(block) => typed(block.clone(), &format!("memory.{engine}")).map(Some),
+        }
     }
 
     /// Checks serde cannot express: ranges and relations between keys.

@@ -14,6 +14,10 @@ pub struct Config {
     /// Keys accepted but not acted on, each with the reason (`memory status` lists them).
     #[serde(skip)]
     pub warnings: Vec<super::ConfigIssue>,
+    /// The `memory.<engine>` block of a plugin engine (one this crate has no schema for), as written with its
+    /// references resolved, by engine name; the engine reads it with [`Config::engine_block`].
+    #[serde(skip)]
+    pub engine_blocks: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -208,6 +208,11 @@ pub(super) const MEMORY: &[Field] = &[
     o("lancedb", &[a("uri", Ty::Str), a("storageOptions", Ty::StrMap), a("table", Ty::Str), a("nprobes", Ty::Uint)]),
 ];
 
+/// True for the keys of the `memory` block this crate knows (`search` is checked on its own).
+pub(super) fn is_memory_key(name: &str) -> bool {
+    name == "search" || MEMORY.iter().any(|f| f.name == name)
+}
+
 /// A problem found in the config, named by the key as the user wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {

@@ -303,3 +303,28 @@ fn non_finite_ranking_numbers_never_reach_the_ranking() {
         }
     }
 }
+
+#[test]
+fn a_plugin_engine_reads_its_own_block_with_errors_naming_the_key() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Foo {
+        endpoint: String,
+        #[serde(default)]
+        max_hits: u32,
+    }
+    let c = Config::from_json5("{ memory: { backend: 'foo', foo: { endpoint: 'http://x', maxHits: 3 } } }").unwrap();
+    assert_eq!(c.engine_block::<Foo>("foo").unwrap(), Some(Foo { endpoint: "http://x".into(), max_hits: 3 }));
+    assert_eq!(c.engine_block::<Foo>("bar").unwrap(), None);
+    let bad = Config::from_json5("{ memory: { backend: 'foo', foo: { endpoint: 'http://x', maxHitz: 3 } } }").unwrap();
+    let e = bad.engine_block::<Foo>("foo").unwrap_err();
+    assert!(e.to_string().contains("memory.foo.maxHitz") && e.to_string().contains("unknown key"), "{e}");
+    let wrong = Config::from_json5("{ memory: { backend: 'foo', foo: { endpoint: 7 } } }").unwrap();
+    assert!(wrong.engine_block::<Foo>("foo").unwrap_err().to_string().contains("memory.foo.endpoint"));
+    // Only the configured engine's block is the engine's own: another unknown block is still a misspelt key.
+    let e = Config::from_json5("{ memory: { backend: 'foo', fooo: {} } }").unwrap_err();
+    assert!(e.to_string().contains("memory.fooo"), "{e}");
+    // The shipped engines' blocks stay checked by core.
+    let e = Config::from_json5("{ memory: { backend: 'qmd', qmd: { comand: 'x' } } }").unwrap_err();
+    assert!(e.to_string().contains("memory.qmd.comand"), "{e}");
+}

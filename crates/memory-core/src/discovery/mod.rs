@@ -50,6 +50,9 @@ fn match_segment(p: &[u8], s: &[u8]) -> bool {
     }
 }
 
+/// Names of the workspace's root memory file, preferred first: `MEMORY.md` wins over `memory.md`.
+pub const ROOT_FILE_NAMES: [&str; 2] = ["MEMORY.md", "memory.md"];
+
 /// OpenClaw's profile of the user at the workspace root: indexed, readable and evergreen like `MEMORY.md`.
 pub const USER_FILE: &str = "USER.md";
 
@@ -157,7 +160,7 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     let ws = &roots.workspace;
 
     // MEMORY.md wins over memory.md. On case-insensitive file systems both names are the same file.
-    for name in ["MEMORY.md", "memory.md"] {
+    for name in ROOT_FILE_NAMES {
         let p = ws.join(name);
         if let Some((f, id)) = regular_file(roots, &p) {
             if exact_name_exists(ws, name) {
@@ -228,6 +231,17 @@ fn push(out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>, f: MemoryFile, 
     if seen.insert(id) {
         out.push(f);
     }
+}
+
+/// The workspace's root memory file as the engines that index by name (QMD's root collection) must see it:
+/// the first of [`ROOT_FILE_NAMES`] present by its exact directory entry name, `None` when neither is.
+pub fn root_file_name(workspace: &Path) -> Option<&'static str> {
+    ROOT_FILE_NAMES.into_iter().find(|n| exact_name_exists(workspace, n))
+}
+
+/// Files at the workspace root that are memory files: the root file (either name) and the user profile.
+pub fn is_root_memory_name(name: &str) -> bool {
+    ROOT_FILE_NAMES.contains(&name) || name == USER_FILE
 }
 
 /// True when a directory entry with exactly this name exists (so `memory.md` is not mistaken for `MEMORY.md`
@@ -461,7 +475,7 @@ pub fn date_from_path(key: &str) -> Option<i64> {
 
 /// True for files that never decay: `MEMORY.md`/`memory.md` and undated notes under `memory/`.
 pub fn is_evergreen(key: &str) -> bool {
-    if key == "MEMORY.md" || key == "memory.md" || key == USER_FILE {
+    if is_root_memory_name(key) {
         return true;
     }
     key.starts_with("memory/") && date_from_path(key).is_none()

@@ -163,3 +163,18 @@ fn a_large_folder_is_listed_whole_and_in_order() {
     assert!(files.windows(2).all(|w| w[0].key < w[1].key));
     assert_eq!(files[0].key, "memory/n0000.md");
 }
+
+#[test]
+fn the_root_file_is_memory_md_over_lowercase_by_exact_name() {
+    let ws = tempfile::tempdir().unwrap();
+    assert_eq!(root_file_name(ws.path()), None);
+    std::fs::write(ws.path().join("memory.md"), "x").unwrap();
+    assert_eq!(root_file_name(ws.path()), Some("memory.md"));
+    std::fs::write(ws.path().join("MEMORY.md"), "x").unwrap();
+    let names: Vec<String> = std::fs::read_dir(ws.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    // On a case-insensitive file system the second write replaced nothing: the entry is still `memory.md`.
+    let expected = if names.iter().any(|n| n == "MEMORY.md") { "MEMORY.md" } else { "memory.md" };
+    assert_eq!(root_file_name(ws.path()), Some(expected));
+    assert!(is_root_memory_name("MEMORY.md") && is_root_memory_name("memory.md") && is_root_memory_name("USER.md"));
+    assert!(!is_root_memory_name("Memory.md") && !is_root_memory_name("notes.md"));
+}

@@ -104,7 +104,10 @@ pub trait ChunkStore: Send + Sync {
     /// Human-readable location (file path, folder or URI) for status output.
     fn location(&self) -> String;
 
-    /// The identity the index was built with, `None` for a new empty store.
+    /// The identity the index was built with, `None` when none was ever written (a new or unfinished index).
+    /// A stored identity this code cannot read is `MemoryError::CorruptIndex`, never `None`: `None` would let the
+    /// next sync stamp today's settings over vectors made with unknown ones. (Checked by the conformance crate's
+    /// `store_contract`, which every store runs.)
     async fn identity(&self) -> Result<Option<IndexIdentity>>;
     async fn set_identity(&self, identity: &IndexIdentity) -> Result<()>;
 
@@ -155,6 +158,31 @@ pub trait ChunkStore: Send + Sync {
     async fn close(&self) -> Result<()>;
 }
 
+/// Holds an index's writer lock ([`IndexStorage::writer_lock`]) until dropped: a file lock, a lease on an object
+/// store, whatever the storage serialises its writers with.
+pub struct WriterGuard {
+    _held: Box<dyn Send>,
+}
+
+impl WriterGuard {
+    /// A guard releasing its lock when `held` drops.
+    pub fn new(held: impl Send + 'static) -> WriterGuard {
+        WriterGuard { _held: Box::new(held) }
+    }
+}
+
+impl From<crate::file_lock::FileLockGuard> for WriterGuard {
+    fn from(g: crate::file_lock::FileLockGuard) -> WriterGuard {
+        WriterGuard::new(g)
+    }
+}
+
+impl std::fmt::Debug for WriterGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriterGuard")
+    }
+}
+
 /// Where an engine keeps its index, and how it swaps in a rebuilt one. A rebuild is written to a staging
 /// store beside the live one and promoted only when complete, so search answers from the old index meanwhile
 /// and a crash mid-rebuild loses nothing.
@@ -172,7 +200,7 @@ pub trait IndexStorage: Send + Sync {
     /// Become the index's only writer across processes (others syncing the same index wait their turn);
     /// released when the guard drops. With `wait = false`, fail with `Unavailable` instead of waiting.
     /// Storages whose backend serialises writers itself return `None`.
-    async fn writer_lock(&self, _wait: bool) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+    async fn writer_lock(&self, _wait: bool) -> Result<Option<WriterGuard>> {
         Ok(None)
     }
     /// Names the live store, for storages where another process can swap in a rebuilt one: when it changes, a

@@ -12,14 +12,14 @@
 //! Other object stores (gs://, az://, ...) get no lock: Lance's commit conflict detection still keeps the
 //! table consistent, and the writer repairs concurrent inserts of the same new files (see the store).
 
-mod file;
 pub(crate) mod lease;
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use memory_core::file_lock::lock_file;
+use memory_core::store::WriterGuard;
 use memory_core::Result;
 
 pub(crate) use lease::LeaseLock;
@@ -54,10 +54,10 @@ impl WriterLock {
     }
 
     /// Take the lock; `wait = false` fails with `Unavailable` when another writer holds it.
-    pub async fn acquire(&self, wait: bool) -> Result<Option<Box<dyn Any + Send>>> {
+    pub async fn acquire(&self, wait: bool) -> Result<Option<WriterGuard>> {
         match self {
-            WriterLock::File(path) => Ok(Some(Box::new(file::lock(path.clone(), wait).await?))),
-            WriterLock::Lease(l) => Ok(Some(Box::new(l.acquire(wait).await?))),
+            WriterLock::File(path) => Ok(Some(lock_file(path, wait, "another process is writing this LanceDB index").await?.into())),
+            WriterLock::Lease(l) => Ok(Some(WriterGuard::new(l.acquire(wait).await?))),
             WriterLock::None => Ok(None),
         }
     }

@@ -1,67 +1,17 @@
-//! Shared test helpers: a deterministic embedding provider that counts its calls, fixture workspaces, and
-//! a moto S3 server on loopback.
+//! Shared test helpers: fixture workspaces, opening an engine, and a moto S3 server on loopback.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::EmbeddingProvider;
 use memory_core::indexed::IndexedBackend;
 use memory_core::{Config, MemoryBackend, SearchRequest, SearchResponse};
 use memory_lancedb::{LanceDbOptions, LanceDbStorage};
 
-pub const DIMS: usize = 64;
-
-/// Bag of analysed terms hashed into 64 buckets: texts sharing words have similar vectors. Deterministic.
-#[derive(Default)]
-pub struct CountingEmbedder {
-    pub calls: AtomicUsize,
-    pub texts: AtomicUsize,
-}
-
-pub fn embed_text(text: &str) -> Vec<f32> {
-    let mut v = vec![0f32; DIMS];
-    for t in memory_core::analysis::document_terms(text) {
-        let h = memory_core::sha256_hex(t.as_bytes());
-        let b = usize::from_str_radix(&h[..8], 16).unwrap() % DIMS;
-        v[b] += 1.0;
-    }
-    if v.iter().all(|x| *x == 0.0) {
-        v[0] = 1.0;
-    }
-    sanitize_and_normalize(&mut v);
-    v
-}
-
-#[async_trait]
-impl EmbeddingProvider for CountingEmbedder {
-    fn id(&self) -> &str {
-        "test"
-    }
-    fn model(&self) -> &str {
-        "bag-of-words-64"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(DIMS)
-    }
-    fn fingerprint(&self) -> String {
-        "test:bag-of-words-64".into()
-    }
-    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
-        Ok(texts.iter().map(|t| embed_text(t)).collect())
-    }
-}
-
-impl CountingEmbedder {
-    pub fn texts(&self) -> usize {
-        self.texts.load(Ordering::SeqCst)
-    }
-}
+/// The shared deterministic test embedder (64 dimensions), counting what it embeds.
+pub use conformance::BagOfWordsEmbedder as CountingEmbedder;
 
 pub fn write(ws: &Path, rel: &str, text: &str) {
     let p = ws.join(rel);

@@ -1,0 +1,153 @@
+//! Open an agent's memory engine from its config in one call.
+//!
+//! [`Host`] knows every engine of this build by its `memory.backend` name: `builtin`, `qmd`, and `lancedb`
+//! with the `lancedb` feature. Every engine other than builtin opens behind a
+//! [`FallbackManager`](memory_core::fallback::FallbackManager): when it fails (missing binary, crash, timeout,
+//! unparsable output), builtin answers and status says why, and the engine is tried again after a back-off.
+//! A host adds engines of its own with [`Host::register`] (a plugin engine gets the same fallback).
+//!
+//! ```ignore
+//! let engine = memory_host::open(config, workspace, state_dir, "main").await?;
+//! let hits = engine.search(&memory_core::SearchRequest::new("what did we decide?")).await?;
+//! ```
+//!
+//! `examples/host.rs` opens from a config, searches, and registers a plugin engine.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use memory_core::embedding::EmbeddingProvider;
+use memory_core::fallback::{FallbackManager, FallbackPolicy};
+use memory_core::registry::{BackendFactory, BackendRegistry, OpenContext};
+use memory_core::{Config, MemoryBackend, Result};
+
+/// The engine every other one falls back to.
+pub const FALLBACK_ENGINE: &str = "builtin";
+
+/// The engines a host can open, by `memory.backend` name.
+#[derive(Clone)]
+pub struct Host {
+    registry: BackendRegistry,
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        Host::new()
+    }
+}
+
+impl Host {
+    /// Every engine of this build.
+    pub fn new() -> Host {
+        let mut registry = BackendRegistry::new();
+        registry.register(FALLBACK_ENGINE, Arc::new(memory_builtin::BuiltinFactory));
+        let mut host = Host { registry };
+        host.register("qmd", Arc::new(memory_qmd::QmdFactory::new()));
+        #[cfg(feature = "lancedb")]
+        host.register("lancedb", Arc::new(memory_lancedb::LanceDbFactory::default()));
+        #[cfg(not(feature = "lancedb"))]
+        host.registry.register("lancedb", Arc::new(NotBuiltIn { name: "lancedb", feature: "lancedb" }));
+        host
+    }
+
+    /// Register (or replace) the engine `name`, behind the builtin fallback.
+    pub fn register(&mut self, name: &str, factory: Arc<dyn BackendFactory>) -> &mut Self {
+        self.registry.register(name, Arc::new(WithBuiltinFallback::new(name, factory)));
+        self
+    }
+
+    /// Register (or replace) the engine `name` as it is, without a fallback.
+    pub fn register_without_fallback(&mut self, name: &str, factory: Arc<dyn BackendFactory>) -> &mut Self {
+        self.registry.register(name, factory);
+        self
+    }
+
+    /// The engines by name, for hosts that open with an [`OpenContext`] of their own.
+    pub fn registry(&self) -> &BackendRegistry {
+        &self.registry
+    }
+
+    /// Open the engine `config` names in `memory.backend` for `agent_id`, with the embedding provider the config
+    /// asks for (see [`embedder`]).
+    pub async fn open(
+        &self,
+        config: Arc<Config>,
+        workspace: impl Into<PathBuf>,
+        state_dir: impl Into<PathBuf>,
+        agent_id: &str,
+    ) -> Result<Box<dyn MemoryBackend>> {
+        let embedder = embedder(&config)?;
+        let ctx = OpenContext { config, workspace: workspace.into(), state_dir: state_dir.into(), agent_id: agent_id.into(), embedder };
+        self.registry.open(ctx).await
+    }
+}
+
+/// [`Host::open`] with every engine of this build.
+pub async fn open(
+    config: Arc<Config>,
+    workspace: impl Into<PathBuf>,
+    state_dir: impl Into<PathBuf>,
+    agent_id: &str,
+) -> Result<Box<dyn MemoryBackend>> {
+    Host::new().open(config, workspace, state_dir, agent_id).await
+}
+
+/// The embedding provider the config asks for (`memory.search.provider`, default `auto`: the local model when
+/// its folder is configured or in `MEMORY_LOCAL_MODEL`, else a remote provider with an API key); `None` means
+/// keyword-only.
+pub fn embedder(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>> {
+    providers::from_config(config)
+}
+
+/// An engine this build was made without: a clear error instead of "unknown engine".
+#[cfg(not(feature = "lancedb"))]
+struct NotBuiltIn {
+    name: &'static str,
+    feature: &'static str,
+}
+
+#[cfg(not(feature = "lancedb"))]
+#[async_trait]
+impl BackendFactory for NotBuiltIn {
+    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        Err(memory_core::MemoryError::config(
+            "memory.backend",
+            format!("this host was built without the {} engine; rebuild it with the `{}` cargo feature", self.name, self.feature),
+        ))
+    }
+}
+
+/// Opens an engine wrapped in a `FallbackManager` whose safety net is the builtin engine.
+pub struct WithBuiltinFallback {
+    name: String,
+    primary: Arc<dyn BackendFactory>,
+}
+
+impl WithBuiltinFallback {
+    pub fn new(name: impl Into<String>, primary: Arc<dyn BackendFactory>) -> Self {
+        WithBuiltinFallback { name: name.into(), primary }
+    }
+}
+
+#[async_trait]
+impl BackendFactory for WithBuiltinFallback {
+    async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
+        // The failure state outlives the process, so that each one-shot `memory search` does not pay a dead
+        // engine's timeout again: one file per agent, engine and workspace, beside the indexes.
+        let agent = memory_core::sanitize_id(&ctx.agent_id);
+        let state_file =
+            ctx.state_dir.join("agents").join(agent).join(format!("{}-{}.fallback.json", self.name, ctx.state_tag(&self.name)));
+        let policy = FallbackPolicy { state_file: Some(state_file), ..FallbackPolicy::default() };
+        let manager = FallbackManager::open(
+            &self.name,
+            self.primary.clone(),
+            FALLBACK_ENGINE,
+            Arc::new(memory_builtin::BuiltinFactory),
+            ctx,
+            policy,
+        )
+        .await?;
+        Ok(Box::new(manager))
+    }
+}
