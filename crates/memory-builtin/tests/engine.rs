@@ -2,13 +2,14 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use conformance::testing::TestDirs;
 use conformance::BagOfWordsEmbedder;
 use memory_builtin::BuiltinFactory;
-use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 use memory_core::indexed::IndexedBackend;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 
@@ -434,7 +435,7 @@ async fn question_vectors_take_feedback_from_the_best_hits() {
 
 /// An embedder whose vectors bunch, like multilingual-e5's: each is 0.97 x one shared direction plus 0.24 x a
 /// bag of words, so unrelated texts have a cosine of 0.94 and the same text 1. Words are hashed like
-/// [`CountingEmbedder`]'s, with a few garden words taken for one meaning (what a real model knows and keyword
+/// `conformance::BagOfWordsEmbedder`'s, with a few garden words taken for one meaning (what a real model knows and keyword
 /// search does not).
 struct BunchedEmbedder {
     calls: AtomicUsize,
