@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A centroid an engine remembers: the live store's handle and the provider fingerprint it was measured for.
+pub(super) type Remembered = (usize, String, std::sync::Arc<Vec<f32>>);
+
 /// Meta key of the probes' centroid.
 pub(super) const META_KEY: &str = "unrelatedCentroid";
 
@@ -77,6 +80,102 @@ pub(super) fn encode(fingerprint: &str, centroid: &[f32]) -> String {
 pub(super) fn decode(meta: &str, fingerprint: &str) -> Option<Vec<f32>> {
     let s: Stored = serde_json::from_str(meta).ok()?;
     (s.version == PROBES_VERSION && s.fingerprint == fingerprint && s.centroid.iter().all(|x| x.is_finite())).then_some(s.centroid)
+}
+
+use super::{debug, warn, Arc, ChunkStore, EmbeddingProvider, EmbeddingPurpose, IndexedBackend, Result};
+
+impl IndexedBackend {
+    /// The probes' centroid for searches on `store` ([`unrelated`]): remembered, else read from the index's meta
+    /// (a sync stores it), else embedded now and remembered for this process. `None` when the provider cannot
+    /// embed the probes: vector scores then count as raw cosines.
+    pub(super) async fn unrelated_centroid(&self, store: &Arc<dyn ChunkStore>, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Arc<Vec<f32>>> {
+        let handle = Arc::as_ptr(store) as *const () as usize;
+        let fingerprint = embedder.fingerprint();
+        if let Some((h, fp, c)) = self.unrelated_centroid.read().unwrap().as_ref() {
+            if *h == handle && *fp == fingerprint {
+                return Some(c.clone());
+            }
+        }
+        let stored = match store.meta(META_KEY).await {
+            Ok(m) => m.and_then(|m| decode(&m, &fingerprint)),
+            Err(e) => {
+                debug!(error = %e, "reading the unrelated-text centroid failed");
+                None
+            }
+        };
+        let centroid = match stored {
+            Some(c) => c,
+            None => {
+                // An index synced before probes existed: embed them now, and keep them in the index when its
+                // writer lock is free at once (a search never waits for a writer), so later processes read them.
+                let c = self.embed_unrelated_probes(embedder).await?;
+                match self.storage.writer_lock(false).await {
+                    Ok(_writer) => {
+                        if let Err(e) = store.set_meta(META_KEY, &encode(&fingerprint, &c)).await {
+                            debug!(error = %e, "storing the unrelated-text centroid failed; the next sync stores it");
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "index busy; the next sync stores the unrelated-text centroid"),
+                }
+                c
+            }
+        };
+        let centroid = Arc::new(centroid);
+        *self.unrelated_centroid.write().unwrap() = Some((handle, fingerprint, centroid.clone()));
+        Some(centroid)
+    }
+
+    pub(super) async fn embed_unrelated_probes(&self, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Vec<f32>> {
+        let texts: Vec<String> = PROBES.iter().map(|t| t.to_string()).collect();
+        match embedder.embed(&texts, EmbeddingPurpose::Document).await {
+            Ok(vectors) => centroid(&vectors),
+            Err(e) => {
+                warn!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
+                None
+            }
+        }
+    }
+
+    /// Store the probes' centroid in `target` once per provider (a sync's last step), so that searches read it
+    /// instead of embedding the probes: carried over from `cache_from` (the old index, in a rebuild) when it has
+    /// it, like the embedding cache, else embedded. A failure is logged: searches then embed the probes themselves.
+    pub(super) async fn record_unrelated_centroid(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) {
+        let Some(embedder) = &self.embedder else { return };
+        let fingerprint = embedder.fingerprint();
+        if planned != Some(fingerprint.as_str()) {
+            return;
+        }
+        // The stored value, when it counts for this provider.
+        async fn stored(store: &Arc<dyn ChunkStore>, fingerprint: &str) -> Result<Option<String>> {
+            Ok(store.meta(META_KEY).await?.filter(|m| decode(m, fingerprint).is_some()))
+        }
+        match stored(target, &fingerprint).await {
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(e) => {
+                warn!(error = %e, "reading the unrelated-text centroid failed");
+                return;
+            }
+        }
+        let carried = if Arc::ptr_eq(target, cache_from) {
+            None
+        } else {
+            stored(cache_from, &fingerprint).await.unwrap_or_else(|e| {
+                debug!(error = %e, "the old index's unrelated-text centroid is unreadable; embedding the probes");
+                None
+            })
+        };
+        let value = match carried {
+            Some(v) => v,
+            None => match self.embed_unrelated_probes(embedder).await {
+                Some(centroid) => encode(&fingerprint, &centroid),
+                None => return,
+            },
+        };
+        if let Err(e) = target.set_meta(META_KEY, &value).await {
+            warn!(error = %e, "storing the unrelated-text centroid failed");
+        }
+    }
 }
 
 #[cfg(test)]

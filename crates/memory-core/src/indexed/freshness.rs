@@ -1,0 +1,175 @@
+//! Freshness on search: before answering, compare the files with the index and sync what changed into the live
+//! index (never waiting for a rebuild), and vouch for hits of files that could not be synced.
+
+use super::*;
+
+/// How long a search waits for a sync that another task or process is running before it answers without the
+/// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
+const FRESHEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Workspaces with at least this many files free the freshness check's lists on a blocking thread.
+const PARALLEL_FREE_MIN: usize = 4096;
+
+impl IndexedBackend {
+    /// Before a search (`sync.onSearch`): compare the files on disk with the index (a stat per file, one read of
+    /// the file records) and sync what changed, so the search sees what was just written, rewritten or deleted.
+    /// A rebuild in progress is not waited for: the changed files go into the live index meanwhile. Returns the
+    /// files the index could not be brought up to date for (the search vouches for their hits itself).
+    pub(super) async fn freshen(&self, warnings: &mut Vec<String>) -> Result<Staleness> {
+        self.follow_live().await?;
+        let store = self.store();
+        if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
+            // Never indexed: index first (SPEC: a search on a new workspace answers).
+            self.sync(SyncOptions::default()).await?;
+            self.indexed.store(true, Ordering::Relaxed);
+            return Ok(Staleness::default());
+        }
+        self.indexed.store(true, Ordering::Relaxed);
+        if !self.config.memory.search.sync.on_search {
+            return Ok(Staleness::default());
+        }
+        let hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
+        // The stats of the files and the read of the records overlap: together they are the check's cost.
+        let listing = tokio::task::spawn_blocking(self.discovery());
+        let stored = store.files().await;
+        let files = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
+        let stored = stored?;
+        let mut verify = Vec::new();
+        let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
+        if !verify.is_empty() {
+            // Read moments after they were written: same size and mtime do not prove same content.
+            let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
+            for f in verify {
+                match self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()) {
+                    // Same content, still within the settle window: checked again next time.
+                    Prepared::Touched(r) if content_hash(&r.hash) != r.hash => {}
+                    // Same content and settled now: sync it once, so that its record stops asking for checks.
+                    // Anything else changed.
+                    _ => {
+                        stale.changed.insert((f.source, f.key.clone()));
+                    }
+                }
+            }
+        }
+        if stale.is_empty() {
+            // Freeing a record and a listed file per memory file is a few ms at 20,000 notes: done beside the
+            // search rather than before it.
+            if files.len() >= PARALLEL_FREE_MIN {
+                drop(tokio::task::spawn_blocking(move || drop((files, stored))));
+            }
+            return Ok(stale);
+        }
+        debug!(changed = stale.changed.len(), removed = stale.removed.len(), "files changed since the last sync; syncing before the search");
+        match self.sync_for_search(files).await {
+            Ok(None) => Ok(Staleness::default()),
+            Ok(Some(pending)) => {
+                warnings.push(pending);
+                Ok(Staleness::default())
+            }
+            Err(why) => {
+                warn!(error = %why, "sync before search failed; answering from the current index");
+                warnings.push(format!("{} changed files are not in the index yet ({why}); their old text is not returned", stale.len()));
+                self.hinted.lock().unwrap().extend(hinted);
+                Ok(stale)
+            }
+        }
+    }
+
+    /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task
+    /// or process is running, never for a rebuild. Returns a warning when a rebuild is pending or running.
+    pub(super) async fn sync_for_search(&self, files: Vec<MemoryFile>) -> Result<Option<String>> {
+        let deadline = Instant::now() + FRESHEN_WAIT;
+        let mut pause = Duration::from_millis(2);
+        // Polls back off from 2 ms to 25 ms: a short sync ends within a few polls, a long wait costs little CPU.
+        async fn back_off(pause: &mut Duration) {
+            tokio::time::sleep(*pause).await;
+            *pause = (*pause * 2).min(Duration::from_millis(25));
+        }
+        let busy = |what: &str| MemoryError::Unavailable(format!("{what} is still updating the index"));
+        // This engine's own sync lock: free, or held by a short sync (wait) or by a rebuild (update live beside it).
+        let _guard = loop {
+            if self.rebuilding.load(Ordering::SeqCst) {
+                let _patch = self.live_patch.lock().await;
+                if self.rebuilding.load(Ordering::SeqCst) {
+                    self.sync_live(files).await?;
+                    return Ok(Some("the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into()));
+                }
+                continue;
+            }
+            if let Ok(g) = self.sync_lock.try_lock() {
+                break g;
+            }
+            if Instant::now() >= deadline {
+                return Err(busy("another sync of this engine"));
+            }
+            back_off(&mut pause).await;
+        };
+        // Other processes: a writer's syncs are short; a rebuild there holds the lock for long, so give up then.
+        let _writer = loop {
+            match self.storage.writer_lock(false).await {
+                Ok(w) => break w,
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable && Instant::now() < deadline => back_off(&mut pause).await,
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable => return Err(busy("another process")),
+                Err(e) => return Err(e),
+            }
+        };
+        self.dirty.store(false, Ordering::SeqCst);
+        let pending = self.sync_live(files).await?;
+        Ok(pending.then(|| "the index was built with other settings than the configuration now asks for; searching it as it is (updated with the files that changed) until `memory index` rebuilds it".into()))
+    }
+
+    /// Sync `files` into the live index with its own identity's settings: when a rebuild is pending, changed
+    /// files get vectors only if the live index's embedding settings are still the provider's (else they are
+    /// found by their words until the rebuild). The caller holds the locks. Returns whether a rebuild is pending.
+    pub(super) async fn sync_live(&self, files: Vec<MemoryFile>) -> Result<bool> {
+        let live = self.store();
+        let desired = self.desired_identity();
+        let current = live.identity().await?;
+        let pending = current.as_ref().is_some_and(|c| *c != desired);
+        let planned = match &current {
+            Some(c) if pending => c.provider_fingerprint.clone(),
+            _ => desired.provider_fingerprint.clone(),
+        };
+        let result = self.sync_into(&live, &live, planned.as_deref(), Some(files)).await;
+        *self.built_fingerprint.write().unwrap() = None;
+        let report = result?;
+        if !pending {
+            live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        }
+        debug!(?report, pending, "synced before a search");
+        Ok(pending)
+    }
+
+    /// Drop candidates the index cannot vouch for: of files deleted since the last sync, and of changed files
+    /// whose current text no longer contains the candidate's (a rewrite; an append keeps the old text valid).
+    pub(super) fn vouch(&self, stale: &Staleness, candidates: Vec<Candidate>) -> Vec<Candidate> {
+        if stale.is_empty() {
+            return candidates;
+        }
+        let mut texts: HashMap<FileKey, Option<String>> = HashMap::new();
+        candidates
+            .into_iter()
+            .filter(|c| {
+                let key = (c.source, c.path.clone());
+                if stale.removed.contains(&key) {
+                    return false;
+                }
+                if !stale.changed.contains(&key) || c.source == Source::Sessions {
+                    return true;
+                }
+                let text = texts.entry(key).or_insert_with(|| {
+                    read_text(&self.roots.abs_path(&c.path), self.config.memory.search.max_file_bytes).ok()
+                });
+                text.as_deref().is_some_and(|t| t.contains(c.text.trim()))
+            })
+            .collect()
+    }
+
+    /// Files the next search would sync first (the freshness check's rule, without reading any file).
+    pub(super) fn count_stale(&self, stored: &[FileRecord]) -> usize {
+        let files = self.discover_all();
+        let hinted = self.hinted.lock().unwrap().clone();
+        let mut unverified = Vec::new();
+        stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
+    }
+}

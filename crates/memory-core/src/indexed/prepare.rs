@@ -1,0 +1,179 @@
+//! Preparing one changed-looking file for the index: read it, decide whether it changed, chunk it (Markdown
+//! notes, media, session transcripts).
+
+use super::*;
+
+impl IndexedBackend {
+    /// Read one new or changed-looking file and decide what the index needs.
+    pub(super) fn prepare(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
+        if f.source == Source::Sessions {
+            return self.prepare_session(f, old);
+        }
+        if self.roots.media {
+            if let Some(mime) = media_mime(&f.abs_path) {
+                return self.prepare_media(f, old, mime);
+            }
+        }
+        let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
+            Ok(t) => t,
+            Err(why) => {
+                warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
+                let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+                return Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) };
+            }
+        };
+        let hash = crate::sha256_hex(text.as_bytes());
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
+            return Prepared::Touched(record);
+        }
+        Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
+    }
+
+    /// An image or audio file (multimodal memory): one chunk whose text is the file's path (the snippet; the
+    /// keyword leg sees the words of its name) and whose vector is the file's own embedding.
+    pub(super) fn prepare_media(&self, f: &MemoryFile, old: Option<&FileRecord>, mime: &str) -> Prepared {
+        let limit = self.config.memory.search.multimodal.max_file_bytes;
+        let skipped = |why: String| {
+            warn!(path = %f.abs_path.display(), reason = %why, "media file skipped");
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
+        };
+        if f.size > limit {
+            return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", f.size));
+        }
+        let bytes = match std::fs::read(&f.abs_path) {
+            Ok(b) if b.len() as u64 > limit => return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", b.len())),
+            Ok(b) => b,
+            Err(e) => return skipped(format!("cannot read file: {e}")),
+        };
+        let hash = crate::sha256_hex(&bytes);
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
+            return Prepared::Touched(record);
+        }
+        // Distinct from any text chunk's hash: the cache holds the media embedding under it.
+        let chunk_hash = crate::sha256_hex(format!("media\u{1f}{mime}\u{1f}{hash}").as_bytes());
+        let name_words: String = f.key.chars().map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
+        let chunk = ChunkRecord {
+            id: chunk_id(f.source.as_str(), &f.key, 1, 1, &chunk_hash, &self.model_name()),
+            source: f.source,
+            path: f.key.clone(),
+            start_line: 1,
+            end_line: 1,
+            terms: document_terms_joined(&name_words),
+            heading_terms: heading_terms(""),
+            importance: None,
+            hash: chunk_hash,
+            text: f.key.clone(),
+            embedding: None,
+        };
+        Prepared::Changed { chunks: vec![chunk], record, existed: old.is_some() }
+    }
+
+    /// Whether a chunk stands for an image or audio file (embedded from the file, not from its text).
+    pub(super) fn is_media_chunk(&self, c: &ChunkRecord) -> bool {
+        self.roots.media && c.source == Source::Memory && media_mime(std::path::Path::new(&c.path)).is_some()
+    }
+
+    /// A transcript: read only the tail past what was indexed, once it has grown enough; re-read a truncated or
+    /// rotated file whole.
+    pub(super) fn prepare_session(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
+        use std::io::{Read, Seek, SeekFrom};
+        let skipped = |why: String| {
+            warn!(path = %f.abs_path.display(), reason = %why, "transcript skipped");
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
+        };
+        let mut file = match std::fs::File::open(&f.abs_path) {
+            Ok(file) => file,
+            Err(e) => return skipped(e.to_string()),
+        };
+        let prefix_hash = |file: &mut std::fs::File, len: u64| -> std::io::Result<String> {
+            let mut buf = vec![0u8; len.min(sessions::PREFIX_BYTES as u64) as usize];
+            file.seek(SeekFrom::Start(0))?;
+            file.read_exact(&mut buf)?;
+            Ok(crate::sha256_hex(&buf))
+        };
+        let delta = &self.config.memory.search.sync.sessions;
+        if let Some(st) = old.and_then(|o| SessionState::decode(&o.hash)) {
+            let grown = f.size >= st.bytes && prefix_hash(&mut file, st.bytes).is_ok_and(|h| h == st.prefix_hash);
+            if grown {
+                let mut tail = Vec::new();
+                if let Err(e) = file.seek(SeekFrom::Start(st.bytes)).and_then(|_| file.read_to_end(&mut tail)) {
+                    return skipped(e.to_string());
+                }
+                let complete = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                let tail_text = String::from_utf8_lossy(&tail[..complete]);
+                let flat = sessions::flatten(&tail_text, st.records + 1);
+                if (complete as u64) < delta.delta_bytes && (flat.lines.len() as u64) < delta.delta_messages {
+                    return Prepared::Deferred;
+                }
+                let bytes = st.bytes + complete as u64;
+                let state = SessionState {
+                    bytes,
+                    records: st.records + flat.records,
+                    messages: st.messages + flat.lines.len(),
+                    prefix_hash: match prefix_hash(&mut file, bytes) {
+                        Ok(h) => h,
+                        Err(e) => return skipped(e.to_string()),
+                    },
+                };
+                let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+                return Prepared::Appended { chunks: self.session_chunks(f, &flat), record };
+            }
+            debug!(path = %f.key, "transcript truncated or rotated; re-reading it whole");
+        }
+        let mut all = Vec::new();
+        if let Err(e) = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_end(&mut all)) {
+            return skipped(e.to_string());
+        }
+        let complete = all.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let flat = sessions::flatten(&String::from_utf8_lossy(&all[..complete]), 1);
+        let state = SessionState {
+            bytes: complete as u64,
+            records: flat.records,
+            messages: flat.lines.len(),
+            prefix_hash: crate::sha256_hex(&all[..complete.min(sessions::PREFIX_BYTES)]),
+        };
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+        Prepared::Changed { chunks: self.session_chunks(f, &flat), record, existed: old.is_some() }
+    }
+
+    /// Chunks of flattened transcript lines, with line numbers mapped back to the JSONL file.
+    pub(super) fn session_chunks(&self, f: &MemoryFile, flat: &sessions::Flattened) -> Vec<ChunkRecord> {
+        let mut chunks = self.make_chunks(f, &flat.text());
+        for c in &mut chunks {
+            c.start_line = flat.jsonl_lines[c.start_line - 1];
+            c.end_line = flat.jsonl_lines[c.end_line - 1];
+            c.id = chunk_id(f.source.as_str(), &f.key, c.start_line, c.end_line, &c.hash, &self.model_name());
+            c.importance = None;
+        }
+        unique_chunk_ids(&mut chunks, &self.model_name());
+        chunks
+    }
+
+    pub(super) fn make_chunks(&self, f: &MemoryFile, text: &str) -> Vec<ChunkRecord> {
+        let c = &self.config.memory.search.chunking;
+        let file_importance = importance(text);
+        let model = self.model_name();
+        let mut chunks: Vec<ChunkRecord> = chunk_text(text, c.tokens, c.overlap)
+            .into_iter()
+            .map(|ch| ChunkRecord {
+                id: chunk_id(f.source.as_str(), &f.key, ch.start_line, ch.end_line, &ch.hash, &model),
+                source: f.source,
+                path: f.key.clone(),
+                start_line: ch.start_line,
+                end_line: ch.end_line,
+                terms: document_terms_joined(&ch.text),
+                heading_terms: heading_terms(&ch.text),
+                importance: importance(&ch.text).or(file_importance),
+                hash: ch.hash,
+                text: ch.text,
+                embedding: None,
+            })
+            .collect();
+        unique_chunk_ids(&mut chunks, &model);
+        chunks
+    }
+}
