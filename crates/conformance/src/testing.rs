@@ -55,3 +55,21 @@ pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Op
         embedder,
     }
 }
+
+/// A small seeded generator for generated test inputs (xorshift64): the same seed gives the same workspace or
+/// vectors on every run, with no extra dependency.
+pub struct Xorshift(pub u64);
+
+impl Xorshift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform-ish in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -4,20 +4,23 @@
 
 use std::path::Path;
 
+use conformance::testing::Xorshift;
 use memory_builtin::SqliteStore;
 use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, SyncBatch};
 use memory_core::Source;
 
 const DIMS: usize = 384;
 
-struct Rng(u64);
+/// Seeded vectors for the corpus and its queries.
+struct Rng(Xorshift);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(Xorshift(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next()
     }
 
     /// Vectors clustered around a few directions, as a model's are (pure noise would make every cosine ~0).
@@ -88,7 +91,7 @@ async fn assert_same_as_exact(store: &SqliteStore, rng: &mut Rng, centres: &[Vec
 async fn answers_equal_the_exact_scan_through_writes_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("index.sqlite")).unwrap();
-    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let mut rng = Rng::new(0x9e3779b97f4a7c15);
     let centres: Vec<Vec<f32>> = (0..12).map(|_| rng.noise()).collect();
     store.apply(corpus(&mut rng, &centres, 300, 10, "a")).await.unwrap();
     assert_same_as_exact(&store, &mut rng, &centres, 20).await;
@@ -115,7 +118,7 @@ async fn a_store_opened_on_an_index_written_by_another_store_agrees_with_the_exa
     let path = dir.path().join("index.sqlite");
     let reader = SqliteStore::open(&path).unwrap();
     let writer = SqliteStore::open(&path).unwrap();
-    let mut rng = Rng(77);
+    let mut rng = Rng::new(77);
     let centres: Vec<Vec<f32>> = (0..6).map(|_| rng.noise()).collect();
     writer.apply(corpus(&mut rng, &centres, 100, 8, "w")).await.unwrap();
     assert_same_as_exact(&reader, &mut rng, &centres, 6).await;
@@ -149,7 +152,7 @@ async fn a_write_by_a_second_process_is_seen_by_the_next_search() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index.sqlite");
     let store = SqliteStore::open(&path).unwrap();
-    let mut rng = Rng(4242);
+    let mut rng = Rng::new(4242);
     let centres: Vec<Vec<f32>> = (0..4).map(|_| rng.noise()).collect();
     store.apply(corpus(&mut rng, &centres, 50, 4, "p")).await.unwrap();
     let mut q = vec![0.0; DIMS];

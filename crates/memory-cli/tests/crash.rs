@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conformance::testing::Xorshift;
+
 const NOTES: usize = 300;
 const QUERIES: &[&str] = &["gateway deploy", "billing invoice error", "what did alice say about the roadmap", "E4242", "kubernetes canary"];
 const WORDS: &[&str] = &[
@@ -14,22 +16,9 @@ const WORDS: &[&str] = &[
     "alice", "bob", "carol", "fixed", "planned", "moved", "the", "with", "after", "before", "weekly", "staging",
 ];
 
-/// A small deterministic generator (no extra dependency): xorshift.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn workspace(dir: &Path) {
-    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let mut rng = Xorshift(0x9e3779b97f4a7c15);
     std::fs::create_dir_all(dir.join("memory/projects")).unwrap();
     std::fs::write(dir.join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
     for i in 0..NOTES {
@@ -117,7 +106,7 @@ fn index_killed_at_random_points_recovers_every_time() {
     let expected = snapshot(&ws, &reference_state);
     assert_eq!(expected.0, NOTES as u64 + 1);
 
-    let mut rng = Rng(0xfeed_beef_cafe_f00d);
+    let mut rng = Xorshift(0xfeed_beef_cafe_f00d);
     let mut interrupted = 0;
     for run in 0..runs {
         let state = tmp.path().join(format!("run-{run}"));

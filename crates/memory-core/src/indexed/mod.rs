@@ -88,6 +88,12 @@ impl Drop for ClearOnDrop<'_> {
 }
 use plan::{content_hash, plan_sync, record_hash, stale_for_search, FileKey, Staleness};
 
+/// Which store a cached fact was read from: a swapped-in rebuild is another handle, so facts cached for the old
+/// one (its provider fingerprint, its probe centroid) are read again.
+fn store_handle(store: &Arc<dyn ChunkStore>) -> usize {
+    Arc::as_ptr(store) as *const () as usize
+}
+
 /// Store layout version, part of the identity.
 pub const SCHEMA_VERSION: u32 = 1;
 

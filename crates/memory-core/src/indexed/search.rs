@@ -137,7 +137,7 @@ impl IndexedBackend {
 
     /// The provider fingerprint the live index was built with (cached: it changes only with a sync).
     pub(super) async fn index_fingerprint(&self, store: &Arc<dyn ChunkStore>) -> Option<String> {
-        let handle = Arc::as_ptr(store) as *const () as usize;
+        let handle = store_handle(store);
         if let Some((h, fp)) = self.built_fingerprint.read().unwrap().clone() {
             if h == handle {
                 return fp;

@@ -8,8 +8,16 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A centroid an engine remembers: the live store's handle and the provider fingerprint it was measured for.
-pub(super) type Remembered = (usize, String, std::sync::Arc<Vec<f32>>);
+use super::{debug, store_handle, warn, Arc, ChunkStore, EmbeddingProvider, EmbeddingPurpose, IndexedBackend, Result};
+
+/// A centroid an engine remembers: for which store handle and provider fingerprint, and whether that store holds
+/// it (else the next sync stores it).
+pub(super) struct Remembered {
+    handle: usize,
+    fingerprint: String,
+    centroid: std::sync::Arc<Vec<f32>>,
+    in_store: bool,
+}
 
 /// Meta key of the probes' centroid.
 pub(super) const META_KEY: &str = "unrelatedCentroid";
@@ -58,7 +66,7 @@ pub(super) fn centroid(vectors: &[Vec<f32>]) -> Option<Vec<f32>> {
     (n > 0 && dims > 0).then(|| sum.iter().map(|s| (s / n as f64) as f32).collect())
 }
 
-/// The query's mean cosine with the probes: its cosine-weighted projection on their centroid.
+/// The query's mean cosine with the probes: the query's unit vector dotted with their centroid.
 pub(super) fn floor(query: &[f32], centroid: &[f32]) -> Option<f64> {
     if query.len() != centroid.len() {
         return None;
@@ -82,19 +90,15 @@ pub(super) fn decode(meta: &str, fingerprint: &str) -> Option<Vec<f32>> {
     (s.version == PROBES_VERSION && s.fingerprint == fingerprint && s.centroid.iter().all(|x| x.is_finite())).then_some(s.centroid)
 }
 
-use super::{debug, warn, Arc, ChunkStore, EmbeddingProvider, EmbeddingPurpose, IndexedBackend, Result};
-
 impl IndexedBackend {
     /// The probes' centroid for searches on `store` ([`unrelated`]): remembered, else read from the index's meta
     /// (a sync stores it), else embedded now and remembered for this process. `None` when the provider cannot
     /// embed the probes: vector scores then count as raw cosines.
     pub(super) async fn unrelated_centroid(&self, store: &Arc<dyn ChunkStore>, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Arc<Vec<f32>>> {
-        let handle = Arc::as_ptr(store) as *const () as usize;
+        let handle = store_handle(store);
         let fingerprint = embedder.fingerprint();
-        if let Some((h, fp, c)) = self.unrelated_centroid.read().unwrap().as_ref() {
-            if *h == handle && *fp == fingerprint {
-                return Some(c.clone());
-            }
+        if let Some((c, _)) = self.remembered_centroid(handle, &fingerprint) {
+            return Some(c);
         }
         let stored = match store.meta(META_KEY).await {
             Ok(m) => m.and_then(|m| decode(&m, &fingerprint)),
@@ -103,26 +107,44 @@ impl IndexedBackend {
                 None
             }
         };
-        let centroid = match stored {
-            Some(c) => c,
+        let (centroid, in_store) = match stored {
+            Some(c) => (c, true),
             None => {
                 // An index synced before probes existed: embed them now, and keep them in the index when its
                 // writer lock is free at once (a search never waits for a writer), so later processes read them.
                 let c = self.embed_unrelated_probes(embedder).await?;
-                match self.storage.writer_lock(false).await {
-                    Ok(_writer) => {
-                        if let Err(e) = store.set_meta(META_KEY, &encode(&fingerprint, &c)).await {
+                let stored = match self.storage.writer_lock(false).await {
+                    Ok(_writer) => match store.set_meta(META_KEY, &encode(&fingerprint, &c)).await {
+                        Ok(()) => true,
+                        Err(e) => {
                             debug!(error = %e, "storing the unrelated-text centroid failed; the next sync stores it");
+                            false
                         }
+                    },
+                    Err(e) => {
+                        debug!(error = %e, "index busy; the next sync stores the unrelated-text centroid");
+                        false
                     }
-                    Err(e) => debug!(error = %e, "index busy; the next sync stores the unrelated-text centroid"),
-                }
-                c
+                };
+                (c, stored)
             }
         };
+        Some(self.remember_centroid(handle, fingerprint, centroid, in_store))
+    }
+
+    /// The centroid remembered for the store `handle` and this provider fingerprint, and whether the store
+    /// holds it.
+    fn remembered_centroid(&self, handle: usize, fingerprint: &str) -> Option<(Arc<Vec<f32>>, bool)> {
+        match self.unrelated_centroid.read().unwrap().as_ref() {
+            Some(r) if r.handle == handle && r.fingerprint == fingerprint => Some((r.centroid.clone(), r.in_store)),
+            _ => None,
+        }
+    }
+
+    fn remember_centroid(&self, handle: usize, fingerprint: String, centroid: Vec<f32>, in_store: bool) -> Arc<Vec<f32>> {
         let centroid = Arc::new(centroid);
-        *self.unrelated_centroid.write().unwrap() = Some((handle, fingerprint, centroid.clone()));
-        Some(centroid)
+        *self.unrelated_centroid.write().unwrap() = Some(Remembered { handle, fingerprint, centroid: centroid.clone(), in_store });
+        centroid
     }
 
     pub(super) async fn embed_unrelated_probes(&self, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Vec<f32>> {
@@ -138,19 +160,28 @@ impl IndexedBackend {
 
     /// Store the probes' centroid in `target` once per provider (a sync's last step), so that searches read it
     /// instead of embedding the probes: carried over from `cache_from` (the old index, in a rebuild) when it has
-    /// it, like the embedding cache, else embedded. A failure is logged: searches then embed the probes themselves.
+    /// it, like the embedding cache, else embedded. What is stored is remembered, so a sync after every write
+    /// (`memory serve`) does not read it back each time. A failure is logged: searches then embed the probes.
     pub(super) async fn record_unrelated_centroid(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) {
         let Some(embedder) = &self.embedder else { return };
         let fingerprint = embedder.fingerprint();
         if planned != Some(fingerprint.as_str()) {
             return;
         }
-        // The stored value, when it counts for this provider.
-        async fn stored(store: &Arc<dyn ChunkStore>, fingerprint: &str) -> Result<Option<String>> {
-            Ok(store.meta(META_KEY).await?.filter(|m| decode(m, fingerprint).is_some()))
+        let handle = store_handle(target);
+        let remembered = self.remembered_centroid(handle, &fingerprint);
+        if remembered.as_ref().is_some_and(|(_, in_store)| *in_store) {
+            return;
+        }
+        // The stored centroid, when it counts for this provider.
+        async fn stored(store: &Arc<dyn ChunkStore>, fingerprint: &str) -> Result<Option<Vec<f32>>> {
+            Ok(store.meta(META_KEY).await?.and_then(|m| decode(&m, fingerprint)))
         }
         match stored(target, &fingerprint).await {
-            Ok(Some(_)) => return,
+            Ok(Some(c)) => {
+                self.remember_centroid(handle, fingerprint, c, true);
+                return;
+            }
             Ok(None) => {}
             Err(e) => {
                 warn!(error = %e, "reading the unrelated-text centroid failed");
@@ -165,15 +196,20 @@ impl IndexedBackend {
                 None
             })
         };
-        let value = match carried {
-            Some(v) => v,
-            None => match self.embed_unrelated_probes(embedder).await {
-                Some(centroid) => encode(&fingerprint, &centroid),
+        let centroid = match (carried, remembered) {
+            (Some(c), _) => c,
+            // Embedded by a search that found the index busy.
+            (None, Some((c, _))) => c.as_ref().clone(),
+            (None, None) => match self.embed_unrelated_probes(embedder).await {
+                Some(c) => c,
                 None => return,
             },
         };
-        if let Err(e) = target.set_meta(META_KEY, &value).await {
-            warn!(error = %e, "storing the unrelated-text centroid failed");
+        match target.set_meta(META_KEY, &encode(&fingerprint, &centroid)).await {
+            Ok(()) => {
+                self.remember_centroid(handle, fingerprint, centroid, true);
+            }
+            Err(e) => warn!(error = %e, "storing the unrelated-text centroid failed"),
         }
     }
 }
