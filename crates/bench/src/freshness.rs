@@ -1,15 +1,15 @@
 //! Freshness: what the check before each search costs (issue 18). One-shot `memory search` on N generated notes,
 //! side by side in one run: with the check (`sync.onSearch: true`, the default) and without it (`onSearch:
 //! false`, which is how searches ran before the check existed), nothing changed and one note changed before
-//! each search; then, in one `memory serve` session, a search right after a file was written.
+//! each search; then, in one `memory serve` session, a search right after a file was written and one with nothing
+//! changed since.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
 
 use crate::corpus;
 
@@ -54,7 +54,10 @@ pub fn run(sizes: &[usize], runs: usize, memory_bin: Option<PathBuf>, seed: u64)
         None => std::env::current_exe()?.with_file_name("memory"),
     };
     println!("freshness check: one-shot `memory search` (median of {runs} runs, whole process), keyword-only builtin");
-    println!("{:>7}  {:>16} {:>16} {:>8}  {:>16} {:>16}", "notes", "unchanged, check", "unchanged, off", "cost", "1 changed, check", "serve after write");
+    println!(
+        "{:>7}  {:>16} {:>16} {:>8}  {:>16} {:>22} {:>22}",
+        "notes", "unchanged, check", "unchanged, off", "cost", "1 changed, check", "serve after write", "serve unchanged"
+    );
     for &n in sizes {
         let dir = tempfile::tempdir()?;
         let ws = dir.path().join("ws");
@@ -83,57 +86,44 @@ pub fn run(sizes: &[usize], runs: usize, memory_bin: Option<PathBuf>, seed: u64)
             // The size moved: found without waiting for the settle window.
             changed.push(timed(memory(&bin, &ws, &state, &on).args(["search", &format!("zephyr{i}")]))?);
         }
-        let serve = serve_after_write(&bin, &ws, &state, &on, runs)?;
+        let (serve, serve_quiet) = serve_searches(&bin, &ws, &state, &on, runs)?;
         let (w, o) = (median_ms(with), median_ms(without));
         println!(
-            "{n:>7}  {:>13.1} ms {:>13.1} ms {:>5.1} ms  {:>13.1} ms {:>9.1} ms p50 ({:.1} p90)",
+            "{n:>7}  {:>13.1} ms {:>13.1} ms {:>5.1} ms  {:>13.1} ms {:>9.1} ms p50 ({:.1} p90) {:>9.2} ms p50 ({:.2} p90)",
             w,
             o,
             w - o,
             median_ms(changed),
             p(serve.clone(), 0.5),
-            p(serve, 0.9)
+            p(serve, 0.9),
+            p(serve_quiet.clone(), 0.5),
+            p(serve_quiet, 0.9)
         );
     }
     Ok(())
 }
 
-/// p50 of `memory_search` through `memory serve` (MCP over stdio, watcher on) right after a note was written.
-fn serve_after_write(bin: &Path, ws: &Path, state: &Path, config: &Path, runs: usize) -> anyhow::Result<Vec<Duration>> {
-    let mut child = memory(bin, ws, state, config).arg("serve").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut id = 0;
-    let mut call = |method: &str, params: Value, stdin: &mut std::process::ChildStdin, stdout: &mut BufReader<std::process::ChildStdout>| -> anyhow::Result<Value> {
-        id += 1;
-        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        stdin.flush()?;
-        loop {
-            let mut line = String::new();
-            if stdout.read_line(&mut line)? == 0 {
-                bail!("memory serve closed its output");
-            }
-            let v: Value = serde_json::from_str(&line)?;
-            if v["id"] == id {
-                return Ok(v);
-            }
-        }
-    };
-    call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}), &mut stdin, &mut stdout)?;
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+/// `memory_search` through `memory serve` (MCP over stdio, watcher on): right after a note was written, and
+/// once more with nothing changed since (the change journal's case). Times include the MCP round trip.
+fn serve_searches(bin: &Path, ws: &Path, state: &Path, config: &Path, runs: usize) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let mut session = crate::mcp::Session::start(memory(bin, ws, state, config).arg("serve"))?;
     let mut out = Vec::new();
+    let mut quiet = Vec::new();
     for i in 0..runs {
         let note = ws.join(format!("memory/serve-probe-{i}.md"));
         std::fs::write(&note, format!("A fresh fact: quokka{i} lives here.\n"))?;
         let t = Instant::now();
-        let r = call("tools/call", json!({"name": "memory_search", "arguments": {"query": format!("quokka{i}")}}), &mut stdin, &mut stdout)?;
+        let text = session.search(&format!("quokka{i}"))?;
         out.push(t.elapsed());
-        let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default();
         if !text.contains(&format!("serve-probe-{i}.md")) {
             bail!("memory_search did not find the note written just before: {text}");
         }
+        let t = Instant::now();
+        let text = session.search(&format!("quokka{i}"))?;
+        quiet.push(t.elapsed());
+        if !text.contains(&format!("serve-probe-{i}.md")) {
+            bail!("a second memory_search lost the note: {text}");
+        }
     }
-    drop(stdin);
-    let _ = child.wait();
-    Ok(out)
+    Ok((out, quiet))
 }

@@ -5,6 +5,7 @@ mod compare;
 mod corpus;
 mod freshness;
 mod harness;
+mod mcp;
 mod model_oneshot;
 mod multilingual;
 mod quality;

@@ -62,8 +62,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// In-process latencies (ms, sorted) of `queries` through a build's harness, and each query's result paths.
-fn in_process(b: &Build, mode: &str, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(Vec<f64>, Vec<Vec<String>>)> {
+/// In-process latencies (ms, sorted) of `queries` through a build's harness, each query's result paths, and the
+/// harness's peak resident memory (MB).
+fn in_process(b: &Build, mode: &str, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(Vec<f64>, Vec<Vec<String>>, f64)> {
     let mut cmd = Command::new(&b.bench);
     cmd.args(["harness", "--mode", mode, "--workspace"]).arg(ws).arg("--state-dir").arg(state).arg("search-stdin");
     cmd.env("RUST_LOG", "error");
@@ -82,7 +83,24 @@ fn in_process(b: &Build, mode: &str, ws: &Path, state: &Path, queries: &[String]
         bail!("{} harness answered {} of {} queries", b.name, ms.len(), queries.len());
     }
     ms.sort_by(f64::total_cmp);
-    Ok((ms, paths))
+    Ok((ms, paths, done.cost.peak_mb))
+}
+
+/// `memory_search` latencies (ms, sorted) through a build's `memory serve` (MCP over stdio, as an agent's client
+/// calls it), after 20 warm-up queries, and the server's resident memory (MB) at the end and at its peak.
+fn through_serve(b: &Build, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(Vec<f64>, (f64, f64))> {
+    let mut session = crate::mcp::Session::start(memory_cmd(b, ws, state).arg("serve"))?;
+    for q in queries.iter().take(20) {
+        session.search(q)?;
+    }
+    let mut ms = Vec::new();
+    for q in queries {
+        let t = std::time::Instant::now();
+        session.search(q)?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok((ms, session.resident_mb().unwrap_or((f64::NAN, f64::NAN))))
 }
 
 fn memory_cmd(b: &Build, ws: &Path, state: &Path) -> Command {
@@ -231,13 +249,22 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
     for (label, qs) in [("mixed queries", mixed), ("common-word queries", common)] {
         let mut figs = Vec::new();
         for b in builds {
-            let (ms, paths) = in_process(b, "keyword", ws, &state, qs)?;
+            let (ms, paths, _) = in_process(b, "keyword", ws, &state, qs)?;
             figs.push((percentile(&ms, 0.5), percentile(&ms, 0.99), paths));
         }
         rows.push((label, figs));
     }
     for (label, figs) in &rows {
         print_in_process(&format!("keyword in-process, {label}"), builds, figs);
+    }
+    for b in builds {
+        let (ms, (rss, peak)) = through_serve(b, ws, &state, mixed)?;
+        println!(
+            "keyword through `memory serve`, mixed queries [{}]: p50 {:.2} ms p99 {:.2} ms; resident {rss:.1} MB (peak {peak:.1} MB)",
+            b.name,
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.99)
+        );
     }
     // Whole process: a few common-word queries and a rare word, builds interleaved.
     let picks: Vec<String> = common.iter().take(opts.whole_process_runs).cloned().collect();
@@ -306,11 +333,14 @@ async fn hybrid(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String]) -> an
         println!("(hybrid index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
     }
     let mut figs = Vec::new();
+    let mut peaks = Vec::new();
     for b in builds {
-        let (ms, paths) = in_process(b, "hybrid", ws, &state, mixed)?;
+        let (ms, paths, peak) = in_process(b, "hybrid", ws, &state, mixed)?;
         figs.push((percentile(&ms, 0.5), percentile(&ms, 0.99), paths));
+        peaks.push(format!("{} {peak:.1} MB", b.name));
     }
     print_in_process("hybrid in-process, mixed queries", builds, &figs);
+    println!("hybrid in-process peak resident memory (the engine a `memory serve` holds): {}", peaks.join(" | "));
     let (recall, fast, exact) = vector_recall(ws, &state, &mixed[..mixed.len().min(100)]).await?;
     println!("vector search alone: recall@10 vs exact scan {recall:.4}; median fast {fast:.2} ms, sqlite-vec exact {exact:.2} ms ({})", ratio(exact, fast));
     Ok(())

@@ -501,3 +501,130 @@ async fn a_bunched_models_vector_leg_counts_from_its_unrelated_text_similarity()
     assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/garden.md"), "{:?}", res.results);
     assert_eq!(emb.calls.load(Ordering::SeqCst), calls + 1, "a search embeds its query only");
 }
+
+/// A long-lived engine (`memory serve`, a host) answers later searches from its change journal when nothing
+/// changed. Random sequences of what agents and users do between searches (new notes and folders, appends,
+/// same-size rewrites that keep the mtime, renames of files and folders, deletes, the root file), each followed
+/// by searches for every word written so far: a word in a file is found there, a word no longer in any file is
+/// not. The seed is fixed, so CI runs the same sequences every time.
+#[tokio::test]
+async fn a_long_lived_engine_sees_every_change_between_searches() {
+    use std::collections::BTreeMap;
+    for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 0x1234_5678_9abc_def1] {
+        let env = Env::new();
+        let ws = env.ws.path().to_path_buf();
+        let e = env.open(Config::default(), None).await;
+        let mut rng = conformance::testing::Xorshift(seed);
+        // Workspace-relative file -> the words it holds, one per line.
+        let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut gone: Vec<String> = Vec::new();
+        let mut next_word = 0usize;
+        let mut word = || {
+            next_word += 1;
+            format!("w{next_word:05}q")
+        };
+        let text = |words: &[String]| words.iter().map(|w| format!("- {w}\n")).collect::<String>();
+        for step in 0..70 {
+            let folders: Vec<String> = {
+                let mut f: Vec<String> = files.keys().filter_map(|k| k.rsplit_once('/').map(|(d, _)| d.to_string())).collect();
+                f.push("memory".into());
+                f.sort();
+                f.dedup();
+                f
+            };
+            let keys: Vec<String> = files.keys().cloned().collect();
+            let pick = |rng: &mut conformance::testing::Xorshift, v: &[String]| v[rng.below(v.len() as u64) as usize].clone();
+            let op = if keys.is_empty() { 0 } else { rng.below(9) };
+            let what = match op {
+                0 | 1 => {
+                    // A new note, sometimes in a new folder.
+                    let dir = if rng.below(3) == 0 { format!("{}/f{step}", pick(&mut rng, &folders)) } else { pick(&mut rng, &folders) };
+                    let rel = format!("{dir}/n{step}.md");
+                    let words = vec![word()];
+                    fs::create_dir_all(ws.join(&dir)).unwrap();
+                    fs::write(ws.join(&rel), text(&words)).unwrap();
+                    files.insert(rel.clone(), words);
+                    format!("create {rel}")
+                }
+                2 => {
+                    let rel = pick(&mut rng, &keys);
+                    let w = word();
+                    use std::io::Write;
+                    fs::OpenOptions::new().append(true).open(ws.join(&rel)).unwrap().write_all(text(std::slice::from_ref(&w)).as_bytes()).unwrap();
+                    files.get_mut(&rel).unwrap().push(w);
+                    format!("append {rel}")
+                }
+                3 => {
+                    // Same size, same mtime: only the content tells.
+                    let rel = pick(&mut rng, &keys);
+                    let p = ws.join(&rel);
+                    let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+                    let words: Vec<String> = files[&rel].iter().map(|_| word()).collect();
+                    fs::write(&p, text(&words)).unwrap();
+                    fs::File::options().write(true).open(&p).unwrap().set_modified(mtime).unwrap();
+                    gone.extend(files.insert(rel.clone(), words).unwrap());
+                    format!("same-size rewrite {rel}")
+                }
+                4 => {
+                    let rel = pick(&mut rng, &keys);
+                    let to = format!("{}/r{step}.md", pick(&mut rng, &folders));
+                    if ws.join(&to).exists() {
+                        continue;
+                    }
+                    fs::rename(ws.join(&rel), ws.join(&to)).unwrap();
+                    let words = files.remove(&rel).unwrap();
+                    files.insert(to.clone(), words);
+                    format!("rename {rel} -> {to}")
+                }
+                5 => {
+                    let rel = pick(&mut rng, &keys);
+                    fs::remove_file(ws.join(&rel)).unwrap();
+                    gone.extend(files.remove(&rel).unwrap());
+                    format!("delete {rel}")
+                }
+                6 | 7 => {
+                    // A whole folder renamed or deleted (never `memory/` itself).
+                    let subs: Vec<String> = folders.iter().filter(|f| *f != "memory").cloned().collect();
+                    if subs.is_empty() {
+                        continue;
+                    }
+                    let dir = pick(&mut rng, &subs);
+                    let inside: Vec<String> = files.keys().filter(|k| k.starts_with(&format!("{dir}/"))).cloned().collect();
+                    if op == 6 {
+                        let to = format!("memory/moved{step}");
+                        fs::rename(ws.join(&dir), ws.join(&to)).unwrap();
+                        for k in inside {
+                            let words = files.remove(&k).unwrap();
+                            files.insert(format!("{to}{}", &k[dir.len()..]), words);
+                        }
+                        format!("rename folder {dir} -> {to}")
+                    } else {
+                        fs::remove_dir_all(ws.join(&dir)).unwrap();
+                        for k in inside {
+                            gone.extend(files.remove(&k).unwrap());
+                        }
+                        format!("delete folder {dir}")
+                    }
+                }
+                _ => {
+                    let words = vec![word()];
+                    fs::write(ws.join("MEMORY.md"), text(&words)).unwrap();
+                    if let Some(old) = files.insert("MEMORY.md".into(), words) {
+                        gone.extend(old);
+                    }
+                    "rewrite MEMORY.md".to_string()
+                }
+            };
+            for (rel, words) in &files {
+                for w in words {
+                    let hits = paths(&e, w).await;
+                    assert_eq!(hits, vec![rel.clone()], "seed {seed:#x} step {step} ({what}): {w} is in {rel}");
+                }
+            }
+            for w in &gone {
+                let hits = paths(&e, w).await;
+                assert!(hits.is_empty(), "seed {seed:#x} step {step} ({what}): {w} is in no file, found in {hits:?}");
+            }
+        }
+    }
+}

@@ -140,6 +140,9 @@ impl MemoryRoots {
 
 use crate::paths::expand_home;
 
+mod journal;
+pub use journal::ChangeJournal;
+
 fn path_to_key(rel: &Path) -> String {
     // A clean UTF-8 path (what a folder listing yields) is its key as it is: no per-component allocations.
     if let Some(s) = rel.to_str().filter(|s| std::path::MAIN_SEPARATOR == '/' && is_clean(s)) {

@@ -2,6 +2,7 @@
 //! index (never waiting for a rebuild), and vouch for hits of files that could not be synced.
 
 use super::*;
+use crate::discovery::ChangeJournal;
 
 /// How long a search waits for a sync that another task or process is running before it answers without the
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
@@ -9,6 +10,74 @@ const FRESHEN_WAIT: Duration = Duration::from_secs(5);
 
 /// Workspaces with at least this many files free the freshness check's lists on a blocking thread.
 const PARALLEL_FREE_MIN: usize = 4096;
+
+/// The change journal ([`ChangeJournal`]) of an engine that searches more than once. A search that finds it
+/// quiet since a check that found the index in step with the files skips the check (a stat per file).
+#[derive(Default)]
+pub(super) struct Journal {
+    journal: Option<ChangeJournal>,
+    /// Full checks so far: the journal starts with the second, so a one-shot search never pays for its watches.
+    checks: u32,
+    /// It could not be started or failed (platform, limits): every search checks the files.
+    unavailable: bool,
+    /// Bumped for every change the journal reports, and when it starts.
+    epoch: u64,
+    /// The newest epoch whose check found the index in step with the files.
+    in_step: Option<u64>,
+}
+
+/// What a search does about freshness.
+enum CheckPlan {
+    /// Nothing changed since a check found the index in step.
+    Skip,
+    /// Check the files; a check that finds the index in step answers for this epoch.
+    Run(u64),
+}
+
+impl Journal {
+    /// The next check does not trust the journal (the index was swapped, a host said something changed).
+    pub(super) fn forget(&mut self) {
+        self.in_step = None;
+    }
+
+    fn plan(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>, must_check: bool) -> CheckPlan {
+        if let Some(journal) = self.journal.as_mut() {
+            match journal.take_changes() {
+                Ok(false) => {}
+                Ok(true) => self.epoch += 1,
+                Err(e) => {
+                    debug!(error = %e, "change journal failed; every search checks the files");
+                    self.journal = None;
+                    self.unavailable = true;
+                    self.in_step = None;
+                }
+            }
+            if !must_check && self.journal.is_some() && self.in_step == Some(self.epoch) {
+                return CheckPlan::Skip;
+            }
+        } else if !self.unavailable {
+            self.checks += 1;
+            if self.checks >= 2 {
+                // Started before this check lists the files: what changes from here on is in the journal.
+                match ChangeJournal::start(roots, sessions_dir) {
+                    Some(j) => {
+                        self.journal = Some(j);
+                        self.epoch += 1;
+                    }
+                    None => self.unavailable = true,
+                }
+            }
+        }
+        CheckPlan::Run(self.epoch)
+    }
+
+    /// A check that started at `epoch` found the index in step (or brought it there).
+    fn in_step_at(&mut self, epoch: u64) {
+        if self.journal.is_some() {
+            self.in_step = Some(self.in_step.map_or(epoch, |e| e.max(epoch)));
+        }
+    }
+}
 
 impl IndexedBackend {
     /// Before a search (`sync.onSearch`): compare the files on disk with the index (a stat per file, one read of
@@ -29,6 +98,11 @@ impl IndexedBackend {
             return Ok(Staleness::default());
         }
         let hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
+        let plan = self.journal.lock().unwrap().plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
+        let epoch = match plan {
+            CheckPlan::Skip => return Ok(Staleness::default()),
+            CheckPlan::Run(epoch) => epoch,
+        };
         // The stats of the files and the read of the records overlap: together they are the check's cost.
         let listing = tokio::task::spawn_blocking(self.discovery());
         let stored = store.files().await;
@@ -57,12 +131,17 @@ impl IndexedBackend {
             if files.len() >= PARALLEL_FREE_MIN {
                 drop(tokio::task::spawn_blocking(move || drop((files, stored))));
             }
+            self.journal.lock().unwrap().in_step_at(epoch);
             return Ok(stale);
         }
         debug!(changed = stale.changed.len(), removed = stale.removed.len(), "files changed since the last sync; syncing before the search");
         match self.sync_for_search(files).await {
-            Ok(None) => Ok(Staleness::default()),
+            Ok(None) => {
+                self.journal.lock().unwrap().in_step_at(epoch);
+                Ok(Staleness::default())
+            }
             Ok(Some(pending)) => {
+                self.journal.lock().unwrap().in_step_at(epoch);
                 warnings.push(pending);
                 Ok(Staleness::default())
             }

@@ -118,6 +118,8 @@ pub struct IndexedBackend {
     /// their size and mtime say.
     hinted: Mutex<HashSet<String>>,
     dirty: AtomicBool,
+    /// The change journal of a long-lived engine: lets a search skip the stat of every file when nothing changed.
+    journal: Mutex<freshness::Journal>,
     /// Known to hold an index (saves reading the identity on every search).
     indexed: AtomicBool,
     /// Provider fingerprint of the live index, once read, with the live handle it was read from: a swapped-in
@@ -169,6 +171,7 @@ impl IndexedBackend {
             live_patch: tokio::sync::Mutex::new(()),
             hinted: Mutex::new(HashSet::new()),
             dirty: AtomicBool::new(false),
+            journal: Mutex::new(freshness::Journal::default()),
             indexed: AtomicBool::new(false),
             built_fingerprint: RwLock::new(None),
             unrelated_centroid: RwLock::new(None),
@@ -231,6 +234,7 @@ impl IndexedBackend {
     /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
     pub fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::SeqCst);
+        self.journal.lock().unwrap().forget();
     }
 
     /// The index key of a changed path a host announced: transcripts by their key in the sessions source.
@@ -257,6 +261,8 @@ impl IndexedBackend {
         *self.live_marker.lock().unwrap() = marker;
         *self.built_fingerprint.write().unwrap() = None;
         self.indexed.store(false, Ordering::Relaxed);
+        // Another index: what the last check found in step was the old one.
+        self.journal.lock().unwrap().forget();
     }
 
     /// Reopen the live store when another process swapped in another one (a rebuild, a reset) since this

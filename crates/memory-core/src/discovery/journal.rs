@@ -1,0 +1,382 @@
+//! A change journal over the folders discovery walks, so that a long-lived engine can tell, without a stat per
+//! memory file, that nothing changed since its last freshness check.
+//!
+//! Linux only (inotify): the kernel queues an event before the `write`, `rename` or `unlink` that caused it
+//! returns, so draining the queue at the start of a search sees every change made before the search was asked
+//! for. Elsewhere [`ChangeJournal::start`] returns `None` and every search checks the files themselves.
+//!
+//! The journal errs on the side of "changed": an event it cannot place, a folder created, moved or removed, a
+//! watched folder itself moved or deleted, or a lost event queue all answer `true` and re-arm the watches from
+//! scratch (the full check that follows finds whatever happened in between). What it cannot see, it must not be
+//! trusted for: changes made through a network file system by another machine, or to a file written through a
+//! memory map that is never closed. Hosts on such file systems turn the check's shortcut off by keeping searches
+//! one-shot, or announce changes with `MemoryBackend::notify_changed`.
+
+use std::path::Path;
+
+use super::MemoryRoots;
+
+/// Watches the memory files' folders; [`take_changes`](ChangeJournal::take_changes) says whether anything
+/// relevant happened since the last call.
+pub struct ChangeJournal {
+    #[cfg(target_os = "linux")]
+    inner: linux::Watches,
+    #[cfg(not(target_os = "linux"))]
+    _never: std::convert::Infallible,
+}
+
+impl ChangeJournal {
+    /// Watch what discovery walks under `roots`, and the transcripts folder. `None` where the platform has no
+    /// such events or the watches cannot be set (too many watches, no inotify instance left): the caller then
+    /// checks every file, as without a journal.
+    pub fn start(roots: &MemoryRoots, sessions_dir: Option<&Path>) -> Option<ChangeJournal> {
+        #[cfg(target_os = "linux")]
+        {
+            match linux::Watches::start(roots, sessions_dir) {
+                Ok(inner) => Some(ChangeJournal { inner }),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no change journal; every search checks the files");
+                    None
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (roots, sessions_dir);
+            None
+        }
+    }
+
+    /// `Ok(true)` when a memory file, a folder of them or the transcripts may have changed since the last call
+    /// (or since [`start`](Self::start)); `Ok(false)` when certainly nothing did. An error means the journal
+    /// can no longer tell: drop it.
+    pub fn take_changes(&mut self) -> std::io::Result<bool> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.take_changes()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            match self._never {}
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::collections::HashMap;
+    use std::ffi::{OsStr, OsString};
+    use std::io;
+    use std::path::{Path, PathBuf};
+
+    use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+
+    use crate::discovery::{is_markdown, is_root_memory_name, media_mime, MemoryRoots, IGNORED_DIRS};
+
+    /// What a watched folder is to the memory files, which decides which of its events matter.
+    #[derive(Debug, Clone)]
+    enum Role {
+        /// The workspace: only the root memory files and the names in `names` (`memory`, the first folder of an
+        /// extra path or of the transcripts folder inside the workspace).
+        Workspace { names: Vec<OsString> },
+        /// A folder walked for memory files (`memory/**`, an extra path folder): Markdown files (and media with
+        /// `media`); any sub-folder created, moved or removed re-arms the watches.
+        Tree { media: bool },
+        /// The folder holding a watched target (an extra path, the transcripts folder): only that name. Its
+        /// contents changing is a change (an extra path that is one file); it appearing, going away or being
+        /// replaced re-arms the watches.
+        Holder { name: OsString },
+        /// The nearest folder that exists above a target that does not: anything created there re-arms.
+        Ancestor,
+        /// The transcripts folder: `.jsonl` files.
+        Sessions,
+    }
+
+    /// Changes to contents and names; never reads or opens, so the sync's own reads of the files do not count.
+    /// One mask for every watch: a folder watched in two roles keeps one mask.
+    fn content_mask() -> WatchMask {
+        WatchMask::MODIFY
+            | WatchMask::ATTRIB
+            | WatchMask::CLOSE_WRITE
+            | WatchMask::CREATE
+            | WatchMask::DELETE
+            | WatchMask::MOVED_FROM
+            | WatchMask::MOVED_TO
+            | WatchMask::DELETE_SELF
+            | WatchMask::MOVE_SELF
+            | WatchMask::ONLYDIR
+            | WatchMask::DONT_FOLLOW
+    }
+
+    pub(super) struct Watches {
+        roots: MemoryRoots,
+        sessions_dir: Option<PathBuf>,
+        inotify: Inotify,
+        /// A folder can be watched in more than one role (an extra path inside `memory/`): each is asked.
+        roles: HashMap<WatchDescriptor, Vec<Role>>,
+        buffer: Vec<u8>,
+    }
+
+    impl Watches {
+        pub(super) fn start(roots: &MemoryRoots, sessions_dir: Option<&Path>) -> io::Result<Watches> {
+            let mut w = Watches {
+                roots: roots.clone(),
+                sessions_dir: sessions_dir.map(Path::to_path_buf),
+                inotify: Inotify::init()?,
+                roles: HashMap::new(),
+                buffer: vec![0; 64 * 1024],
+            };
+            w.arm()?;
+            Ok(w)
+        }
+
+        /// Set every watch. Folders that do not exist are covered by their holder or nearest ancestor.
+        fn arm(&mut self) -> io::Result<()> {
+            let ws = self.roots.workspace.clone();
+            let mut names: Vec<OsString> = vec!["memory".into()];
+            let targets: Vec<PathBuf> = self.roots.extra_paths.iter().chain(self.sessions_dir.iter()).cloned().collect();
+            for t in &targets {
+                if let Some(first) = t.strip_prefix(&ws).ok().and_then(|rel| rel.components().next()) {
+                    names.push(first.as_os_str().to_os_string());
+                }
+            }
+            self.add(&ws, content_mask(), Role::Workspace { names })?;
+            let memory = ws.join("memory");
+            if is_real_dir(&memory) {
+                self.add_tree(&memory, false)?;
+            }
+            let media = self.roots.media;
+            for extra in self.roots.extra_paths.clone() {
+                self.add_target(&extra)?;
+                if is_real_dir(&extra) {
+                    self.add_tree(&extra, media)?;
+                }
+            }
+            if let Some(dir) = self.sessions_dir.clone() {
+                self.add_target(&dir)?;
+                if is_real_dir(&dir) {
+                    self.add(&dir, content_mask(), Role::Sessions)?;
+                }
+            }
+            Ok(())
+        }
+
+        fn add(&mut self, dir: &Path, mask: WatchMask, role: Role) -> io::Result<()> {
+            let wd = self.inotify.watches().add(dir, mask)?;
+            self.roles.entry(wd).or_default().push(role);
+            Ok(())
+        }
+
+        /// The folder that holds `target` (its name's appearance or removal), or the nearest one that exists.
+        fn add_target(&mut self, target: &Path) -> io::Result<()> {
+            let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else { return Ok(()) };
+            if is_real_dir(parent) {
+                return self.add(parent, content_mask(), Role::Holder { name: name.to_os_string() });
+            }
+            let mut up = parent.parent();
+            while let Some(dir) = up {
+                if is_real_dir(dir) {
+                    return self.add(dir, content_mask(), Role::Ancestor);
+                }
+                up = dir.parent();
+            }
+            Ok(())
+        }
+
+        /// `dir` and every folder under it that discovery walks (no links, no tool folders).
+        fn add_tree(&mut self, dir: &Path, media: bool) -> io::Result<()> {
+            let mut stack = vec![dir.to_path_buf()];
+            while let Some(d) = stack.pop() {
+                match self.add(&d, content_mask(), Role::Tree { media }) {
+                    Ok(()) => {}
+                    // Gone between the listing and the watch: its removal is an event of its parent.
+                    Err(e) if matches!(e.kind(), io::ErrorKind::NotFound) || e.raw_os_error() == Some(20) => continue,
+                    Err(e) => return Err(e),
+                }
+                let Ok(rd) = std::fs::read_dir(&d) else { continue };
+                for entry in rd.flatten() {
+                    // The listing's own type: no stat per file.
+                    let Ok(ft) = entry.file_type() else { continue };
+                    if ft.is_dir() && !IGNORED_DIRS.iter().any(|n| entry.file_name() == *n) {
+                        stack.push(entry.path());
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        pub(super) fn take_changes(&mut self) -> io::Result<bool> {
+            let mut changed = false;
+            let mut rearm = false;
+            loop {
+                let events = match self.inotify.read_events(&mut self.buffer) {
+                    Ok(events) => events,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                };
+                for ev in events {
+                    let effect = match self.roles.get(&ev.wd) {
+                        Some(roles) => roles.iter().map(|r| classify(Some(r), ev.mask, ev.name)).max().unwrap_or(Effect::Changed),
+                        None => classify(None, ev.mask, ev.name),
+                    };
+                    match effect {
+                        Effect::None => {}
+                        Effect::Changed => changed = true,
+                        Effect::Rearm => rearm = true,
+                    }
+                }
+            }
+            if rearm {
+                // A fresh instance: watches of moved folders would report under their old names.
+                self.inotify = Inotify::init()?;
+                self.roles.clear();
+                self.arm()?;
+            }
+            Ok(changed || rearm)
+        }
+    }
+
+    /// Ordered: a folder in two roles takes the stronger answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Effect {
+        None,
+        Changed,
+        Rearm,
+    }
+
+    fn classify(role: Option<&Role>, mask: EventMask, name: Option<&OsStr>) -> Effect {
+        if mask.intersects(EventMask::Q_OVERFLOW | EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::UNMOUNT) {
+            return Effect::Rearm;
+        }
+        let Some(role) = role else { return Effect::Changed };
+        let Some(name) = name else { return Effect::Changed };
+        let is_dir = mask.contains(EventMask::ISDIR);
+        match role {
+            Role::Workspace { names } => {
+                if names.iter().any(|n| n == name) {
+                    Effect::Rearm
+                } else if !is_dir && name.to_str().is_some_and(is_root_memory_name) {
+                    Effect::Changed
+                } else {
+                    Effect::None
+                }
+            }
+            Role::Tree { media } => {
+                if is_dir {
+                    if IGNORED_DIRS.iter().any(|n| name == *n) {
+                        Effect::None
+                    } else {
+                        Effect::Rearm
+                    }
+                } else if is_markdown(Path::new(name)) || (*media && media_mime(Path::new(name)).is_some()) {
+                    Effect::Changed
+                } else {
+                    Effect::None
+                }
+            }
+            Role::Holder { name: target } if target != name => Effect::None,
+            Role::Holder { .. } => {
+                if !is_dir && !mask.intersects(EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO) {
+                    Effect::Changed
+                } else {
+                    Effect::Rearm
+                }
+            }
+            Role::Ancestor => Effect::Rearm,
+            Role::Sessions => {
+                if Path::new(name).extension().is_some_and(|e| e == "jsonl") {
+                    Effect::Changed
+                } else {
+                    Effect::None
+                }
+            }
+        }
+    }
+
+    fn is_real_dir(p: &Path) -> bool {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::fs;
+    use std::path::Path;
+
+    use super::*;
+
+    fn write(p: &Path, text: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// Each step is what a user or an agent does between two searches; `changed` is what the journal must say.
+    #[test]
+    fn sees_every_change_to_memory_files_and_nothing_else() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        write(&w.join("memory/2026-11-30.md"), "- first\n");
+        let extra_dir = outside.path().join("notes");
+        let extra_file = outside.path().join("single/one.md");
+        let later = outside.path().join("not/yet/there");
+        write(&extra_dir.join("a.md"), "a\n");
+        write(&extra_file, "one\n");
+        let sessions = outside.path().join("sessions");
+        fs::create_dir_all(&sessions).unwrap();
+        let extras = [extra_dir.display().to_string(), extra_file.display().to_string(), later.display().to_string()];
+        let roots = MemoryRoots::new(w, &extras).with_media(true);
+        let mut j = ChangeJournal::start(&roots, Some(&sessions)).expect("inotify is available on Linux");
+        let mut step = |what: &str, changed: bool, act: &dyn Fn()| {
+            act();
+            assert_eq!(j.take_changes().unwrap(), changed, "{what}");
+            // Drained: the next search finds it quiet.
+            assert!(!j.take_changes().unwrap(), "{what}: quiet afterwards");
+        };
+        step("nothing", false, &|| {});
+        step("reading a note", false, &|| drop(fs::read_to_string(w.join("memory/2026-11-30.md")).unwrap()));
+        step("append", true, &|| {
+            use std::io::Write;
+            fs::OpenOptions::new().append(true).open(w.join("memory/2026-11-30.md")).unwrap().write_all(b"- more\n").unwrap();
+        });
+        step("new daily log", true, &|| write(&w.join("memory/2026-12-01.md"), "x\n"));
+        step("editor swap file", false, &|| write(&w.join("memory/.2026-12-01.md.swp"), "x"));
+        step("a file beside the workspace's memory", false, &|| write(&w.join("notes.txt"), "x"));
+        step("code folder at the root", false, &|| write(&w.join("src/lib.rs"), "x"));
+        step("MEMORY.md created", true, &|| write(&w.join("MEMORY.md"), "root\n"));
+        step("MEMORY.md rewritten", true, &|| write(&w.join("MEMORY.md"), "ROOT\n"));
+        step("tool folder", false, &|| write(&w.join("memory/node_modules/pkg/x.md"), "x"));
+        step("new folder with a note", true, &|| write(&w.join("memory/projects/garden.md"), "tomatoes\n"));
+        step("note in the new folder", true, &|| write(&w.join("memory/projects/garden.md"), "peppers\n"));
+        step("folder renamed", true, &|| fs::rename(w.join("memory/projects"), w.join("memory/work")).unwrap());
+        step("note in the renamed folder", true, &|| write(&w.join("memory/work/garden.md"), "beans\n"));
+        step("rename a note", true, &|| fs::rename(w.join("memory/work/garden.md"), w.join("memory/work/plot.md")).unwrap());
+        step("delete a note", true, &|| fs::remove_file(w.join("memory/work/plot.md")).unwrap());
+        step("folder removed", true, &|| fs::remove_dir(w.join("memory/work")).unwrap());
+        step("extra folder note", true, &|| write(&extra_dir.join("deep/b.md"), "b\n"));
+        step("extra folder media", true, &|| write(&extra_dir.join("photo.png"), "png"));
+        step("extra folder other file", false, &|| write(&extra_dir.join("data.csv"), "1,2"));
+        step("extra file rewritten", true, &|| write(&extra_file, "two\n"));
+        step("beside the extra file", false, &|| write(&outside.path().join("single/other.md"), "x\n"));
+        step("missing extra path appears", true, &|| write(&later.join("c.md"), "c\n"));
+        step("note in the extra path that appeared", true, &|| write(&later.join("c.md"), "cc\n"));
+        step("transcript appended", true, &|| write(&sessions.join("s1.jsonl"), "{}\n"));
+        step("transcript lock file", false, &|| write(&sessions.join("s1.lock"), "x"));
+        step("memory folder removed", true, &|| fs::remove_dir_all(w.join("memory")).unwrap());
+        step("memory folder back", true, &|| write(&w.join("memory/2026-12-02.md"), "back\n"));
+        step("note in the memory folder that came back", true, &|| write(&w.join("memory/2026-12-02.md"), "again\n"));
+    }
+
+    #[test]
+    fn a_workspace_moved_away_rearms() {
+        let parent = tempfile::tempdir().unwrap();
+        let w = parent.path().join("ws");
+        write(&w.join("memory/a.md"), "a\n");
+        let mut j = ChangeJournal::start(&MemoryRoots::new(&w, &[] as &[String]), None).unwrap();
+        fs::rename(&w, parent.path().join("old")).unwrap();
+        write(&w.join("memory/a.md"), "new\n");
+        assert!(j.take_changes().unwrap());
+        write(&w.join("memory/a.md"), "newer\n");
+        assert!(j.take_changes().unwrap(), "the watches follow the path, not the moved folder");
+    }
+}
