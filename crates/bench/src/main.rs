@@ -78,6 +78,10 @@ enum Command {
         /// Keep corpora and indexes in this folder (reused by the next run) instead of a temporary one.
         #[arg(long)]
         keep: Option<PathBuf>,
+        /// Only generate the corpora and build the indexes (into `--keep`), measure nothing: the slow part can run
+        /// while the machine is busy, the measurements later on a quiet one.
+        #[arg(long, requires = "keep")]
+        prepare_only: bool,
     },
     /// nDCG@10, MAP@100 and Recall@100 on the Cranfield dev queries.
     Quality {
@@ -199,8 +203,8 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
-        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep } => rt.block_on(scale::run(
-            scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep },
+        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only } => rt.block_on(scale::run(
+            scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only },
         )),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Quality { dataset, verbose, model, keyword_only } => {

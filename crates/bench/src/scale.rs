@@ -31,6 +31,7 @@ pub struct Options {
     pub index_runs: bool,
     pub seed: u64,
     pub keep: Option<PathBuf>,
+    pub prepare_only: bool,
 }
 
 const LIMIT: Duration = Duration::from_secs(3600);
@@ -103,19 +104,34 @@ fn through_serve(b: &Build, ws: &Path, state: &Path, queries: &[String]) -> anyh
     Ok((ms, session.resident_mb().unwrap_or((f64::NAN, f64::NAN))))
 }
 
+/// Keyword-only (`provider: "none"`), with the freshness check before each search (the default).
+const KEYWORD_CONFIG: &str = "none.json5";
+/// The same without the check (`sync.onSearch: false`): what the search itself costs.
+const KEYWORD_NO_CHECK_CONFIG: &str = "none-no-check.json5";
+
+fn write_keyword_configs(state: &Path) -> anyhow::Result<()> {
+    std::fs::write(state.join(KEYWORD_CONFIG), "{ memory: { search: { provider: \"none\" } } }")?;
+    std::fs::write(state.join(KEYWORD_NO_CHECK_CONFIG), "{ memory: { search: { provider: \"none\", sync: { onSearch: false } } } }")?;
+    Ok(())
+}
+
 fn memory_cmd(b: &Build, ws: &Path, state: &Path) -> Command {
+    memory_cmd_with(b, ws, state, KEYWORD_CONFIG)
+}
+
+fn memory_cmd_with(b: &Build, ws: &Path, state: &Path, config: &str) -> Command {
     let mut c = Command::new(&b.memory);
     c.arg("--workspace").arg(ws).arg("--state-dir").arg(state).env("RUST_LOG", "error");
-    c.env("OPENCLAW_STATE_DIR", state.join("no-openclaw")).env("MEMORY_CONFIG", state.join("none.json5"));
+    c.env("OPENCLAW_STATE_DIR", state.join("no-openclaw")).env("MEMORY_CONFIG", state.join(config));
     c
 }
 
 /// Median wall time (ms) of one-shot `memory search` over `queries`, each run `runs` times (interleaved by the
 /// caller across builds so that both see the same load).
-fn whole_process(b: &Build, ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<f64> {
+fn whole_process(b: &Build, ws: &Path, state: &Path, config: &str, queries: &[String]) -> anyhow::Result<f64> {
     let mut ms = Vec::new();
     for q in queries {
-        let done = process::run(memory_cmd(b, ws, state).args(["search", q.as_str(), "--json"]), None, LIMIT)
+        let done = process::run(memory_cmd_with(b, ws, state, config).args(["search", q.as_str(), "--json"]), None, LIMIT)
             .map_err(|e| anyhow::anyhow!("{} search: {e}", b.name))?;
         ms.push(done.cost.wall_s * 1e3);
     }
@@ -203,6 +219,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(2100));
         }
         println!("\n## {n} notes (load {})", load());
+        if opts.prepare_only {
+            if opts.notes.contains(&n) {
+                keyword_index(&builds[0], &dir.join("state-keyword"), &ws)?;
+            }
+            if opts.hybrid_notes.contains(&n) {
+                hybrid_index(&builds[0], &dir.join("state-hybrid"), &ws)?;
+            }
+            continue;
+        }
         if opts.notes.contains(&n) {
             keyword(&builds, &dir, &ws, &mixed, &common, &opts)?;
         }
@@ -216,15 +241,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 
 fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[String], opts: &Options) -> anyhow::Result<()> {
     let state = dir.join("state-keyword");
-    std::fs::create_dir_all(&state)?;
-    std::fs::write(state.join("none.json5"), "{ memory: { search: { provider: \"none\" } } }")?;
     if opts.index_runs {
         // Cold index and no-change re-index by each build, each into its own state folder.
         for b in builds {
             let s = dir.join(format!("state-cold-{}", b.name));
             let _ = std::fs::remove_dir_all(&s);
             std::fs::create_dir_all(&s)?;
-            std::fs::write(s.join("none.json5"), "{ memory: { search: { provider: \"none\" } } }")?;
+            write_keyword_configs(&s)?;
             let cold = process::run(memory_cmd(b, ws, &s).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut re = Vec::new();
             for _ in 0..5 {
@@ -238,12 +261,7 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
             let _ = std::fs::remove_dir_all(&s);
         }
     }
-    let idx = memory_builtin::default_index_path(&state, "main", ws);
-    if !idx.exists() {
-        let t = std::time::Instant::now();
-        process::run(memory_cmd(&builds[0], ws, &state).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
-        println!("(keyword index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
-    }
+    let idx = keyword_index(&builds[0], &state, ws)?;
     keyword_engine_only(&idx, mixed, common)?;
     let mut rows = Vec::new();
     for (label, qs) in [("mixed queries", mixed), ("common-word queries", common)] {
@@ -270,13 +288,41 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
     let picks: Vec<String> = common.iter().take(opts.whole_process_runs).cloned().collect();
     let rare = vec!["E4242".to_string(); opts.whole_process_runs];
     for (label, qs) in [("common-word", &picks), ("rare-word", &rare)] {
-        let mut meds = Vec::new();
-        for b in builds {
-            meds.push(whole_process(b, ws, &state, qs)?);
+        for (check, config) in [("with the freshness check", KEYWORD_CONFIG), ("without it (onSearch: false)", KEYWORD_NO_CHECK_CONFIG)] {
+            let mut meds = Vec::new();
+            for b in builds {
+                meds.push(whole_process(b, ws, &state, config, qs)?);
+            }
+            let line: Vec<String> = builds.iter().zip(&meds).map(|(b, m)| format!("{} {:.1} ms", b.name, m)).collect();
+            let r = if meds.len() == 2 { format!("  ({})", ratio(meds[1], meds[0])) } else { String::new() };
+            println!("keyword whole-process `memory search`, {label}, {check} (median of {}): {}{r}", qs.len(), line.join(" | "));
         }
-        let line: Vec<String> = builds.iter().zip(&meds).map(|(b, m)| format!("{} {:.1} ms", b.name, m)).collect();
-        let r = if meds.len() == 2 { format!("  ({})", ratio(meds[1], meds[0])) } else { String::new() };
-        println!("keyword whole-process `memory search`, {label} (median of {}): {}{r}", qs.len(), line.join(" | "));
+    }
+    Ok(())
+}
+
+/// The keyword index in `state`, built by `b` when missing; its path.
+fn keyword_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(state)?;
+    write_keyword_configs(state)?;
+    let idx = memory_builtin::default_index_path(state, "main", ws);
+    if !idx.exists() {
+        let t = std::time::Instant::now();
+        process::run(memory_cmd(b, ws, state).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!("(keyword index built by the {} build in {:.1} s)", b.name, t.elapsed().as_secs_f64());
+    }
+    Ok(idx)
+}
+
+/// The hybrid index (seeded embedder) in `state`, built by `b`'s harness when missing.
+fn hybrid_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<()> {
+    let idx = memory_builtin::default_index_path(state, "main", ws);
+    if !idx.exists() {
+        let t = std::time::Instant::now();
+        let mut cmd = Command::new(&b.bench);
+        cmd.args(["harness", "--mode", "hybrid", "--workspace"]).arg(ws).arg("--state-dir").arg(state).arg("index");
+        process::run(&mut cmd, None, LIMIT).map_err(|e| anyhow::anyhow!("hybrid index: {e}")).context("hybrid index")?;
+        println!("(hybrid index built by the {} build in {:.1} s)", b.name, t.elapsed().as_secs_f64());
     }
     Ok(())
 }
@@ -324,14 +370,7 @@ fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyho
 
 async fn hybrid(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String]) -> anyhow::Result<()> {
     let state = dir.join("state-hybrid");
-    let idx = memory_builtin::default_index_path(&state, "main", ws);
-    if !idx.exists() {
-        let t = std::time::Instant::now();
-        let mut cmd = Command::new(&builds[0].bench);
-        cmd.args(["harness", "--mode", "hybrid", "--workspace"]).arg(ws).arg("--state-dir").arg(&state).arg("index");
-        process::run(&mut cmd, None, LIMIT).map_err(|e| anyhow::anyhow!("hybrid index: {e}")).context("hybrid index")?;
-        println!("(hybrid index built by the new build in {:.1} s)", t.elapsed().as_secs_f64());
-    }
+    hybrid_index(&builds[0], &state, ws)?;
     let mut figs = Vec::new();
     let mut peaks = Vec::new();
     for b in builds {

@@ -27,7 +27,8 @@ pub(super) struct Journal {
 }
 
 /// What a search does about freshness.
-enum CheckPlan {
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum CheckPlan {
     /// Nothing changed since a check found the index in step.
     Skip,
     /// Check the files; a check that finds the index in step answers for this epoch.
@@ -40,7 +41,7 @@ impl Journal {
         self.in_step = None;
     }
 
-    fn plan(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>, must_check: bool) -> CheckPlan {
+    pub(super) fn plan(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>, must_check: bool) -> CheckPlan {
         if let Some(journal) = self.journal.as_mut() {
             match journal.take_changes() {
                 Ok(false) => {}
@@ -72,7 +73,7 @@ impl Journal {
     }
 
     /// A check that started at `epoch` found the index in step (or brought it there).
-    fn in_step_at(&mut self, epoch: u64) {
+    pub(super) fn in_step_at(&mut self, epoch: u64) {
         if self.journal.is_some() {
             self.in_step = Some(self.in_step.map_or(epoch, |e| e.max(epoch)));
         }

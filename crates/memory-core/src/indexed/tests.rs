@@ -1,0 +1,84 @@
+//! Unit tests of the engine's own rules (engine behaviour end to end is in the conformance suites and
+//! memory-builtin's tests).
+
+use super::freshness::{CheckPlan, Journal};
+use crate::discovery::MemoryRoots;
+
+fn workspace() -> (tempfile::TempDir, MemoryRoots) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("memory")).unwrap();
+    std::fs::write(d.path().join("memory/a.md"), "a\n").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
+    (d, roots)
+}
+
+fn run(plan: CheckPlan) -> u64 {
+    match plan {
+        CheckPlan::Run(epoch) => epoch,
+        CheckPlan::Skip => panic!("expected a check"),
+    }
+}
+
+#[test]
+fn a_one_shot_search_never_starts_the_journal_and_later_ones_trust_it_once_in_step() {
+    let (d, roots) = workspace();
+    let mut j = Journal::default();
+    // First search: a check, no journal (a one-shot process ends here).
+    let e = run(j.plan(&roots, None, false));
+    j.in_step_at(e);
+    // Second: the journal starts before this check lists the files; the check still runs.
+    let e = run(j.plan(&roots, None, false));
+    j.in_step_at(e);
+    if cfg!(target_os = "linux") {
+        assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+        // A change: a check, then trusted again.
+        std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
+        let e = run(j.plan(&roots, None, false));
+        j.in_step_at(e);
+        assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+        // A host announced a change: checked whatever the journal says.
+        run(j.plan(&roots, None, true));
+        // A swapped index: not trusted until a check finds it in step.
+        j.forget();
+        let e = run(j.plan(&roots, None, false));
+        j.in_step_at(e);
+        assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+    } else {
+        run(j.plan(&roots, None, false));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_check_that_finishes_late_does_not_vouch_for_a_change_another_search_drained() {
+    let (d, roots) = workspace();
+    let mut j = Journal::default();
+    for _ in 0..2 {
+        let e = run(j.plan(&roots, None, false));
+        j.in_step_at(e);
+    }
+    // Search A starts its check after a change.
+    std::fs::write(d.path().join("memory/a.md"), "aa\n").unwrap();
+    let a = run(j.plan(&roots, None, false));
+    // Another change; search B drains it and starts its own check.
+    std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
+    let b = run(j.plan(&roots, None, false));
+    assert!(b > a);
+    // A finishes first: it answers for what it saw, not for B's change.
+    j.in_step_at(a);
+    run(j.plan(&roots, None, false));
+    // B finishes (and the search just above too): now trusted.
+    j.in_step_at(b);
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+}
+
+#[test]
+fn a_check_that_failed_leaves_the_journal_untrusted() {
+    let (_d, roots) = workspace();
+    let mut j = Journal::default();
+    let e = run(j.plan(&roots, None, false));
+    j.in_step_at(e);
+    // The second check starts the journal but fails (no `in_step_at`): the third still checks.
+    run(j.plan(&roots, None, false));
+    run(j.plan(&roots, None, false));
+}
