@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use memory_core::access;
 use memory_core::backend::MemoryBackend;
-use memory_core::config::{Citations, QmdConfig};
+use memory_core::config::{Citations, Config};
 use memory_core::discovery::MemoryRoots;
 use memory_core::error::{MemoryError, Result};
 use memory_core::registry::{BackendFactory, OpenContext};
@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::collections::{self, Collection};
+use crate::config::{QmdConfig, SearchMode};
 use crate::parse::{self, QmdHit, UpdateCounts};
 use crate::process::{self, Invocation, RunError, RunSpec};
 
@@ -39,48 +40,6 @@ enum Trigger {
     Sync { force: bool },
 }
 
-/// Search modes QMD offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SearchMode {
-    /// BM25 full-text (no model needed).
-    Search,
-    /// Vector similarity (needs the embedding model and `qmd embed`).
-    VSearch,
-    /// Hybrid with query expansion and reranking (needs models).
-    Query,
-}
-
-impl SearchMode {
-    pub fn parse(s: &str) -> Option<SearchMode> {
-        match s {
-            "search" => Some(SearchMode::Search),
-            "vsearch" => Some(SearchMode::VSearch),
-            "query" => Some(SearchMode::Query),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SearchMode::Search => "search",
-            SearchMode::VSearch => "vsearch",
-            SearchMode::Query => "query",
-        }
-    }
-
-    fn response_mode(self) -> &'static str {
-        match self {
-            SearchMode::Search => "keyword",
-            SearchMode::VSearch => "vector",
-            SearchMode::Query => "hybrid",
-        }
-    }
-
-    fn needs_vectors(self) -> bool {
-        self != SearchMode::Search
-    }
-}
-
 /// Options beyond the config file, for embedding hosts and tests.
 #[derive(Debug, Clone, Default)]
 pub struct QmdOptions {
@@ -95,7 +54,7 @@ pub struct QmdFactory {
 }
 
 impl QmdFactory {
-    pub const NAME: &'static str = "qmd";
+    pub const NAME: &'static str = crate::config::NAME;
 
     pub fn new() -> Self {
         Self::default()
@@ -111,11 +70,10 @@ impl BackendFactory for QmdFactory {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         Ok(Box::new(QmdBackend::open(ctx, self.options.clone()).await?))
     }
-}
 
-/// Parse an interval such as `5m`, `30s`, `1h30m`, `250ms`; a bare number is minutes; `0` (or empty) disables.
-pub fn parse_interval(key: &str, raw: &str) -> Result<Option<Duration>> {
-    memory_core::config::parse_duration(raw).map_err(|message| MemoryError::config(key, message))
+    fn check_config(&self, config: &Config) -> Result<()> {
+        QmdConfig::from_config(config).map(drop)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -178,21 +136,17 @@ impl std::fmt::Debug for QmdBackend {
 const STATE_FILE: &str = "collections.json";
 /// How long `close` waits for an update or embed in flight.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// The shortest time limit of a qmd run (a `0` in `update.*TimeoutMs` means this, as before).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 
 impl QmdBackend {
     /// Open the engine: find qmd and Node 22, prepare the QMD home, then run the boot update (awaited when
     /// `update.waitForBootSync`, else in the background) and start the update/embed timers.
     pub async fn open(ctx: OpenContext, options: QmdOptions) -> Result<QmdBackend> {
-        let cfg = ctx.config.memory.qmd.clone();
-        let mode = SearchMode::parse(&cfg.search_mode).ok_or_else(|| {
-            MemoryError::config("memory.qmd.searchMode", format!("`{}` is not one of search, vsearch, query", cfg.search_mode))
-        })?;
-        let update_every = parse_interval("memory.qmd.update.interval", &cfg.update.interval)?;
-        let embed_every = parse_interval("memory.qmd.update.embedInterval", &cfg.update.embed_interval)?;
-        if cfg.limits.timeout_ms == 0 {
-            return Err(MemoryError::config("memory.qmd.limits.timeoutMs", "must be above 0"));
-        }
+        let cfg = QmdConfig::from_config(&ctx.config)?;
+        let mode = cfg.search_mode;
+        let (update_every, embed_every) = (cfg.update.interval, cfg.update.embed_interval);
         let invocation = locate_blocking(cfg.command.clone()).await?;
         let home = ctx.state_dir.join("qmd").join(memory_core::sanitize_id(&ctx.agent_id));
         for d in ["config", "cache"] {
@@ -380,7 +334,7 @@ impl Inner {
     }
 
     fn update_timeout(&self) -> Duration {
-        Duration::from_millis(self.cfg.update.update_timeout_ms.max(1))
+        self.cfg.update.update_timeout.max(MIN_TIMEOUT)
     }
 
     /// Make QMD's collections match the plan: remove stale ones, add missing ones (adding indexes them).
@@ -398,7 +352,7 @@ impl Inner {
         }
         let timeout = self.update_timeout();
         let mut registered: Vec<Collection> = have.iter().filter(|c| want.contains(c)).cloned().collect();
-        let command_timeout = Duration::from_millis(self.cfg.update.command_timeout_ms.max(1));
+        let command_timeout = self.cfg.update.command_timeout.max(MIN_TIMEOUT);
         for c in &have {
             if force || !want.contains(c) {
                 self.remove_collection(&c.name, command_timeout).await?;
@@ -452,7 +406,7 @@ impl Inner {
     async fn update(self: Arc<Self>, trigger: Trigger) -> Result<Option<UpdateCounts>> {
         let _guard = self.write_lock.lock().await;
         if matches!(trigger, Trigger::Interval | Trigger::Search) {
-            let debounce = Duration::from_millis(self.cfg.update.debounce_ms);
+            let debounce = self.cfg.update.debounce;
             let recent = self.state.lock().unwrap().last_update_done.is_some_and(|t| t.elapsed() < debounce);
             if recent {
                 debug!(?trigger, "qmd update skipped (debounced)");
@@ -539,7 +493,7 @@ impl Inner {
 
     async fn embed(&self) -> Result<()> {
         let _guard = self.write_lock.lock().await;
-        let timeout = Duration::from_millis(self.cfg.update.embed_timeout_ms.max(1));
+        let timeout = self.cfg.update.embed_timeout.max(MIN_TIMEOUT);
         let r = self.run("qmd embed", vec!["embed".into()], timeout).await;
         let mut st = self.state.lock().unwrap();
         match &r {
@@ -570,7 +524,7 @@ impl Inner {
         }
         args.push("--".into());
         args.push(query.to_string());
-        let timeout = Duration::from_millis(self.cfg.limits.timeout_ms);
+        let timeout = self.cfg.limits.timeout;
         let out = process::run(self.run_spec(args, timeout)).await?;
         if out.stdout_truncated {
             return Ok((Vec::new(), "\u{0}truncated".into()));
@@ -590,7 +544,7 @@ impl Inner {
         }
         args.push("--".into());
         args.push(doc.to_string());
-        let out = process::run(self.run_spec(args, Duration::from_millis(self.cfg.limits.timeout_ms))).await?;
+        let out = process::run(self.run_spec(args, self.cfg.limits.timeout)).await?;
         if out.stdout_truncated {
             return Ok((Vec::new(), "\u{0}truncated".into()));
         }
@@ -959,20 +913,6 @@ impl MemoryBackend for QmdBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn intervals() {
-        let k = "memory.qmd.update.interval";
-        assert_eq!(parse_interval(k, "5m").unwrap(), Some(Duration::from_secs(300)));
-        assert_eq!(parse_interval(k, "30s").unwrap(), Some(Duration::from_secs(30)));
-        assert_eq!(parse_interval(k, "1h").unwrap(), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_interval(k, "250ms").unwrap(), Some(Duration::from_millis(250)));
-        assert_eq!(parse_interval(k, "2").unwrap(), Some(Duration::from_secs(120)));
-        assert_eq!(parse_interval(k, "0").unwrap(), None);
-        let e = parse_interval(k, "soon").unwrap_err();
-        assert!(e.to_string().contains(k), "{e}");
-        assert!(parse_interval(k, "5 weeks").is_err());
-    }
 
     #[test]
     fn queries_become_one_line() {
