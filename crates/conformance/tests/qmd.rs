@@ -8,13 +8,13 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use conformance::{run_all, RunOptions, Suite};
 use memory_core::registry::{BackendFactory, OpenContext};
 use memory_core::{MemoryBackend, Result};
-use memory_qmd::QmdFactory;
+use memory_qmd::{QmdConfig, QmdFactory, SearchMode};
 
 /// The QMD engine with the settings a test run needs: the harness syncs explicitly (no boot update, no
 /// timers), searches check the files first as by default (the `fresh` suite), and generous timeouts for a loaded
@@ -29,14 +29,15 @@ impl BackendFactory for QmdForTests {
         let mut config = (*ctx.config).clone();
         config.memory.backend = "qmd".into();
         config.memory.search.sync.watch = false;
-        let q = &mut config.memory.qmd;
+        let mut q = QmdConfig::from_config(&config)?;
         q.command = Some(self.command.clone());
-        q.search_mode = "search".into();
+        q.search_mode = SearchMode::Search;
         q.update.on_boot = false;
-        q.update.interval = "0".into();
-        q.update.embed_interval = "0".into();
-        q.update.update_timeout_ms = 60_000;
-        q.limits.timeout_ms = 30_000;
+        q.update.interval = None;
+        q.update.embed_interval = None;
+        q.update.update_timeout = Duration::from_secs(60);
+        q.limits.timeout = Duration::from_secs(30);
+        q.write_to(&mut config)?;
         QmdFactory::new().open(OpenContext { config: Arc::new(config), ..ctx }).await
     }
 }

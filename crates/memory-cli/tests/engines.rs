@@ -141,3 +141,29 @@ fn lancedb_through_the_cli_searches_fresh_files_and_resets() {
     // The next search indexes again.
     assert_eq!(paths(&env.json(&["search", "tomatoes", "--json"])), ["memory/garden.md"]);
 }
+
+#[test]
+fn a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_fallback_answers() {
+    // qmd cannot start: its failure is recorded and builtin answers (the next runs skip qmd during the back-off).
+    let env = Env::new(r#"{ memory: { backend: "qmd", qmd: { command: "/nonexistent/qmd" } } }"#);
+    let v = env.json(&["search", "Miso", "--json"]);
+    assert!(v["warnings"].to_string().contains("fallback"), "{v}");
+    fs::write(&env.config, r#"{ memory: { backend: "qmd", qmd: { command: "/nonexistent/qmd", update: { interval: "soon" } } } }"#).unwrap();
+    for args in [&["status"][..], &["search", "Miso"]] {
+        let o = env.run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("memory.qmd.update.interval") && err.contains("`soon` is not a duration"), "{args:?}: {err}");
+    }
+    // Another engine's block is checked too, as the rest of the file is.
+    fs::write(&env.config, r#"{ memory: { backend: "builtin", qmd: { searchMode: "fast" } } }"#).unwrap();
+    let o = env.run(&["status"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("memory.qmd.searchMode"), "{}", String::from_utf8_lossy(&o.stderr));
+    fs::write(&env.config, r#"{ memory: { backend: "lancedb", lancedb: { nprobes: 0 } } }"#).unwrap();
+    let o = env.run(&["search", "Miso"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("built without the lancedb engine") {
+        eprintln!("SKIP (lancedb part): this memory binary was built without the lancedb feature");
+        return;
+    }
+    assert!(!o.status.success() && err.contains("memory.lancedb.nprobes") && err.contains("must be at least 1"), "{err}");
+}

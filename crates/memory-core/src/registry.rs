@@ -36,6 +36,13 @@ impl OpenContext {
 #[async_trait]
 pub trait BackendFactory: Send + Sync {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>>;
+
+    /// Check the engine's own settings (its `memory.<engine>` block, read with [`Config::engine_block`])
+    /// without opening anything. [`BackendRegistry::open`] asks every engine before opening one, so a bad key
+    /// is reported by name even while a fallback answers for the engine or another engine is configured.
+    fn check_config(&self, _config: &Config) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Engine factories by name.
@@ -69,6 +76,9 @@ impl BackendRegistry {
         let factory = self.get(&name).ok_or_else(|| {
             MemoryError::config("memory.backend", format!("unknown engine `{name}` (known: {})", self.names().join(", ")))
         })?;
+        for engine in self.factories.values() {
+            engine.check_config(&ctx.config)?;
+        }
         factory.open(ctx).await
     }
 }

@@ -80,12 +80,23 @@ struct CountingConfig {
     label: String,
 }
 
+impl CountingConfig {
+    fn label(config: &Config) -> Result<String> {
+        Ok(config.engine_block::<CountingConfig>("counting")?.map_or_else(|| "counting".into(), |c| c.label))
+    }
+}
+
 #[async_trait]
 impl BackendFactory for CountingFactory {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
-        let label = ctx.config.engine_block::<CountingConfig>("counting")?.map_or_else(|| "counting".into(), |c| c.label);
+        let label = CountingConfig::label(&ctx.config)?;
         let inner = memory_builtin::BuiltinFactory.open(ctx).await?;
         Ok(Box::new(CountingEngine { inner, label, searches: self.searches.clone() }))
+    }
+
+    // Checked before anything opens (also while the fallback answers for this engine).
+    fn check_config(&self, config: &Config) -> Result<()> {
+        CountingConfig::label(config).map(drop)
     }
 }
 

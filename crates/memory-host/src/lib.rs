@@ -150,4 +150,8 @@ impl BackendFactory for WithBuiltinFallback {
         .await?;
         Ok(Box::new(manager))
     }
+
+    fn check_config(&self, config: &Config) -> Result<()> {
+        self.primary.check_config(config)
+    }
 }

@@ -3,10 +3,12 @@
 //! Discovery, incremental sync, embeddings and ranking come from [`memory_core::indexed::IndexedBackend`], so
 //! this engine ranks exactly like the builtin one; this crate stores chunks and returns candidates.
 //!
-//! - [`LanceDbFactory`]: `memory.backend = "lancedb"`, configured by `memory.lancedb.{uri, storageOptions, table}`.
+//! - [`LanceDbFactory`]: `memory.backend = "lancedb"`, configured by `memory.lancedb.{uri, storageOptions, table, nprobes}`
+//!   ([`LanceDbConfig`]).
 //! - [`LanceDbStorage`]: the [`memory_core::store::IndexStorage`] (rebuilds into a new generation, then swaps).
 //! - [`LanceStore`]: the [`memory_core::store::ChunkStore`] of one generation.
 
+pub mod config;
 mod error;
 mod schema;
 mod storage;
@@ -20,8 +22,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use memory_core::indexed::IndexedBackend;
 use memory_core::registry::{BackendFactory, OpenContext};
-use memory_core::{MemoryBackend, MemoryError, Result};
+use memory_core::{Config, MemoryBackend, Result};
 
+pub use config::LanceDbConfig;
 pub use storage::{default_table_name, LanceDbStorage};
 pub use store::{ann_partitions, auto_nprobes, create_ann_index, LanceStore};
 
@@ -110,9 +113,8 @@ impl LanceDbFactory {
     /// The storage the configuration names: `memory.lancedb.uri` (default `<state_dir>/lancedb/<agentId>`),
     /// `storageOptions`, `table` (default `memory_<agentId>`).
     pub async fn storage(&self, ctx: &OpenContext) -> Result<LanceDbStorage> {
-        let cfg = &ctx.config.memory.lancedb;
+        let cfg = LanceDbConfig::from_config(&ctx.config)?;
         let uri = match &cfg.uri {
-            Some(u) if u.trim().is_empty() => return Err(MemoryError::config("memory.lancedb.uri", "must not be empty")),
             Some(u) => resolve_uri(&memory_core::paths::with_agent_id(u, &ctx.agent_id), &ctx.workspace),
             None => ctx.state_dir.join("lancedb").join(memory_core::sanitize_id(&ctx.agent_id)).to_string_lossy().into_owned(),
         };
@@ -137,6 +139,10 @@ impl LanceDbFactory {
 impl BackendFactory for LanceDbFactory {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         Ok(Box::new(self.open_indexed(ctx).await?))
+    }
+
+    fn check_config(&self, config: &Config) -> Result<()> {
+        LanceDbConfig::from_config(config).map(drop)
     }
 }
 

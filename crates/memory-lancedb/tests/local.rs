@@ -432,7 +432,8 @@ async fn the_factory_opens_the_configured_folder() {
 
         // A bad table name is a configuration error naming the key.
         let mut bad = (*ctx.config).clone();
-        bad.memory.lancedb.table = Some("no/slashes".into());
+        let lance = memory_lancedb::LanceDbConfig::from_config(&bad).unwrap();
+        memory_lancedb::LanceDbConfig { table: Some("no/slashes".into()), ..lance }.write_to(&mut bad).unwrap();
         let e = memory_lancedb::LanceDbFactory::default()
             .open_indexed(memory_core::registry::OpenContext { config: Arc::new(bad), ..ctx.clone() })
             .await

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use memory_core::config::QmdConfig;
+use crate::config::QmdConfig;
 use memory_core::discovery::{root_file_name, IGNORED_DIRS, ROOT_FILE_NAMES};
 use memory_core::paths::expand_home;
 use serde::{Deserialize, Serialize};
@@ -103,7 +103,7 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memory_core::config::QmdPathConfig;
+    use crate::config::QmdPathConfig;
 
     #[test]
     fn default_and_extra_collections() {

@@ -9,10 +9,12 @@
 
 mod backend;
 pub mod collections;
+pub mod config;
 pub mod locate;
 pub mod parse;
 pub mod process;
 pub mod query;
 pub mod sessions;
 
-pub use backend::{parse_interval, QmdBackend, QmdFactory, QmdOptions, SearchMode};
+pub use backend::{QmdBackend, QmdFactory, QmdOptions};
+pub use config::{QmdConfig, SearchMode};

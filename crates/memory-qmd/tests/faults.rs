@@ -30,7 +30,7 @@ async fn every_fault_falls_back_to_builtin_and_recovers() {
     std::fs::write(&mode, "ok").unwrap();
     let script = fake_qmd(tmp.path(), &mode);
     let mut cfg = config(script.to_str().unwrap());
-    cfg.memory.qmd.limits.timeout_ms = TIMEOUT_MS;
+    edit_qmd(&mut cfg, |q| q.limits.timeout = Duration::from_millis(TIMEOUT_MS));
     let context = ctx(cfg, &ws, &state);
 
     let qmd = QmdBackend::open(context.clone(), QmdOptions::default()).await.unwrap();
@@ -111,7 +111,7 @@ async fn a_missing_qmd_binary_is_unavailable_and_falls_back() {
     let mode = tmp.path().join("mode");
     let script = fake_qmd(tmp.path(), &mode);
     let mut cfg = config(script.to_str().unwrap());
-    cfg.memory.qmd.limits.timeout_ms = TIMEOUT_MS;
+    edit_qmd(&mut cfg, |q| q.limits.timeout = Duration::from_millis(TIMEOUT_MS));
     let context = ctx(cfg, &ws, &tmp.path().join("state"));
     let qmd = QmdBackend::open(context.clone(), QmdOptions::default()).await.unwrap();
     // The binary disappears after start (uninstalled, broken upgrade).
@@ -124,7 +124,7 @@ async fn a_missing_qmd_binary_is_unavailable_and_falls_back() {
     assert!(r.warnings[0].contains("command not found"), "{:?}", r.warnings);
     // Opening with a command that does not exist fails with a typed error the host can act on.
     let mut cfg = config("/nonexistent/qmd");
-    cfg.memory.qmd.limits.timeout_ms = TIMEOUT_MS;
+    edit_qmd(&mut cfg, |q| q.limits.timeout = Duration::from_millis(TIMEOUT_MS));
     let e = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state2")), QmdOptions::default()).await.unwrap_err();
     assert_eq!(e.kind(), memory_core::ErrorKind::Unavailable);
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use memory_core::fallback::{FactoryOpener, FallbackManager, FallbackOpener, FallbackPolicy};
 use memory_core::{ErrorKind, MemoryBackend, SearchRequest};
-use memory_qmd::{QmdBackend, QmdOptions};
+use memory_qmd::{QmdBackend, QmdOptions, SearchMode};
 
 /// A loopback HTTP server answering 404 to everything; stops when dropped (and after 3 minutes regardless).
 struct NotFoundServer {
@@ -66,9 +66,11 @@ async fn model_modes_fail_fast_and_fall_back() {
 
     for mode in ["query", "vsearch"] {
         let mut cfg = config(entry.to_str().unwrap());
-        cfg.memory.qmd.search_mode = mode.into();
-        // Generous: the failure must come from qmd itself, well before this.
-        cfg.memory.qmd.limits.timeout_ms = 60_000;
+        edit_qmd(&mut cfg, |q| {
+            q.search_mode = SearchMode::parse(mode).unwrap();
+            // Generous: the failure must come from qmd itself, well before this.
+            q.limits.timeout = Duration::from_secs(60);
+        });
         let context = ctx(cfg, &ws, &tmp.path().join(format!("state-{mode}")));
         let qmd = QmdBackend::open(context.clone(), options.clone()).await.unwrap();
 
@@ -96,8 +98,10 @@ async fn model_modes_fail_fast_and_fall_back() {
 
     // embed: bounded failure, recorded in status.
     let mut cfg = config(entry.to_str().unwrap());
-    cfg.memory.qmd.search_mode = "vsearch".into();
-    cfg.memory.qmd.update.embed_timeout_ms = 60_000;
+    edit_qmd(&mut cfg, |q| {
+        q.search_mode = SearchMode::VSearch;
+        q.update.embed_timeout = Duration::from_secs(60);
+    });
     let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state-embed")), options).await.unwrap();
     let t = Instant::now();
     let e = qmd.embed().await.unwrap_err();
@@ -120,8 +124,10 @@ async fn a_model_download_that_hangs_is_killed_at_the_timeout() {
     let ws = tmp.path().join("ws");
     sample_workspace(&ws);
     let mut cfg = config(entry.to_str().unwrap());
-    cfg.memory.qmd.search_mode = "query".into();
-    cfg.memory.qmd.limits.timeout_ms = 3_000;
+    edit_qmd(&mut cfg, |q| {
+        q.search_mode = SearchMode::Query;
+        q.limits.timeout = Duration::from_secs(3);
+    });
     let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions { env: vec![("HF_ENDPOINT".into(), url)] })
         .await
         .unwrap();

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use memory_core::config::QmdPathConfig;
 use memory_core::{ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+use memory_qmd::config::QmdPathConfig;
 use memory_qmd::{QmdBackend, QmdOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,10 +106,12 @@ async fn limits_extra_paths_and_reopen_with_real_qmd() {
         write(&team, &format!("note-{i}.md"), &format!("# Note {i}\n\nThe walrus report number {i}.\n{}\n", "filler text ".repeat(30)));
     }
     let mut cfg = config(entry.to_str().unwrap());
-    cfg.memory.qmd.paths = vec![QmdPathConfig { name: Some("team".into()), path: team.to_string_lossy().into(), pattern: None }];
-    cfg.memory.qmd.limits.max_results = 3;
-    cfg.memory.qmd.limits.max_snippet_chars = 30;
-    cfg.memory.qmd.limits.max_injected_chars = 100;
+    edit_qmd(&mut cfg, |q| {
+        q.paths = vec![QmdPathConfig { name: Some("team".into()), path: team.to_string_lossy().into(), pattern: None }];
+        q.limits.max_results = 3;
+        q.limits.max_snippet_chars = 30;
+        q.limits.max_injected_chars = 100;
+    });
     let qmd = QmdBackend::open(ctx(cfg.clone(), &ws, &state), QmdOptions::default()).await.unwrap();
     let names: Vec<String> = qmd.collections().into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["memory-root", "memory-dir", "team"]);
@@ -138,7 +140,7 @@ async fn limits_extra_paths_and_reopen_with_real_qmd() {
     drop(qmd);
 
     // Reopen: the registered collections are reused; dropping an extra path removes its collection.
-    cfg.memory.qmd.paths.clear();
+    edit_qmd(&mut cfg, |q| q.paths.clear());
     let qmd = QmdBackend::open(ctx(cfg, &ws, &state), QmdOptions::default()).await.unwrap();
     let names: Vec<String> = qmd.collections().into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["memory-root", "memory-dir"]);
@@ -158,7 +160,7 @@ async fn background_boot_update_then_search() {
     let ws = tmp.path().join("ws");
     sample_workspace(&ws);
     let mut cfg = config(entry.to_str().unwrap());
-    cfg.memory.qmd.update.wait_for_boot_sync = false;
+    edit_qmd(&mut cfg, |q| q.update.wait_for_boot_sync = false);
     let t = std::time::Instant::now();
     let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
     assert!(t.elapsed() < std::time::Duration::from_secs(5), "open does not wait for the boot update");
@@ -216,7 +218,7 @@ async fn session_transcripts_are_searchable_with_jsonl_line_numbers() {
     write(&transcripts, "s1.jsonl", &jsonl);
     let mut cfg = config(entry.to_str().unwrap());
     cfg.memory.search.sessions_dir = Some(transcripts.to_string_lossy().into());
-    cfg.memory.qmd.sessions.enabled = true;
+    edit_qmd(&mut cfg, |q| q.sessions.enabled = true);
     let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
     assert!(qmd.capabilities().sessions);
     assert!(qmd.collections().iter().any(|c| c.name == "sessions"));

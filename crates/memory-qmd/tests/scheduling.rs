@@ -40,7 +40,7 @@ async fn concurrent_updates_are_serialised() {
     sample_workspace(&ws);
     let script = logging_qmd(tmp.path());
     let mut cfg = config(script.to_str().unwrap());
-    cfg.memory.qmd.update.on_boot = false;
+    edit_qmd(&mut cfg, |q| q.update.on_boot = false);
     let qmd = std::sync::Arc::new(QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap());
     let mut handles = Vec::new();
     for _ in 0..4 {
@@ -73,9 +73,11 @@ async fn interval_updates_are_debounced_and_embed_follows_the_mode() {
     sample_workspace(&ws);
     let script = logging_qmd(tmp.path());
     let mut cfg = config(script.to_str().unwrap());
-    cfg.memory.qmd.update.interval = "100ms".into();
-    cfg.memory.qmd.update.debounce_ms = 60_000;
-    cfg.memory.qmd.update.embed_interval = "100ms".into();
+    edit_qmd(&mut cfg, |q| {
+        q.update.interval = Some(Duration::from_millis(100));
+        q.update.debounce = Duration::from_secs(60);
+        q.update.embed_interval = Some(Duration::from_millis(100));
+    });
     let qmd = QmdBackend::open(ctx(cfg.clone(), &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;
     qmd.close().await.unwrap();
@@ -87,10 +89,12 @@ async fn interval_updates_are_debounced_and_embed_follows_the_mode() {
     let tmp = tempfile::tempdir().unwrap();
     let script = logging_qmd(tmp.path());
     let mut cfg = config(script.to_str().unwrap());
-    cfg.memory.qmd.search_mode = "vsearch".into();
-    cfg.memory.qmd.update.interval = "100ms".into();
-    cfg.memory.qmd.update.debounce_ms = 0;
-    cfg.memory.qmd.update.embed_interval = "150ms".into();
+    edit_qmd(&mut cfg, |q| {
+        q.search_mode = memory_qmd::SearchMode::VSearch;
+        q.update.interval = Some(Duration::from_millis(100));
+        q.update.debounce = Duration::ZERO;
+        q.update.embed_interval = Some(Duration::from_millis(150));
+    });
     let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     qmd.close().await.unwrap();

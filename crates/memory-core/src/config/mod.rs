@@ -3,7 +3,9 @@
 //! an error naming the key as written, a key accepted but not acted on is a warning, and all errors of a file are
 //! reported together. The search block may sit at a top-level `memorySearch`, `agents.defaults.memorySearch` or
 //! `memory.search` (later wins key by key); an agent's own block (`agents.list[].memorySearch`,
-//! `agents.entries.<id>.memory.search`) is merged over them for that agent.
+//! `agents.entries.<id>.memory.search`) is merged over them for that agent. An engine's own block
+//! (`memory.qmd`, `memory.lancedb`, a plugin's `memory.<engine>`) is kept raw for the engine to read and check
+//! ([`Config::engine_block`]).
 
 mod model;
 mod refs;
@@ -16,11 +18,12 @@ pub use schema::ConfigIssue;
 pub use secret::SecretString;
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
+use model::EngineBlocks;
 use refs::Resolver;
 use schema::Diagnostics;
 
@@ -120,19 +123,23 @@ impl Config {
 
         let mut memory = Value::Object(memory);
         resolver.resolve(&mut memory, "memory", &mut d);
-        let mut engine_blocks = std::collections::BTreeMap::new();
+        let mut engine_blocks = EngineBlocks::default();
         if let Value::Object(m) = &mut memory {
             // The block of the configured engine when it is a plugin: its own to validate (Config::engine_block).
             // Blocks of other unknown names stay errors, so a misspelt key is still reported.
             if let Some(engine) = m.get("backend").and_then(Value::as_str).map(str::to_string) {
                 if !schema::is_memory_key(&engine) {
                     if let Some(block) = m.remove(&engine) {
-                        engine_blocks.insert(engine, block);
+                        engine_blocks.0.insert(engine, block);
                     }
                 }
             }
             schema::check(m, schema::MEMORY, "memory", &mut d);
-            check_durations(m, &mut d);
+            for engine in schema::engine_blocks() {
+                if let Some(block) = m.remove(engine) {
+                    engine_blocks.0.insert(engine.to_string(), block);
+                }
+            }
             m.insert("search".into(), search);
         }
         let mut models = root.remove("models").unwrap_or(Value::Object(Map::new()));
@@ -151,13 +158,21 @@ impl Config {
         Ok(config)
     }
 
-    /// The `memory.<engine>` block of a plugin engine as `T`, `None` when the config has none. Errors name the
-    /// key as written (`memory.<engine>.<key>`); give `T` `#[serde(deny_unknown_fields)]` to refuse unknown keys.
+    /// The `memory.<engine>` block of an engine as `T`, `None` when the config has none. Errors name the key as
+    /// written (`memory.<engine>.<key>`); give `T` `#[serde(deny_unknown_fields)]` to refuse unknown keys.
     pub fn engine_block<T: DeserializeOwned>(&self, engine: &str) -> Result<Option<T>> {
-        match self.engine_blocks.get(engine) {
+        match self.engine_blocks.0.get(engine) {
             None => Ok(None),
             Some(block) => typed(block.clone(), &format!("memory.{engine}")).map(Some),
         }
+    }
+
+    /// Set the `memory.<engine>` block, as if the config file held `block` (for hosts and tests that build a
+    /// config in code). Nothing is checked until the engine reads it.
+    pub fn set_engine_block<T: Serialize>(&mut self, engine: &str, block: &T) -> Result<()> {
+        let value = serde_json::to_value(block).map_err(|e| MemoryError::config(format!("memory.{engine}"), e.to_string()))?;
+        self.engine_blocks.0.insert(engine.to_string(), value);
+        Ok(())
     }
 
     /// Checks serde cannot express: ranges and relations between keys.
@@ -182,9 +197,6 @@ impl Config {
         }
         if q.max_results == 0 {
             errs.push(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
-        }
-        if self.memory.lancedb.nprobes == Some(0) {
-            errs.push(MemoryError::config("memory.lancedb.nprobes", "must be at least 1"));
         }
         let h = &q.hybrid;
         if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
@@ -467,52 +479,6 @@ fn finish_search(search: &mut Value) {
         }
         None => {}
     }
-}
-
-/// The QMD engine's intervals must parse; checked here so a bad one is reported with the other errors.
-fn check_durations(memory: &Map<String, Value>, d: &mut Diagnostics) {
-    let Some(update) = memory.get("qmd").and_then(|q| q.get("update")) else { return };
-    for key in ["interval", "embedInterval"] {
-        if let Some(raw) = update.get(key).and_then(Value::as_str) {
-            if let Err(message) = parse_duration(raw) {
-                d.error(format!("memory.qmd.update.{key}"), message);
-            }
-        }
-    }
-}
-
-/// A duration as OpenClaw writes them: `30s`, `5m`, `1h30m`, `1.5h`, `250ms`, `2d`; a bare number is minutes;
-/// `0`, `off` or an empty string is `None` (disabled).
-pub fn parse_duration(raw: &str) -> std::result::Result<Option<Duration>, String> {
-    let s: String = raw.trim().to_ascii_lowercase().chars().filter(|c| !c.is_whitespace()).collect();
-    if s.is_empty() || s == "0" || s == "off" || s == "false" {
-        return Ok(None);
-    }
-    let bad = || format!("`{raw}` is not a duration (examples: 30s, 5m, 1h30m, 0)");
-    let mut rest = s.as_str();
-    let mut ms = 0.0f64;
-    while !rest.is_empty() {
-        let split = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(split);
-        let n: f64 = num.parse().map_err(|_| bad())?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let factor = match unit {
-            "ms" => 1.0,
-            "s" | "sec" | "secs" => 1000.0,
-            "" | "m" | "min" | "mins" => 60_000.0,
-            "h" | "hr" | "hrs" => 3_600_000.0,
-            "d" => 86_400_000.0,
-            u => return Err(format!("unknown duration unit `{u}` in `{raw}` (use ms, s, m, h, d)")),
-        };
-        // A bare number is minutes only on its own: `1h30` is not a duration.
-        if unit.is_empty() && ms > 0.0 {
-            return Err(bad());
-        }
-        ms += n * factor;
-        rest = tail;
-    }
-    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
 }
 
 /// Deep merge: keys of `top` override those of `base`.

@@ -14,10 +14,20 @@ pub struct Config {
     /// Keys accepted but not acted on, each with the reason (`memory status` lists them).
     #[serde(skip)]
     pub warnings: Vec<super::ConfigIssue>,
-    /// The `memory.<engine>` block of a plugin engine (one this crate has no schema for), as written with its
-    /// references resolved, by engine name; the engine reads it with [`Config::engine_block`].
+    /// The `memory.<engine>` blocks of the engines (`qmd`, `lancedb`, the configured plugin), as written with
+    /// their references resolved; each engine reads its own with [`Config::engine_block`].
     #[serde(skip)]
-    pub engine_blocks: BTreeMap<String, serde_json::Value>,
+    pub(super) engine_blocks: EngineBlocks,
+}
+
+/// Engine blocks by engine name. Debug output names the engines only: a block may hold credentials.
+#[derive(Clone, Default)]
+pub(super) struct EngineBlocks(pub(super) BTreeMap<String, serde_json::Value>);
+
+impl std::fmt::Debug for EngineBlocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,8 +37,6 @@ pub struct MemoryConfig {
     pub backend: String,
     pub citations: Citations,
     pub search: SearchConfig,
-    pub qmd: QmdConfig,
-    pub lancedb: LanceDbConfig,
 }
 
 impl Default for MemoryConfig {
@@ -37,8 +45,6 @@ impl Default for MemoryConfig {
             backend: "builtin".into(),
             citations: Citations::Auto,
             search: SearchConfig::default(),
-            qmd: QmdConfig::default(),
-            lancedb: LanceDbConfig::default(),
         }
     }
 }
@@ -405,113 +411,6 @@ impl Default for MultimodalConfig {
     fn default() -> Self {
         MultimodalConfig { enabled: false, max_file_bytes: 10 * 1024 * 1024, dimensions: None }
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct QmdConfig {
-    /// Path or name of the `qmd` command (or its JS entry). Default: PATH, then the project's cache.
-    pub command: Option<String>,
-    /// `search` (BM25), `vsearch` (vectors) or `query` (hybrid + rerank).
-    pub search_mode: String,
-    pub include_default_memory: bool,
-    pub paths: Vec<QmdPathConfig>,
-    pub sessions: QmdSessionsConfig,
-    pub update: QmdUpdateConfig,
-    pub limits: QmdLimitsConfig,
-    /// Which chats may search (OpenClaw's scope rules); kept as given.
-    pub scope: Option<serde_json::Value>,
-}
-
-impl Default for QmdConfig {
-    fn default() -> Self {
-        QmdConfig {
-            command: None,
-            search_mode: "search".into(),
-            include_default_memory: true,
-            paths: Vec::new(),
-            sessions: QmdSessionsConfig::default(),
-            update: QmdUpdateConfig::default(),
-            limits: QmdLimitsConfig::default(),
-            scope: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct QmdPathConfig {
-    pub name: Option<String>,
-    pub path: String,
-    pub pattern: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct QmdSessionsConfig {
-    pub enabled: bool,
-    pub retention_days: Option<u64>,
-    pub export_dir: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct QmdUpdateConfig {
-    /// Interval between background `qmd update` runs, e.g. "5m", "30s"; "0" disables.
-    pub interval: String,
-    pub debounce_ms: u64,
-    pub on_boot: bool,
-    pub wait_for_boot_sync: bool,
-    /// Interval between `qmd embed` runs; "0" disables.
-    pub embed_interval: String,
-    pub command_timeout_ms: u64,
-    pub update_timeout_ms: u64,
-    pub embed_timeout_ms: u64,
-}
-
-impl Default for QmdUpdateConfig {
-    fn default() -> Self {
-        QmdUpdateConfig {
-            interval: "5m".into(),
-            debounce_ms: 15_000,
-            on_boot: true,
-            wait_for_boot_sync: false,
-            embed_interval: "60m".into(),
-            command_timeout_ms: 30_000,
-            update_timeout_ms: 120_000,
-            embed_timeout_ms: 120_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct QmdLimitsConfig {
-    pub max_results: usize,
-    pub max_snippet_chars: usize,
-    pub max_injected_chars: usize,
-    pub timeout_ms: u64,
-}
-
-impl Default for QmdLimitsConfig {
-    fn default() -> Self {
-        QmdLimitsConfig { max_results: 6, max_snippet_chars: 700, max_injected_chars: 4_000, timeout_ms: 4_000 }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct LanceDbConfig {
-    /// Folder or object-store URI (`s3://bucket/prefix`). Default: `<state-dir>/lancedb/<agentId>`.
-    pub uri: Option<String>,
-    /// Passed to the object store (`aws_access_key_id`, `aws_endpoint`, `allow_http`...). Values may be
-    /// credentials, so none is ever printed.
-    pub storage_options: BTreeMap<String, SecretString>,
-    /// Table name; default `memory_<agentId>`.
-    pub table: Option<String>,
-    /// IVF partitions each vector search probes once the table has its ANN index: more finds more of the
-    /// true nearest neighbours, slower. Default: 3% of the partitions, at least 8.
-    pub nprobes: Option<usize>,
 }
 
 /// `models.providers.<id>`: only the keys memory search reads; other provider settings are left to the host.

@@ -4,7 +4,9 @@
 //!
 //! [`check`] walks a block as the user wrote it: a key it does not know is an error, a key that is accepted but
 //! not acted on becomes one warning (and is removed, so the typed model never sees it), a type mismatch is an
-//! error; every problem is collected so a file reports all of them at once.
+//! error; every problem is collected so a file reports all of them at once. The shipped engines' blocks
+//! (`memory.qmd`, `memory.lancedb`) are checked here too, so their unknown and ignored keys are reported at load
+//! with the rest; what their values mean is the engine's (its own config types).
 
 use serde_json::{Map, Value};
 
@@ -38,6 +40,9 @@ pub(super) enum Use {
     Ignored(&'static str),
     /// A flat key that OpenClaw moved into a sub-object: `(object, key)` inside the same block.
     Moved(&'static str, &'static str),
+    /// The block of the engine of that name: its keys are checked here with every other key, its values are
+    /// read and checked by the engine (`Config::engine_block`).
+    Engine,
 }
 
 pub(super) enum Node {
@@ -56,6 +61,9 @@ const fn a(name: &'static str, ty: Ty) -> Field {
 }
 const fn o(name: &'static str, fields: &'static [Field]) -> Field {
     Field { name, node: Node::Obj(fields), use_: Use::Acted }
+}
+const fn engine(name: &'static str, fields: &'static [Field]) -> Field {
+    Field { name, node: Node::Obj(fields), use_: Use::Engine }
 }
 const fn ig(name: &'static str, ty: Ty, why: &'static str) -> Field {
     Field { name, node: Node::Leaf(ty), use_: Use::Ignored(why) }
@@ -175,7 +183,7 @@ pub(super) const SEARCH: &[Field] = &[
 pub(super) const MEMORY: &[Field] = &[
     a("backend", Ty::Str),
     a("citations", Ty::Str),
-    o(
+    engine(
         "qmd",
         &[
             a("command", Ty::Str),
@@ -205,12 +213,17 @@ pub(super) const MEMORY: &[Field] = &[
             a("scope", Ty::Any),
         ],
     ),
-    o("lancedb", &[a("uri", Ty::Str), a("storageOptions", Ty::StrMap), a("table", Ty::Str), a("nprobes", Ty::Uint)]),
+    engine("lancedb", &[a("uri", Ty::Str), a("storageOptions", Ty::StrMap), a("table", Ty::Str), a("nprobes", Ty::Uint)]),
 ];
 
 /// True for the keys of the `memory` block this crate knows (`search` is checked on its own).
 pub(super) fn is_memory_key(name: &str) -> bool {
     name == "search" || MEMORY.iter().any(|f| f.name == name)
+}
+
+/// The engines whose `memory.<engine>` block has its keys in [`MEMORY`] (the shipped ones).
+pub(super) fn engine_blocks() -> impl Iterator<Item = &'static str> {
+    MEMORY.iter().filter(|f| matches!(f.use_, Use::Engine)).map(|f| f.name)
 }
 
 /// A problem found in the config, named by the key as the user wrote it.
@@ -284,7 +297,7 @@ pub(super) fn check(block: &mut Map<String, Value>, fields: &[Field], prefix: &s
                     continue;
                 }
                 match use_ {
-                    Use::Acted => {}
+                    Use::Acted | Use::Engine => {}
                     Use::Ignored(why) => {
                         d.warn(path, format!("accepted, not used: {why}"));
                         block.remove(&key);

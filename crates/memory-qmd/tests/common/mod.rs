@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use memory_core::config::Config;
 use memory_core::registry::OpenContext;
+use memory_qmd::QmdConfig;
 
 /// QMD's JS entry installed by `scripts/setup.sh`. Panics with instructions when it is missing: these tests run
 /// the real qmd and must not pass silently without it.
@@ -37,15 +39,23 @@ pub fn config(command: &str) -> Config {
     c.memory.search.provider = "none".into();
     c.memory.search.sync.on_search = false;
     c.memory.search.sync.watch = false;
-    let q = &mut c.memory.qmd;
-    q.command = Some(command.to_string());
-    q.update.on_boot = true;
-    q.update.wait_for_boot_sync = true;
-    q.update.interval = "0".into();
-    q.update.embed_interval = "0".into();
-    q.update.update_timeout_ms = 60_000;
-    q.limits.timeout_ms = 30_000;
+    edit_qmd(&mut c, |q| {
+        q.command = Some(command.to_string());
+        q.update.on_boot = true;
+        q.update.wait_for_boot_sync = true;
+        q.update.interval = None;
+        q.update.embed_interval = None;
+        q.update.update_timeout = Duration::from_secs(60);
+        q.limits.timeout = Duration::from_secs(30);
+    });
     c
+}
+
+/// Change the `memory.qmd` block of `c`.
+pub fn edit_qmd(c: &mut Config, edit: impl FnOnce(&mut QmdConfig)) {
+    let mut q = QmdConfig::from_config(c).unwrap();
+    edit(&mut q);
+    q.write_to(c).unwrap();
 }
 
 pub fn ctx(config: Config, workspace: &Path, state: &Path) -> OpenContext {

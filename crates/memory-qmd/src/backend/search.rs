@@ -1,0 +1,222 @@
+//! A search: the query as qmd is given it, the mode and its retries, and the hits within the limits.
+
+use std::time::Instant;
+
+use memory_core::error::{MemoryError, Result};
+use memory_core::types::{SearchRequest, SearchResponse, SearchResult, Source};
+use tracing::{debug, warn};
+
+use super::results::truncate_chars;
+use super::update::Trigger;
+use super::{Inner, QmdBackend};
+use crate::config::SearchMode;
+use crate::parse::{self, QmdHit};
+use crate::process::{self, RunError};
+
+impl QmdBackend {
+    /// A search: freshen, run the mode (retrying as `query` when qmd rejects its flags, then any word in keyword
+    /// mode), and map the hits within the limits.
+    pub(super) async fn answer(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let inner = &self.inner;
+        let query = normalize_query(&request.query);
+        if query.is_empty() {
+            return Err(MemoryError::InvalidInput("query is empty".into()));
+        }
+        if !request.sources.is_empty()
+            && !request.sources.contains(&Source::Memory)
+            && inner.sessions.is_none()
+        {
+            return Ok(SearchResponse {
+                results: vec![],
+                mode: Some(inner.mode.response_mode().into()),
+                warnings: vec!["session transcripts are not indexed (memory.qmd.sessions.enabled is off)".into()],
+            });
+        }
+        let registered: Vec<String> = inner.state.lock().unwrap().registered.iter().map(|c| c.name.clone()).collect();
+        let wanted = |name: &str| {
+            let is_sessions = inner.sessions.is_some() && name == crate::sessions::SESSIONS_COLLECTION;
+            request.sources.is_empty() || request.sources.contains(if is_sessions { &Source::Sessions } else { &Source::Memory })
+        };
+        let names: Vec<String> = registered.iter().filter(|n| wanted(n)).cloned().collect();
+        if names.is_empty() && !registered.is_empty() {
+            return Ok(SearchResponse { results: vec![], mode: Some(inner.mode.response_mode().into()), warnings: vec![] });
+        }
+        if names.is_empty() {
+            let running = inner.state.lock().unwrap().update_running;
+            return Err(MemoryError::Unavailable(if running {
+                "qmd is still building its index (first update running)".into()
+            } else {
+                "qmd has no collections yet (no update has completed)".into()
+            }));
+        }
+        let max = request.max_results.unwrap_or(inner.cfg.limits.max_results).clamp(1, 100);
+        let started = Instant::now();
+        let mut mode = inner.mode;
+        let mut warnings = Vec::new();
+        if inner.on_search_update {
+            inner.freshen(&mut warnings).await;
+        }
+        // Keyword mode: plain words only (QMD's own syntax never sees user text), every word required first.
+        let terms = (mode == SearchMode::Search).then(|| crate::query::keyword_terms(&query));
+        let query = match &terms {
+            Some(t) if t.is_empty() => {
+                // Only punctuation or syntax characters: no word to look for.
+                return Ok(SearchResponse { results: vec![], mode: Some(mode.response_mode().into()), warnings });
+            }
+            Some(t) => crate::query::all_words_query(t),
+            None => query,
+        };
+        let mut attempt = inner.run_search(mode, &query, max, &names).await;
+        if let Err(e) = &attempt {
+            if mode != SearchMode::Query && flags_rejected(e.stderr()) {
+                warn!(mode = mode.as_str(), "qmd rejected the mode's flags; retrying as `query`");
+                warnings.push(format!("qmd rejected `{}` flags; answered with `query`", mode.as_str()));
+                mode = SearchMode::Query;
+                attempt = inner.run_search(mode, &query, max, &names).await;
+            }
+        }
+        let mut what = format!("qmd {}", mode.as_str());
+        let (mut hits, mut stderr) = attempt.map_err(|e| e.into_memory_error(&what))?;
+        if let Some(msg) = stderr.strip_prefix('\u{0}') {
+            return Err(MemoryError::Internal(format!("{what}: {msg}")));
+        }
+        if hits.is_empty() && mode == SearchMode::VSearch && stderr.contains("(100%) need embeddings") {
+            return Err(MemoryError::Unavailable(format!(
+                "{what}: no document has embeddings yet (run `qmd embed`; it needs the embedding model)"
+            )));
+        }
+        if let (true, SearchMode::Search, Some(doc)) =
+            (hits.is_empty(), mode, terms.as_deref().and_then(crate::query::any_word_document))
+        {
+            // No note holds every word (most questions): ask again for any word. One `lex:` sub-query per
+            // word, fused by QMD (reciprocal rank); lexical only, so no model is loaded.
+            what = "qmd query (any word)".into();
+            (hits, stderr) = inner.run_any_word(&doc, max, &names).await.map_err(|e| e.into_memory_error(&what))?;
+            if let Some(msg) = stderr.strip_prefix('\u{0}') {
+                return Err(MemoryError::Internal(format!("{what}: {msg}")));
+            }
+        }
+        // minScore applies to QMD's scores; when no hit reaches it, the hits (all keyword-backed in keyword
+        // mode) are returned rather than nothing, as the shared selection does (SPEC 5).
+        let min = request.min_score.filter(|m| hits.iter().any(|h| h.score >= *m) || mode != SearchMode::Search);
+        let mut results: Vec<SearchResult> = Vec::new();
+        let mut budget = inner.cfg.limits.max_injected_chars;
+        for hit in &hits {
+            if let Some(min) = min {
+                if hit.score < min {
+                    continue;
+                }
+            }
+            let Some(mut r) = inner.to_result(hit) else {
+                warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
+                continue;
+            };
+            // A file deleted since QMD's last update is never returned.
+            if r.source == Source::Memory && !inner.roots.abs_path(&r.path).is_file() {
+                continue;
+            }
+            if results.iter().any(|o| o.path == r.path && o.start_line == r.start_line && o.end_line == r.end_line) {
+                continue;
+            }
+            let n = r.snippet.chars().count();
+            if n > budget {
+                if budget == 0 || (budget < 80 && !results.is_empty()) {
+                    break;
+                }
+                r.snippet = truncate_chars(&r.snippet, budget);
+            }
+            budget = budget.saturating_sub(r.snippet.chars().count());
+            inner.apply_citation(&mut r);
+            results.push(r);
+            if results.len() >= max {
+                break;
+            }
+        }
+        debug!(query = %query, hits = hits.len(), results = results.len(), elapsed_ms = started.elapsed().as_millis() as u64, "qmd search");
+        if inner.on_search_update && inner.sessions.is_some() {
+            // Memory files were checked before the search; exported transcripts are only as fresh as the last
+            // update: refresh them in the background (debounced, serialised).
+            if let Ok(_g) = inner.write_lock.try_lock() {
+                drop(_g);
+                let i = inner.clone();
+                self.spawn(async move {
+                    if let Err(e) = i.update(Trigger::Search).await {
+                        debug!(error = %e, "qmd update after search failed");
+                    }
+                });
+            }
+        }
+        Ok(SearchResponse { results, mode: Some(mode.response_mode().into()), warnings })
+    }
+}
+
+impl Inner {
+    pub(super) async fn run_search(&self, mode: SearchMode, query: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
+        let mut args = vec![mode.as_str().to_string(), "--json".into(), "-n".into(), limit.to_string()];
+        for n in names {
+            args.push("-c".into());
+            args.push(n.clone());
+        }
+        args.push("--".into());
+        args.push(query.to_string());
+        let timeout = self.cfg.limits.timeout;
+        let out = process::run(self.run_spec(args, timeout)).await?;
+        if out.stdout_truncated {
+            return Ok((Vec::new(), "\u{0}truncated".into()));
+        }
+        match parse::parse_hits(&out.stdout) {
+            Ok(hits) => Ok((hits, out.stderr)),
+            Err(e) => Ok((Vec::new(), format!("\u{0}{e}"))),
+        }
+    }
+
+    /// `qmd query --no-rerank` with a document of `lex:` lines (see [`crate::query::any_word_document`]).
+    pub(super) async fn run_any_word(&self, doc: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
+        let mut args = vec!["query".to_string(), "--json".into(), "--no-rerank".into(), "-n".into(), limit.to_string()];
+        for n in names {
+            args.push("-c".into());
+            args.push(n.clone());
+        }
+        args.push("--".into());
+        args.push(doc.to_string());
+        let out = process::run(self.run_spec(args, self.cfg.limits.timeout)).await?;
+        if out.stdout_truncated {
+            return Ok((Vec::new(), "\u{0}truncated".into()));
+        }
+        match parse::parse_hits(&out.stdout) {
+            Ok(hits) => Ok((hits, out.stderr)),
+            Err(e) => Ok((Vec::new(), format!("\u{0}{e}"))),
+        }
+    }
+}
+
+/// True when qmd's complaint is about its command-line flags (so another mode may work).
+pub(super) fn flags_rejected(stderr: &str) -> bool {
+    let s = stderr.to_ascii_lowercase();
+    ["unknown option", "unknown flag", "unrecognized option", "unrecognised option", "invalid option", "unexpected argument", "unknown argument"]
+        .iter()
+        .any(|p| s.contains(p))
+}
+
+/// One line of query text: control characters and newlines become spaces (a newline would turn a `query` into
+/// a structured query document).
+pub(super) fn normalize_query(q: &str) -> String {
+    q.split(|c: char| c.is_control() || c.is_whitespace()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_become_one_line() {
+        assert_eq!(normalize_query("  lex: a\nvec: b\t c "), "lex: a vec: b c");
+        assert_eq!(normalize_query("\n\t"), "");
+    }
+
+    #[test]
+    fn flag_rejections() {
+        assert!(flags_rejected("error: Unknown option '--json'"));
+        assert!(!flags_rejected("Collection not found: x"));
+    }
+}
