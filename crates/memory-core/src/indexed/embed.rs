@@ -104,7 +104,7 @@ impl IndexedBackend {
             // belong here. Index for keyword search now; the next sync rebuilds for the new provider.
             report.warnings.push("embedding provider changed during the sync; vectors left for the next sync".into());
             for (file, _) in batch.upserts.iter_mut().chain(batch.appends.iter_mut()) {
-                file.hash.clear();
+                file.hash = FileState::Pending.to_stored();
             }
             return;
         }
@@ -224,7 +224,7 @@ impl IndexedBackend {
                 waiting |= c.embedding.is_none() && from_batch.pending.contains(&c.hash);
             }
             if !complete && (failed || waiting) {
-                file.hash.clear();
+                file.hash = FileState::Pending.to_stored();
             }
         }
     }

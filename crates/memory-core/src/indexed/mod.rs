@@ -21,7 +21,7 @@ use crate::embedding::{run_batch, BatchItem, EmbeddingProvider, EmbeddingPurpose
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
 use crate::ranking::{exact_path_tier, merge, rank, RankingOptions};
-use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, SyncBatch};
 use crate::sessions::{self, SessionState};
 use crate::types::*;
 
@@ -30,8 +30,6 @@ const FILES_PER_BATCH: usize = 256;
 /// Texts per embedding call (providers split further by their token budget).
 const EMBED_BATCH: usize = 64;
 const META_LAST_SYNC: &str = "lastSyncMs";
-/// File hash recorded for a file that was skipped (binary, not UTF-8, too large).
-pub const SKIPPED_HASH: &str = "!skipped";
 
 /// What one file needs in the index.
 enum Prepared {
@@ -86,7 +84,7 @@ impl Drop for ClearOnDrop<'_> {
         self.0.store(false, Ordering::SeqCst);
     }
 }
-use plan::{content_hash, plan_sync, record_hash, stale_for_search, FileKey, Staleness};
+use plan::{indexed_state, plan_sync, stale_for_search, FileKey, Staleness};
 
 /// Which store a cached fact was read from: a swapped-in rebuild is another handle, so facts cached for the old
 /// one (its provider fingerprint, its probe centroid) are read again.
@@ -517,11 +515,11 @@ impl MemoryBackend for IndexedBackend {
                 warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
             }
         }
-        let skipped: Vec<&str> = stored.iter().filter(|f| f.hash == SKIPPED_HASH).map(|f| f.path.as_str()).collect();
+        let skipped: Vec<&str> = stored.iter().filter(|f| f.state() == FileState::Skipped).map(|f| f.path.as_str()).collect();
         if !skipped.is_empty() {
             warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));
         }
-        let pending = stored.iter().filter(|f| f.hash.is_empty()).count();
+        let pending = stored.iter().filter(|f| f.state() == FileState::Pending).count();
         if pending > 0 {
             warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));
         }

@@ -7,35 +7,25 @@ use std::collections::HashSet;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::discovery::MemoryFile;
-use crate::sessions::SessionState;
-use crate::store::FileRecord;
+use crate::store::{FileRecord, FileState};
 use crate::types::Source;
 
 pub(crate) type FileKey = (Source, String);
 
 /// File times tick coarsely (a few ms on Linux, 2 s on FAT): a file rewritten within the same tick as it was
 /// read, with the same size, would look unchanged for ever. Content read less than this after its file's mtime
-/// is recorded as unsettled (`~<sha256>`), and such a record is trusted only after its content is checked again
-/// (git's "racily clean" entries).
+/// is recorded as not settled ([`FileState::Indexed`]), and such a record is trusted only after its content is
+/// checked again (git's "racily clean" entries).
 pub(crate) const SETTLE_MS: i64 = 2_000;
-const UNSETTLED: char = '~';
 
-/// The hash to record for content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
-pub(crate) fn record_hash(hash: String, mtime_ms: i64, now_ms: i64) -> String {
-    if now_ms.saturating_sub(mtime_ms) < SETTLE_MS {
-        format!("{UNSETTLED}{hash}")
-    } else {
-        hash
-    }
+/// The record of content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
+pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> String {
+    FileState::Indexed { hash, settled: now_ms.saturating_sub(mtime_ms) >= SETTLE_MS }.to_stored()
 }
 
-/// The content hash a record's hash stands for.
-pub(crate) fn content_hash(record_hash: &str) -> &str {
-    record_hash.strip_prefix(UNSETTLED).unwrap_or(record_hash)
-}
-
-fn is_unsettled(record_hash: &str) -> bool {
-    record_hash.starts_with(UNSETTLED)
+/// A record whose size and mtime can be trusted to mean "same content".
+fn is_trusted(r: &FileRecord) -> bool {
+    !matches!(r.state(), FileState::Pending | FileState::Indexed { settled: false, .. })
 }
 
 /// The work of one sync.
@@ -58,7 +48,7 @@ pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -
         seen.insert((f.source, f.key.as_str()));
         let old = by_key.get(&(f.source, f.key.as_str())).copied();
         match old {
-            Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && !o.hash.is_empty() && !is_unsettled(&o.hash) => unchanged += 1,
+            Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && is_trusted(o) => unchanged += 1,
             _ => work.push((f, old)),
         }
     }
@@ -112,14 +102,14 @@ pub(crate) fn stale_for_search<'a>(
             None => true,
             Some(_) if hinted.contains(&f.key) => true,
             Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
-                if is_unsettled(&r.hash) {
+                if matches!(r.state(), FileState::Indexed { settled: false, .. }) {
                     verify.push(f);
                 }
                 false
             }
-            Some(r) if f.source == Source::Sessions => match SessionState::decode(&r.hash) {
+            Some(r) if f.source == Source::Sessions => match r.state() {
                 // Grown: only once past the byte threshold (the message threshold is checked by the sync).
-                Some(st) if f.size >= st.bytes => f.size - st.bytes >= session_delta_bytes.max(1),
+                FileState::Session(st) if f.size >= st.bytes => f.size - st.bytes >= session_delta_bytes.max(1),
                 // Shrunk (truncated or rotated), or never read completely.
                 _ => true,
             },
@@ -140,6 +130,7 @@ pub(crate) fn stale_for_search<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sessions::SessionState;
     use std::path::PathBuf;
 
     fn file(source: Source, key: &str, size: u64, mtime: i64) -> MemoryFile {
@@ -218,10 +209,10 @@ mod tests {
     #[test]
     fn content_read_in_the_same_tick_as_its_mtime_is_checked_again() {
         let now = 1_000_000;
-        let fresh = record_hash("abc".into(), now - 5, now);
+        let fresh = indexed_state("abc", now - 5, now);
         assert_eq!(fresh, "~abc");
-        assert_eq!(content_hash(&fresh), "abc");
-        assert_eq!(record_hash("abc".into(), now - SETTLE_MS, now), "abc");
+        assert_eq!(FileState::parse(&fresh), FileState::Indexed { hash: "abc", settled: false });
+        assert_eq!(indexed_state("abc", now - SETTLE_MS, now), "abc");
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...

@@ -18,13 +18,13 @@ impl IndexedBackend {
             Ok(t) => t,
             Err(why) => {
                 warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
-                let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+                let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
                 return Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) };
             }
         };
         let hash = crate::sha256_hex(text.as_bytes());
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
-        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: indexed_state(&hash, f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
         Prepared::Changed { chunks: self.make_chunks(f, &text), record, existed: old.is_some() }
@@ -36,7 +36,7 @@ impl IndexedBackend {
         let limit = self.config.memory.search.multimodal.max_file_bytes;
         let skipped = |why: String| {
             warn!(path = %f.abs_path.display(), reason = %why, "media file skipped");
-            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
             Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
         };
         if f.size > limit {
@@ -48,8 +48,8 @@ impl IndexedBackend {
             Err(e) => return skipped(format!("cannot read file: {e}")),
         };
         let hash = crate::sha256_hex(&bytes);
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: record_hash(hash.clone(), f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
-        if old.is_some_and(|o| content_hash(&o.hash) == hash) {
+        let record = FileRecord { source: f.source, path: f.key.clone(), hash: indexed_state(&hash, f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
         // Distinct from any text chunk's hash: the cache holds the media embedding under it.
@@ -82,7 +82,7 @@ impl IndexedBackend {
         use std::io::{Read, Seek, SeekFrom};
         let skipped = |why: String| {
             warn!(path = %f.abs_path.display(), reason = %why, "transcript skipped");
-            let record = FileRecord { source: f.source, path: f.key.clone(), hash: SKIPPED_HASH.into(), size: f.size, mtime_ms: f.mtime_ms };
+            let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
             Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
         };
         let mut file = match std::fs::File::open(&f.abs_path) {
@@ -96,7 +96,7 @@ impl IndexedBackend {
             Ok(crate::sha256_hex(&buf))
         };
         let delta = &self.config.memory.search.sync.sessions;
-        if let Some(st) = old.and_then(|o| SessionState::decode(&o.hash)) {
+        if let Some(FileState::Session(st)) = old.map(FileRecord::state) {
             let grown = f.size >= st.bytes && prefix_hash(&mut file, st.bytes).is_ok_and(|h| h == st.prefix_hash);
             if grown {
                 let mut tail = Vec::new();

@@ -21,6 +21,22 @@ fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], opts: &RankingO
     ranked
 }
 
+/// What the steps of one search share: one store handle for the whole search, the ranking options (the vector
+/// floor is set once the query vector is known), the candidate budget per leg and the source filter.
+struct SearchContext<'a> {
+    store: Arc<dyn ChunkStore>,
+    opts: RankingOptions,
+    limit: usize,
+    sources: &'a [Source],
+}
+
+/// The vector leg of a search: its candidates and the query vector they were found with.
+struct VectorLeg {
+    candidates: Vec<Candidate>,
+    query_vector: Vec<f32>,
+    embedder: Arc<dyn EmbeddingProvider>,
+}
+
 impl IndexedBackend {
     pub(super) async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let query = request.query.trim();
@@ -29,110 +45,112 @@ impl IndexedBackend {
         }
         let mut warnings = Vec::new();
         let stale = self.freshen(&mut warnings).await?;
-        let store = self.store();
-        let q = &self.config.memory.search.query;
-        let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
-        let limit = RankingOptions::candidate_limit(opts.max_results, q.hybrid.candidate_multiplier);
+        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
+        let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
 
         let terms = query_terms(query);
-        // A query without words has no keyword candidates: an answer, not a failure.
-        let mut keyword_ok = terms.is_empty();
-        let keyword = if terms.is_empty() {
-            Vec::new()
-        } else {
-            match store.keyword_search(&KeywordQuery { terms: terms.clone() }, limit, &request.sources).await {
-                Ok(k) => {
-                    keyword_ok = true;
-                    k
-                }
-                Err(e) => {
-                    warn!(error = %e, "keyword search failed");
-                    warnings.push(format!("keyword search unavailable: {e}"));
-                    Vec::new()
-                }
-            }
-        };
-
-        let mut vector_ok = false;
-        let mut vector = Vec::new();
-        let mut query_vector = None;
-        let embedder = self.embedder.as_ref().filter(|_| q.hybrid.enabled);
-        let embedder = match embedder {
-            Some(e) if self.index_fingerprint(&store).await.as_deref() != Some(e.fingerprint().as_str()) => {
-                warnings.push(format!("the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it", e.id()));
-                None
-            }
-            other => other,
-        };
-        if let Some(embedder) = embedder {
-            match embedder.embed_query(query).await {
-                Ok(v) => match store.vector_search(&v, limit, &request.sources).await {
-                    Ok(c) => {
-                        vector_ok = true;
-                        vector = c;
-                        query_vector = Some(v);
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "vector search failed");
-                        warnings.push(format!("vector search unavailable: {e}"));
-                    }
-                },
-                Err(e) => {
-                    warn!(error = %e, "query embedding failed; keyword results only");
-                    warnings.push(format!("embeddings unavailable: {e}"));
-                }
-            }
-        }
-        if !keyword_ok && !vector_ok && !warnings.is_empty() {
+        let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await;
+        let vector = self.vector_leg(&ctx, query, &mut warnings).await;
+        if keyword.is_none() && vector.is_none() && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
-        let centroid = match (&query_vector, embedder) {
-            (Some(_), Some(e)) => self.unrelated_centroid(&store, e).await,
-            _ => None,
-        };
-        opts.vector_floor = query_vector.as_deref().zip(centroid.as_deref()).and_then(|(q, c)| unrelated::floor(q, c));
-        let keyword = if keyword_ok {
-            self.expand_keyword(&store, &terms, keyword, &vector, &opts, limit, &request.sources).await
-        } else {
-            keyword
-        };
-        let vector = match &query_vector {
-            Some(qv) if terms.len() >= PRF_MIN_QUERY_TERMS => {
-                let (vector, scored_by) = self.expand_vector(&store, qv, &keyword, vector, &opts, limit, &request.sources).await;
-                // The candidates' cosines are with the refined vector now: so is the floor.
-                if let Some(c) = centroid.as_deref() {
-                    opts.vector_floor = unrelated::floor(&scored_by, c);
-                }
-                vector
-            }
-            _ => vector,
-        };
-
-        let mut exact = Vec::new();
-        if !query.contains(char::is_whitespace) {
-            for f in store.files_named(query).await? {
-                if !request.sources.is_empty() && !request.sources.contains(&f.source) {
-                    continue;
-                }
-                let tier = exact_path_tier(query, &f.path);
-                if tier > 0 {
-                    if let Some(first) = store.file_chunks(f.source, &f.path, 1).await?.into_iter().next() {
-                        exact.push((first, tier));
-                    }
-                }
-            }
-        }
-
-        let keyword = self.vouch(&stale, keyword);
-        let vector = self.vouch(&stale, vector);
-        exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
-        let results = rank(keyword, vector, exact, query, &opts);
-        let mode = match (keyword_ok, vector_ok) {
+        let mode = match (keyword.is_some(), vector.is_some()) {
             (true, true) => "hybrid",
             (false, true) => "vector",
             _ => "keyword",
         };
+        let centroid = match &vector {
+            Some(leg) => self.unrelated_centroid(&ctx.store, &leg.embedder).await,
+            None => None,
+        };
+        ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));
+        let first_vector: &[Candidate] = vector.as_ref().map_or(&[], |leg| &leg.candidates);
+        let keyword = match keyword {
+            Some(k) => self.expand_keyword(&ctx, &terms, k, first_vector).await,
+            None => Vec::new(),
+        };
+        let vector = match vector {
+            Some(leg) if terms.len() >= PRF_MIN_QUERY_TERMS => {
+                let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, leg.candidates).await;
+                // The candidates' cosines are with the refined vector now: so is the floor.
+                if let Some(c) = centroid.as_deref() {
+                    ctx.opts.vector_floor = unrelated::floor(&scored_by, c);
+                }
+                vector
+            }
+            Some(leg) => leg.candidates,
+            None => Vec::new(),
+        };
+        let mut exact = self.exact_path_hits(&ctx, query).await?;
+
+        let keyword = self.vouch(&stale, keyword);
+        let vector = self.vouch(&stale, vector);
+        exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
+        let results = rank(keyword, vector, exact, query, &ctx.opts);
         Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+    }
+
+    /// Keyword candidates; `None` when the store could not answer (said in `warnings`). A query without words
+    /// has none: an answer, not a failure.
+    async fn keyword_leg(&self, ctx: &SearchContext<'_>, terms: &[String], warnings: &mut Vec<String>) -> Option<Vec<Candidate>> {
+        if terms.is_empty() {
+            return Some(Vec::new());
+        }
+        match ctx.store.keyword_search(&KeywordQuery { terms: terms.to_vec() }, ctx.limit, ctx.sources).await {
+            Ok(k) => Some(k),
+            Err(e) => {
+                warn!(error = %e, "keyword search failed");
+                warnings.push(format!("keyword search unavailable: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Vector candidates, when hybrid search is on and the index holds vectors of the provider's settings;
+    /// `None` otherwise (a failure is said in `warnings`).
+    async fn vector_leg(&self, ctx: &SearchContext<'_>, query: &str, warnings: &mut Vec<String>) -> Option<VectorLeg> {
+        let embedder = self.embedder.as_ref().filter(|_| self.config.memory.search.query.hybrid.enabled)?;
+        if self.index_fingerprint(&ctx.store).await.as_deref() != Some(embedder.fingerprint().as_str()) {
+            warnings.push(format!("the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it", embedder.id()));
+            return None;
+        }
+        let query_vector = match embedder.embed_query(query).await {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(error = %e, "query embedding failed; keyword results only");
+                warnings.push(format!("embeddings unavailable: {e}"));
+                return None;
+            }
+        };
+        match ctx.store.vector_search(&query_vector, ctx.limit, ctx.sources).await {
+            Ok(candidates) => Some(VectorLeg { candidates, query_vector, embedder: embedder.clone() }),
+            Err(e) => {
+                warn!(error = %e, "vector search failed");
+                warnings.push(format!("vector search unavailable: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The first chunk of each file whose name the query is (a one-word query), with its tier.
+    async fn exact_path_hits(&self, ctx: &SearchContext<'_>, query: &str) -> Result<Vec<(Candidate, u8)>> {
+        let mut exact = Vec::new();
+        if query.contains(char::is_whitespace) {
+            return Ok(exact);
+        }
+        for f in ctx.store.files_named(query).await? {
+            if !ctx.sources.is_empty() && !ctx.sources.contains(&f.source) {
+                continue;
+            }
+            let tier = exact_path_tier(query, &f.path);
+            if tier > 0 {
+                if let Some(first) = ctx.store.file_chunks(f.source, &f.path, 1).await?.into_iter().next() {
+                    exact.push((first, tier));
+                }
+            }
+        }
+        Ok(exact)
     }
 
     /// The provider fingerprint the live index was built with (cached: it changes only with a sync).
@@ -152,17 +170,8 @@ impl IndexedBackend {
     /// query, and each chunk's BM25 becomes rank(original) + weight x rank(expansion). The best hits are those of
     /// the merged keyword + vector ranking when there are vector candidates (two signals pick better feedback
     /// than one), else the keyword ones. Short queries (names, ids, a word or two) are precise already and skip it.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn expand_keyword(
-        &self,
-        store: &Arc<dyn ChunkStore>,
-        terms: &[String],
-        keyword: Vec<Candidate>,
-        vector: &[Candidate],
-        opts: &RankingOptions,
-        limit: usize,
-        sources: &[Source],
-    ) -> Vec<Candidate> {
+    async fn expand_keyword(&self, ctx: &SearchContext<'_>, terms: &[String], keyword: Vec<Candidate>, vector: &[Candidate]) -> Vec<Candidate> {
+        let (store, opts, limit) = (&ctx.store, &ctx.opts, ctx.limit);
         if terms.len() < PRF_MIN_QUERY_TERMS || keyword.len() < PRF_DOCS {
             return keyword;
         }
@@ -176,7 +185,7 @@ impl IndexedBackend {
         if extra.is_empty() {
             return keyword;
         }
-        let expanded = match store.keyword_search(&KeywordQuery { terms: extra }, limit, sources).await {
+        let expanded = match store.keyword_search(&KeywordQuery { terms: extra }, limit, ctx.sources).await {
             Ok(e) => e,
             Err(e) => {
                 warn!(error = %e, "expansion query failed; using the original ranking");
@@ -203,17 +212,8 @@ impl IndexedBackend {
     /// rarely match how the answer is written; the best hits' vectors describe the answer's neighbourhood
     /// (Rocchio 1971; the same holds for dense retrieval). Vector scores are then cosine similarities to the
     /// refined query vector. Any failure keeps the first vector candidates.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn expand_vector(
-        &self,
-        store: &Arc<dyn ChunkStore>,
-        query_vector: &[f32],
-        keyword: &[Candidate],
-        vector: Vec<Candidate>,
-        opts: &RankingOptions,
-        limit: usize,
-        sources: &[Source],
-    ) -> (Vec<Candidate>, Vec<f32>) {
+    async fn expand_vector(&self, ctx: &SearchContext<'_>, query_vector: &[f32], keyword: &[Candidate], vector: Vec<Candidate>) -> (Vec<Candidate>, Vec<f32>) {
+        let (store, opts) = (&ctx.store, &ctx.opts);
         let first = |vector| (vector, query_vector.to_vec());
         if vector.len() < PRF_DOCS {
             return first(vector);
@@ -239,7 +239,7 @@ impl IndexedBackend {
             }
         }
         crate::embedding::sanitize_and_normalize(&mut refined);
-        match store.vector_search(&refined, limit, sources).await {
+        match store.vector_search(&refined, ctx.limit, ctx.sources).await {
             Ok(second) if !second.is_empty() => (second, refined),
             Ok(_) => first(vector),
             Err(e) => {

@@ -138,12 +138,15 @@ pub struct SessionState {
 pub const PREFIX_BYTES: usize = 4096;
 
 impl SessionState {
+    /// What every encoded state starts with.
+    pub const PREFIX: &'static str = "session:v1:";
+
     pub fn encode(&self) -> String {
-        format!("session:v1:{}:{}:{}:{}", self.bytes, self.records, self.messages, self.prefix_hash)
+        format!("{}{}:{}:{}:{}", Self::PREFIX, self.bytes, self.records, self.messages, self.prefix_hash)
     }
 
     pub fn decode(s: &str) -> Option<SessionState> {
-        let rest = s.strip_prefix("session:v1:")?;
+        let rest = s.strip_prefix(Self::PREFIX)?;
         let mut it = rest.splitn(4, ':');
         Some(SessionState {
             bytes: it.next()?.parse().ok()?,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::identity::IndexIdentity;
+use crate::sessions::SessionState;
 use crate::types::Source;
 
 /// One indexed file as the store remembers it.
@@ -19,10 +20,72 @@ pub struct FileRecord {
     pub source: Source,
     /// Index key: workspace-relative with `/` separators, or absolute for extra paths outside the workspace.
     pub path: String,
-    /// sha256 of the file content, hex.
+    /// The record's [`FileState`] as one string (stores keep it in one column; read it with
+    /// [`state`](Self::state), write it with [`FileState::to_stored`]).
     pub hash: String,
     pub size: u64,
     pub mtime_ms: i64,
+}
+
+impl FileRecord {
+    pub fn state(&self) -> FileState<'_> {
+        FileState::parse(&self.hash)
+    }
+}
+
+/// What a [`FileRecord`] says about its file's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileState<'a> {
+    /// Chunks written, some without their vectors (batch jobs still running, embedding failed): the next sync
+    /// reads the file again. Stored as the empty string.
+    Pending,
+    /// Not indexed: binary, not UTF-8 or too large. Stored as `!skipped`.
+    Skipped,
+    /// Indexed content with this sha256 (hex). Not `settled` when it was read so soon after the file's mtime
+    /// that a same-size rewrite in the same file-time tick could hide behind it: then its content is checked
+    /// again before the record is trusted. Stored as the hash, prefixed with `~` when not settled.
+    Indexed { hash: &'a str, settled: bool },
+    /// A transcript indexed this far. Stored as `session:v1:...` ([`SessionState::encode`]).
+    Session(SessionState),
+}
+
+const SKIPPED: &str = "!skipped";
+const UNSETTLED: char = '~';
+
+impl<'a> FileState<'a> {
+    /// Anything that is not one of the other forms is a content hash (so a record a store cannot make sense of
+    /// matches no content and its file is read again).
+    pub fn parse(stored: &'a str) -> FileState<'a> {
+        if stored.is_empty() {
+            FileState::Pending
+        } else if stored == SKIPPED {
+            FileState::Skipped
+        } else if let Some(st) = stored.starts_with(SessionState::PREFIX).then(|| SessionState::decode(stored)).flatten() {
+            FileState::Session(st)
+        } else if let Some(hash) = stored.strip_prefix(UNSETTLED) {
+            FileState::Indexed { hash, settled: false }
+        } else {
+            FileState::Indexed { hash: stored, settled: true }
+        }
+    }
+
+    pub fn to_stored(&self) -> String {
+        match self {
+            FileState::Pending => String::new(),
+            FileState::Skipped => SKIPPED.to_string(),
+            FileState::Indexed { hash, settled: true } => hash.to_string(),
+            FileState::Indexed { hash, settled: false } => format!("{UNSETTLED}{hash}"),
+            FileState::Session(st) => st.encode(),
+        }
+    }
+
+    /// The content hash of indexed content.
+    pub fn content_hash(&self) -> Option<&'a str> {
+        match self {
+            FileState::Indexed { hash, .. } => Some(hash),
+            _ => None,
+        }
+    }
 }
 
 /// One chunk ready to store.
