@@ -2,9 +2,9 @@
 //!
 //! Any query word may match (OR), and FTS5 computes BM25 for every matching row before it can sort them: a
 //! query whose words each appear in most chunks scores nearly the whole index (1.1 s at 400k chunks). Before
-//! the query runs, each term's document frequency is read from the FTS5 vocabulary (`chunks_fts_vocab`, an
-//! `fts5vocab` table: no storage of its own). When the rows the query would score stay under
-//! [`ROW_BUDGET`] nothing changes. Otherwise, in this order:
+//! the query runs, each term's document frequency is counted (up to the budget; beyond it, estimated from the
+//! newest rows: the plan's own cost must not grow with the index). When the rows the query would score stay
+//! under [`ROW_BUDGET`] nothing changes. Otherwise, in this order:
 //!
 //! 1. terms in more than half the chunks are left out while a rarer term remains: FTS5's BM25 gives such
 //!    terms an idf of 1e-6 (its floor), so they only break ties;
@@ -30,20 +30,31 @@ pub(crate) struct KeywordPlan {
     pub min_rowid: Option<i64>,
 }
 
-/// Document frequency of each term (rows containing it in any column). A term FTS5 indexes as several tokens
-/// (`memory.search.provider`) has no vocabulary entry: its rows are counted by matching it.
-fn doc_frequencies(c: &Connection, terms: &[String]) -> rusqlite::Result<Vec<u64>> {
-    let mut vocab = c.prepare_cached("SELECT doc FROM chunks_fts_vocab WHERE term = ?1")?;
-    let mut phrase = c.prepare_cached("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1")?;
+/// Rows sampled, at the newest end of the index, to estimate the frequency of a term found in more than
+/// [`ROW_BUDGET`] rows.
+const SAMPLE_ROWS: i64 = 16_384;
+
+/// Document frequency of each term (rows containing it in any column), at a cost bounded by the budget rather
+/// than by the term's frequency: rows are counted up to [`ROW_BUDGET`] + 1 (exact below that, which is every
+/// term of a small collection), and a term past it is estimated from its rows among the newest
+/// [`SAMPLE_ROWS`]. (FTS5's `fts5vocab` counts by walking the term's whole doclist, a cost that grows with
+/// the index, on every query.)
+fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, max_rowid: i64) -> rusqlite::Result<Vec<u64>> {
+    let mut capped = c.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT ?2)")?;
+    let mut recent = c.prepare_cached("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid >= ?2")?;
     terms
         .iter()
-        .map(|t| match vocab.query_row([t], |r| r.get::<_, i64>(0)) {
-            Ok(n) => Ok(n.max(0) as u64),
-            Err(rusqlite::Error::QueryReturnedNoRows) => {
-                let n: i64 = phrase.query_row([super::fts_match_expression(std::slice::from_ref(t))], |r| r.get(0))?;
-                Ok(n.max(0) as u64)
+        .map(|t| {
+            let expr = super::fts_match_expression(std::slice::from_ref(t));
+            let n: i64 = capped.query_row(rusqlite::params![expr, ROW_BUDGET as i64 + 1], |r| r.get(0))?;
+            let n = n.max(0) as u64;
+            if n <= ROW_BUDGET {
+                return Ok(n);
             }
-            Err(e) => Err(e),
+            let window = SAMPLE_ROWS.min(rows.max(1) as i64);
+            let in_window: i64 = recent.query_row(rusqlite::params![expr, max_rowid - window + 1], |r| r.get(0))?;
+            let estimate = (in_window.max(0) as f64 * rows as f64 / window as f64).round() as u64;
+            Ok(estimate.clamp(ROW_BUDGET + 1, rows.max(ROW_BUDGET + 1)))
         })
         .collect()
 }
@@ -81,12 +92,11 @@ pub(crate) fn plan_from(terms: &[String], dfs: &[u64], rows: u64, max_rowid: i64
 
 /// The plan for `terms` on the index `c` reads.
 pub(crate) fn plan(c: &Connection, terms: &[String]) -> rusqlite::Result<KeywordPlan> {
-    let dfs = doc_frequencies(c, terms)?;
-    if dfs.iter().sum::<u64>() <= ROW_BUDGET {
-        return Ok(KeywordPlan { terms: terms.to_vec(), min_rowid: None });
-    }
-    let (rows, max_rowid): (i64, Option<i64>) = c.query_row("SELECT count(*), max(rowid) FROM chunks", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(plan_from(terms, &dfs, rows.max(0) as u64, max_rowid.unwrap_or(0)))
+    let rows = super::schema::chunk_count(c)?;
+    let max_rowid: Option<i64> = c.query_row("SELECT max(rowid) FROM chunks", [], |r| r.get(0))?;
+    let max_rowid = max_rowid.unwrap_or(0);
+    let dfs = doc_frequencies(c, terms, rows, max_rowid)?;
+    Ok(plan_from(terms, &dfs, rows, max_rowid))
 }
 
 #[cfg(test)]
@@ -95,6 +105,35 @@ mod tests {
 
     fn t(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
+    }
+
+    /// The kept count is the number of chunks through inserts, deletes and a migration of an index from before.
+    #[test]
+    fn the_chunk_count_follows_inserts_and_deletes() {
+        let mut c = Connection::open_in_memory().unwrap();
+        super::super::schema::create(&mut c).unwrap();
+        let count = |c: &Connection| super::super::schema::chunk_count(c).unwrap();
+        assert_eq!(count(&c), 0);
+        let insert = |c: &Connection, i: i64| {
+            c.execute(
+                "INSERT INTO chunks (rowid, id, source, path, start_line, end_line, text, hash) VALUES (?1, ?2, 'memory', 'a.md', 1, 1, 't', 'h')",
+                rusqlite::params![i, format!("c{i}")],
+            )
+            .unwrap();
+        };
+        for i in 1..=300 {
+            insert(&c, i);
+        }
+        assert_eq!(count(&c), 300);
+        c.execute("DELETE FROM chunks WHERE rowid % 3 = 0", []).unwrap();
+        assert_eq!(count(&c), 200);
+        // An index from before the count: migrated on open, counted once.
+        c.execute_batch("DROP TRIGGER chunk_count_insert; DROP TRIGGER chunk_count_delete; DROP TABLE chunk_count;").unwrap();
+        insert(&c, 1000);
+        super::super::schema::create(&mut c).unwrap();
+        assert_eq!(count(&c), 201);
+        insert(&c, 1001);
+        assert_eq!(count(&c), 202);
     }
 
     #[test]
