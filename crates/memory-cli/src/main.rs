@@ -108,8 +108,8 @@ enum Command {
         #[arg(long, env = "MEMORY_ALLOW_APPEND")]
         allow_append: bool,
         /// Do not watch the files. Searches stay fresh all the same: each one first checks the files (a stat per
-        /// file) and syncs what changed (`memory.search.sync.onSearch`, default true); the watcher only saves
-        /// that work.
+        /// file; skipped while the server's change journal has seen no change since the last check) and syncs
+        /// what changed (`memory.search.sync.onSearch`, default true); the watcher only saves that work.
         #[arg(long)]
         no_watch: bool,
     },
