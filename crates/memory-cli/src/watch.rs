@@ -73,7 +73,7 @@ impl WatchTargets {
     pub fn is_relevant(&self, path: &Path) -> bool {
         if let Some(dir) = &self.sessions_dir {
             if path == dir || path.parent() == Some(dir.as_path()) {
-                return path == dir || path.extension().is_some_and(|e| e == "jsonl");
+                return path == dir || memory_core::sessions::is_transcript_name(path);
             }
         }
         // An extra path itself (created, deleted, renamed), whatever its name.
@@ -98,8 +98,8 @@ impl WatchTargets {
         }
         // Markdown files (media under extra paths with multimodal), and folders (no extension: a folder renamed
         // or deleted takes its notes with it).
-        match path.extension().and_then(|e| e.to_str()) {
-            Some(ext) => ext.eq_ignore_ascii_case("md") || (media && memory_core::discovery::media_mime(path).is_some()),
+        match path.extension() {
+            Some(_) => memory_core::discovery::is_indexed_name(path, media),
             None => true,
         }
     }

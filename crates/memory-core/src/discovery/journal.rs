@@ -71,7 +71,8 @@ mod linux {
 
     use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
-    use crate::discovery::{is_markdown, is_root_memory_name, media_mime, MemoryRoots, IGNORED_DIRS};
+    use crate::discovery::{is_indexed_name, is_root_memory_name, MemoryRoots, IGNORED_DIRS};
+    use crate::sessions::is_transcript_name;
 
     /// What a watched folder is to the memory files, which decides which of its events matter.
     #[derive(Debug, Clone)]
@@ -94,7 +95,7 @@ mod linux {
 
     /// Changes to contents and names; never reads or opens, so the sync's own reads of the files do not count.
     /// One mask for every watch: a folder watched in two roles keeps one mask.
-    fn content_mask() -> WatchMask {
+    fn mask() -> WatchMask {
         WatchMask::MODIFY
             | WatchMask::ATTRIB
             | WatchMask::CLOSE_WRITE
@@ -140,7 +141,7 @@ mod linux {
                     names.push(first.as_os_str().to_os_string());
                 }
             }
-            self.add(&ws, content_mask(), Role::Workspace { names })?;
+            self.add(&ws, Role::Workspace { names })?;
             let memory = ws.join("memory");
             if is_real_dir(&memory) {
                 self.add_tree(&memory, false)?;
@@ -155,14 +156,14 @@ mod linux {
             if let Some(dir) = self.sessions_dir.clone() {
                 self.add_target(&dir)?;
                 if is_real_dir(&dir) {
-                    self.add(&dir, content_mask(), Role::Sessions)?;
+                    self.add(&dir, Role::Sessions)?;
                 }
             }
             Ok(())
         }
 
-        fn add(&mut self, dir: &Path, mask: WatchMask, role: Role) -> io::Result<()> {
-            let wd = self.inotify.watches().add(dir, mask)?;
+        fn add(&mut self, dir: &Path, role: Role) -> io::Result<()> {
+            let wd = self.inotify.watches().add(dir, mask())?;
             self.roles.entry(wd).or_default().push(role);
             Ok(())
         }
@@ -171,12 +172,12 @@ mod linux {
         fn add_target(&mut self, target: &Path) -> io::Result<()> {
             let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else { return Ok(()) };
             if is_real_dir(parent) {
-                return self.add(parent, content_mask(), Role::Holder { name: name.to_os_string() });
+                return self.add(parent, Role::Holder { name: name.to_os_string() });
             }
             let mut up = parent.parent();
             while let Some(dir) = up {
                 if is_real_dir(dir) {
-                    return self.add(dir, content_mask(), Role::Ancestor);
+                    return self.add(dir, Role::Ancestor);
                 }
                 up = dir.parent();
             }
@@ -187,10 +188,10 @@ mod linux {
         fn add_tree(&mut self, dir: &Path, media: bool) -> io::Result<()> {
             let mut stack = vec![dir.to_path_buf()];
             while let Some(d) = stack.pop() {
-                match self.add(&d, content_mask(), Role::Tree { media }) {
+                match self.add(&d, Role::Tree { media }) {
                     Ok(()) => {}
                     // Gone between the listing and the watch: its removal is an event of its parent.
-                    Err(e) if matches!(e.kind(), io::ErrorKind::NotFound) || e.raw_os_error() == Some(20) => continue,
+                    Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => continue,
                     Err(e) => return Err(e),
                 }
                 let Ok(rd) = std::fs::read_dir(&d) else { continue };
@@ -215,11 +216,7 @@ mod linux {
                     Err(e) => return Err(e),
                 };
                 for ev in events {
-                    let effect = match self.roles.get(&ev.wd) {
-                        Some(roles) => roles.iter().map(|r| classify(Some(r), ev.mask, ev.name)).max().unwrap_or(Effect::Changed),
-                        None => classify(None, ev.mask, ev.name),
-                    };
-                    match effect {
+                    match classify(self.roles.get(&ev.wd).map_or(&[], Vec::as_slice), ev.mask, ev.name) {
                         Effect::None => {}
                         Effect::Changed => changed = true,
                         Effect::Rearm => rearm = true,
@@ -244,12 +241,16 @@ mod linux {
         Rearm,
     }
 
-    fn classify(role: Option<&Role>, mask: EventMask, name: Option<&OsStr>) -> Effect {
+    /// What an event means to the memory files, asking each role of its folder (none known: a change).
+    fn classify(roles: &[Role], mask: EventMask, name: Option<&OsStr>) -> Effect {
         if mask.intersects(EventMask::Q_OVERFLOW | EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::UNMOUNT) {
             return Effect::Rearm;
         }
-        let Some(role) = role else { return Effect::Changed };
         let Some(name) = name else { return Effect::Changed };
+        roles.iter().map(|role| classify_in(role, mask, name)).max().unwrap_or(Effect::Changed)
+    }
+
+    fn classify_in(role: &Role, mask: EventMask, name: &OsStr) -> Effect {
         let is_dir = mask.contains(EventMask::ISDIR);
         match role {
             Role::Workspace { names } => {
@@ -268,7 +269,7 @@ mod linux {
                     } else {
                         Effect::Rearm
                     }
-                } else if is_markdown(Path::new(name)) || (*media && media_mime(Path::new(name)).is_some()) {
+                } else if is_indexed_name(Path::new(name), *media) {
                     Effect::Changed
                 } else {
                     Effect::None
@@ -284,7 +285,7 @@ mod linux {
             }
             Role::Ancestor => Effect::Rearm,
             Role::Sessions => {
-                if Path::new(name).extension().is_some_and(|e| e == "jsonl") {
+                if is_transcript_name(Path::new(name)) {
                     Effect::Changed
                 } else {
                     Effect::None

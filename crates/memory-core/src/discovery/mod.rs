@@ -190,7 +190,7 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
         match std::fs::symlink_metadata(extra) {
             Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
             Ok(m) if m.is_dir() => walk(roots, extra, roots.media, &mut out, &mut seen),
-            Ok(_) if is_markdown(extra) || (roots.media && media_mime(extra).is_some()) => {
+            Ok(_) if is_indexed_name(extra, roots.media) => {
                 if let Some((f, id)) = regular_file(roots, extra) {
                     push(&mut out, &mut seen, f, id);
                 }
@@ -257,6 +257,12 @@ fn exact_name_exists(dir: &Path, name: &str) -> bool {
 
 fn is_markdown(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}
+
+/// Is a file of this name indexed where discovery walks: Markdown, and images and audio where `media` is on
+/// (extra paths with multimodal). The watcher and the change journal ask the same.
+pub fn is_indexed_name(p: &Path, media: bool) -> bool {
+    is_markdown(p) || (media && media_mime(p).is_some())
 }
 
 /// A regular, non-link file, with its size and mtime (and its identity, for de-duplication).
@@ -345,8 +351,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             walk_selected(roots, &entry.path(), media, extra, out, seen);
         } else if ft.is_file() {
             let path = Path::new(&name);
-            if (is_markdown(path) || (media && media_mime(path).is_some()))
-                && extra.is_none_or(|i| roots.extra_selects(i, &entry.path()))
+            if is_indexed_name(path, media) && extra.is_none_or(|i| roots.extra_selects(i, &entry.path()))
             {
                 files.push((name, entry));
             }

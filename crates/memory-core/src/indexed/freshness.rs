@@ -117,7 +117,7 @@ impl IndexedBackend {
             for f in verify {
                 match self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()) {
                     // Same content, still within the settle window: checked again next time.
-                    Prepared::Touched(r) if matches!(r.state(), FileState::Indexed { settled: false, .. }) => {}
+                    Prepared::Touched(r) if r.state().is_unsettled() => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.
                     // Anything else changed.
                     _ => {

@@ -25,7 +25,8 @@ pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> String {
 
 /// A record whose size and mtime can be trusted to mean "same content".
 fn is_trusted(r: &FileRecord) -> bool {
-    !matches!(r.state(), FileState::Pending | FileState::Indexed { settled: false, .. })
+    let state = r.state();
+    state != FileState::Pending && !state.is_unsettled()
 }
 
 /// The work of one sync.
@@ -102,7 +103,7 @@ pub(crate) fn stale_for_search<'a>(
             None => true,
             Some(_) if hinted.contains(&f.key) => true,
             Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
-                if matches!(r.state(), FileState::Indexed { settled: false, .. }) {
+                if r.state().is_unsettled() {
                     verify.push(f);
                 }
                 false

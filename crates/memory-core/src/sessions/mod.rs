@@ -157,6 +157,11 @@ impl SessionState {
     }
 }
 
+/// Is a file of this name a transcript (`*.jsonl`)?
+pub fn is_transcript_name(p: &Path) -> bool {
+    p.extension().is_some_and(|x| x == "jsonl")
+}
+
 /// Transcripts (`*.jsonl`) in `dir`, not following links.
 pub fn discover(dir: &Path) -> Vec<MemoryFile> {
     let mut out = Vec::new();
@@ -164,7 +169,7 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
     for e in rd.flatten() {
         let p = e.path();
         let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
-        if !m.is_file() || p.extension().is_none_or(|x| x != "jsonl") {
+        if !m.is_file() || !is_transcript_name(&p) {
             continue;
         }
         let name = e.file_name().to_string_lossy().into_owned();

@@ -79,6 +79,11 @@ impl<'a> FileState<'a> {
         }
     }
 
+    /// Indexed content read too soon after its mtime to be trusted by size and mtime alone.
+    pub fn is_unsettled(&self) -> bool {
+        matches!(self, FileState::Indexed { settled: false, .. })
+    }
+
     /// The content hash of indexed content.
     pub fn content_hash(&self) -> Option<&'a str> {
         match self {
