@@ -19,8 +19,8 @@ pub(crate) type FileKey = (Source, String);
 pub(crate) const SETTLE_MS: i64 = 2_000;
 
 /// The record of content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
-pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> String {
-    FileState::Indexed { hash, settled: now_ms.saturating_sub(mtime_ms) >= SETTLE_MS }.to_stored()
+pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> FileState<'_> {
+    FileState::Indexed { hash, settled: now_ms.saturating_sub(mtime_ms) >= SETTLE_MS }
 }
 
 /// A record whose size and mtime can be trusted to mean "same content".
@@ -210,10 +210,10 @@ mod tests {
     #[test]
     fn content_read_in_the_same_tick_as_its_mtime_is_checked_again() {
         let now = 1_000_000;
-        let fresh = indexed_state("abc", now - 5, now);
+        let fresh = indexed_state("abc", now - 5, now).to_stored();
         assert_eq!(fresh, "~abc");
         assert_eq!(FileState::parse(&fresh), FileState::Indexed { hash: "abc", settled: false });
-        assert_eq!(indexed_state("abc", now - SETTLE_MS, now), "abc");
+        assert_eq!(indexed_state("abc", now - SETTLE_MS, now).to_stored(), "abc");
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...

@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// The record of `f` as it is on disk now, in `state`.
+fn record_of(f: &MemoryFile, state: FileState<'_>) -> FileRecord {
+    FileRecord { source: f.source, path: f.key.clone(), hash: state.to_stored(), size: f.size, mtime_ms: f.mtime_ms }
+}
+
+/// `f` is left out of the index (`what` says which kind of file): logged, recorded as skipped, and said once in
+/// the sync's warnings.
+fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared {
+    warn!(path = %f.abs_path.display(), reason = %why, "{what} skipped");
+    Prepared::Skipped { record: record_of(f, FileState::Skipped), warning: format!("{}: skipped: {why}", f.key) }
+}
+
 impl IndexedBackend {
     /// Read one new or changed-looking file and decide what the index needs.
     pub(super) fn prepare(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
@@ -16,14 +28,10 @@ impl IndexedBackend {
         }
         let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
             Ok(t) => t,
-            Err(why) => {
-                warn!(path = %f.abs_path.display(), reason = %why, "memory file skipped");
-                let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
-                return Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) };
-            }
+            Err(why) => return skipped(f, "memory file", why),
         };
         let hash = crate::sha256_hex(text.as_bytes());
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: indexed_state(&hash, f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
@@ -34,11 +42,7 @@ impl IndexedBackend {
     /// keyword leg sees the words of its name) and whose vector is the file's own embedding.
     pub(super) fn prepare_media(&self, f: &MemoryFile, old: Option<&FileRecord>, mime: &str) -> Prepared {
         let limit = self.config.memory.search.multimodal.max_file_bytes;
-        let skipped = |why: String| {
-            warn!(path = %f.abs_path.display(), reason = %why, "media file skipped");
-            let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
-            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
-        };
+        let skipped = |why: String| skipped(f, "media file", why);
         if f.size > limit {
             return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", f.size));
         }
@@ -48,7 +52,7 @@ impl IndexedBackend {
             Err(e) => return skipped(format!("cannot read file: {e}")),
         };
         let hash = crate::sha256_hex(&bytes);
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: indexed_state(&hash, f.mtime_ms, crate::now_ms()), size: f.size, mtime_ms: f.mtime_ms };
+        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
@@ -80,11 +84,7 @@ impl IndexedBackend {
     /// rotated file whole.
     pub(super) fn prepare_session(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
         use std::io::{Read, Seek, SeekFrom};
-        let skipped = |why: String| {
-            warn!(path = %f.abs_path.display(), reason = %why, "transcript skipped");
-            let record = FileRecord { source: f.source, path: f.key.clone(), hash: FileState::Skipped.to_stored(), size: f.size, mtime_ms: f.mtime_ms };
-            Prepared::Skipped { record, warning: format!("{}: skipped: {why}", f.key) }
-        };
+        let skipped = |why: String| skipped(f, "transcript", why);
         let mut file = match std::fs::File::open(&f.abs_path) {
             Ok(file) => file,
             Err(e) => return skipped(e.to_string()),
@@ -119,7 +119,7 @@ impl IndexedBackend {
                         Err(e) => return skipped(e.to_string()),
                     },
                 };
-                let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+                let record = record_of(f, FileState::Session(state));
                 return Prepared::Appended { chunks: self.session_chunks(f, &flat), record };
             }
             debug!(path = %f.key, "transcript truncated or rotated; re-reading it whole");
@@ -136,7 +136,7 @@ impl IndexedBackend {
             messages: flat.lines.len(),
             prefix_hash: crate::sha256_hex(&all[..complete.min(sessions::PREFIX_BYTES)]),
         };
-        let record = FileRecord { source: f.source, path: f.key.clone(), hash: state.encode(), size: f.size, mtime_ms: f.mtime_ms };
+        let record = record_of(f, FileState::Session(state));
         Prepared::Changed { chunks: self.session_chunks(f, &flat), record, existed: old.is_some() }
     }
 
