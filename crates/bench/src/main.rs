@@ -196,6 +196,17 @@ enum Command {
         #[command(subcommand)]
         action: harness::Action,
     },
+    /// Print the generated query sets `scale` uses, one a line (to profile a harness with them).
+    #[command(hide = true)]
+    Queries {
+        #[arg(long, default_value_t = 200)]
+        n: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// The common-word set instead of the mixed one.
+        #[arg(long)]
+        common: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -256,5 +267,10 @@ fn main() -> anyhow::Result<()> {
             rt.block_on(compare::run(opts, command_line))
         }
         Command::Harness { mode, workspace, state_dir, action } => rt.block_on(harness::run(mode, &workspace, &state_dir, action)),
+        Command::Queries { n, seed, common } => {
+            let set = if common { corpus::common_queries(n, seed) } else { corpus::queries(n, seed) };
+            set.iter().for_each(|q| println!("{q}"));
+            Ok(())
+        }
     }
 }

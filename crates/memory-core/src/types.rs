@@ -11,6 +11,9 @@ pub enum Source {
 }
 
 impl Source {
+    /// Every source, in a fixed order.
+    pub const ALL: [Source; 2] = [Source::Memory, Source::Sessions];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Memory => "memory",

@@ -14,13 +14,15 @@
 //!    window holding about [`ROW_BUDGET`] of its rows): every word of such a query is in a large part of the
 //!    memory and BM25 can barely rank by it, so recent notes are the answer an agent most likely wants.
 //!
-//! Collections small enough that no query reaches the budget (Cranfield's 1,400 abstracts) rank exactly as
-//! before.
+//! Collections of at most [`ROW_BUDGET`] chunks (Cranfield's 1,400 abstracts) are always scored whole and rank
+//! exactly as without a plan.
 
 use rusqlite::Connection;
 
-/// Rows a keyword query may score before its terms are bounded (~2.5 us per scored row on this machine).
-pub(crate) const ROW_BUDGET: u64 = 8_000;
+/// Rows a keyword query may score before its terms are bounded (~1-2.5 us per scored row on this machine, so a
+/// few ms; a one-shot `memory search` pays it with a cold cache). A collection of at most this many chunks is
+/// always scored whole.
+pub(crate) const ROW_BUDGET: u64 = 3_000;
 
 #[derive(Debug, PartialEq)]
 pub(crate) struct KeywordPlan {
@@ -30,30 +32,31 @@ pub(crate) struct KeywordPlan {
     pub min_rowid: Option<i64>,
 }
 
-/// Rows sampled, at the newest end of the index, to estimate the frequency of a term found in more than
-/// [`ROW_BUDGET`] rows.
-const SAMPLE_ROWS: i64 = 16_384;
-
 /// Document frequency of each term (rows containing it in any column), at a cost bounded by the budget rather
-/// than by the term's frequency: rows are counted up to [`ROW_BUDGET`] + 1 (exact below that, which is every
-/// term of a small collection), and a term past it is estimated from its rows among the newest
-/// [`SAMPLE_ROWS`]. (FTS5's `fts5vocab` counts by walking the term's whole doclist, a cost that grows with
-/// the index, on every query.)
-fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, max_rowid: i64) -> rusqlite::Result<Vec<u64>> {
-    let mut capped = c.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?1 LIMIT ?2)")?;
-    let mut recent = c.prepare_cached("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid >= ?2")?;
+/// than by the term's frequency: the term's newest rows are read up to [`ROW_BUDGET`] + 1 (exact below that,
+/// which is every term of a small collection). A term past it is estimated from how much of the rowid range
+/// its newest [`ROW_BUDGET`] + 1 rows span. (FTS5's `fts5vocab` counts by walking the term's whole doclist, a
+/// cost that grows with the index, on every query.)
+fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, rowids: (i64, i64)) -> rusqlite::Result<Vec<u64>> {
+    let mut newest = c.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
+    let (first, last) = rowids;
     terms
         .iter()
         .map(|t| {
             let expr = super::fts_match_expression(std::slice::from_ref(t));
-            let n: i64 = capped.query_row(rusqlite::params![expr, ROW_BUDGET as i64 + 1], |r| r.get(0))?;
-            let n = n.max(0) as u64;
+            let (mut n, mut oldest) = (0u64, last);
+            let mut found = newest.query(rusqlite::params![expr, ROW_BUDGET as i64 + 1])?;
+            while let Some(r) = found.next()? {
+                n += 1;
+                oldest = r.get(0)?;
+            }
             if n <= ROW_BUDGET {
                 return Ok(n);
             }
-            let window = SAMPLE_ROWS.min(rows.max(1) as i64);
-            let in_window: i64 = recent.query_row(rusqlite::params![expr, max_rowid - window + 1], |r| r.get(0))?;
-            let estimate = (in_window.max(0) as f64 * rows as f64 / window as f64).round() as u64;
+            // n rows in the newest (last - oldest + 1) rowids: the same density over the whole range.
+            let spanned = (last - oldest + 1).max(1) as f64;
+            let whole = (last - first + 1).max(1) as f64;
+            let estimate = (n as f64 * whole / spanned).round() as u64;
             Ok(estimate.clamp(ROW_BUDGET + 1, rows.max(ROW_BUDGET + 1)))
         })
         .collect()
@@ -62,7 +65,7 @@ fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, max_rowid: i64) 
 /// Decide which terms to match (see the module comment). `rows` is the number of chunks.
 pub(crate) fn plan_from(terms: &[String], dfs: &[u64], rows: u64, max_rowid: i64) -> KeywordPlan {
     let total: u64 = dfs.iter().sum();
-    if total <= ROW_BUDGET {
+    if total <= ROW_BUDGET || rows <= ROW_BUDGET {
         return KeywordPlan { terms: terms.to_vec(), min_rowid: None };
     }
     // Terms in no chunk cannot match: they are no candidates and no reason to drop others.
@@ -93,10 +96,18 @@ pub(crate) fn plan_from(terms: &[String], dfs: &[u64], rows: u64, max_rowid: i64
 /// The plan for `terms` on the index `c` reads.
 pub(crate) fn plan(c: &Connection, terms: &[String]) -> rusqlite::Result<KeywordPlan> {
     let rows = super::schema::chunk_count(c)?;
-    let max_rowid: Option<i64> = c.query_row("SELECT max(rowid) FROM chunks", [], |r| r.get(0))?;
-    let max_rowid = max_rowid.unwrap_or(0);
-    let dfs = doc_frequencies(c, terms, rows, max_rowid)?;
-    Ok(plan_from(terms, &dfs, rows, max_rowid))
+    let (first, last): (Option<i64>, Option<i64>) = c.query_row(
+        // Two subqueries: SQLite reads min and max from the b-tree's ends only for a lone min() or max().
+        "SELECT (SELECT min(rowid) FROM chunks), (SELECT max(rowid) FROM chunks)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let (first, last) = (first.unwrap_or(0), last.unwrap_or(0));
+    if rows <= ROW_BUDGET {
+        return Ok(KeywordPlan { terms: terms.to_vec(), min_rowid: None });
+    }
+    let dfs = doc_frequencies(c, terms, rows, (first, last))?;
+    Ok(plan_from(terms, &dfs, rows, last))
 }
 
 #[cfg(test)]
@@ -136,10 +147,15 @@ mod tests {
         assert_eq!(count(&c), 202);
     }
 
+    const B: u64 = ROW_BUDGET;
+
     #[test]
     fn small_queries_are_unchanged() {
-        let p = plan_from(&t(&["a", "b"]), &[100, 7000], 100_000, 100_000);
+        let p = plan_from(&t(&["a", "b"]), &[100, B - 100], 100_000, 100_000);
         assert_eq!(p, KeywordPlan { terms: t(&["a", "b"]), min_rowid: None });
+        // A collection the budget covers is scored whole, whatever the frequencies add up to.
+        let p = plan_from(&t(&["a", "b", "c"]), &[B, B, B], B, B as i64);
+        assert_eq!(p, KeywordPlan { terms: t(&["a", "b", "c"]), min_rowid: None });
     }
 
     #[test]
@@ -147,7 +163,7 @@ mod tests {
         let p = plan_from(&t(&["common", "rare", "mid"]), &[90_000, 40, 30_000], 100_000, 100_000);
         // "common" is at FTS5's idf floor; "mid" does not fit beside "rare".
         assert_eq!(p, KeywordPlan { terms: t(&["rare"]), min_rowid: None });
-        let p = plan_from(&t(&["common", "rare", "mid"]), &[90_000, 40, 5_000], 100_000, 100_000);
+        let p = plan_from(&t(&["common", "rare", "mid"]), &[90_000, 40, B / 2], 100_000, 100_000);
         assert_eq!(p.terms, t(&["rare", "mid"]));
     }
 
@@ -157,10 +173,54 @@ mod tests {
         assert_eq!(p.terms, t(&["y"]));
         let window = 250_000 - p.min_rowid.unwrap() + 1;
         // About ROW_BUDGET of y's 60,000 rows fall in the window.
-        assert_eq!(window, (ROW_BUDGET as f64 * 100_000.0 / 60_000.0).ceil() as i64);
+        assert_eq!(window, (B as f64 * 100_000.0 / 60_000.0).ceil() as i64);
         // A term in no chunk changes nothing.
         let p = plan_from(&t(&["x", "zzz"]), &[80_000, 0], 100_000, 100_000);
         assert_eq!(p.terms, t(&["x"]));
         assert!(p.min_rowid.is_some());
+    }
+
+    /// Frequencies on a real FTS5 table: exact up to the budget, estimated from the newest rows beyond it, and
+    /// the plan built from them.
+    #[test]
+    fn frequencies_are_exact_below_the_budget_and_estimated_above_it() {
+        let mut c = Connection::open_in_memory().unwrap();
+        super::super::schema::create(&mut c).unwrap();
+        let n = 4 * B as i64;
+        let tx = c.transaction().unwrap();
+        for i in 1..=n {
+            // "every" in every chunk, "half" in every other, "rare" in 10, "recent" in the newest 3/8 only.
+            let mut text = String::from("every");
+            if i % 2 == 0 {
+                text.push_str(" half");
+            }
+            if i % (n / 10) == 0 {
+                text.push_str(" rare");
+            }
+            if i > 5 * n / 8 {
+                text.push_str(" recent");
+            }
+            tx.execute(
+                "INSERT INTO chunks (rowid, id, source, path, start_line, end_line, text, hash) VALUES (?1, ?2, 'memory', 'a.md', 1, 1, ?3, 'h')",
+                rusqlite::params![i, format!("c{i}"), text],
+            )
+            .unwrap();
+            tx.execute("INSERT INTO chunks_fts (rowid, terms, heading) VALUES (?1, ?2, '')", rusqlite::params![i, text]).unwrap();
+        }
+        tx.commit().unwrap();
+        let rows = n as u64;
+        let dfs = doc_frequencies(&c, &t(&["every", "half", "rare", "recent", "absent"]), rows, (1, n)).unwrap();
+        assert_eq!(dfs[0], rows);
+        assert!(dfs[1].abs_diff(rows / 2) <= rows / 50, "half: {}", dfs[1]);
+        assert_eq!(dfs[2], 10);
+        // All of "recent" is among the newest rows: estimated as everywhere, which bounds it like a common word.
+        assert!(dfs[3] > B, "recent: {}", dfs[3]);
+        assert_eq!(dfs[4], 0);
+        let p = plan(&c, &t(&["every", "rare"])).unwrap();
+        assert_eq!(p, KeywordPlan { terms: t(&["rare"]), min_rowid: None });
+        let p = plan(&c, &t(&["every", "half"])).unwrap();
+        assert_eq!(p.terms, t(&["half"]));
+        let window = n - p.min_rowid.unwrap() + 1;
+        assert!((window as u64).abs_diff(2 * B) <= B / 10, "window {window}");
     }
 }

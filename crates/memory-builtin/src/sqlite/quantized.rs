@@ -106,27 +106,115 @@ impl QuantizedVectors {
 
     /// Rowids of the (up to) `k` vectors with the highest approximate cosine to `query`, best first, among
     /// vectors whose source is accepted by `keep`.
-    pub fn nearest(&self, query: &[f32], k: usize, keep: impl Fn(SourceTag) -> bool) -> Vec<i64> {
+    pub fn nearest(&self, query: &[f32], k: usize, keep: impl Fn(SourceTag) -> bool + Sync) -> Vec<i64> {
+        self.nearest_on(scan_threads(self.len()), query, k, keep)
+    }
+
+    /// [`Self::nearest`] with the scan split over `threads` threads.
+    fn nearest_on(&self, threads: usize, query: &[f32], k: usize, keep: impl Fn(SourceTag) -> bool + Sync) -> Vec<i64> {
         let mut q = Vec::with_capacity(self.dims);
         if self.dims == 0 || query.len() != self.dims || k == 0 || quantize(query, &mut q).is_none() {
             return Vec::new();
         }
-        let mut dots = vec![0i32; self.rowids.len()];
-        dot_all(&q, &self.codes, self.dims, &mut dots);
-        // (approximate similarity, slot); the query's own scale is common to all and left out.
-        let mut scored: Vec<(f32, usize)> = dots
-            .iter()
-            .enumerate()
-            .filter(|(slot, _)| keep(self.sources[*slot]))
-            .map(|(slot, d)| (*d as f32 * self.scales[slot], slot))
-            .collect();
-        let by_score = |a: &(f32, usize), b: &(f32, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if scored.len() > k {
-            scored.select_nth_unstable_by(k - 1, by_score);
-            scored.truncate(k);
+        let n = self.len();
+        let best = if threads == 1 {
+            self.scan(&q, 0..n, k, &keep)
+        } else {
+            // The scan is bound by memory bandwidth, which one core cannot use up: each thread takes a run of slots.
+            let per = n.div_ceil(threads);
+            let parts: Vec<TopK> = std::thread::scope(|s| {
+                let (q, keep) = (&q, &keep);
+                let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || self.scan(q, t * per..((t + 1) * per).min(n), k, keep))).collect();
+                handles.into_iter().map(|h| h.join().expect("vector scan thread panicked")).collect()
+            });
+            let mut all = TopK::new(k);
+            for part in parts {
+                for (score, slot) in part.into_sorted() {
+                    all.offer(score, slot);
+                }
+            }
+            all
+        };
+        best.into_sorted().into_iter().map(|(_, slot)| self.rowids[slot]).collect()
+    }
+
+    /// The best `k` of the slots in `range`.
+    fn scan(&self, q: &[i8], range: std::ops::Range<usize>, k: usize, keep: &(impl Fn(SourceTag) -> bool + Sync)) -> TopK {
+        let mut best = TopK::new(k);
+        let mut dots = vec![0i32; SCAN_BLOCK];
+        let mut first = range.start;
+        while first < range.end {
+            let end = (first + SCAN_BLOCK).min(range.end);
+            let dots = &mut dots[..end - first];
+            dot_all(q, &self.codes[first * self.dims..end * self.dims], self.dims, dots);
+            for (i, d) in dots.iter().enumerate() {
+                let slot = first + i;
+                if keep(self.sources[slot]) {
+                    // The query's own scale is common to all and left out.
+                    best.offer(*d as f32 * self.scales[slot], slot);
+                }
+            }
+            first = end;
         }
-        scored.sort_unstable_by(by_score);
-        scored.into_iter().map(|(_, slot)| self.rowids[slot]).collect()
+        best
+    }
+}
+
+/// Below this many vectors a scan takes well under a millisecond and a thread would cost more than it saves.
+const PARALLEL_SCAN_MIN: usize = 32 * 1024;
+
+/// Threads for a scan of `n` vectors: one per core, at most 4 (memory bandwidth is shared beyond that).
+fn scan_threads(n: usize) -> usize {
+    if n < PARALLEL_SCAN_MIN {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |p| p.get()).clamp(1, 4).min(n / (PARALLEL_SCAN_MIN / 2))
+}
+
+/// Vectors scanned per block: their dot products (4 KiB) stay in the L1 cache until ranked.
+const SCAN_BLOCK: usize = 1024;
+
+/// The `k` best (score, slot) pairs of a scan, highest score first, the lower slot first on a tie: candidates
+/// are buffered up to `2k` and cut back to the best `k`, whose lowest score then bars the rest.
+struct TopK {
+    k: usize,
+    kept: Vec<(f32, usize)>,
+    bar: f32,
+}
+
+fn best_first(a: &(f32, usize), b: &(f32, usize)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK { k, kept: Vec::with_capacity(2 * k), bar: f32::NEG_INFINITY }
+    }
+
+    /// Among equal scores, slots are offered in increasing order (a scan's slots, then runs of higher slots,
+    /// each best first), so one scoring exactly the bar loses the tie to those kept and is not kept.
+    #[inline]
+    fn offer(&mut self, score: f32, slot: usize) {
+        if score > self.bar {
+            self.kept.push((score, slot));
+            if self.kept.len() == 2 * self.k {
+                self.cut();
+            }
+        }
+    }
+
+    fn cut(&mut self) {
+        self.kept.select_nth_unstable_by(self.k - 1, best_first);
+        self.kept.truncate(self.k);
+        self.bar = self.kept.iter().map(|(s, _)| *s).fold(f32::INFINITY, f32::min);
+    }
+
+    fn into_sorted(mut self) -> Vec<(f32, usize)> {
+        if self.kept.len() > self.k {
+            self.cut();
+        }
+        self.kept.sort_unstable_by(best_first);
+        self.kept
     }
 }
 
@@ -135,29 +223,21 @@ fn dot_all(q: &[i8], codes: &[i8], dims: usize, out: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above); the function only compiles the portable loop
-            // below with AVX2 enabled.
-            unsafe { dot_all_avx2(q, codes, dims, out) };
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            unsafe { avx2::dot_all(q, codes, dims, out) };
             return;
         }
     }
     dot_all_portable(q, codes, dims, out);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_all_avx2(q: &[i8], codes: &[i8], dims: usize, out: &mut [i32]) {
-    dot_all_portable(q, codes, dims, out)
-}
-
-#[inline(always)]
 fn dot_all_portable(q: &[i8], codes: &[i8], dims: usize, out: &mut [i32]) {
     for (o, v) in out.iter_mut().zip(codes.chunks_exact(dims)) {
         *o = dot(q, v);
     }
 }
 
-/// i8 dot product in i16 products summed to i32: the shape LLVM turns into `pmaddwd` (SSE2/AVX2).
+/// i8 dot product in i16 products summed to i32: the shape LLVM turns into `pmaddwd` (SSE2).
 #[inline(always)]
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     let mut acc = [0i32; 16];
@@ -170,6 +250,38 @@ fn dot(a: &[i8], b: &[i8]) -> i32 {
     }
     let tail: i32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| *x as i32 * *y as i32).sum();
     acc.iter().sum::<i32>() + tail
+}
+
+/// The AVX2 scan: 32 codes per instruction. `vpmaddubsw` multiplies unsigned by signed bytes, so the query's
+/// magnitudes are multiplied by the stored codes carrying the query's signs (`vpsignb`); two products summed
+/// stay inside i16 because codes are never -128 (`quantize` clamps to +-127): 2 x 127 x 127 = 32,258.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn dot_all(q: &[i8], codes: &[i8], dims: usize, out: &mut [i32]) {
+        let lanes = dims / 32;
+        let load = |p: &[i8], i: usize| unsafe { _mm256_loadu_si256(p.as_ptr().add(i * 32) as *const __m256i) };
+        let signs: Vec<__m256i> = (0..lanes).map(|i| load(q, i)).collect();
+        let magnitudes: Vec<__m256i> = signs.iter().map(|s| _mm256_abs_epi8(*s)).collect();
+        let ones = _mm256_set1_epi16(1);
+        for (o, v) in out.iter_mut().zip(codes.chunks_exact(dims)) {
+            let mut acc = _mm256_setzero_si256();
+            for i in 0..lanes {
+                let signed = _mm256_sign_epi8(load(v, i), signs[i]);
+                let pairs = _mm256_maddubs_epi16(magnitudes[i], signed);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+            }
+            let half = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+            let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+            let sum = _mm_cvtsi128_si32(_mm_add_epi32(quarter, _mm_shuffle_epi32(quarter, 1)));
+            let tail: i32 = q[lanes * 32..].iter().zip(&v[lanes * 32..]).map(|(a, b)| *a as i32 * *b as i32).sum();
+            *o = sum + tail;
+        }
+    }
 }
 
 /// Cosine similarity as sqlite-vec computes it (`distance_cosine_float`: sequential f32 sums, the division in
@@ -205,18 +317,68 @@ mod tests {
             .collect()
     }
 
+    fn plain_dot(a: &[i8], b: &[i8]) -> i32 {
+        a.iter().zip(b).map(|(x, y)| *x as i32 * *y as i32).sum()
+    }
+
     #[test]
     fn dot_matches_the_plain_sum_at_every_width() {
-        for dims in [1, 15, 16, 17, 384, 385] {
-            let v = seeded(2, dims, 7 + dims as u64);
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            quantize(&v[0], &mut a).unwrap();
-            quantize(&v[1], &mut b).unwrap();
-            let plain: i32 = a.iter().zip(&b).map(|(x, y)| *x as i32 * *y as i32).sum();
-            assert_eq!(dot(&a, &b), plain);
-            let mut out = [0i32; 1];
-            dot_all(&a, &b, dims, &mut out);
-            assert_eq!(out[0], plain);
+        for dims in [1, 15, 16, 17, 31, 32, 33, 64, 383, 384, 385, 768] {
+            let data = seeded(9, dims, 7 + dims as u64);
+            let q = { let mut q = Vec::new(); quantize(&data[0], &mut q).unwrap(); q };
+            let mut codes = Vec::new();
+            let mut scratch = Vec::new();
+            for v in &data[1..] {
+                quantize(v, &mut scratch).unwrap();
+                codes.extend_from_slice(&scratch);
+            }
+            // The extremes: every product at +-127 x 127, where an i16 pair sum would overflow if codes were -128.
+            codes.extend(std::iter::repeat(127i8).take(dims));
+            codes.extend(q.iter().map(|x| if *x < 0 { 127 } else { -127 }));
+            let n = codes.len() / dims;
+            let mut out = vec![0i32; n];
+            dot_all(&q, &codes, dims, &mut out);
+            let mut portable = vec![0i32; n];
+            dot_all_portable(&q, &codes, dims, &mut portable);
+            for (i, v) in codes.chunks_exact(dims).enumerate() {
+                let plain = plain_dot(&q, v);
+                assert_eq!(out[i], plain, "dims {dims}, vector {i}");
+                assert_eq!(portable[i], plain, "dims {dims}, vector {i} (portable)");
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_keeps_what_a_full_sort_keeps() {
+        // Many equal scores (repeated vectors) across scan blocks and, in the larger copy, across scan threads;
+        // k below, at and above the count.
+        for (n, dims) in [(3 * SCAN_BLOCK + 17, 40), (2 * PARALLEL_SCAN_MIN + 5, 4)] {
+            let base = seeded(50, dims, 11);
+            let mut qv = QuantizedVectors::new(dims);
+            let mut s = Vec::new();
+            for i in 0..n {
+                qv.upsert(i as i64, (i % 3 == 0) as u8, &base[i % base.len()], &mut s);
+            }
+            let mut codes_q = Vec::new();
+            for q in seeded(3, dims, 12) {
+                quantize(&q, &mut codes_q).unwrap();
+                for k in [1, 7, 64, 500, n, n + 5] {
+                    for only in [None, Some(1u8)] {
+                        let keep = |t: SourceTag| only.map_or(true, |o| o == t);
+                        let mut all: Vec<(f32, usize)> = (0..n)
+                            .filter(|slot| keep(qv.sources[*slot]))
+                            .map(|slot| (plain_dot(&codes_q, &qv.codes[slot * dims..(slot + 1) * dims]) as f32 * qv.scales[slot], slot))
+                            .collect();
+                        all.sort_by(best_first);
+                        all.truncate(k);
+                        let want: Vec<i64> = all.iter().map(|(_, slot)| qv.rowids[*slot]).collect();
+                        assert_eq!(qv.nearest(&q, k, keep), want, "n {n}, k {k}, filter {only:?}");
+                        for threads in [2, 3] {
+                            assert_eq!(qv.nearest_on(threads, &q, k, keep), want, "n {n}, k {k}, filter {only:?}, {threads} threads");
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -105,12 +105,25 @@ impl IndexedBackend {
             CheckPlan::Run(epoch) => epoch,
         };
         // The stats of the files and the read of the records overlap: together they are the check's cost.
-        let listing = tokio::task::spawn_blocking(self.discovery());
+        let started = std::time::Instant::now();
+        let discover = self.discovery();
+        let listing = tokio::task::spawn_blocking(move || {
+            let files = discover();
+            (files, started.elapsed())
+        });
         let stored = store.files().await;
-        let files = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
+        let read_in = started.elapsed();
+        let (files, listed_in) = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
         let stored = stored?;
         let mut verify = Vec::new();
         let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
+        debug!(
+            files = files.len(),
+            listed_ms = listed_in.as_secs_f64() * 1e3,
+            records_ms = read_in.as_secs_f64() * 1e3,
+            compared_ms = started.elapsed().as_secs_f64() * 1e3,
+            "freshness check"
+        );
         if !verify.is_empty() {
             // Read moments after they were written: same size and mtime do not prove same content.
             let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
