@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use memory_builtin::{SqliteStorage, SqliteStore};
 use memory_core::embedding::{EmbeddingProvider, EmbeddingPurpose};
+use memory_core::store::ChunkStore;
 
 use crate::compare::process;
 use crate::corpus;
@@ -147,7 +148,6 @@ async fn vector_recall(ws: &Path, state: &Path, queries: &[String]) -> anyhow::R
     let embedder = SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED);
     let mut total = 0.0;
     let (mut fast_ms, mut exact_ms) = (Vec::new(), Vec::new());
-    use memory_core::store::ChunkStore;
     for q in queries {
         let v = embedder.embed(std::slice::from_ref(q), EmbeddingPurpose::Query).await?.remove(0);
         let t = std::time::Instant::now();
@@ -229,7 +229,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             continue;
         }
         if opts.notes.contains(&n) {
-            keyword(&builds, &dir, &ws, &mixed, &common, &opts)?;
+            keyword(&builds, &dir, &ws, &mixed, &common, &opts).await?;
         }
         if opts.hybrid_notes.contains(&n) {
             hybrid(&builds, &dir, &ws, &mixed).await?;
@@ -239,7 +239,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[String], opts: &Options) -> anyhow::Result<()> {
+async fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[String], opts: &Options) -> anyhow::Result<()> {
     let state = dir.join("state-keyword");
     if opts.index_runs {
         // Cold index and no-change re-index by each build, each into its own state folder.
@@ -262,7 +262,7 @@ fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], common: &[
         }
     }
     let idx = keyword_index(&builds[0], &state, ws)?;
-    keyword_engine_only(&idx, mixed, common)?;
+    keyword_engine_only(&idx, mixed, common).await?;
     let mut rows = Vec::new();
     for (label, qs) in [("mixed queries", mixed), ("common-word queries", common)] {
         let mut figs = Vec::new();
@@ -329,7 +329,7 @@ fn hybrid_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<()> {
 
 /// The store's keyword candidates alone (no freshness check, no ranking): bounded (this build) against the
 /// same store unbounded (every term, as before), in this process, alternating query by query.
-fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyhow::Result<()> {
+async fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyhow::Result<()> {
     let live = SqliteStorage::new(idx).live_path()?;
     let store = SqliteStore::open(&live)?;
     for (label, qs) in [("mixed", mixed), ("common-word", common)] {
@@ -342,10 +342,10 @@ fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) -> anyho
             }
             let kq = memory_core::store::KeywordQuery { terms };
             let t = std::time::Instant::now();
-            let a = store.keyword_candidates(&kq, 24, &[], true)?;
+            let a = store.keyword_search(&kq, 24, &[]).await?;
             bounded.push(t.elapsed().as_secs_f64() * 1e3);
             let t = std::time::Instant::now();
-            let b = store.keyword_candidates(&kq, 24, &[], false)?;
+            let b = store.unbounded_keyword_candidates(&kq, 24, &[])?;
             unbounded.push(t.elapsed().as_secs_f64() * 1e3);
             if a.iter().map(|c| &c.chunk_id).eq(b.iter().map(|c| &c.chunk_id)) {
                 same += 1;

@@ -22,7 +22,7 @@ use rusqlite::Connection;
 /// Rows a keyword query may score before its terms are bounded (~1-2.5 us per scored row on this machine, so a
 /// few ms; a one-shot `memory search` pays it with a cold cache). A collection of at most this many chunks is
 /// always scored whole.
-pub(crate) const ROW_BUDGET: u64 = 3_000;
+pub(crate) const ROW_BUDGET: u64 = 8_000;
 
 #[derive(Debug, PartialEq)]
 pub(crate) struct KeywordPlan {

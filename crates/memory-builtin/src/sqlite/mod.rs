@@ -149,7 +149,8 @@ impl SqliteStore {
 
     /// sqlite-vec's exact k-NN scan over every f32 vector: how vector search answered before the in-memory
     /// copy, kept as the reference the fast path is tested and benchmarked against (exact for up to 4096
-    /// vectors outside the filtered sources).
+    /// vectors outside the filtered sources). Only with the `reference-paths` feature (tests and memory-bench).
+    #[cfg(feature = "reference-paths")]
     pub fn exact_vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
         self.check_query_vector(vector)?;
         let (filter, filter_args) = source_filter(sources, "c.source");
@@ -181,9 +182,16 @@ impl SqliteStore {
         })
     }
 
-    /// Keyword candidates; `bounded: false` runs the query over every term (how keyword search answered before
-    /// the document-frequency bound, kept as the reference the benchmark compares with).
-    pub fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source], bounded: bool) -> Result<Vec<Candidate>> {
+    /// Keyword candidates without the document-frequency bound (every term, every matching row): how keyword
+    /// search answered before the bound, the reference the benchmark compares with. Only with the
+    /// `reference-paths` feature.
+    #[cfg(feature = "reference-paths")]
+    pub fn unbounded_keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+        self.keyword_candidates(query, limit, sources, false)
+    }
+
+    /// Keyword candidates; `bounded: false` runs the query over every term (the reference path above).
+    fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source], bounded: bool) -> Result<Vec<Candidate>> {
         if query.terms.is_empty() {
             return Ok(Vec::new());
         }

@@ -2,9 +2,10 @@
 //!
 //! Why: sqlite-vec 0.1.6 answers a k-NN query by reading and comparing every stored f32 vector one float at a
 //! time (~95 ms for 100k x 384 on this project's 2-core machine). The copy here is a quarter of the bytes, laid
-//! out contiguously and compared with integer dot products the compiler vectorises (AVX2 when the CPU has it);
-//! the best candidates of that approximate scan are then re-scored exactly from the f32 vectors in SQLite, so
-//! the scores returned are sqlite-vec's.
+//! out contiguously and compared with integer dot products (an explicit AVX2 kernel when the CPU has it, a loop
+//! the compiler vectorises otherwise), on every core for a large copy: the scan is bound by memory bandwidth,
+//! which one core cannot use up. The best candidates of that approximate scan are then re-scored exactly from
+//! the f32 vectors in SQLite, so the scores returned are sqlite-vec's.
 //!
 //! Each vector is normalised, then quantised symmetrically with its own scale (largest |component| -> 127):
 //! cosine(q, v) ~= scale_q * scale_v * sum(q8_i * v8_i). The copy is derived data, never persisted: it is

@@ -30,11 +30,10 @@ struct SearchContext<'a> {
     sources: &'a [Source],
 }
 
-/// The vector leg of a search: its candidates and the query vector they were found with.
+/// The vector leg of a search: its candidates and the query vector they were found with (by `self.embedder`).
 struct VectorLeg {
     candidates: Vec<Candidate>,
     query_vector: Vec<f32>,
-    embedder: Arc<dyn EmbeddingProvider>,
 }
 
 impl IndexedBackend {
@@ -60,9 +59,9 @@ impl IndexedBackend {
             (false, true) => "vector",
             _ => "keyword",
         };
-        let centroid = match &vector {
-            Some(leg) => self.unrelated_centroid(&ctx.store, &leg.embedder).await,
-            None => None,
+        let centroid = match (&vector, &self.embedder) {
+            (Some(_), Some(embedder)) => self.unrelated_centroid(&ctx.store, embedder).await,
+            _ => None,
         };
         ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));
         let first_vector: &[Candidate] = vector.as_ref().map_or(&[], |leg| &leg.candidates);
@@ -124,7 +123,7 @@ impl IndexedBackend {
             }
         };
         match ctx.store.vector_search(&query_vector, ctx.limit, ctx.sources).await {
-            Ok(candidates) => Some(VectorLeg { candidates, query_vector, embedder: embedder.clone() }),
+            Ok(candidates) => Some(VectorLeg { candidates, query_vector }),
             Err(e) => {
                 warn!(error = %e, "vector search failed");
                 warnings.push(format!("vector search unavailable: {e}"));

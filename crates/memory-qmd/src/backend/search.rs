@@ -152,33 +152,25 @@ impl QmdBackend {
 
 impl Inner {
     pub(super) async fn run_search(&self, mode: SearchMode, query: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
-        let mut args = vec![mode.as_str().to_string(), "--json".into(), "-n".into(), limit.to_string()];
-        for n in names {
-            args.push("-c".into());
-            args.push(n.clone());
-        }
-        args.push("--".into());
-        args.push(query.to_string());
-        let timeout = self.cfg.limits.timeout;
-        let out = process::run(self.run_spec(args, timeout)).await?;
-        if out.stdout_truncated {
-            return Ok((Vec::new(), "\u{0}truncated".into()));
-        }
-        match parse::parse_hits(&out.stdout) {
-            Ok(hits) => Ok((hits, out.stderr)),
-            Err(e) => Ok((Vec::new(), format!("\u{0}{e}"))),
-        }
+        self.run_hits(&[mode.as_str()], query, limit, names).await
     }
 
     /// `qmd query --no-rerank` with a document of `lex:` lines (see [`crate::query::any_word_document`]).
     pub(super) async fn run_any_word(&self, doc: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
-        let mut args = vec!["query".to_string(), "--json".into(), "--no-rerank".into(), "-n".into(), limit.to_string()];
+        self.run_hits(&["query", "--no-rerank"], doc, limit, names).await
+    }
+
+    /// Run `qmd <command...> --json -n limit [-c name]... -- text` and parse its hits. A truncated or
+    /// unparsable answer is no hits, with the reason behind a NUL in the returned stderr.
+    async fn run_hits(&self, command: &[&str], text: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
+        let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+        args.extend(["--json".into(), "-n".into(), limit.to_string()]);
         for n in names {
             args.push("-c".into());
             args.push(n.clone());
         }
         args.push("--".into());
-        args.push(doc.to_string());
+        args.push(text.to_string());
         let out = process::run(self.run_spec(args, self.cfg.limits.timeout)).await?;
         if out.stdout_truncated {
             return Ok((Vec::new(), "\u{0}truncated".into()));
