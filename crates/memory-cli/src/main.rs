@@ -382,13 +382,8 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
 /// Watch what discovery indexes. `serving`: the first sync runs in the background (the server answers at once).
 async fn start_watch(opened: &Opened, serving: bool, on_sync: watch::OnSync) -> anyhow::Result<watch::WatchHandle> {
     let search = &opened.config.memory.search;
-    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &search.extra_paths);
-    let targets = watch::WatchTargets {
-        workspace: opened.workspace.clone(),
-        extra_paths: roots.extra_paths.clone(),
-        media: search.multimodal.enabled,
-        sessions_dir: opened.sessions_dir.clone(),
-    };
+    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &search.extra_paths).with_media(search.multimodal.enabled);
+    let targets = watch::WatchTargets { roots, sessions_dir: opened.sessions_dir.clone() };
     let options = watch::WatchOptions { initial_sync_in_background: serving, ..watch::WatchOptions::from_config(&search.sync) };
     watch::spawn(opened.engine.clone(), targets, options, on_sync).await
 }

@@ -23,8 +23,7 @@ use tracing::{debug, info, warn};
 /// Under a never-ending stream of changes, sync at least every `debounce x MAX_WAIT_FACTOR`.
 pub const MAX_WAIT_FACTOR: u32 = 10;
 
-/// Folders never walked: discovery's own list, so the watcher reacts to exactly what is indexed.
-use memory_core::discovery::IGNORED_DIRS as SKIP_DIRS;
+use memory_core::discovery::MemoryRoots;
 
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
@@ -56,52 +55,20 @@ impl WatchOptions {
 /// What the watcher watches: what discovery indexes.
 #[derive(Debug, Clone)]
 pub struct WatchTargets {
-    pub workspace: PathBuf,
-    pub extra_paths: Vec<PathBuf>,
-    /// Images and audio under the extra paths count too (`multimodal.enabled`).
-    pub media: bool,
+    /// The workspace and the extra paths, with `media` set from `multimodal.enabled`.
+    pub roots: MemoryRoots,
     /// The transcripts folder, when the `sessions` source is on.
     pub sessions_dir: Option<PathBuf>,
 }
 
 impl WatchTargets {
     fn memory_dir(&self) -> PathBuf {
-        self.workspace.join("memory")
+        self.roots.workspace.join(memory_core::discovery::MEMORY_DIR)
     }
 
-    /// Is a change at `path` one that can change what is indexed?
+    /// Is a change at `path` one that can change what is indexed? (Discovery's rule, asked of it.)
     pub fn is_relevant(&self, path: &Path) -> bool {
-        if let Some(dir) = &self.sessions_dir {
-            if path == dir || path.parent() == Some(dir.as_path()) {
-                return path == dir || memory_core::sessions::is_transcript_name(path);
-            }
-        }
-        // An extra path itself (created, deleted, renamed), whatever its name.
-        if self.extra_paths.iter().any(|x| x == path) {
-            return true;
-        }
-        if path.parent() == Some(self.workspace.as_path())
-            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "memory" || memory_core::discovery::is_root_memory_name(n))
-        {
-            return true;
-        }
-        let memory = self.memory_dir();
-        let (rest, media) = if let Ok(rest) = path.strip_prefix(&memory) {
-            (rest, false)
-        } else if let Some(rest) = self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok()) {
-            (rest, self.media)
-        } else {
-            return false;
-        };
-        if rest.components().any(|c| SKIP_DIRS.iter().any(|s| c.as_os_str() == *s)) {
-            return false;
-        }
-        // Markdown files (media under extra paths with multimodal), and folders (no extension: a folder renamed
-        // or deleted takes its notes with it).
-        match path.extension() {
-            Some(_) => memory_core::discovery::is_indexed_name(path, media),
-            None => true,
-        }
+        self.roots.is_relevant_change(path, self.sessions_dir.as_deref())
     }
 }
 
@@ -197,12 +164,12 @@ struct Loop {
 
 impl Loop {
     fn add_watches(&mut self) -> anyhow::Result<()> {
-        let ws = self.targets.workspace.clone();
+        let ws = self.targets.roots.workspace.clone();
         self.watcher.watch(&ws, RecursiveMode::NonRecursive).map_err(|e| anyhow::anyhow!("cannot watch {}: {e}", ws.display()))?;
         self.watch_memory_dir();
-        self.unwatched = self.targets.extra_paths.iter().chain(self.targets.sessions_dir.iter()).cloned().collect();
+        self.unwatched = self.targets.roots.extra_paths.iter().chain(self.targets.sessions_dir.iter()).cloned().collect();
         self.watch_new_targets();
-        info!(workspace = %ws.display(), extra = self.targets.extra_paths.len(), "watching memory files");
+        info!(workspace = %ws.display(), extra = self.targets.roots.extra_paths.len(), "watching memory files");
         Ok(())
     }
 
@@ -286,7 +253,7 @@ impl Loop {
                                     if self.targets.is_relevant(p) {
                                         any = true;
                                         if paths.len() < 8 {
-                                            let shown = p.strip_prefix(&self.targets.workspace).unwrap_or(p).display().to_string();
+                                            let shown = p.strip_prefix(&self.targets.roots.workspace).unwrap_or(p).display().to_string();
                                             if !paths.contains(&shown) {
                                                 paths.push(shown);
                                             }
@@ -353,44 +320,5 @@ impl Loop {
             _ => {}
         }
         (self.on_sync)(&event);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relevance() {
-        let t = WatchTargets {
-            workspace: PathBuf::from("/ws"),
-            extra_paths: vec![PathBuf::from("/notes"), PathBuf::from("/one/file.md"), PathBuf::from("/later/folder")],
-            media: true,
-            sessions_dir: Some(PathBuf::from("/state/sessions")),
-        };
-        assert!(t.is_relevant(Path::new("/ws/MEMORY.md")));
-        assert!(t.is_relevant(Path::new("/ws/memory.md")));
-        assert!(t.is_relevant(Path::new("/ws/memory")));
-        assert!(!t.is_relevant(Path::new("/ws/README.md")));
-        assert!(!t.is_relevant(Path::new("/ws/src/lib.rs")));
-        assert!(t.is_relevant(Path::new("/ws/memory/2026-11-30.md")));
-        assert!(t.is_relevant(Path::new("/ws/memory/projects")));
-        assert!(!t.is_relevant(Path::new("/ws/memory/.2026-11-30.md.swp")));
-        assert!(!t.is_relevant(Path::new("/ws/memory/node_modules/x.md")));
-        assert!(t.is_relevant(Path::new("/notes/a/b.MD")));
-        assert!(t.is_relevant(Path::new("/one/file.md")));
-        assert!(!t.is_relevant(Path::new("/one/other.md")));
-        // Discovery's ignored folders, all of them.
-        for d in memory_core::discovery::IGNORED_DIRS {
-            assert!(!t.is_relevant(&Path::new("/ws/memory").join(d).join("x.md")), "{d}");
-        }
-        // Media under extra paths (multimodal), not under memory/; transcripts; an extra path appearing.
-        assert!(t.is_relevant(Path::new("/notes/photo.png")));
-        assert!(!t.is_relevant(Path::new("/ws/memory/photo.png")));
-        assert!(t.is_relevant(Path::new("/state/sessions/abc.jsonl")));
-        assert!(!t.is_relevant(Path::new("/state/sessions/abc.lock")));
-        assert!(t.is_relevant(Path::new("/later/folder")));
-        let plain = WatchTargets { media: false, ..t };
-        assert!(!plain.is_relevant(Path::new("/notes/photo.png")));
     }
 }

@@ -134,7 +134,7 @@ mod linux {
         /// Set every watch. Folders that do not exist are covered by their holder or nearest ancestor.
         fn arm(&mut self) -> io::Result<()> {
             let ws = self.roots.workspace.clone();
-            let mut names: Vec<OsString> = vec!["memory".into()];
+            let mut names: Vec<OsString> = vec![crate::discovery::MEMORY_DIR.into()];
             let targets: Vec<PathBuf> = self.roots.extra_paths.iter().chain(self.sessions_dir.iter()).cloned().collect();
             for t in &targets {
                 if let Some(first) = t.strip_prefix(&ws).ok().and_then(|rel| rel.components().next()) {
@@ -142,7 +142,7 @@ mod linux {
                 }
             }
             self.add(&ws, Role::Workspace { names })?;
-            let memory = ws.join("memory");
+            let memory = ws.join(crate::discovery::MEMORY_DIR);
             if is_real_dir(&memory) {
                 self.add_tree(&memory, false)?;
             }

@@ -138,6 +138,46 @@ impl MemoryRoots {
     }
 }
 
+impl MemoryRoots {
+    /// Can a change at `path` (created, written, removed or renamed: a file or a folder) change what discovery
+    /// lists? The watcher asks before it schedules a sync; the change journal classifies its events by the same
+    /// rules (its watch roles). `sessions_dir`: the transcripts folder, when the `sessions` source is on.
+    pub fn is_relevant_change(&self, path: &Path, sessions_dir: Option<&Path>) -> bool {
+        if let Some(dir) = sessions_dir {
+            if path == dir || path.parent() == Some(dir) {
+                return path == dir || crate::sessions::is_transcript_name(path);
+            }
+        }
+        // An extra path itself (created, deleted, renamed), whatever its name.
+        if self.extra_paths.iter().any(|x| x == path) {
+            return true;
+        }
+        if path.parent() == Some(self.workspace.as_path())
+            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == MEMORY_DIR || is_root_memory_name(n))
+        {
+            return true;
+        }
+        let (rest, media) = if let Ok(rest) = path.strip_prefix(self.workspace.join(MEMORY_DIR)) {
+            (rest, false)
+        } else if let Some(rest) = self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok()) {
+            (rest, self.media)
+        } else {
+            return false;
+        };
+        if rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
+            return false;
+        }
+        // Indexed file names, and folders (no extension: a folder renamed or deleted takes its notes with it).
+        match path.extension() {
+            Some(_) => is_indexed_name(path, media),
+            None => true,
+        }
+    }
+}
+
+/// The folder of notes and daily logs under the workspace.
+pub const MEMORY_DIR: &str = "memory";
+
 use crate::paths::expand_home;
 
 mod journal;
@@ -178,7 +218,7 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             push(&mut out, &mut seen, f, id);
         }
     }
-    walk(roots, &ws.join("memory"), false, &mut out, &mut seen);
+    walk(roots, &ws.join(MEMORY_DIR), false, &mut out, &mut seen);
     for (index, extra) in roots.extra_paths.iter().enumerate() {
         if roots.pattern_of(index).is_some() {
             // A pattern selects files under a folder; a pattern on a file or a missing path selects nothing.

@@ -178,3 +178,36 @@ fn the_root_file_is_memory_md_over_lowercase_by_exact_name() {
     assert!(is_root_memory_name("MEMORY.md") && is_root_memory_name("memory.md") && is_root_memory_name("USER.md"));
     assert!(!is_root_memory_name("Memory.md") && !is_root_memory_name("notes.md"));
 }
+
+#[test]
+fn a_change_is_relevant_where_discovery_looks() {
+    let roots = MemoryRoots::new("/ws", &["/notes".to_string(), "/one/file.md".into(), "/later/folder".into()]).with_media(true);
+    let sessions = Some(Path::new("/state/sessions"));
+    let t = |p: &str| roots.is_relevant_change(Path::new(p), sessions);
+    assert!(t("/ws/MEMORY.md"));
+    assert!(t("/ws/memory.md"));
+    assert!(t("/ws/memory"));
+    assert!(!t("/ws/README.md"));
+    assert!(!t("/ws/src/lib.rs"));
+    assert!(t("/ws/memory/2026-11-30.md"));
+    assert!(t("/ws/memory/projects"));
+    assert!(!t("/ws/memory/.2026-11-30.md.swp"));
+    assert!(!t("/ws/memory/node_modules/x.md"));
+    assert!(t("/notes/a/b.MD"));
+    assert!(t("/one/file.md"));
+    assert!(!t("/one/other.md"));
+    // Discovery's ignored folders, all of them.
+    for d in IGNORED_DIRS {
+        assert!(!roots.is_relevant_change(&Path::new("/ws/memory").join(d).join("x.md"), sessions), "{d}");
+    }
+    // Media under extra paths (multimodal), not under memory/; transcripts; an extra path appearing.
+    assert!(t("/notes/photo.png"));
+    assert!(!t("/ws/memory/photo.png"));
+    assert!(t("/state/sessions/abc.jsonl"));
+    assert!(!t("/state/sessions/abc.lock"));
+    assert!(t("/later/folder"));
+    let plain = roots.clone().with_media(false);
+    assert!(!plain.is_relevant_change(Path::new("/notes/photo.png"), sessions));
+    // Without the sessions source, transcripts are no memory files.
+    assert!(!roots.is_relevant_change(Path::new("/state/sessions/abc.jsonl"), None));
+}
