@@ -115,7 +115,7 @@ impl LanceDbFactory {
     pub async fn storage(&self, ctx: &OpenContext) -> Result<LanceDbStorage> {
         let cfg = LanceDbConfig::from_config(&ctx.config)?;
         let uri = match &cfg.uri {
-            Some(u) => resolve_uri(&memory_core::paths::with_agent_id(u, &ctx.agent_id), &ctx.workspace),
+            Some(u) => resolve_uri(u, &ctx.agent_id, &ctx.state_dir),
             None => ctx.state_dir.join("lancedb").join(memory_core::sanitize_id(&ctx.agent_id)).to_string_lossy().into_owned(),
         };
         let table = cfg.table.clone().unwrap_or_else(|| default_table_name(&ctx.agent_id));
@@ -146,17 +146,15 @@ impl BackendFactory for LanceDbFactory {
     }
 }
 
-/// Object-store URIs pass through; `~` is expanded and a relative folder is taken relative to the workspace.
-fn resolve_uri(uri: &str, workspace: &Path) -> String {
-    if uri.contains("://") {
-        return uri.to_string();
+/// Object-store URIs pass through (with `{agentId}` replaced); a folder follows the rule of every configured state
+/// path (`memory_core::paths::state_path`, as the builtin engine's `store.path`): `~` expanded, a relative folder
+/// under the state folder, so an index never lands inside the workspace it indexes.
+fn resolve_uri(uri: &str, agent_id: &str, state_dir: &Path) -> String {
+    if uri.contains("://") && !uri.starts_with("file://") {
+        return memory_core::paths::with_agent_id(uri, agent_id);
     }
-    let p = memory_core::paths::expand_home(uri);
-    if p.is_absolute() {
-        p.to_string_lossy().into_owned()
-    } else {
-        workspace.join(p).to_string_lossy().into_owned()
-    }
+    let folder = uri.strip_prefix("file://").unwrap_or(uri);
+    memory_core::paths::state_path(folder, agent_id, state_dir).to_string_lossy().into_owned()
 }
 
 #[cfg(test)]
@@ -165,10 +163,13 @@ mod tests {
 
     #[test]
     fn uris_resolve() {
-        let ws = Path::new("/ws");
-        assert_eq!(resolve_uri("s3://b/p", ws), "s3://b/p");
-        assert_eq!(resolve_uri("/abs/x", ws), "/abs/x");
-        assert_eq!(resolve_uri("idx", ws), "/ws/idx");
+        let state = Path::new("/state");
+        assert_eq!(resolve_uri("s3://b/{agentId}", "main", state), "s3://b/main");
+        assert_eq!(resolve_uri("/abs/x", "main", state), "/abs/x");
+        assert_eq!(resolve_uri("file:///abs/{agentId}", "a/b", state), "/abs/a_b");
+        // A relative folder is under the state folder, never the workspace; an agent id cannot climb out.
+        assert_eq!(resolve_uri("idx/{agentId}", "main", state), "/state/idx/main");
+        assert_eq!(resolve_uri("idx/{agentId}", "../../x", state), "/state/idx/______x");
         assert_eq!(default_table_name("main"), "memory_main");
         assert_eq!(default_table_name("a b/c"), "memory_a_b_c");
         assert_eq!(default_table_name("zoë"), "memory_zo_");

@@ -800,8 +800,10 @@ impl ChunkStore for LanceStore {
             .map_err(|e| MemoryError::Internal(format!("lancedb: building the keyword query: {e}")))?
             .with_operator(Operator::Or);
         let fts = FullTextSearchQuery::new_query(mm.into());
-        let columns = candidate_columns(&*self.data_schema_of(&t).await?);
-        let mut q = t.query().full_text_search(fts).limit(limit).select(Select::columns(columns));
+        // `_score` named in the projection: lancedb warns on every query that leaves it to be added implicitly.
+        let mut columns = candidate_columns(&*self.data_schema_of(&t).await?).to_vec();
+        columns.push("_score");
+        let mut q = t.query().full_text_search(fts).limit(limit).select(Select::columns(&columns));
         if let Some(f) = sources_filter(sources) {
             q = q.only_if(f);
         }
