@@ -96,6 +96,9 @@ pub(crate) fn plan_from(terms: &[String], dfs: &[u64], rows: u64, max_rowid: i64
 /// The plan for `terms` on the index `c` reads.
 pub(crate) fn plan(c: &Connection, terms: &[String]) -> rusqlite::Result<KeywordPlan> {
     let rows = super::schema::chunk_count(c)?;
+    if rows <= ROW_BUDGET {
+        return Ok(KeywordPlan { terms: terms.to_vec(), min_rowid: None });
+    }
     let (first, last): (Option<i64>, Option<i64>) = c.query_row(
         // Two subqueries: SQLite reads min and max from the b-tree's ends only for a lone min() or max().
         "SELECT (SELECT min(rowid) FROM chunks), (SELECT max(rowid) FROM chunks)",
@@ -103,9 +106,6 @@ pub(crate) fn plan(c: &Connection, terms: &[String]) -> rusqlite::Result<Keyword
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let (first, last) = (first.unwrap_or(0), last.unwrap_or(0));
-    if rows <= ROW_BUDGET {
-        return Ok(KeywordPlan { terms: terms.to_vec(), min_rowid: None });
-    }
     let dfs = doc_frequencies(c, terms, rows, (first, last))?;
     Ok(plan_from(terms, &dfs, rows, last))
 }

@@ -207,7 +207,8 @@ impl TopK {
     fn cut(&mut self) {
         self.kept.select_nth_unstable_by(self.k - 1, best_first);
         self.kept.truncate(self.k);
-        self.bar = self.kept.iter().map(|(s, _)| *s).fold(f32::INFINITY, f32::min);
+        // The k-th best (the worst kept) is at k - 1 after the selection.
+        self.bar = self.kept[self.k - 1].0;
     }
 
     fn into_sorted(mut self) -> Vec<(f32, usize)> {

@@ -136,9 +136,7 @@ impl MemoryRoots {
             Err(_) => abs.to_string_lossy().replace('\\', "/"),
         }
     }
-}
 
-impl MemoryRoots {
     /// Can a change at `path` (created, written, removed or renamed: a file or a folder) change what discovery
     /// lists? The watcher asks before it schedules a sync; the change journal classifies its events by the same
     /// rules (its watch roles). `sessions_dir`: the transcripts folder, when the `sessions` source is on.

@@ -126,9 +126,8 @@ impl IndexedBackend {
         );
         if !verify.is_empty() {
             // Read moments after they were written: same size and mtime do not prove same content.
-            let by_key: HashMap<(Source, &str), &FileRecord> = stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect();
-            for f in verify {
-                match self.prepare(f, by_key.get(&(f.source, f.key.as_str())).copied()) {
+            for (f, record) in verify {
+                match self.prepare(f, Some(record)) {
                     // Same content, still within the settle window: checked again next time.
                     Prepared::Touched(r) if r.state().is_unsettled() => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.

@@ -85,43 +85,40 @@ impl Staleness {
 /// `session_delta_bytes` waits for its thresholds as in OpenClaw; a new, removed, truncated or rotated
 /// transcript counts at once. `hinted` keys (changes a host announced) count whatever their size and mtime say.
 ///
-/// Files whose record is unsettled but whose size and mtime match go to `verify`: the caller compares their
-/// content with the record and adds them to `changed` when it differs.
+/// Files whose record is unsettled but whose size and mtime match go to `verify`, with that record: the caller
+/// compares their content with it and adds them to `changed` when it differs.
 pub(crate) fn stale_for_search<'a>(
     files: &'a [MemoryFile],
-    stored: &[FileRecord],
+    stored: &'a [FileRecord],
     session_delta_bytes: u64,
     hinted: &HashSet<String>,
-    verify: &mut Vec<&'a MemoryFile>,
+    verify: &mut Vec<(&'a MemoryFile, &'a FileRecord)>,
 ) -> Staleness {
+    use std::cmp::Ordering;
     // A merge of the two lists in key order rather than hash maps of both: this runs before every search that
     // checks, at 20,000 notes the maps were a tenth of the check. Discovery lists in key order and a store
     // usually does too; either is sorted here when it does not.
     let files = in_key_order(files, |f| (f.source, f.key.as_str()));
     let stored = in_key_order(stored, |r| (r.source, r.path.as_str()));
     let mut out = Staleness::default();
-    let (mut on_disk, mut records) = (files.iter().peekable(), stored.iter().peekable());
+    let (mut on_disk, mut records) = (files.into_iter().peekable(), stored.into_iter().peekable());
     loop {
-        let (f, r) = match (on_disk.peek(), records.peek()) {
+        // Which list holds the lower key next (a file alone: new; a record alone: removed; both: compare).
+        let order = match (on_disk.peek(), records.peek()) {
             (None, None) => break,
-            (Some(f), Some(r)) => match (f.source, f.key.as_str()).cmp(&(r.source, r.path.as_str())) {
-                std::cmp::Ordering::Less => (on_disk.next(), None),
-                std::cmp::Ordering::Greater => (None, records.next()),
-                std::cmp::Ordering::Equal => (on_disk.next(), records.next()),
-            },
-            (Some(_), None) => (on_disk.next(), None),
-            (None, Some(_)) => (None, records.next()),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(f), Some(r)) => (f.source, f.key.as_str()).cmp(&(r.source, r.path.as_str())),
         };
-        match (f.copied(), r.copied()) {
-            (Some(f), record) => {
-                if file_changed(f, record, session_delta_bytes, hinted, verify) {
-                    out.changed.insert((f.source, f.key.clone()));
-                }
-            }
-            (None, Some(r)) => {
-                out.removed.insert((r.source, r.path.clone()));
-            }
-            (None, None) => unreachable!("one side advanced"),
+        if order == Ordering::Greater {
+            let r = records.next().expect("peeked");
+            out.removed.insert((r.source, r.path.clone()));
+            continue;
+        }
+        let f = on_disk.next().expect("peeked");
+        let record = if order == Ordering::Equal { records.next() } else { None };
+        if file_changed(f, record, session_delta_bytes, hinted, verify) {
+            out.changed.insert((f.source, f.key.clone()));
         }
     }
     out
@@ -137,14 +134,20 @@ fn in_key_order<'a, T, K: Ord + 'a>(items: &'a [T], key: impl Fn(&'a T) -> K) ->
 }
 
 /// Has file `f` changed since its `record` (none: never indexed)? A record read moments after its file was
-/// written goes to `verify`: same size and mtime do not prove same content.
-fn file_changed<'a>(f: &'a MemoryFile, record: Option<&FileRecord>, session_delta_bytes: u64, hinted: &HashSet<String>, verify: &mut Vec<&'a MemoryFile>) -> bool {
+/// written goes to `verify` with its file: same size and mtime do not prove same content.
+fn file_changed<'a>(
+    f: &'a MemoryFile,
+    record: Option<&'a FileRecord>,
+    session_delta_bytes: u64,
+    hinted: &HashSet<String>,
+    verify: &mut Vec<(&'a MemoryFile, &'a FileRecord)>,
+) -> bool {
     match record {
         None => true,
         Some(_) if hinted.contains(&f.key) => true,
         Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
             if r.state().is_unsettled() {
-                verify.push(f);
+                verify.push((f, r));
             }
             false
         }
@@ -275,8 +278,8 @@ mod tests {
                 }
             }
             assert_eq!(got, want);
-            let mut a: Vec<&str> = verify.iter().map(|f| f.key.as_str()).collect();
-            let mut b: Vec<&str> = want_verify.iter().map(|f| f.key.as_str()).collect();
+            let mut a: Vec<(&str, &str)> = verify.iter().map(|(f, r)| (f.key.as_str(), r.path.as_str())).collect();
+            let mut b: Vec<(&str, &str)> = want_verify.iter().map(|(f, r)| (f.key.as_str(), r.path.as_str())).collect();
             a.sort();
             b.sort();
             assert_eq!(a, b);
@@ -321,6 +324,6 @@ mod tests {
         // ...and a search checks its content before trusting it.
         let mut verify = Vec::new();
         assert!(stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).is_empty());
-        assert_eq!(verify.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
+        assert_eq!(verify.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
     }
 }
