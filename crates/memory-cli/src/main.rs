@@ -259,8 +259,10 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         bail!("workspace {} is not a folder", workspace.display());
     }
     let workspace = std::fs::canonicalize(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
+    let host = memory_host::Host::new();
+    // Every engine's block is checked here, whichever engine is configured (a misspelt key is never silent).
     let config = match &config_path {
-        Some(p) => Config::load_for(p, Some(&cli.agent))?,
+        Some(p) => host.load_config(p, Some(&cli.agent))?,
         None => Config::default(),
     };
     let is_status = matches!(cli.command, Command::Status { .. });
@@ -282,7 +284,7 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         .contains(&memory_core::Source::Sessions)
         .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, &cli.agent));
     let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder };
-    let engine = memory_host::Host::new().registry().open(ctx).await?;
+    let engine = host.registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));

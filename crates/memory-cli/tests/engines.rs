@@ -167,3 +167,35 @@ fn a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_f
     }
     assert!(!o.status.success() && err.contains("memory.lancedb.nprobes") && err.contains("must be at least 1"), "{err}");
 }
+
+/// Each engine owns its block's keys: an unknown key there or a block of no engine is an error naming it, and
+/// OpenClaw's qmd keys that memory-rs does not act on are listed by `status` (the QMD engine says which).
+#[test]
+fn engine_blocks_are_checked_by_their_engines_whichever_engine_is_configured() {
+    let env = Env::new(
+        r#"{ memory: { backend: "builtin", qmd: { command: "qmd", mcporter: { enabled: false }, update: { startup: "boot" } } } }"#,
+    );
+    let v = env.json(&["status", "--json"]);
+    let warned: Vec<&str> = v["configWarnings"].as_array().unwrap().iter().map(|w| w["key"].as_str().unwrap()).collect();
+    assert_eq!(warned, ["memory.qmd.mcporter", "memory.qmd.update.startup"], "{v}");
+    assert_eq!(paths(&env.json(&["search", "Miso", "--json"])), ["memory/2026-11-30.md"]);
+    for (config, key) in [
+        (r#"{ memory: { backend: "builtin", qmd: { comand: "qmd" } } }"#, "memory.qmd.comand"),
+        (r#"{ memory: { backend: "builtin", qdm: { command: "qmd" } } }"#, "memory.qdm"),
+    ] {
+        fs::write(&env.config, config).unwrap();
+        let o = env.run(&["search", "Miso"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(key), "{config}: {err}");
+    }
+    fs::write(&env.config, r#"{ memory: { backend: "builtin", lancedb: { urii: "x" } } }"#).unwrap();
+    let o = env.run(&["status", "--json"]);
+    if o.status.success() {
+        // A build without LanceDB cannot check the block: status says so instead of accepting it silently.
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["configWarnings"].to_string().contains("no lancedb engine"), "{v}");
+        eprintln!("SKIP (lancedb part): this memory binary was built without the lancedb feature");
+        return;
+    }
+    assert!(String::from_utf8_lossy(&o.stderr).contains("memory.lancedb.urii"), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use memory_core::embedding::EmbeddingProvider;
 use memory_core::fallback::{FallbackManager, FallbackPolicy};
 use memory_core::registry::{BackendFactory, BackendRegistry, OpenContext};
+use memory_core::config::ConfigIssue;
 use memory_core::{Config, MemoryBackend, Result};
 
 /// The engine every other one falls back to.
@@ -66,6 +67,14 @@ impl Host {
     /// The engines by name, for hosts that open with an [`OpenContext`] of their own.
     pub fn registry(&self) -> &BackendRegistry {
         &self.registry
+    }
+
+    /// Load the config file for `agent` (`None`: the defaults' settings) and check every engine's block against
+    /// the engines of this host: errors name the key as written, the engines' warnings join the config's.
+    pub fn load_config(&self, path: &std::path::Path, agent: Option<&str>) -> Result<Config> {
+        let mut config = Config::load_for(path, agent)?;
+        self.registry.check_config(&mut config)?;
+        Ok(config)
     }
 
     /// Open the engine `config` names in `memory.backend` for `agent_id`, with the embedding provider the config
@@ -116,6 +125,18 @@ impl BackendFactory for NotBuiltIn {
             format!("this host was built without the {} engine; rebuild it with the `{}` cargo feature", self.name, self.feature),
         ))
     }
+
+    /// Its block cannot be checked without the engine: said, not silently accepted.
+    fn config_warnings(&self, config: &Config) -> Vec<ConfigIssue> {
+        let has_block = config.engine_block_names().any(|n| n == self.name);
+        (has_block && config.memory.backend != self.name)
+            .then(|| ConfigIssue {
+                key: format!("memory.{}", self.name),
+                message: format!("not checked: this build has no {} engine (the `{}` cargo feature)", self.name, self.feature),
+            })
+            .into_iter()
+            .collect()
+    }
 }
 
 /// Opens an engine wrapped in a `FallbackManager` whose safety net is the builtin engine.
@@ -153,5 +174,9 @@ impl BackendFactory for WithBuiltinFallback {
 
     fn check_config(&self, config: &Config) -> Result<()> {
         self.primary.check_config(config)
+    }
+
+    fn config_warnings(&self, config: &Config) -> Vec<ConfigIssue> {
+        self.primary.config_warnings(config)
     }
 }

@@ -1,6 +1,6 @@
 //! `memory.lancedb`: the engine's settings, read from core's raw block ([`Config::engine_block`]); a bad value
-//! is an error naming its key as written (`memory.lancedb.nprobes`). Which keys exist is checked at load by
-//! core's schema, with the rest of the file.
+//! or an unknown key is an error naming it as written (`memory.lancedb.nprobes`), checked for every engine's
+//! block when the host loads its config (`BackendRegistry::check_config`).
 
 use std::collections::BTreeMap;
 
@@ -67,8 +67,10 @@ mod tests {
         assert_eq!(read("{}").unwrap(), LanceDbConfig::default());
         assert_eq!(key_of("{ memory: { lancedb: { nprobes: 0 } } }"), "memory.lancedb.nprobes");
         assert_eq!(key_of("{ memory: { lancedb: { uri: ' ' } } }"), "memory.lancedb.uri");
-        // A wrong type is refused at load, by core's schema, naming the key too.
+        // Wrong types and unknown keys name the key too.
         assert_eq!(key_of("{ memory: { lancedb: { nprobes: -3 } } }"), "memory.lancedb.nprobes");
+        assert_eq!(key_of("{ memory: { lancedb: { storageOptions: { allow_http: true } } } }"), "memory.lancedb.storageOptions.allow_http");
+        assert_eq!(key_of("{ memory: { lancedb: { urii: 'x' } } }"), "memory.lancedb.urii");
         let mut config = Config::default();
         let mut raw = serde_json::Map::new();
         raw.insert("nprobes".into(), "many".into());

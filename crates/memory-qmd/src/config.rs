@@ -1,11 +1,11 @@
 //! `memory.qmd`: the engine's settings, read from core's raw block ([`Config::engine_block`]) with durations
 //! and the search mode parsed as they are read, so a bad value is an error naming its key as written
-//! (`memory.qmd.update.interval`). Which keys exist (and which OpenClaw keys are accepted but not used) is
-//! checked at load by core's schema, with the rest of the file.
+//! (`memory.qmd.update.interval`), and an unknown key an error naming it. OpenClaw keys this engine has no use
+//! for are accepted and named in the config's warnings ([`QmdConfig::ignored_keys`]).
 
 use std::time::Duration;
 
-use memory_core::config::Config;
+use memory_core::config::{Config, ConfigIssue};
 use memory_core::error::Result;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -25,6 +25,13 @@ pub struct QmdConfig {
     pub limits: QmdLimitsConfig,
     /// Which chats may search (OpenClaw's scope rules); kept as given.
     pub scope: Option<serde_json::Value>,
+    /// OpenClaw keys not acted on ([`QmdConfig::ignored_keys`] says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcporter: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_tool: Option<String>,
 }
 
 impl Default for QmdConfig {
@@ -38,6 +45,9 @@ impl Default for QmdConfig {
             update: QmdUpdateConfig::default(),
             limits: QmdLimitsConfig::default(),
             scope: None,
+            mcporter: None,
+            rerank: None,
+            search_tool: None,
         }
     }
 }
@@ -46,6 +56,23 @@ impl QmdConfig {
     /// The `memory.qmd` block of `config` (the defaults when there is none).
     pub fn from_config(config: &Config) -> Result<QmdConfig> {
         Ok(config.engine_block::<QmdConfig>(NAME)?.unwrap_or_default())
+    }
+
+    /// The OpenClaw keys set in this block that this engine accepts but does not act on, each with why.
+    pub fn ignored_keys(&self) -> Vec<ConfigIssue> {
+        let key = |k: &str| format!("memory.{NAME}.{k}");
+        let boot = "the first update runs when the engine opens (onBoot)";
+        [
+            (self.mcporter.is_some(), key("mcporter"), "memory-rs runs the qmd command itself, never through an MCP daemon"),
+            (self.rerank.is_some(), key("rerank"), "qmd reranks in searchMode \"query\" only, as memory-rs calls it"),
+            (self.search_tool.is_some(), key("searchTool"), "memory-rs runs qmd's search commands, not an MCP tool"),
+            (self.update.startup.is_some(), key("update.startup"), boot),
+            (self.update.startup_delay_ms.is_some(), key("update.startupDelayMs"), boot),
+        ]
+        .into_iter()
+        .filter(|(set, ..)| *set)
+        .map(|(_, key, why)| ConfigIssue { key, message: format!("accepted, not used: {why}") })
+        .collect()
     }
 
     /// Write this as the `memory.qmd` block of `config` (for hosts and tests that build a config in code).
@@ -89,6 +116,11 @@ pub struct QmdUpdateConfig {
     pub update_timeout: Duration,
     #[serde(rename = "embedTimeoutMs", with = "millis")]
     pub embed_timeout: Duration,
+    /// OpenClaw's first-update timing: not acted on ([`QmdConfig::ignored_keys`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_delay_ms: Option<u64>,
 }
 
 impl Default for QmdUpdateConfig {
@@ -102,6 +134,8 @@ impl Default for QmdUpdateConfig {
             command_timeout: Duration::from_secs(30),
             update_timeout: Duration::from_secs(120),
             embed_timeout: Duration::from_secs(120),
+            startup: None,
+            startup_delay_ms: None,
         }
     }
 }
@@ -347,5 +381,23 @@ mod tests {
         let c = QmdConfig::from_config(&Config::from_json5_for(text, Some("main"), &env).unwrap()).unwrap();
         assert_eq!(c.paths[0].pattern.as_deref(), Some("**/*.md"));
         assert_eq!(c.update.interval, Some(Duration::from_secs(5400)));
+        // OpenClaw's keys that this engine does not act on: accepted, each named with why.
+        let ignored: Vec<String> = c.ignored_keys().into_iter().map(|w| w.key).collect();
+        assert_eq!(
+            ignored,
+            ["mcporter", "rerank", "searchTool", "update.startup", "update.startupDelayMs"].map(|k| format!("memory.qmd.{k}"))
+        );
+        assert!(c.ignored_keys().iter().all(|w| w.message.starts_with("accepted, not used: ")));
+        assert!(QmdConfig::default().ignored_keys().is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_errors_naming_the_key() {
+        assert_eq!(key_of("{ memory: { qmd: { comand: 'x' } } }").0, "memory.qmd.comand");
+        assert_eq!(key_of("{ memory: { qmd: { update: { debounceMs: 'soon' } } } }").0, "memory.qmd.update.debounceMs");
+        assert_eq!(key_of("{ memory: { qmd: { rerank: 'yes' } } }").0, "memory.qmd.rerank");
+        assert_eq!(key_of("{ memory: { qmd: { paths: [{ path: 'a', nam: 'x' }] } } }").0, "memory.qmd.paths[0].nam");
+        // null means unset, as everywhere in the config.
+        assert_eq!(read("{ memory: { qmd: { searchMode: null, update: { interval: null } } } }").unwrap(), QmdConfig::default());
     }
 }

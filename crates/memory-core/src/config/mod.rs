@@ -5,7 +5,8 @@
 //! `memory.search` (later wins key by key); an agent's own block (`agents.list[].memorySearch`,
 //! `agents.entries.<id>.memory.search`) is merged over them for that agent. An engine's own block
 //! (`memory.qmd`, `memory.lancedb`, a plugin's `memory.<engine>`) is kept raw for the engine to read and check
-//! ([`Config::engine_block`]).
+//! ([`Config::engine_block`]); the registry refuses a block no registered engine owns
+//! (`BackendRegistry::check_config`).
 
 mod model;
 mod refs;
@@ -125,21 +126,16 @@ impl Config {
         resolver.resolve(&mut memory, "memory", &mut d);
         let mut engine_blocks = EngineBlocks::default();
         if let Value::Object(m) = &mut memory {
-            // The block of the configured engine when it is a plugin: its own to validate (Config::engine_block).
-            // Blocks of other unknown names stay errors, so a misspelt key is still reported.
-            if let Some(engine) = m.get("backend").and_then(Value::as_str).map(str::to_string) {
-                if !schema::is_memory_key(&engine) {
-                    if let Some(block) = m.remove(&engine) {
-                        engine_blocks.0.insert(engine, block);
-                    }
+            // Every other object in `memory` is an engine's block (`memory.qmd`, a plugin's `memory.<engine>`): the
+            // engine checks its keys and values, and the registry refuses a block no engine owns (a misspelt key).
+            let blocks: Vec<String> = m.iter().filter(|(k, v)| !schema::is_memory_key(k) && v.is_object()).map(|(k, _)| k.clone()).collect();
+            for engine in blocks {
+                if let Some(mut block) = m.remove(&engine) {
+                    drop_nulls(&mut block);
+                    engine_blocks.0.insert(engine, block);
                 }
             }
             schema::check(m, schema::MEMORY, "memory", &mut d);
-            for engine in schema::engine_blocks() {
-                if let Some(block) = m.remove(engine) {
-                    engine_blocks.0.insert(engine.to_string(), block);
-                }
-            }
             m.insert("search".into(), search);
         }
         let mut models = root.remove("models").unwrap_or(Value::Object(Map::new()));
@@ -165,6 +161,23 @@ impl Config {
             None => Ok(None),
             Some(block) => typed(block.clone(), &format!("memory.{engine}")).map(Some),
         }
+    }
+
+    /// The names of the `memory.<engine>` blocks the config holds.
+    pub fn engine_block_names(&self) -> impl Iterator<Item = &str> {
+        self.engine_blocks.0.keys().map(String::as_str)
+    }
+
+    /// Add what an engine found in its block ([`BackendFactory::config_warnings`](crate::registry::BackendFactory::config_warnings)):
+    /// logged once here and listed by `memory status` with the rest.
+    pub fn add_warnings(&mut self, issues: impl IntoIterator<Item = ConfigIssue>) {
+        for w in issues {
+            if !self.warnings.iter().any(|x| x.key == w.key) {
+                tracing::warn!(key = %w.key, "config: {}", w.message);
+                self.warnings.push(w);
+            }
+        }
+        self.warnings.sort_by(|a, b| a.key.cmp(&b.key));
     }
 
     /// Set the `memory.<engine>` block, as if the config file held `block` (for hosts and tests that build a
@@ -354,6 +367,14 @@ fn typed<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T> {
         }
         MemoryError::config(key, message)
     })
+}
+
+/// `null` means "unset" in every block, the engines' too: their keys set to null are removed before they read it.
+fn drop_nulls(v: &mut Value) {
+    if let Value::Object(m) = v {
+        m.retain(|_, x| !x.is_null());
+        m.values_mut().for_each(drop_nulls);
+    }
 }
 
 fn process_env(name: &str) -> Option<String> {

@@ -4,9 +4,9 @@
 //!
 //! [`check`] walks a block as the user wrote it: a key it does not know is an error, a key that is accepted but
 //! not acted on becomes one warning (and is removed, so the typed model never sees it), a type mismatch is an
-//! error; every problem is collected so a file reports all of them at once. The shipped engines' blocks
-//! (`memory.qmd`, `memory.lancedb`) are checked here too, so their unknown and ignored keys are reported at load
-//! with the rest; what their values mean is the engine's (its own config types).
+//! error; every problem is collected so a file reports all of them at once. An engine's block (`memory.qmd`,
+//! `memory.lancedb`, a plugin's `memory.<engine>`) is not listed here: its keys and values are the engine's to
+//! check (`BackendFactory::check_config`), and a block no registered engine owns is refused by the registry.
 
 use serde_json::{Map, Value};
 
@@ -29,8 +29,6 @@ pub(super) enum Ty {
     ExtraPaths,
     /// `qmd.paths` / `qmd.extraCollections`: `{path, name?, pattern?}` objects.
     Collections,
-    /// Anything (kept as given).
-    Any,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -40,9 +38,6 @@ pub(super) enum Use {
     Ignored(&'static str),
     /// A flat key that OpenClaw moved into a sub-object: `(object, key)` inside the same block.
     Moved(&'static str, &'static str),
-    /// The block of the engine of that name: its keys are checked here with every other key, its values are
-    /// read and checked by the engine (`Config::engine_block`).
-    Engine,
 }
 
 pub(super) enum Node {
@@ -61,9 +56,6 @@ const fn a(name: &'static str, ty: Ty) -> Field {
 }
 const fn o(name: &'static str, fields: &'static [Field]) -> Field {
     Field { name, node: Node::Obj(fields), use_: Use::Acted }
-}
-const fn engine(name: &'static str, fields: &'static [Field]) -> Field {
-    Field { name, node: Node::Obj(fields), use_: Use::Engine }
 }
 const fn ig(name: &'static str, ty: Ty, why: &'static str) -> Field {
     Field { name, node: Node::Leaf(ty), use_: Use::Ignored(why) }
@@ -179,51 +171,16 @@ pub(super) const SEARCH: &[Field] = &[
     o("cache", &[a("enabled", Ty::Bool), a("maxEntries", Ty::Uint)]),
 ];
 
-/// The `memory` block without `search` (checked on its own, as a [`SEARCH`] block).
+/// The `memory` block without `search` (checked on its own, as a [`SEARCH`] block) and without the engines'
+/// blocks (`memory.qmd`, `memory.lancedb`, a plugin's `memory.<engine>`): those are each engine's own.
 pub(super) const MEMORY: &[Field] = &[
     a("backend", Ty::Str),
     a("citations", Ty::Str),
-    engine(
-        "qmd",
-        &[
-            a("command", Ty::Str),
-            ig("mcporter", Ty::Any, "memory-rs runs the qmd command itself, never through an MCP daemon"),
-            a("searchMode", Ty::Str),
-            ig("rerank", Ty::Bool, "qmd reranks in searchMode \"query\" only, as memory-rs calls it"),
-            ig("searchTool", Ty::Str, "memory-rs runs qmd's search commands, not an MCP tool"),
-            a("includeDefaultMemory", Ty::Bool),
-            a("paths", Ty::Collections),
-            o("sessions", &[a("enabled", Ty::Bool), a("exportDir", Ty::Str), a("retentionDays", Ty::Uint)]),
-            o(
-                "update",
-                &[
-                    a("interval", Ty::Str),
-                    a("debounceMs", Ty::Uint),
-                    a("onBoot", Ty::Bool),
-                    ig("startup", Ty::Str, "the first update runs when the engine opens (onBoot)"),
-                    ig("startupDelayMs", Ty::Uint, "the first update runs when the engine opens (onBoot)"),
-                    a("waitForBootSync", Ty::Bool),
-                    a("embedInterval", Ty::Str),
-                    a("commandTimeoutMs", Ty::Uint),
-                    a("updateTimeoutMs", Ty::Uint),
-                    a("embedTimeoutMs", Ty::Uint),
-                ],
-            ),
-            o("limits", &[a("maxResults", Ty::Uint), a("maxSnippetChars", Ty::Uint), a("maxInjectedChars", Ty::Uint), a("timeoutMs", Ty::Uint)]),
-            a("scope", Ty::Any),
-        ],
-    ),
-    engine("lancedb", &[a("uri", Ty::Str), a("storageOptions", Ty::StrMap), a("table", Ty::Str), a("nprobes", Ty::Uint)]),
 ];
 
 /// True for the keys of the `memory` block this crate knows (`search` is checked on its own).
 pub(super) fn is_memory_key(name: &str) -> bool {
     name == "search" || MEMORY.iter().any(|f| f.name == name)
-}
-
-/// The engines whose `memory.<engine>` block has its keys in [`MEMORY`] (the shipped ones).
-pub(super) fn engine_blocks() -> impl Iterator<Item = &'static str> {
-    MEMORY.iter().filter(|f| matches!(f.use_, Use::Engine)).map(|f| f.name)
 }
 
 /// A problem found in the config, named by the key as the user wrote it.
@@ -297,7 +254,7 @@ pub(super) fn check(block: &mut Map<String, Value>, fields: &[Field], prefix: &s
                     continue;
                 }
                 match use_ {
-                    Use::Acted | Use::Engine => {}
+                    Use::Acted => {}
                     Use::Ignored(why) => {
                         d.warn(path, format!("accepted, not used: {why}"));
                         block.remove(&key);
@@ -332,7 +289,6 @@ fn type_name(v: &Value) -> &'static str {
 fn check_leaf(v: &Value, ty: Ty, path: &str, d: &mut Diagnostics) -> Result<(), String> {
     let expected = |what: &str| Err(format!("expected {what}, found {}", type_name(v)));
     match ty {
-        Ty::Any => Ok(()),
         Ty::Bool if v.is_boolean() => Ok(()),
         Ty::Bool => expected("true or false"),
         Ty::Uint if v.is_u64() => Ok(()),

@@ -66,6 +66,10 @@ impl BackendFactory for QmdFactory {
     fn check_config(&self, config: &Config) -> Result<()> {
         QmdConfig::from_config(config).map(drop)
     }
+
+    fn config_warnings(&self, config: &Config) -> Vec<memory_core::config::ConfigIssue> {
+        QmdConfig::from_config(config).map(|c| c.ignored_keys()).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Default)]
