@@ -163,7 +163,7 @@ async fn a_write_by_a_second_process_is_seen_by_the_next_search() {
     assert!(before.iter().all(|c| c.path != "memory/new.md"));
 
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_writer", "--test-threads", "1"])
+        .args(["--exact", "fast_paths::child_process_writer", "--test-threads", "1"])
         .env(CHILD_ENV, &path)
         .status()
         .unwrap();

@@ -38,18 +38,18 @@ pub(crate) struct KeywordPlan {
 /// its newest [`ROW_BUDGET`] + 1 rows span. (FTS5's `fts5vocab` counts by walking the term's whole doclist, a
 /// cost that grows with the index, on every query.)
 fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, rowids: (i64, i64)) -> rusqlite::Result<Vec<u64>> {
-    let mut newest = c.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
+    // Counted inside SQLite: one row back per term, not one per matching chunk.
+    let mut newest = c.prepare_cached(
+        "SELECT count(*), min(rowid) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)",
+    )?;
     let (first, last) = rowids;
     terms
         .iter()
         .map(|t| {
             let expr = super::fts_match_expression(std::slice::from_ref(t));
-            let (mut n, mut oldest) = (0u64, last);
-            let mut found = newest.query(rusqlite::params![expr, ROW_BUDGET as i64 + 1])?;
-            while let Some(r) = found.next()? {
-                n += 1;
-                oldest = r.get(0)?;
-            }
+            let (n, oldest): (i64, Option<i64>) =
+                newest.query_row(rusqlite::params![expr, ROW_BUDGET as i64 + 1], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (n, oldest) = (n as u64, oldest.unwrap_or(last));
             if n <= ROW_BUDGET {
                 return Ok(n);
             }
@@ -220,6 +220,7 @@ mod tests {
         assert_eq!(p, KeywordPlan { terms: t(&["rare"]), min_rowid: None });
         let p = plan(&c, &t(&["every", "half"])).unwrap();
         assert_eq!(p.terms, t(&["half"]));
+        // "half" is in every other chunk: its newest ROW_BUDGET rows span about twice as many rowids.
         let window = n - p.min_rowid.unwrap() + 1;
         assert!((window as u64).abs_diff(2 * B) <= B / 10, "window {window}");
     }

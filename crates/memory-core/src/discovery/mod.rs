@@ -369,13 +369,20 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
     }
     // The key of each file is the folder's key and its name, when both are plain (no path parsing per file).
     let dir_key = Some(roots.key_for(dir)).filter(|k| is_clean(k) && !Path::new(k).is_absolute());
-    // Names are fetched once for the sort (`sort_by_key` would allocate one per comparison).
-    let mut entries: Vec<(std::ffi::OsString, std::fs::DirEntry)> = rd.flatten().map(|e| (e.file_name(), e)).collect();
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // Names are fetched once for the sort (`sort_by_key` would allocate one per comparison), with their first
+    // bytes as one integer: dated notes share long prefixes, and the sort was a memcmp over them per comparison.
+    let mut entries: Vec<(u128, std::ffi::OsString, std::fs::DirEntry)> = rd
+        .flatten()
+        .map(|e| {
+            let name = e.file_name();
+            (sort_prefix(&name), name, e)
+        })
+        .collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     // Files are stat-ed after the listing, on every core for a large folder: a search checks every memory file
     // before it answers, and the stats are most of that check's time.
     let mut files: Vec<(std::ffi::OsString, std::fs::DirEntry)> = Vec::new();
-    for (name, entry) in entries {
+    for (_, name, entry) in entries {
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_symlink() {
             warn!(path = %entry.path().display(), "symbolic link skipped");
@@ -396,6 +403,16 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
         }
     }
     stat_all(roots, dir, dir_key.as_deref(), files, out, seen);
+}
+
+/// The first 16 bytes of a name, big-endian and zero-padded: ordered as the names are wherever they differ in those
+/// bytes (no file name holds a NUL, so a shorter name's padding sorts it first, as a prefix sorts first).
+pub(crate) fn sort_prefix(name: &std::ffi::OsStr) -> u128 {
+    let bytes = name.as_encoded_bytes();
+    let mut head = [0u8; 16];
+    let n = bytes.len().min(16);
+    head[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(head)
 }
 
 /// Folders with more files than this are stat-ed on two threads.

@@ -211,3 +211,25 @@ fn a_change_is_relevant_where_discovery_looks() {
     // Without the sessions source, transcripts are no memory files.
     assert!(!roots.is_relevant_change(Path::new("/state/sessions/abc.jsonl"), None));
 }
+
+/// The walk sorts a folder's names by their first 16 bytes, then in full: the same order as a plain sort of the
+/// names, for generated names that share long prefixes, are prefixes of one another, differ past byte 16, or hold
+/// bytes of every script.
+#[test]
+fn the_prefix_sort_orders_names_as_a_plain_sort() {
+    use proptest::prelude::*;
+    use std::ffi::OsString;
+    let part = prop_oneof![Just("2026-11-".to_string()), Just("a".to_string()), Just("é".to_string()), Just("日記".to_string()), "[ -~]{0,6}", "\\PC{0,3}"];
+    let name = prop::collection::vec(part, 1..6).prop_map(|p| p.concat()).prop_filter("a name", |n| !n.is_empty() && !n.contains('\0'));
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    runner
+        .run(&prop::collection::vec(name, 0..60), |names| {
+            let mut plain: Vec<OsString> = names.iter().map(OsString::from).collect();
+            let mut keyed: Vec<(u128, OsString)> = plain.iter().map(|n| (sort_prefix(n), n.clone())).collect();
+            plain.sort();
+            keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            prop_assert_eq!(keyed.into_iter().map(|(_, n)| n).collect::<Vec<_>>(), plain);
+            Ok(())
+        })
+        .unwrap();
+}
