@@ -472,6 +472,10 @@ pub async fn run(opts: Options, command_line: String) -> anyhow::Result<()> {
                 ws
             }
         };
+        // A workspace's notes were written before it is indexed: let the file times settle (memory-rs re-reads
+        // content read within 2 s of its mtime on every search until a sync records it as settled, which would
+        // time a re-read of every note instead of the search).
+        std::thread::sleep(std::time::Duration::from_millis(2100));
         for tool in &tools {
             let in_list = match tool {
                 Tool::MemoryHybrid { .. } => opts.hybrid_sizes.contains(&notes),

@@ -106,8 +106,8 @@ pub fn markdown(res: &Results, charts: &[(String, String)]) -> String {
     let _ = writeln!(md, "- Machine: {} cores ({}), {:.1} GB RAM, {}", m.cores, m.cpu, m.memory_gb, m.os);
     let _ = writeln!(
         md,
-        "- Load average (1/5/15 min) at start: {}, at end: {}. The machine was shared with other builds, so wall \
-         times carry noise; CPU time (user + system of the process and its children) is shown beside them.",
+        "- Load average (1/5/15 min) at start: {}, at end: {}. Wall times carry the machine's noise; CPU time (user \
+         + system of the process and its children) is shown beside them.",
         m.load_start, m.load_end
     );
     for (tool, v) in &res.versions {
@@ -260,10 +260,14 @@ pub fn markdown(res: &Results, charts: &[(String, String)]) -> String {
 }
 
 const LIMITS: &str = "\
-- The builtin engine's vector search is an exact scan of every chunk's vector (sqlite-vec `vec0`): its cost grows \
-  linearly with the number of chunks. The figures above show where it stops meeting the 20 ms hybrid target; \
-  beyond that point use the LanceDB engine (`memory.backend: \"lancedb\"`, an ANN index), which this run does not \
-  time (its release build takes 30-50 min here).
+- The builtin engine's vector search scans an in-memory int8 copy of every chunk's vector and re-scores the best \
+  candidates exactly (recall@10 against sqlite-vec's exact scan: 1.0 in `memory-bench scale`): its cost grows \
+  linearly with the number of chunks, and a new process builds the copy from the index first (most of a one-shot \
+  hybrid search at 40k-100k chunks). For millions of chunks use the LanceDB engine (`memory.backend: \"lancedb\"`, \
+  an ANN index), which this run does not time (its release build takes 30-50 min here).
+- memory-rs's whole-process search includes its freshness check (a stat of every memory file, about 2 µs a file: \
+  most of its time at 200,000 notes), so a note written a moment ago is found; `qmd search` answers from its \
+  index as the last `qmd update` left it.
 - Hybrid speed figures use the seeded embedder: they measure storage, vector search and the merge, not a model. \
   With the local CPU model, embedding costs ~0.15 s per chunk on this machine (a one-off at index time, cached by \
   chunk hash) and one short query embedding per search. Hybrid *quality* on Cranfield uses the real local model.

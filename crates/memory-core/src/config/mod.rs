@@ -128,6 +128,8 @@ impl Config {
         if let Value::Object(m) = &mut memory {
             // Every other object in `memory` is an engine's block (`memory.qmd`, a plugin's `memory.<engine>`): the
             // engine checks its keys and values, and the registry refuses a block no engine owns (a misspelt key).
+            // `memory.<engine>: null` is no block, as null is "unset" everywhere.
+            m.retain(|k, v| schema::is_memory_key(k) || !v.is_null());
             let blocks: Vec<String> = m.iter().filter(|(k, v)| !schema::is_memory_key(k) && v.is_object()).map(|(k, _)| k.clone()).collect();
             for engine in blocks {
                 if let Some(mut block) = m.remove(&engine) {

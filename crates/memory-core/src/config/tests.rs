@@ -70,8 +70,10 @@ fn unknown_keys_and_wrong_types_name_the_key() {
     let c = Config::from_json5("{ memory: { lancedb: { nprobes: 12, table: null, storageOptions: { region: null } } } }").unwrap();
     assert_eq!(c.engine_block::<serde_json::Value>("lancedb").unwrap(), Some(serde_json::json!({ "nprobes": 12, "storageOptions": {} })));
     assert_eq!(c.engine_block_names().collect::<Vec<_>>(), vec!["lancedb"]);
-    // A key of the memory block that is not an object is no engine's block: still an unknown key here.
+    // A key of the memory block that is not an object is no engine's block: still an unknown key here; null is
+    // no block at all.
     assert_eq!(key_of("{ memory: { lancedbb: 3 } }"), "memory.lancedbb");
+    assert_eq!(Config::from_json5("{ memory: { qmd: null } }").unwrap().engine_block_names().count(), 0);
     let e = Config::from_json5("{ memory: ").unwrap_err();
     assert!(e.to_string().contains("JSON5"), "{e}");
 }

@@ -71,26 +71,34 @@ mod linux {
 
     use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
-    use crate::discovery::{is_indexed_name, is_root_memory_name, MemoryRoots, IGNORED_DIRS};
-    use crate::sessions::is_transcript_name;
+    use crate::discovery::{MemoryRoots, IGNORED_DIRS};
 
-    /// What a watched folder is to the memory files, which decides which of its events matter.
+    /// What a watched folder is to the memory files, which decides what its folder events do to the watches.
+    /// Which files count is not decided here: a file's event asks discovery's rule
+    /// ([`MemoryRoots::is_relevant_file_change`]), the one the watcher asks too.
     #[derive(Debug, Clone)]
     enum Role {
-        /// The workspace: only the root memory files and the names in `names` (`memory`, the first folder of an
-        /// extra path or of the transcripts folder inside the workspace).
+        /// The workspace: the names in `names` (`memory`, the first folder of an extra path or of the transcripts
+        /// folder inside the workspace) re-arm.
         Workspace { names: Vec<OsString> },
-        /// A folder walked for memory files (`memory/**`, an extra path folder): Markdown files (and media with
-        /// `media`); any sub-folder created, moved or removed re-arms the watches.
-        Tree { media: bool },
+        /// A folder walked for memory files (`memory/**`, an extra path folder): any sub-folder created, moved or
+        /// removed re-arms the watches.
+        Tree,
         /// The folder holding a watched target (an extra path, the transcripts folder): only that name. Its
         /// contents changing is a change (an extra path that is one file); it appearing, going away or being
         /// replaced re-arms the watches.
         Holder { name: OsString },
         /// The nearest folder that exists above a target that does not: anything created there re-arms.
         Ancestor,
-        /// The transcripts folder: `.jsonl` files.
+        /// The transcripts folder.
         Sessions,
+    }
+
+    /// A watched folder and what it is to the memory files (one folder can be more than one thing: an extra path
+    /// inside `memory/`).
+    struct Watched {
+        dir: PathBuf,
+        roles: Vec<Role>,
     }
 
     /// Changes to contents and names; never reads or opens, so the sync's own reads of the files do not count.
@@ -113,8 +121,7 @@ mod linux {
         roots: MemoryRoots,
         sessions_dir: Option<PathBuf>,
         inotify: Inotify,
-        /// A folder can be watched in more than one role (an extra path inside `memory/`): each is asked.
-        roles: HashMap<WatchDescriptor, Vec<Role>>,
+        watched: HashMap<WatchDescriptor, Watched>,
         buffer: Vec<u8>,
     }
 
@@ -124,7 +131,7 @@ mod linux {
                 roots: roots.clone(),
                 sessions_dir: sessions_dir.map(Path::to_path_buf),
                 inotify: Inotify::init()?,
-                roles: HashMap::new(),
+                watched: HashMap::new(),
                 buffer: vec![0; 64 * 1024],
             };
             w.arm()?;
@@ -144,13 +151,12 @@ mod linux {
             self.add(&ws, Role::Workspace { names })?;
             let memory = ws.join(crate::discovery::MEMORY_DIR);
             if is_real_dir(&memory) {
-                self.add_tree(&memory, false)?;
+                self.add_tree(&memory)?;
             }
-            let media = self.roots.media;
             for extra in self.roots.extra_paths.clone() {
                 self.add_target(&extra)?;
                 if is_real_dir(&extra) {
-                    self.add_tree(&extra, media)?;
+                    self.add_tree(&extra)?;
                 }
             }
             if let Some(dir) = self.sessions_dir.clone() {
@@ -164,7 +170,7 @@ mod linux {
 
         fn add(&mut self, dir: &Path, role: Role) -> io::Result<()> {
             let wd = self.inotify.watches().add(dir, mask())?;
-            self.roles.entry(wd).or_default().push(role);
+            self.watched.entry(wd).or_insert_with(|| Watched { dir: dir.to_path_buf(), roles: Vec::new() }).roles.push(role);
             Ok(())
         }
 
@@ -185,10 +191,10 @@ mod linux {
         }
 
         /// `dir` and every folder under it that discovery walks (no links, no tool folders).
-        fn add_tree(&mut self, dir: &Path, media: bool) -> io::Result<()> {
+        fn add_tree(&mut self, dir: &Path) -> io::Result<()> {
             let mut stack = vec![dir.to_path_buf()];
             while let Some(d) = stack.pop() {
-                match self.add(&d, Role::Tree { media }) {
+                match self.add(&d, Role::Tree) {
                     Ok(()) => {}
                     // Gone between the listing and the watch: its removal is an event of its parent.
                     Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => continue,
@@ -216,7 +222,8 @@ mod linux {
                     Err(e) => return Err(e),
                 };
                 for ev in events {
-                    match classify(self.roles.get(&ev.wd).map_or(&[], Vec::as_slice), ev.mask, ev.name) {
+                    let files = Files { roots: &self.roots, sessions_dir: self.sessions_dir.as_deref() };
+                    match classify(self.watched.get(&ev.wd), ev.mask, ev.name, &files) {
                         Effect::None => {}
                         Effect::Changed => changed = true,
                         Effect::Rearm => rearm = true,
@@ -226,7 +233,7 @@ mod linux {
             if rearm {
                 // A fresh instance: watches of moved folders would report under their old names.
                 self.inotify = Inotify::init()?;
-                self.roles.clear();
+                self.watched.clear();
                 self.arm()?;
             }
             Ok(changed || rearm)
@@ -241,40 +248,38 @@ mod linux {
         Rearm,
     }
 
-    /// What an event means to the memory files, asking each role of its folder (none known: a change).
-    fn classify(roles: &[Role], mask: EventMask, name: Option<&OsStr>) -> Effect {
+    /// Discovery's rule for which files are memory files, asked for a file's event.
+    struct Files<'a> {
+        roots: &'a MemoryRoots,
+        sessions_dir: Option<&'a Path>,
+    }
+
+    impl Files<'_> {
+        fn changed(&self, dir: &Path, name: &OsStr) -> Effect {
+            if self.roots.is_relevant_file_change(&dir.join(name), self.sessions_dir) {
+                Effect::Changed
+            } else {
+                Effect::None
+            }
+        }
+    }
+
+    /// What an event means to the memory files, asking each role of its folder (an unknown folder: a change).
+    fn classify(watched: Option<&Watched>, mask: EventMask, name: Option<&OsStr>, files: &Files<'_>) -> Effect {
         if mask.intersects(EventMask::Q_OVERFLOW | EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::UNMOUNT) {
             return Effect::Rearm;
         }
-        let Some(name) = name else { return Effect::Changed };
-        roles.iter().map(|role| classify_in(role, mask, name)).max().unwrap_or(Effect::Changed)
+        let (Some(name), Some(w)) = (name, watched) else { return Effect::Changed };
+        w.roles.iter().map(|role| classify_in(role, &w.dir, mask, name, files)).max().unwrap_or(Effect::Changed)
     }
 
-    fn classify_in(role: &Role, mask: EventMask, name: &OsStr) -> Effect {
+    fn classify_in(role: &Role, dir: &Path, mask: EventMask, name: &OsStr, files: &Files<'_>) -> Effect {
         let is_dir = mask.contains(EventMask::ISDIR);
         match role {
-            Role::Workspace { names } => {
-                if names.iter().any(|n| n == name) {
-                    Effect::Rearm
-                } else if !is_dir && name.to_str().is_some_and(is_root_memory_name) {
-                    Effect::Changed
-                } else {
-                    Effect::None
-                }
-            }
-            Role::Tree { media } => {
-                if is_dir {
-                    if IGNORED_DIRS.iter().any(|n| name == *n) {
-                        Effect::None
-                    } else {
-                        Effect::Rearm
-                    }
-                } else if is_indexed_name(Path::new(name), *media) {
-                    Effect::Changed
-                } else {
-                    Effect::None
-                }
-            }
+            Role::Workspace { names } if names.iter().any(|n| n == name) => Effect::Rearm,
+            Role::Tree if is_dir && !IGNORED_DIRS.iter().any(|n| name == *n) => Effect::Rearm,
+            Role::Workspace { .. } | Role::Tree | Role::Sessions if is_dir => Effect::None,
+            Role::Workspace { .. } | Role::Tree | Role::Sessions => files.changed(dir, name),
             Role::Holder { name: target } if target != name => Effect::None,
             Role::Holder { .. } => {
                 if !is_dir && !mask.intersects(EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO) {
@@ -284,13 +289,6 @@ mod linux {
                 }
             }
             Role::Ancestor => Effect::Rearm,
-            Role::Sessions => {
-                if is_transcript_name(Path::new(name)) {
-                    Effect::Changed
-                } else {
-                    Effect::None
-                }
-            }
         }
     }
 
@@ -379,5 +377,21 @@ mod tests {
         assert!(j.take_changes().unwrap());
         write(&w.join("memory/a.md"), "newer\n");
         assert!(j.take_changes().unwrap(), "the watches follow the path, not the moved folder");
+    }
+
+    /// A folder that is both under memory/ and an extra path: its media count (discovery indexes them), a file
+    /// without an extension does not.
+    #[test]
+    fn an_extra_path_inside_memory_counts_its_media() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        write(&w.join("memory/photos/a.md"), "a\n");
+        let roots = MemoryRoots::new(w, &[w.join("memory/photos").display().to_string()]).with_media(true);
+        let mut j = ChangeJournal::start(&roots, None).unwrap();
+        write(&w.join("memory/photos/cat.png"), "png");
+        assert!(j.take_changes().unwrap(), "media in the extra path");
+        write(&w.join("memory/photos/README"), "x");
+        write(&w.join("memory/cat.png"), "png");
+        assert!(!j.take_changes().unwrap(), "no extension; media outside the extra path");
     }
 }

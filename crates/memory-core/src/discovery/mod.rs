@@ -138,9 +138,19 @@ impl MemoryRoots {
     }
 
     /// Can a change at `path` (created, written, removed or renamed: a file or a folder) change what discovery
-    /// lists? The watcher asks before it schedules a sync; the change journal classifies its events by the same
-    /// rules (its watch roles). `sessions_dir`: the transcripts folder, when the `sessions` source is on.
+    /// lists? The watcher asks before it schedules a sync. `sessions_dir`: the transcripts folder, when the
+    /// `sessions` source is on.
     pub fn is_relevant_change(&self, path: &Path, sessions_dir: Option<&Path>) -> bool {
+        self.relevance(path, sessions_dir, false)
+    }
+
+    /// [`is_relevant_change`](Self::is_relevant_change) for a path known to be a file, not a folder (the change
+    /// journal knows from its events): a file without an extension is then no memory file.
+    pub fn is_relevant_file_change(&self, path: &Path, sessions_dir: Option<&Path>) -> bool {
+        self.relevance(path, sessions_dir, true)
+    }
+
+    fn relevance(&self, path: &Path, sessions_dir: Option<&Path>, known_file: bool) -> bool {
         if let Some(dir) = sessions_dir {
             if path == dir || path.parent() == Some(dir) {
                 return path == dir || crate::sessions::is_transcript_name(path);
@@ -151,25 +161,24 @@ impl MemoryRoots {
             return true;
         }
         if path.parent() == Some(self.workspace.as_path())
-            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == MEMORY_DIR || is_root_memory_name(n))
+            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| (n == MEMORY_DIR && !known_file) || is_root_memory_name(n))
         {
             return true;
         }
-        let (rest, media) = if let Ok(rest) = path.strip_prefix(self.workspace.join(MEMORY_DIR)) {
-            (rest, false)
-        } else if let Some(rest) = self.extra_paths.iter().find_map(|x| path.strip_prefix(x).ok()) {
-            (rest, self.media)
-        } else {
-            return false;
+        // Under a folder discovery walks (`memory/`, an extra path folder; one may hold the other, so each is
+        // asked), outside tool folders: indexed file names, and folders (no extension: a folder renamed or deleted
+        // takes its notes with it).
+        let walked_by = |root: &Path, media: bool| {
+            let Ok(rest) = path.strip_prefix(root) else { return false };
+            if rest.as_os_str().is_empty() || rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
+                return false;
+            }
+            match path.extension() {
+                Some(_) => is_indexed_name(path, media),
+                None => !known_file,
+            }
         };
-        if rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
-            return false;
-        }
-        // Indexed file names, and folders (no extension: a folder renamed or deleted takes its notes with it).
-        match path.extension() {
-            Some(_) => is_indexed_name(path, media),
-            None => true,
-        }
+        walked_by(&self.workspace.join(MEMORY_DIR), false) || self.extra_paths.iter().any(|x| walked_by(x, self.media))
     }
 }
 

@@ -210,6 +210,29 @@ fn a_change_is_relevant_where_discovery_looks() {
     assert!(!plain.is_relevant_change(Path::new("/notes/photo.png"), sessions));
     // Without the sessions source, transcripts are no memory files.
     assert!(!roots.is_relevant_change(Path::new("/state/sessions/abc.jsonl"), None));
+    // An extra path inside memory/ is walked as an extra path too: its media count (discovery indexes them).
+    let nested = MemoryRoots::new("/ws", &["/ws/memory/photos".to_string()]).with_media(true);
+    assert!(nested.is_relevant_change(Path::new("/ws/memory/photos/cat.jpg"), None));
+    assert!(!nested.is_relevant_change(Path::new("/ws/memory/cat.jpg"), None));
+    // A path known to be a file: without an extension it is no memory file (a folder of that name could be).
+    assert!(roots.is_relevant_change(Path::new("/ws/memory/README"), sessions));
+    assert!(!roots.is_relevant_file_change(Path::new("/ws/memory/README"), sessions));
+    assert!(!roots.is_relevant_file_change(Path::new("/ws/memory"), sessions));
+    assert!(roots.is_relevant_file_change(Path::new("/ws/memory/a.md"), sessions));
+}
+
+/// Discovery indexes media under an extra path inside memory/, so the watcher's rule must count them (it asked
+/// memory/'s rule only, which has no media, and missed them).
+#[test]
+fn media_under_an_extra_path_inside_memory_are_found_and_count_as_changes() {
+    let dir = ws();
+    let w = dir.path();
+    fs::create_dir_all(w.join("memory/photos")).unwrap();
+    fs::write(w.join("memory/photos/cat.png"), b"\x89PNG").unwrap();
+    fs::write(w.join("memory/note.md"), "n\n").unwrap();
+    let roots = MemoryRoots::new(w, &[w.join("memory/photos").display().to_string()]).with_media(true);
+    assert_eq!(keys(&discover(&roots)), ["memory/note.md", "memory/photos/cat.png"]);
+    assert!(roots.is_relevant_change(&w.join("memory/photos/cat.png"), None));
 }
 
 /// The walk sorts a folder's names by their first 16 bytes, then in full: the same order as a plain sort of the
