@@ -111,6 +111,42 @@ async fn answers_equal_the_exact_scan_through_writes_and_deletes() {
     store.close().await.unwrap();
 }
 
+/// Whether the store holds its in-memory vector copy (`memory status` shows it as `vectorCopy`).
+async fn holds_copy(store: &SqliteStore) -> bool {
+    store.status_details().await.unwrap().contains_key("vectorCopy")
+}
+
+/// A store's first vector search is answered by sqlite-vec's exact scan without building the copy (a one-shot
+/// search never needs it), the same answer as the copy gives; the next search builds it. A source filter that
+/// leaves out chunks the index holds cannot be answered that way: the copy is built at once.
+#[tokio::test]
+async fn the_first_vector_search_scans_the_file_and_the_next_one_builds_the_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.sqlite");
+    let mut rng = Rng::new(5);
+    let centres: Vec<Vec<f32>> = (0..6).map(|_| rng.noise()).collect();
+    let mut memory_only = corpus(&mut rng, &centres, 60, 6, "m");
+    memory_only.upserts.retain(|(f, _)| f.source == Source::Memory);
+    SqliteStore::open(&path).unwrap().apply(memory_only).await.unwrap();
+    let q = rng.vector(&centres);
+    for sources in [vec![], vec![Source::Memory], vec![Source::Memory, Source::Sessions]] {
+        let store = SqliteStore::open(&path).unwrap();
+        let (first, exact) = both(&store, &q, 12, &sources).await;
+        assert_eq!(first, exact, "{sources:?}");
+        assert!(!holds_copy(&store).await, "{sources:?}: the first search built the copy");
+        let (second, _) = both(&store, &q, 12, &sources).await;
+        assert_eq!(second, first, "{sources:?}");
+        assert!(holds_copy(&store).await, "{sources:?}: the second search did not build the copy");
+    }
+    // Transcripts in the index, memory asked for: sqlite-vec cannot filter inside its scan, so the copy answers.
+    let writer = SqliteStore::open(&path).unwrap();
+    writer.apply(corpus(&mut rng, &centres, 14, 6, "s")).await.unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    let (first, exact) = both(&store, &q, 12, &[Source::Memory]).await;
+    assert_eq!(first, exact);
+    assert!(holds_copy(&store).await);
+}
+
 #[tokio::test]
 async fn a_store_opened_on_an_index_written_by_another_store_agrees_with_the_exact_scan() {
     // Writes by another connection (as another process's would be) reach this store's copy via data_version.

@@ -89,6 +89,8 @@ pub struct SqliteStore {
     reader: Mutex<Option<Connection>>,
     /// The in-memory int8 copy of the vectors the reader connection sees (vectors.rs); locked after `reader`.
     vectors: Mutex<Option<vectors::VectorCopy>>,
+    /// Set by the first vector search (answered without the copy: `vectors::exact_first`).
+    searched_vectors: std::sync::atomic::AtomicBool,
 }
 
 impl SqliteStore {
@@ -109,6 +111,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(writer)),
             reader: Mutex::new(Some(reader)),
             vectors: Mutex::new(None),
+            searched_vectors: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -458,10 +461,20 @@ impl ChunkStore for SqliteStore {
 
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
         let dims = self.check_query_vector(vector)?;
-        let nearest = self.read("vector search", |c| {
-            let mut copy = self.vectors.lock().map_err(|_| rusqlite::Error::InvalidQuery)?;
-            vectors::nearest(c, &mut copy, dims, vector, limit, sources)
-        })?;
+        let first = !self.searched_vectors.swap(true, std::sync::atomic::Ordering::Relaxed);
+        let exact = if first {
+            let blob = vec_to_blob(vector);
+            self.read("vector search", |c| vectors::exact_first(c, &blob, limit, sources))?
+        } else {
+            None
+        };
+        let nearest = match exact {
+            Some(hits) => hits,
+            None => self.read("vector search", |c| {
+                let mut copy = self.vectors.lock().map_err(|_| rusqlite::Error::InvalidQuery)?;
+                vectors::nearest(c, &mut copy, dims, vector, limit, sources)
+            })?,
+        };
         self.read("read vector candidates", |c| {
             let sql = format!(
                 "SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path WHERE c.rowid = ?1"

@@ -7,7 +7,8 @@
 //! than the log reaches (pruned entries), or none yet, is rebuilt from the whole table. Everything is read in
 //! one read transaction, so the copy always equals one committed state of the file; the copy lives only in
 //! memory, so a crash can leave nothing stale behind, and a rebuilt index (a new generation file) gets a new
-//! store and a new copy.
+//! store and a new copy. A store's first vector search is answered by sqlite-vec's exact scan instead
+//! ([`exact_first`]): a process that searches once never pays for the copy.
 
 use memory_core::Source;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -136,6 +137,36 @@ pub(crate) fn nearest(
     exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     exact.truncate(limit);
     Ok(exact)
+}
+
+/// The first vector search of a store, before it holds a copy: sqlite-vec's exact scan of the file answers (it
+/// reads the vectors in blocks of a thousand, several times cheaper than building the copy a row at a time, which a
+/// one-shot `memory search` would pay for its one query); the copy is built by the next search. `None` when
+/// `sources` leaves out chunks the index holds: sqlite-vec cannot filter inside its scan, so the copy answers.
+pub(crate) fn exact_first(c: &mut Connection, query_blob: &[u8], limit: usize, sources: &[Source]) -> rusqlite::Result<Option<Vec<(i64, f64)>>> {
+    let tx = c.transaction()?;
+    {
+        let mut held = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM chunks WHERE source = ?1)")?;
+        for other in Source::ALL.iter().filter(|s| !sources.is_empty() && !sources.contains(s)) {
+            if held.query_row([other.as_str()], |r| r.get::<_, bool>(0))? {
+                return Ok(None);
+            }
+        }
+    }
+    let hits = {
+        let mut st = tx.prepare_cached("SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2")?;
+        // sqlite-vec has no cosine distance for a zero vector (NULL): such a query matches nothing, as in the copy.
+        let rows = st.query_map(params![query_blob, limit as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<f64>>(1)?)))?;
+        let mut hits = Vec::with_capacity(limit);
+        for row in rows {
+            if let (rowid, Some(distance)) = row? {
+                hits.push((rowid, 1.0 - distance));
+            }
+        }
+        hits
+    };
+    tx.commit()?;
+    Ok(Some(hits))
 }
 
 /// (vectors held, bytes) of the copy, for `memory status`.
