@@ -262,9 +262,10 @@ pub fn markdown(res: &Results, charts: &[(String, String)]) -> String {
 const LIMITS: &str = "\
 - The builtin engine's vector search scans an in-memory int8 copy of every chunk's vector and re-scores the best \
   candidates exactly (recall@10 against sqlite-vec's exact scan: 1.0 in `memory-bench scale`): its cost grows \
-  linearly with the number of chunks, and a new process builds the copy from the index first (most of a one-shot \
-  hybrid search at 40k-100k chunks). For millions of chunks use the LanceDB engine (`memory.backend: \"lancedb\"`, \
-  an ANN index), which this run does not time (its release build takes 30-50 min here).
+  linearly with the number of chunks. A process's first vector search is answered by sqlite-vec's exact scan and \
+  the copy built by its second (since 78754de; before, a one-shot hybrid search built the copy first). For \
+  millions of chunks use the LanceDB engine (`memory.backend: \"lancedb\"`, an ANN index), which this run does not \
+  time (its release build takes 30-50 min here).
 - memory-rs's whole-process search includes its freshness check (a stat of every memory file, about 2 µs a file: \
   most of its time at 200,000 notes), so a note written a moment ago is found; `qmd search` answers from its \
   index as the last `qmd update` left it.
@@ -291,7 +292,7 @@ cargo build --release -p memory-cli -p bench
 target/release/memory-bench compare --out docs
 ```
 
-`scripts/bench/run.sh` does all three. Expect about an hour on a 2-core machine, most of it OpenClaw and QMD at \
+`scripts/bench/run.sh` does all three. Expect 20 minutes (a quiet 2-core machine) to an hour (a busy one), most of it OpenClaw and QMD at \
 20k and 200k notes (each step is cut at the deadline, `--timeout-min`). Quicker: `--sizes 2000 --hybrid-sizes 2000`. \
 Your own notes: `--user-folder ~/agent` (a workspace with MEMORY.md and memory/; its Markdown files are copied \
 into the run's temporary folder first, so your files are never written to).
