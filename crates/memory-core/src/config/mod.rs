@@ -147,12 +147,9 @@ impl Config {
         }
         let memory: MemoryConfig = typed(memory, "memory")?;
         let models: ModelsConfig = typed(models, "models")?;
-        let mut config = Config { memory, models, warnings: d.warnings, engine_blocks };
+        let mut config = Config { memory, models, warnings: Vec::new(), engine_blocks };
         config.validate()?;
-        for w in &config.warnings {
-            tracing::warn!(key = %w.key, "config: {}", w.message);
-        }
-        config.warnings.sort_by(|a, b| a.key.cmp(&b.key));
+        config.add_warnings(d.warnings);
         Ok(config)
     }
 
@@ -170,8 +167,9 @@ impl Config {
         self.engine_blocks.0.keys().map(String::as_str)
     }
 
-    /// Add what an engine found in its block ([`BackendFactory::config_warnings`](crate::registry::BackendFactory::config_warnings)):
-    /// logged once here and listed by `memory status` with the rest.
+    /// Add warnings: those of the file's own keys at load, then what an engine found in its block
+    /// ([`BackendFactory::config_warnings`](crate::registry::BackendFactory::config_warnings)). Each key is
+    /// logged once, its first warning kept, and the list kept in key order for `memory status`.
     pub fn add_warnings(&mut self, issues: impl IntoIterator<Item = ConfigIssue>) {
         for w in issues {
             if !self.warnings.iter().any(|x| x.key == w.key) {

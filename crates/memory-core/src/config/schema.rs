@@ -202,10 +202,9 @@ impl Diagnostics {
         self.errors.push(ConfigIssue { key: key.into(), message: message.into() });
     }
 
+    /// Kept once per key by `Config::add_warnings`.
     fn warn(&mut self, key: String, message: String) {
-        if !self.warnings.iter().any(|w| w.key == key) {
-            self.warnings.push(ConfigIssue { key, message });
-        }
+        self.warnings.push(ConfigIssue { key, message });
     }
 }
 

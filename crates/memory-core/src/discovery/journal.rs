@@ -215,6 +215,7 @@ mod linux {
         pub(super) fn take_changes(&mut self) -> io::Result<bool> {
             let mut changed = false;
             let mut rearm = false;
+            let files = Files { roots: &self.roots, sessions_dir: self.sessions_dir.as_deref() };
             loop {
                 let events = match self.inotify.read_events(&mut self.buffer) {
                     Ok(events) => events,
@@ -222,7 +223,6 @@ mod linux {
                     Err(e) => return Err(e),
                 };
                 for ev in events {
-                    let files = Files { roots: &self.roots, sessions_dir: self.sessions_dir.as_deref() };
                     match classify(self.watched.get(&ev.wd), ev.mask, ev.name, &files) {
                         Effect::None => {}
                         Effect::Changed => changed = true,
