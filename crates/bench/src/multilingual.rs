@@ -114,6 +114,7 @@ async fn run_mode(
         state_dir: state.to_path_buf(),
         agent_id: "multilingual".into(),
         embedder,
+        reranker: None,
     };
     let engine = BuiltinFactory.open_indexed(ctx).await?;
     let started = std::time::Instant::now();

@@ -234,6 +234,7 @@ pub async fn builtin_scores(
             state_dir: state.clone(),
             agent_id: "quality".into(),
             embedder: if label == "keyword" { None } else { embedder.clone() },
+            reranker: None,
         };
         let engine = BuiltinFactory.open_indexed(ctx).await?;
         let started = std::time::Instant::now();

@@ -136,6 +136,7 @@ pub async fn run(notes: usize, memory_bin: Option<PathBuf>, searches: usize, see
         state_dir: state.clone(),
         agent_id: "main".into(),
         embedder: None,
+        reranker: None,
     };
     let engine = BuiltinFactory.open_indexed(ctx).await?;
     for q in queries.iter().take(50) {

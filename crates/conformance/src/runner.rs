@@ -313,6 +313,7 @@ async fn run_group(suite: &Suite, group: Vec<Planned<'_>>, factory: &dyn Backend
         state_dir: sandbox.state.clone(),
         agent_id: options.agent_id.clone(),
         embedder: options.embedder.clone(),
+        reranker: None,
     };
     let engine = match factory.open(ctx).await {
         Ok(e) => e,

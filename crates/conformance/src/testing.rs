@@ -53,6 +53,7 @@ pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Op
         state_dir: state.to_path_buf(),
         agent_id: TEST_AGENT.into(),
         embedder,
+        reranker: None,
     }
 }
 

@@ -77,6 +77,7 @@ async fn fallback_is_reported_in_status_and_search_warnings() {
         state_dir: state.path().to_path_buf(),
         agent_id: "main".into(),
         embedder: None,
+        reranker: None,
     };
     let e = FallbackFactory.open(ctx).await.unwrap();
     e.sync(SyncOptions::default()).await.unwrap();

@@ -132,6 +132,7 @@ async fn qmd_snippets_are_the_lines_they_cite() {
         state_dir: tmp.path().join("state"),
         agent_id: "snippets".into(),
         embedder: None,
+        reranker: None,
     };
     let engine = QmdForTests { command }.open(ctx).await.unwrap();
     engine.sync(memory_core::SyncOptions::default()).await.unwrap();

@@ -175,6 +175,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
         state_dir: state.path().to_path_buf(),
         agent_id: "main".into(),
         embedder: None,
+        reranker: None,
     };
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     let report = engine.sync(SyncOptions::default()).await;

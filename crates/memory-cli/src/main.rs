@@ -283,7 +283,8 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         .sources
         .contains(&memory_core::Source::Sessions)
         .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, &cli.agent));
-    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder };
+    let reranker = memory_host::reranker(&config)?;
+    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder, reranker };
     let engine = host.registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.

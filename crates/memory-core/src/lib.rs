@@ -21,6 +21,7 @@ pub mod indexed;
 pub mod paths;
 pub mod ranking;
 pub mod registry;
+pub mod rerank;
 pub mod sessions;
 pub mod store;
 pub mod types;

@@ -23,6 +23,8 @@ pub struct OpenContext {
     pub agent_id: String,
     /// The resolved embedding provider, `None` for keyword-only.
     pub embedder: Option<Arc<dyn EmbeddingProvider>>,
+    /// The second-stage reranker (`memory.search.query.rerank`), `None` when off.
+    pub reranker: Option<Arc<dyn crate::rerank::Reranker>>,
 }
 
 impl OpenContext {

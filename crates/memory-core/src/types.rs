@@ -66,6 +66,12 @@ pub struct SearchResult {
     pub text_score: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub citation: Option<String>,
+    /// The lines of the file the snippet shows (within `startLine..=endLine`): the snippet is the best window
+    /// of the hit, so an agent cites or `memory_get`s exactly what it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet_start_line: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet_end_line: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

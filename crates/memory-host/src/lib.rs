@@ -87,7 +87,8 @@ impl Host {
         agent_id: &str,
     ) -> Result<Box<dyn MemoryBackend>> {
         let embedder = embedder(&config)?;
-        let ctx = OpenContext { config, workspace: workspace.into(), state_dir: state_dir.into(), agent_id: agent_id.into(), embedder };
+        let reranker = reranker(&config)?;
+        let ctx = OpenContext { config, workspace: workspace.into(), state_dir: state_dir.into(), agent_id: agent_id.into(), embedder, reranker };
         self.registry.open(ctx).await
     }
 }
@@ -107,6 +108,11 @@ pub async fn open(
 /// keyword-only.
 pub fn embedder(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>> {
     providers::from_config(config)
+}
+
+/// The cross-encoder reranker `memory.search.query.rerank` asks for; `None` when it is off.
+pub fn reranker(config: &Config) -> Result<Option<Arc<dyn memory_core::rerank::Reranker>>> {
+    providers::reranker_from_config(config)
 }
 
 /// An engine this build was made without: a clear error instead of "unknown engine".

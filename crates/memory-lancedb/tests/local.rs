@@ -422,6 +422,7 @@ async fn the_factory_opens_the_configured_folder() {
             state_dir: state.path().to_path_buf(),
             agent_id: "main".into(),
             embedder: None,
+            reranker: None,
         };
         let mut reg = memory_core::registry::BackendRegistry::new();
         reg.register("lancedb", Arc::new(memory_lancedb::LanceDbFactory::default()));

@@ -9,6 +9,7 @@
 //! - [`batch`]: provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for
 //!   large backfills, resumable across restarts.
 //! - [`FallbackProvider`]: a second provider used only once the first fails.
+//! - [`LocalReranker`]: a cross-encoder reranker run in-process from a folder (`memory.search.query.rerank`).
 //!
 //! Every provider returns finite, L2-normalised vectors, one per input, all of one width, or an error.
 
@@ -24,7 +25,7 @@ pub use batch::BatchSettings;
 pub use batching::{estimate_tokens, plan_batches, BatchLimits};
 pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};
-pub use local::{model_folder_present, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, Pooling, Prompts};
+pub use local::{model_folder_present, reranker_from_config, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts};
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 pub use remote::{known_dimensions, RemoteKind, RemoteProvider, RemoteSettings};
 pub use resolve::{

@@ -423,6 +423,7 @@ mod engine {
                 state_dir: state.to_path_buf(),
                 agent_id: "main".into(),
                 embedder: Some(Arc::new(p)),
+                reranker: None,
             })
             .await
             .unwrap()

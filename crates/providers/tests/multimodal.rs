@@ -98,6 +98,7 @@ async fn images_and_audio_under_extra_paths_are_embedded_and_found_by_text_queri
             state_dir: state.path().to_path_buf(),
             agent_id: "main".into(),
             embedder: Some(Arc::new(provider)),
+            reranker: None,
         })
         .await
         .unwrap();

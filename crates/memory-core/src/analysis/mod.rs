@@ -170,7 +170,7 @@ pub fn document_terms(text: &str) -> Vec<String> {
 }
 
 /// Each term of [`document_terms`], handed to `emit` without a copy.
-fn each_document_term(text: &str, emit: &mut dyn FnMut(&str)) {
+pub fn each_document_term(text: &str, emit: &mut dyn FnMut(&str)) {
     raw_tokens(text, |t, cjk| {
         if cjk {
             cjk_terms_each(t, emit);

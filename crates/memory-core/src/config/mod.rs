@@ -200,6 +200,7 @@ impl Config {
             ("memory.search.query.hybrid.textWeight", h.text_weight),
             ("memory.search.query.hybrid.temporalDecay.halfLifeDays", h.temporal_decay.half_life_days),
             ("memory.search.query.hybrid.mmr.lambda", h.mmr.lambda),
+            ("memory.search.query.rerank.weight", q.rerank.weight),
         ] {
             if !v.is_finite() {
                 return Err(MemoryError::config(key, "must be a finite number"));
@@ -226,6 +227,16 @@ impl Config {
         }
         if h.temporal_decay.half_life_days <= 0.0 {
             errs.push(MemoryError::config("memory.search.query.hybrid.temporalDecay.halfLifeDays", "must be > 0"));
+        }
+        let r = &q.rerank;
+        if !(0.0..=1.0).contains(&r.weight) {
+            errs.push(MemoryError::config("memory.search.query.rerank.weight", "must be between 0 and 1"));
+        }
+        if r.enabled && r.candidates == 0 {
+            errs.push(MemoryError::config("memory.search.query.rerank.candidates", "must be at least 1"));
+        }
+        if r.enabled && r.model_path.as_deref().is_none_or(|p| p.trim().is_empty()) {
+            errs.push(MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true (a cross-encoder's folder)"));
         }
         if s.chunking.tokens < 16 {
             errs.push(MemoryError::config("memory.search.chunking.tokens", "must be at least 16"));

@@ -251,11 +251,35 @@ pub struct QueryConfig {
     pub max_results: usize,
     pub min_score: f64,
     pub hybrid: HybridConfig,
+    pub rerank: RerankConfig,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        QueryConfig { max_results: 6, min_score: 0.35, hybrid: HybridConfig::default() }
+        QueryConfig { max_results: 6, min_score: 0.35, hybrid: HybridConfig::default(), rerank: RerankConfig::default() }
+    }
+}
+
+/// `memory.search.query.rerank`: a cross-encoder reads the query with each of the best candidates and its score
+/// is folded into theirs (`memory_core::rerank::fold`). Off by default: it costs a model load and tens of
+/// milliseconds per candidate on a CPU.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RerankConfig {
+    pub enabled: bool,
+    /// The cross-encoder's folder (`model.safetensors`, `tokenizer.json`, `config.json`); `~` allowed.
+    pub model_path: Option<String>,
+    /// How many of the best candidates are reranked (the rest keep their order below them).
+    pub candidates: usize,
+    /// Time budget of one reranking, in milliseconds: past it the first-stage order answers, with a warning.
+    pub budget_ms: u64,
+    /// Share of the reranker's probability in the folded score (0..1).
+    pub weight: f64,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig { enabled: false, model_path: None, candidates: 20, budget_ms: 2000, weight: 0.5 }
     }
 }
 

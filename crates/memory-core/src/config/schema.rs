@@ -166,6 +166,10 @@ pub(super) const SEARCH: &[Field] = &[
                     o("temporalDecay", &[a("enabled", Ty::Bool), a("halfLifeDays", Ty::Num)]),
                 ],
             ),
+            o(
+                "rerank",
+                &[a("enabled", Ty::Bool), a("modelPath", Ty::Str), a("candidates", Ty::Uint), a("budgetMs", Ty::Uint), a("weight", Ty::Num)],
+            ),
         ],
     ),
     o("cache", &[a("enabled", Ty::Bool), a("maxEntries", Ty::Uint)]),

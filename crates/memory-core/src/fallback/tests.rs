@@ -78,6 +78,8 @@ impl MemoryBackend for FakeEngine {
                 vector_score: None,
                 text_score: None,
                 citation: None,
+                snippet_start_line: None,
+                snippet_end_line: None,
             }],
             mode: Some("keyword".into()),
             warnings: vec![],
@@ -344,6 +346,7 @@ fn test_ctx() -> OpenContext {
         state_dir: std::env::temp_dir(),
         agent_id: "main".into(),
         embedder: None,
+        reranker: None,
     }
 }
 

@@ -20,7 +20,7 @@ use crate::discovery::{discover, media_mime, read_text, MemoryFile, MemoryRoots}
 use crate::embedding::{run_batch, BatchItem, EmbeddingProvider, EmbeddingPurpose, MediaInput};
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
-use crate::ranking::{exact_path_tier, merge, rank, RankingOptions};
+use crate::ranking::{exact_path_tier, merge, RankingOptions};
 use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, SyncBatch};
 use crate::sessions::{self, SessionState};
 use crate::types::*;
@@ -132,6 +132,8 @@ pub struct IndexedBackend {
     sessions_dir: Option<PathBuf>,
     /// Where submitted provider batch jobs are recorded (`remote.batch`), so an interrupted backfill resumes.
     batch_state_file: Option<PathBuf>,
+    /// The second stage of a search (`memory.search.query.rerank`).
+    reranker: Option<Arc<dyn crate::rerank::Reranker>>,
 }
 
 /// Vectors a batch run produced for this sync, and chunks whose jobs are still running (`remote.batch.wait` off).
@@ -177,6 +179,7 @@ impl IndexedBackend {
             progress: RwLock::new(None),
             sessions_dir: None,
             batch_state_file: None,
+            reranker: None,
         })
     }
 
@@ -188,7 +191,8 @@ impl IndexedBackend {
         let engine = IndexedBackend::open(name.clone(), ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
         // One state file per agent, engine and workspace, in the state folder beside the indexes.
         let agent = crate::sanitize_id(&ctx.agent_id);
-        let engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", ctx.state_tag(&name))));
+        let mut engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", ctx.state_tag(&name))));
+        engine.reranker = ctx.reranker.clone();
         Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
             engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
         } else {

@@ -86,8 +86,37 @@ impl IndexedBackend {
         let keyword = self.vouch(&stale, keyword);
         let vector = self.vouch(&stale, vector);
         exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
-        let results = rank(keyword, vector, exact, query, &ctx.opts);
+        let mut items = crate::ranking::order(keyword, vector, exact, query, &ctx.opts);
+        if let Some(reranker) = &self.reranker {
+            self.rerank(reranker.as_ref(), query, &mut items, &mut warnings).await;
+        }
+        let results = crate::ranking::finish(items, query, &ctx.opts);
         Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+    }
+
+    /// The second stage: the reranker reads the best candidates (their snippet lines) within the time budget and
+    /// its scores are folded into theirs. Over budget or failed: the first-stage order answers, and `warnings`
+    /// says why.
+    async fn rerank(&self, reranker: &dyn crate::rerank::Reranker, query: &str, items: &mut [crate::ranking::Scored], warnings: &mut Vec<String>) {
+        let cfg = &self.config.memory.search.query.rerank;
+        let n = cfg.candidates.min(items.len());
+        if n < 2 {
+            return;
+        }
+        let passages = crate::ranking::rerank_passages(items, n, query);
+        let started = std::time::Instant::now();
+        let deadline = started + std::time::Duration::from_millis(cfg.budget_ms);
+        match reranker.score(query, &passages, deadline).await {
+            Ok(logits) if logits.len() == n => {
+                crate::ranking::rerank(items, &logits, cfg.weight);
+                debug!(candidates = n, ms = started.elapsed().as_millis() as u64, "reranked");
+            }
+            Ok(logits) => warnings.push(format!("reranker {} returned {} scores for {n} candidates; results are not reranked", reranker.id(), logits.len())),
+            Err(e) => {
+                warn!(error = %e, "reranking skipped");
+                warnings.push(format!("{e}; results are not reranked"));
+            }
+        }
     }
 
     /// Keyword candidates; `None` when the store could not answer (said in `warnings`). A query without words

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::analysis::{for_each_similarity_token, similarity_tokens};
+use crate::analysis::similarity_tokens;
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
 use crate::store::Candidate;
@@ -505,69 +505,17 @@ pub fn citation(path: &str, start: usize, end: usize) -> String {
     }
 }
 
-/// Cap a snippet at `max_chars` characters, choosing the window of the chunk (starting at a line) that holds the
-/// most distinct query tokens. Each line is tokenised once.
-pub fn snippet(text: &str, query_tokens: &HashSet<String>, max_chars: usize) -> String {
-    let total = text.chars().count();
-    if total <= max_chars {
-        return text.to_string();
-    }
-    // Per line: its first char offset, its length in chars (with the newline), and which query tokens it holds.
-    let query: Vec<&String> = query_tokens.iter().collect();
-    let mut lines: Vec<(usize, usize, Vec<usize>)> = Vec::new();
-    let mut offset = 0;
-    for line in text.split('\n') {
-        let len = line.chars().count() + 1;
-        let mut hits: Vec<usize> = Vec::new();
-        if !query.is_empty() {
-            for_each_similarity_token(line, |t| {
-                if let Some(i) = query.iter().position(|q| q.as_str() == t) {
-                    if !hits.contains(&i) {
-                        hits.push(i);
-                    }
-                }
-            });
-        }
-        lines.push((offset, len, hits));
-        offset += len;
-    }
-    let mut best_start = 0;
-    let mut best_hits = 0;
-    let mut seen = vec![false; query.len()];
-    for start in 0..lines.len() {
-        seen.iter_mut().for_each(|s| *s = false);
-        let mut used = 0;
-        let mut hits = 0;
-        for (_, len, line_hits) in &lines[start..] {
-            if used >= max_chars {
-                break;
-            }
-            used += len;
-            for &h in line_hits {
-                if !seen[h] {
-                    seen[h] = true;
-                    hits += 1;
-                }
-            }
-        }
-        if hits > best_hits {
-            best_hits = hits;
-            best_start = lines[start].0;
-        }
-    }
-    let start = best_start.min(total - max_chars);
-    text.chars().skip(start).take(max_chars).collect()
-}
-
 /// Turn ranked items into results: snippets, citations, source.
 pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<SearchResult> {
-    let qt = similarity_tokens(query);
+    let texts: Vec<&str> = items.iter().map(|s| s.candidate.text.as_str()).collect();
+    let terms = snippet::SnippetQuery::new(query, &texts);
     items
         .into_iter()
         .map(|s| {
             let c = s.candidate;
             let cite = citation(&c.path, c.start_line, c.end_line);
-            let mut snip = snippet(&c.text, &qt, SNIPPET_MAX_CHARS);
+            let shown = snippet::choose(&c.text, &terms, SNIPPET_MAX_CHARS);
+            let mut snip = shown.text;
             if citations == Citations::On {
                 snip.push_str("\nSource: ");
                 snip.push_str(&cite);
@@ -582,6 +530,9 @@ pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<
                 vector_score: s.vector_score,
                 text_score: s.text_score,
                 citation: (citations != Citations::Off).then_some(cite),
+                // A transcript's lines are its JSONL lines, not the flattened text's: its snippet has no file lines.
+                snippet_start_line: (c.source == Source::Memory).then_some(c.start_line + shown.first_line),
+                snippet_end_line: (c.source == Source::Memory).then_some((c.start_line + shown.last_line).min(c.end_line)),
             }
         })
         .collect()
@@ -590,6 +541,12 @@ pub fn to_results(items: Vec<Scored>, query: &str, citations: Citations) -> Vec<
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
 /// with its tier.
 pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
+    finish(order(keyword, vector, exact, query, opts), query, opts)
+}
+
+/// The candidates merged, marked (exact matches, exact-path tiers), adjusted (recency, decay, importance) and
+/// sorted: where a second stage ([`rerank`]) may re-score the best of them before [`finish`].
+pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<Scored> {
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
@@ -615,6 +572,33 @@ pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candida
     }
     prefer_recent(&mut items, query);
     adjust_and_sort(&mut items, opts);
+    items
+}
+
+/// Characters of a candidate a reranker reads: the lines the snippet would show, a little shorter than a snippet
+/// so that query and passage fit the reranker's token budget.
+pub const RERANK_PASSAGE_CHARS: usize = 500;
+
+/// The passages a reranker reads for the first `n` of `items`: each one's best lines ([`snippet::choose`]).
+pub fn rerank_passages(items: &[Scored], n: usize, query: &str) -> Vec<String> {
+    let top = &items[..n.min(items.len())];
+    let texts: Vec<&str> = top.iter().map(|s| s.candidate.text.as_str()).collect();
+    let terms = snippet::SnippetQuery::new(query, &texts);
+    top.iter().map(|s| snippet::choose(&s.candidate.text, &terms, RERANK_PASSAGE_CHARS).text).collect()
+}
+
+/// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]) and sort those
+/// again (exact-path tiers and exact matches first, as before); the rest keep their order below them.
+pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
+    let n = logits.len().min(items.len());
+    for (s, &l) in items[..n].iter_mut().zip(logits) {
+        s.score = crate::rerank::fold(s.score, l, weight);
+    }
+    sort(&mut items[..n]);
+}
+
+/// After ordering (and reranking): MMR, the min-score selection and the results with their snippets.
+pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
     if let Some(lambda) = opts.mmr_lambda {
         // Exact-path hits and exact matches stay first; MMR re-orders the rest.
         let split = items.iter().take_while(|s| s.tier > 0 || s.exact_match).count();
@@ -624,6 +608,8 @@ pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candida
     let selected = select(items, opts.max_results, opts.min_score);
     to_results(selected, query, opts.citations)
 }
+
+pub mod snippet;
 
 #[cfg(test)]
 mod tests;

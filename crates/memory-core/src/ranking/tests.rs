@@ -239,10 +239,6 @@ fn exact_path_hit_ranks_first_even_below_min_score() {
 fn citations_and_snippet_cap() {
     assert_eq!(citation("memory/a.md", 3, 3), "memory/a.md#L3");
     assert_eq!(citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
-    let long = format!("{}\nneedle here\n{}", "x ".repeat(600), "y ".repeat(600));
-    let s = snippet(&long, &similarity_tokens("needle"), SNIPPET_MAX_CHARS);
-    assert_eq!(s.chars().count(), SNIPPET_MAX_CHARS);
-    assert!(s.contains("needle"));
     let mut c = cand("a", "memory/a.md", "text");
     c.bm25_rank = Some(-1.0);
     let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::On);
@@ -253,11 +249,21 @@ fn citations_and_snippet_cap() {
 }
 
 #[test]
-fn snippet_never_splits_a_character() {
-    let text = "😀".repeat(800);
-    let s = snippet(&text, &HashSet::new(), SNIPPET_MAX_CHARS);
-    assert_eq!(s.chars().count(), SNIPPET_MAX_CHARS);
-    assert!(s.chars().all(|c| c == '😀'));
+fn results_say_which_lines_their_snippet_shows() {
+    // A chunk of lines 10-50 whose answer is its last line: the snippet ends with it, whole, and says so.
+    let mut lines: Vec<String> = (0..40).map(|i| format!("- note {i}: the team reviewed quarterly budget items")).collect();
+    lines.push("- Deploys go through the canary cluster first, always".into());
+    let mut c = cand("a", "memory/2026-01-02.md", &lines.join("\n"));
+    c.start_line = 10;
+    c.end_line = 50;
+    c.bm25_rank = Some(-3.0);
+    let r = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "always canary", Citations::Auto);
+    assert!(r[0].snippet.ends_with("- Deploys go through the canary cluster first, always"), "{:?}", r[0].snippet);
+    assert!(r[0].snippet.chars().count() <= SNIPPET_MAX_CHARS);
+    assert_eq!(r[0].snippet_end_line, Some(50));
+    let shown = r[0].snippet.lines().count();
+    assert_eq!(r[0].snippet_start_line, Some(50 + 1 - shown));
+    assert_eq!(r[0].citation.as_deref(), Some("memory/2026-01-02.md#L10-L50"), "the hit's citation is the chunk's");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use memory_core::config::Citations;
+use memory_core::ranking::snippet::{self, SnippetQuery};
 use memory_core::types::{SearchResult, Source};
 
 use super::Inner;
@@ -22,8 +23,9 @@ impl Inner {
     }
 
     /// One hit as a result: the file's key, its lines without blank edges (a transcript's JSONL lines for an
-    /// exported session), the snippet within `limits.maxSnippetChars`.
-    pub(super) fn to_result(&self, hit: &QmdHit) -> Option<SearchResult> {
+    /// exported session), the snippet within `limits.maxSnippetChars` chosen by core's rule
+    /// ([`memory_core::ranking::snippet`]).
+    pub(super) fn to_result(&self, hit: &QmdHit, terms: &SnippetQuery) -> Option<SearchResult> {
         let abs = self.resolve_uri(&hit.file).or_else(|| {
             // Not a qmd:// URI (e.g. --full-path output): take it as a path.
             let p = Path::new(&hit.file);
@@ -56,7 +58,7 @@ impl Inner {
                 (l, l)
             }
         };
-        let snippet = truncate_chars(&body, self.cfg.limits.max_snippet_chars);
+        let shown = snippet::choose(&body, terms, self.cfg.limits.max_snippet_chars);
         let (start, end, source) = match (&session_md, &self.sessions) {
             (Some(rel), Some(s)) => {
                 // Markdown lines of the export back to the transcript's JSONL lines.
@@ -66,16 +68,21 @@ impl Inner {
             }
             _ => (start, end, Source::Memory),
         };
+        // The snippet's own lines, when the body's lines are the file's (not a transcript's export).
+        let shown_lines = (source == Source::Memory && hit.start_line.is_some())
+            .then(|| (start + shown.first_line, (start + shown.last_line).min(end)));
         Some(SearchResult {
             path,
             start_line: start,
             end_line: end,
             score: hit.score,
-            snippet,
+            snippet: shown.text,
             source,
             vector_score: None,
             text_score: None,
             citation: None,
+                snippet_start_line: shown_lines.map(|l| l.0),
+                snippet_end_line: shown_lines.map(|l| l.1),
         })
     }
 

@@ -101,13 +101,16 @@ impl QmdBackend {
         let min = request.min_score.filter(|m| hits.iter().any(|h| h.score >= *m) || mode != SearchMode::Search);
         let mut results: Vec<SearchResult> = Vec::new();
         let mut budget = inner.cfg.limits.max_injected_chars;
+        // Snippets by core's rule, the query's terms weighed over these hits' lines, as the indexed engines do.
+        let texts: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
+        let snippet_terms = memory_core::ranking::snippet::SnippetQuery::new(&request.query, &texts);
         for hit in &hits {
             if let Some(min) = min {
                 if hit.score < min {
                     continue;
                 }
             }
-            let Some(mut r) = inner.to_result(hit) else {
+            let Some(mut r) = inner.to_result(hit, &snippet_terms) else {
                 warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
                 continue;
             };

@@ -65,6 +65,7 @@ pub fn ctx(config: Config, workspace: &Path, state: &Path) -> OpenContext {
         state_dir: state.to_path_buf(),
         agent_id: "main".into(),
         embedder: None,
+        reranker: None,
     }
 }
 

@@ -24,6 +24,7 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
+mod rerank;
 
 use std::fmt;
 use std::fs;
@@ -40,6 +41,7 @@ use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info, warn};
 
 pub use bert::{Architecture, BertConfig};
+pub use rerank::{reranker_from_config, LocalReranker, MAX_PAIR_TOKENS};
 use bert::{cls_pool, max_pool, mean_pool, BertModel, WordRows};
 
 const PROVIDER: &str = "local";

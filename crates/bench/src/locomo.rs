@@ -1,0 +1,350 @@
+//! Long-conversation recall on LoCoMo-style workspaces (`../shared/datasets/locomo-dev`, its README): each
+//! session a daily log, one turn a line; each question searched with `memory_search {query, maxResults: 10,
+//! minScore: 0}` on its conversation's workspace. R@k: share of the evidence turns whose line lies inside a
+//! returned hit's line range; S@k: share of the evidence turns whose text (first 50 characters, whitespace
+//! collapsed, case folded) appears in a returned snippet (what the agent reads). Per category and overall, the
+//! mean over questions; category 5 (adversarial: not answered by the conversation) is left out.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use memory_builtin::BuiltinFactory;
+use memory_core::registry::OpenContext;
+use memory_core::{Config, MemoryBackend, SearchRequest, SearchResult, SyncOptions};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+pub struct Evidence {
+    pub path: String,
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Deserialize)]
+pub struct Question {
+    pub conv: String,
+    pub id: String,
+    pub question: String,
+    pub category: u32,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+}
+
+pub const KS: [usize; 3] = [1, 5, 10];
+
+/// R@k and S@k for k in [`KS`], summed over questions (divide by `n`).
+#[derive(Default, Clone)]
+pub struct Tally {
+    pub n: usize,
+    pub recall: [f64; 3],
+    pub seen: [f64; 3],
+}
+
+impl Tally {
+    fn add(&mut self, recall: [f64; 3], seen: [f64; 3]) {
+        self.n += 1;
+        for i in 0..3 {
+            self.recall[i] += recall[i];
+            self.seen[i] += seen[i];
+        }
+    }
+
+    pub fn mean(&self) -> ([f64; 3], [f64; 3]) {
+        let n = self.n.max(1) as f64;
+        (self.recall.map(|v| v / n), self.seen.map(|v| v / n))
+    }
+}
+
+/// The evidence text as the metric compares it: its first 50 characters, whitespace collapsed, case folded.
+pub fn evidence_key(text: &str) -> String {
+    fold(text).chars().take(50).collect()
+}
+
+/// Whitespace runs as one space, lowercased.
+pub fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// (R, S) of one question's hits at each k.
+pub fn score_question(q: &Question, hits: &[SearchResult]) -> ([f64; 3], [f64; 3]) {
+    let folded: Vec<String> = hits.iter().map(|h| fold(&h.snippet)).collect();
+    let n = q.evidence.len().max(1) as f64;
+    let mut recall = [0.0; 3];
+    let mut seen = [0.0; 3];
+    for (i, &k) in KS.iter().enumerate() {
+        let top = &hits[..k.min(hits.len())];
+        let r = q.evidence.iter().filter(|e| top.iter().any(|h| h.path == e.path && h.start_line <= e.line && e.line <= h.end_line)).count();
+        let s = q.evidence.iter().filter(|e| folded[..top.len()].iter().any(|f| f.contains(&evidence_key(&e.text)))).count();
+        recall[i] = r as f64 / n;
+        seen[i] = s as f64 / n;
+    }
+    (recall, seen)
+}
+
+pub fn load(dir: &Path) -> anyhow::Result<Vec<Question>> {
+    let file = dir.join("questions.jsonl");
+    if !file.exists() {
+        bail!("{} has no questions.jsonl (pass --dataset; the project's data lives in ../shared/datasets/locomo-dev)", dir.display());
+    }
+    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        out.push(serde_json::from_str(line).with_context(|| format!("questions.jsonl line {}", i + 1))?);
+    }
+    Ok(out)
+}
+
+pub struct Options {
+    pub dataset: PathBuf,
+    /// Models to evaluate vector-only and hybrid search with (keyword is always evaluated).
+    pub models: Vec<PathBuf>,
+    /// Print each question that misses at k = 5 (evidence not read) with what was returned.
+    pub misses: bool,
+    /// Keep indexes here (later runs reuse the embeddings).
+    pub keep: Option<PathBuf>,
+    /// Only these modes (keyword, vector, hybrid); all when empty.
+    pub modes: Vec<String>,
+    /// A cross-encoder folder: every setup also runs with reranking.
+    pub reranker: Option<PathBuf>,
+    /// `memory.search.query.rerank`'s candidates, weight and budget for those runs.
+    pub rerank_candidates: usize,
+    pub rerank_weight: f64,
+    pub rerank_budget_ms: u64,
+}
+
+struct Run {
+    label: String,
+    by_category: BTreeMap<u32, Tally>,
+    all: Tally,
+    latencies_ms: Vec<f64>,
+}
+
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let questions: Vec<Question> = load(&opts.dataset)?.into_iter().filter(|q| q.category != 5 && !q.evidence.is_empty()).collect();
+    let mut convs: Vec<String> = questions.iter().map(|q| q.conv.clone()).collect();
+    convs.sort();
+    convs.dedup();
+    println!("LoCoMo: {} answerable questions over {} conversations ({})", questions.len(), convs.len(), opts.dataset.display());
+    let tmp = tempfile::tempdir()?;
+    let state_root = opts.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let want = |m: &str| opts.modes.is_empty() || opts.modes.iter().any(|x| x == m);
+    let mut setups: Vec<(String, Option<PathBuf>, f64, f64)> = Vec::new();
+    if want("keyword") {
+        setups.push(("keyword".into(), None, 0.0, 1.0));
+    }
+    for m in &opts.models {
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if want("vector") {
+            setups.push((format!("vector {name}"), Some(m.clone()), 1.0, 0.0));
+        }
+        if want("hybrid") {
+            setups.push((format!("hybrid {name}"), Some(m.clone()), 0.7, 0.3));
+        }
+    }
+    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = match &opts.reranker {
+        Some(dir) => Some(Arc::new(providers::LocalReranker::open(dir)?)),
+        None => None,
+    };
+    let setups: Vec<(String, Option<PathBuf>, f64, f64, bool)> = setups
+        .into_iter()
+        .flat_map(|(label, m, vw, tw)| {
+            let with = reranker.is_some().then(|| (format!("{label} +rerank"), m.clone(), vw, tw, true));
+            std::iter::once((label, m, vw, tw, false)).chain(with)
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for (label, model, vw, tw, rerank) in setups {
+        let embedder = crate::quality::local_embedder(model.as_deref())?;
+        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new() };
+        for conv in &convs {
+            let mut config = Config::default();
+            config.memory.search.query.min_score = 0.0;
+            config.memory.search.query.hybrid.vector_weight = vw;
+            config.memory.search.query.hybrid.text_weight = tw;
+            if rerank {
+                let r = &mut config.memory.search.query.rerank;
+                r.enabled = true;
+                r.model_path = opts.reranker.as_ref().map(|p| p.display().to_string());
+                r.candidates = opts.rerank_candidates;
+                r.weight = opts.rerank_weight;
+                r.budget_ms = opts.rerank_budget_ms;
+            }
+            // One index per conversation and model: the weights are ranking settings, not index identity.
+            let model_key = model.as_ref().and_then(|m| m.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "keyword".into());
+            let ctx = OpenContext {
+                config: Arc::new(config),
+                workspace: opts.dataset.join(conv).join("ws"),
+                state_dir: state_root.join(&model_key),
+                agent_id: conv.clone(),
+                embedder: embedder.clone(),
+                reranker: if rerank { reranker.clone() } else { None },
+            };
+            let engine = BuiltinFactory.open_indexed(ctx).await?;
+            let started = Instant::now();
+            let report = engine.sync(SyncOptions::default()).await?;
+            if report.changed_anything() {
+                eprintln!("({label} {conv}: indexed {} chunks, {} embedded, in {:.1} s)", report.chunks_written, report.chunks_embedded, started.elapsed().as_secs_f64());
+            }
+            for q in questions.iter().filter(|q| &q.conv == conv) {
+                let t = Instant::now();
+                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![] }).await?;
+                run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                let (rec, seen) = score_question(q, &r.results);
+                run.by_category.entry(q.category).or_default().add(rec, seen);
+                run.all.add(rec, seen);
+                if opts.misses && seen[1] < 1.0 {
+                    print_miss(q, &r.results, rec[1], seen[1]);
+                }
+            }
+            engine.close().await?;
+        }
+        runs.push(run);
+    }
+    report(&runs);
+    Ok(())
+}
+
+/// What reranking costs: `runs` rerankings of n passages (each a turn-sized line of a LoCoMo session, the query one
+/// of its questions) for each n, timed whole (tokenising, forward passes), after one warm-up.
+pub fn rerank_cost(dataset: &Path, reranker: &Path, ns: &[usize], runs: usize) -> anyhow::Result<()> {
+    let questions = load(dataset)?;
+    let rr = providers::LocalReranker::open(reranker)?;
+    // Passages: the snippet-sized windows a search would hand the reranker, from the first conversation's logs.
+    let ws = dataset.join(questions.first().map(|q| q.conv.as_str()).unwrap_or("conv-26")).join("ws/memory");
+    let mut passages: Vec<String> = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(&ws)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    names.sort();
+    for p in names {
+        let text = std::fs::read_to_string(&p)?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        for w in lines.chunks(3) {
+            let mut s = w.join("\n");
+            s.truncate(s.char_indices().nth(memory_core::ranking::RERANK_PASSAGE_CHARS).map_or(s.len(), |(i, _)| i));
+            passages.push(s);
+        }
+    }
+    let far = || Instant::now() + std::time::Duration::from_secs(3600);
+    rr.score_blocking("warm up", &passages[..2], far())?;
+    println!("reranker {}: {} passages available", reranker.display(), passages.len());
+    println!("{:>6} {:>10} {:>10} {:>12}", "pairs", "p50 ms", "p95 ms", "ms / pair");
+    for &n in ns {
+        let mut times = Vec::new();
+        for r in 0..runs {
+            let q = &questions[(r * 7) % questions.len()].question;
+            let start = (r * n) % passages.len().saturating_sub(n).max(1);
+            let batch = &passages[start..(start + n).min(passages.len())];
+            let t = Instant::now();
+            rr.score_blocking(q, batch, far())?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        println!("{n:>6} {:>10.1} {:>10.1} {:>12.2}", percentile(&times, 0.5), percentile(&times, 0.95), percentile(&times, 0.5) / n as f64);
+    }
+    Ok(())
+}
+
+fn print_miss(q: &Question, hits: &[SearchResult], r5: f64, s5: f64) {
+    println!("--- {} (cat {}) R@5 {r5:.2} S@5 {s5:.2}: {}", q.id, q.category, q.question);
+    for e in &q.evidence {
+        println!("    evidence {}:{}  {}", e.path, e.line, e.text.chars().take(100).collect::<String>());
+    }
+    for (i, h) in hits.iter().take(5).enumerate() {
+        let first = h.snippet.lines().next().unwrap_or("").chars().take(90).collect::<String>();
+        println!("    {}. {}:{}-{} {:.3}  {first}", i + 1, h.path, h.start_line, h.end_line, h.score);
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+const CATEGORY_NAMES: [&str; 5] = ["multi-hop", "temporal", "open-domain", "single-hop", "adversarial"];
+
+fn report(runs: &[Run]) {
+    println!();
+    println!("{:<34} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8}", "setup", "R@1", "R@5", "R@10", "S@1", "S@5", "S@10", "p50 ms", "p95 ms");
+    for run in runs {
+        let mut lat = run.latencies_ms.clone();
+        lat.sort_by(f64::total_cmp);
+        let (r, s) = run.all.mean();
+        println!(
+            "{:<34} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>8.2} {:>8.2}",
+            run.label,
+            r[0],
+            r[1],
+            r[2],
+            s[0],
+            s[1],
+            s[2],
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.95)
+        );
+    }
+    println!();
+    println!("Per category (R@5 / S@5):");
+    let cats: Vec<u32> = runs.iter().flat_map(|r| r.by_category.keys().copied()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    print!("{:<34}", "setup");
+    for c in &cats {
+        let name = CATEGORY_NAMES.get(*c as usize - 1).copied().unwrap_or("?");
+        print!(" {:>18}", format!("{c} {name} (n={})", runs[0].by_category.get(c).map_or(0, |t| t.n)));
+    }
+    println!();
+    for run in runs {
+        print!("{:<34}", run.label);
+        for c in &cats {
+            let (r, s) = run.by_category.get(c).map(Tally::mean).unwrap_or_default();
+            print!(" {:>18}", format!("{:.3} / {:.3}", r[1], s[1]));
+        }
+        println!();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memory_core::Source;
+
+    fn hit(path: &str, start: usize, end: usize, snippet: &str) -> SearchResult {
+        SearchResult {
+            path: path.into(),
+            start_line: start,
+            end_line: end,
+            score: 1.0,
+            snippet: snippet.into(),
+            source: Source::Memory,
+            vector_score: None,
+            text_score: None,
+            citation: None,
+            snippet_start_line: None,
+            snippet_end_line: None,
+        }
+    }
+
+    #[test]
+    fn recall_counts_the_line_range_and_seen_counts_the_snippet() {
+        let q = Question {
+            conv: "c".into(),
+            id: "q".into(),
+            question: "?".into(),
+            category: 1,
+            evidence: vec![
+                Evidence { path: "memory/a.md".into(), line: 5, text: "Researching   adoption agencies".into() },
+                Evidence { path: "memory/b.md".into(), line: 2, text: "Other".into() },
+            ],
+        };
+        let hits = vec![hit("memory/x.md", 1, 9, "nothing"), hit("memory/a.md", 3, 8, "x\nCaroline: researching adoption agencies — a dream\n")];
+        let (r, s) = score_question(&q, &hits);
+        assert_eq!(r, [0.0, 0.5, 0.5]);
+        assert_eq!(s, [0.0, 0.5, 0.5]);
+        // In range but not shown: recalled, not seen.
+        let hits = vec![hit("memory/a.md", 3, 8, "something else")];
+        let (r, s) = score_question(&q, &hits);
+        assert_eq!((r[0], s[0]), (0.5, 0.0));
+    }
+}

@@ -1,0 +1,288 @@
+//! Which part of a hit the agent reads: the lines of the chunk that answer the query, whole, with their
+//! neighbours as context, within [`super::SNIPPET_MAX_CHARS`].
+//!
+//! Lines are scored by the query's analysed terms ([`crate::analysis::query_terms`]: stems, CJK words,
+//! identifiers; stop words out), each term weighted by how rare it is among the lines of this search's hits
+//! (a speaker's name on every line of a conversation weighs little, the one word only the answer holds weighs
+//! most). The window is the run of whole lines around the best line that covers the most query-term weight
+//! (then the most matching lines, then the most text, then the best line nearest its middle). A line longer than the cap is cut around its
+//! matches at word boundaries. The same rule serves every engine: QMD's hits are passed through it too.
+
+use std::collections::HashMap;
+
+use crate::analysis::{each_document_term, query_terms};
+
+/// The part of a chunk a snippet shows: its text and its lines, 0-based within the chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    pub text: String,
+    pub first_line: usize,
+    pub last_line: usize,
+}
+
+/// A query's terms with their weights among a set of texts (the hits of one search).
+pub struct SnippetQuery {
+    /// term -> (index, weight)
+    terms: HashMap<String, (usize, f64)>,
+}
+
+impl SnippetQuery {
+    /// The query's terms, weighted by an inverse line frequency over `texts`: ln(1 + (N - n + 0.5) / (n + 0.5)),
+    /// N the lines of all texts, n those holding the term (BM25's idf, over lines).
+    pub fn new(query: &str, texts: &[&str]) -> SnippetQuery {
+        let list = query_terms(query);
+        let mut terms: HashMap<String, (usize, f64)> = list.iter().enumerate().map(|(i, t)| (t.clone(), (i, 0.0))).collect();
+        if terms.is_empty() {
+            return SnippetQuery { terms };
+        }
+        let mut df = vec![0usize; list.len()];
+        let mut lines = 0usize;
+        let mut seen = vec![false; list.len()];
+        for text in texts {
+            for line in text.split('\n') {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                lines += 1;
+                seen.iter_mut().for_each(|s| *s = false);
+                each_document_term(line, &mut |t| {
+                    if let Some(&(i, _)) = terms.get(t) {
+                        if !seen[i] {
+                            seen[i] = true;
+                            df[i] += 1;
+                        }
+                    }
+                });
+            }
+        }
+        let n = lines as f64;
+        for (i, w) in terms.values_mut() {
+            let d = df[*i] as f64;
+            *w = (1.0 + (n - d + 0.5).max(0.0) / (d + 0.5)).ln().max(1e-3);
+        }
+        SnippetQuery { terms }
+    }
+
+    fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// The indexes of the query terms `text` holds (each once).
+    fn terms_in(&self, text: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        if self.terms.is_empty() {
+            return out;
+        }
+        each_document_term(text, &mut |t| {
+            if let Some(&(i, _)) = self.terms.get(t) {
+                if !out.contains(&i) {
+                    out.push(i);
+                }
+            }
+        });
+        out
+    }
+
+    fn weights(&self) -> Vec<f64> {
+        let mut w = vec![0.0; self.terms.len()];
+        for (i, v) in self.terms.values() {
+            w[*i] = *v;
+        }
+        w
+    }
+}
+
+/// The snippet of `text` for `query`: the whole chunk when it fits in `max_chars` characters, else the best
+/// window of whole lines (see the module docs).
+pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let total = text.chars().count();
+    if total <= max_chars {
+        return Snippet { text: text.to_string(), first_line: 0, last_line: lines.len().saturating_sub(1) };
+    }
+    let weights = query.weights();
+    let hits: Vec<Vec<usize>> = lines.iter().map(|l| query.terms_in(l)).collect();
+    let line_score = |h: &Vec<usize>| h.iter().map(|&i| weights[i]).sum::<f64>();
+    // Length of each line with its newline (the last line has none, but counting one keeps windows simple).
+    let lens: Vec<usize> = lines.iter().map(|l| l.chars().count() + 1).collect();
+    let best = (0..lines.len()).fold(0, |b, i| if line_score(&hits[i]) > line_score(&hits[b]) { i } else { b });
+    if lens[best] - 1 > max_chars {
+        return Snippet { text: cut_line(lines[best], query, &weights, max_chars), first_line: best, last_line: best };
+    }
+    // Every window of whole lines holding `best` that fits (the window's text is its lines joined, so its
+    // length is the sum of lens less one newline).
+    let scores: Vec<f64> = hits.iter().map(line_score).collect();
+    let mut covered = vec![0u32; query.len()];
+    let mut choice = (best, best);
+    let mut choice_key = (f64::MIN, f64::MIN, 0usize, usize::MAX);
+    for lo in (0..=best).rev() {
+        let before: usize = lens[lo..best].iter().sum();
+        if before + lens[best] - 1 > max_chars {
+            break;
+        }
+        covered.iter_mut().for_each(|c| *c = 0);
+        for h in &hits[lo..best] {
+            h.iter().for_each(|&i| covered[i] += 1);
+        }
+        let mut used = before;
+        let mut matched: f64 = scores[lo..best].iter().sum();
+        for hi in best..lines.len() {
+            if used + lens[hi] - 1 > max_chars {
+                break;
+            }
+            used += lens[hi];
+            matched += scores[hi];
+            hits[hi].iter().for_each(|&i| covered[i] += 1);
+            let weight: f64 = covered.iter().zip(&weights).filter(|(c, _)| **c > 0).map(|(_, w)| w).sum();
+            let off_centre = (best - lo).abs_diff(hi - best);
+            // The most query weight, then the most matching lines (a term on two lines counts twice), then the
+            // most text, then the best line nearest the middle.
+            let key = (weight, matched, used, off_centre);
+            let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9;
+            let better = if !eq(key.0, choice_key.0) {
+                key.0 > choice_key.0
+            } else if !eq(key.1, choice_key.1) {
+                key.1 > choice_key.1
+            } else if key.2 != choice_key.2 {
+                key.2 > choice_key.2
+            } else {
+                key.3 < choice_key.3
+            };
+            if better {
+                choice_key = key;
+                choice = (lo, hi);
+            }
+        }
+    }
+    let (lo, hi) = choice;
+    Snippet { text: lines[lo..=hi].join("\n"), first_line: lo, last_line: hi }
+}
+
+/// A window of at most `max_chars` characters of one long line: starting at a word, over the most query-term
+/// weight, ending at a word boundary when there is one.
+fn cut_line(line: &str, query: &SnippetQuery, weights: &[f64], max_chars: usize) -> String {
+    // Pieces: words (whitespace-separated) with their char offsets; long runs without spaces (CJK text, a URL)
+    // in pieces of 16 characters, so a window may start inside them.
+    let chars: Vec<char> = line.chars().collect();
+    let mut pieces: Vec<(usize, usize)> = Vec::new(); // (start, end) char offsets
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && !chars[i].is_whitespace() && i - start < 16 {
+            i += 1;
+        }
+        pieces.push((start, i));
+    }
+    // Terms of each piece alone (a CJK word across a piece edge is missed: the window is then chosen by the
+    // other terms, and the cap still holds).
+    let piece_terms: Vec<Vec<usize>> = pieces.iter().map(|&(s, e)| query.terms_in(&chars[s..e].iter().collect::<String>())).collect();
+    let mut best_start = 0usize;
+    let mut best_weight = -1.0;
+    let mut covered = vec![0u32; weights.len()];
+    for (p, &(start, _)) in pieces.iter().enumerate() {
+        covered.iter_mut().for_each(|c| *c = 0);
+        for (q, &(_, end)) in pieces.iter().enumerate().skip(p) {
+            if end - start > max_chars {
+                break;
+            }
+            piece_terms[q].iter().for_each(|&i| covered[i] += 1);
+        }
+        let weight: f64 = covered.iter().zip(weights).filter(|(c, _)| **c > 0).map(|(_, w)| w).sum();
+        if weight > best_weight + 1e-12 {
+            best_weight = weight;
+            best_start = start;
+        }
+    }
+    // A window that would run past the line's end starts earlier instead, to show as much as fits.
+    let start = best_start.min(chars.len().saturating_sub(max_chars));
+    let mut end = (start + max_chars).min(chars.len());
+    if end < chars.len() {
+        // End at a word boundary when one is in the last fifth of the window.
+        if let Some(ws) = (start + max_chars * 4 / 5..end).rev().find(|&k| chars[k].is_whitespace()) {
+            end = ws;
+        }
+    }
+    chars[start..end].iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pick(text: &str, query: &str, max: usize) -> Snippet {
+        choose(text, &SnippetQuery::new(query, &[text]), max)
+    }
+
+    #[test]
+    fn a_chunk_that_fits_is_shown_whole() {
+        let s = pick("a\nb\nc", "b", 700);
+        assert_eq!((s.text.as_str(), s.first_line, s.last_line), ("a\nb\nc", 0, 2));
+    }
+
+    #[test]
+    fn the_last_line_of_a_long_chunk_is_shown_whole() {
+        // The newest entry of a daily log is the chunk's last line: the window must not cut it at its edge.
+        let mut text: Vec<String> = (0..30).map(|i| format!("- entry {i}: the weekly sync covered budgets and hiring plans")).collect();
+        text.push("- Deploys go through the canary cluster first, always".into());
+        let text = text.join("\n");
+        let s = pick(&text, "canary always", 700);
+        assert!(s.text.ends_with("- Deploys go through the canary cluster first, always"), "{:?}", s.text);
+        assert_eq!(s.last_line, 30);
+        assert!(s.text.chars().count() <= 700);
+        assert!(s.text.starts_with("- entry"), "whole lines only: {:?}", s.text);
+    }
+
+    #[test]
+    fn stems_meet_and_stop_words_do_not_count() {
+        // "research" meets "Researching"; "what", "did", "is" do not pull the window to lines full of them.
+        let mut lines: Vec<String> = (0..20).map(|i| format!("Melanie: what did you do, what is it, what was it {i}?")).collect();
+        lines.insert(12, "Caroline: Researching adoption agencies — it's been a dream to have a family.".into());
+        lines.extend((0..20).map(|i| format!("Melanie: what is that, what did it do {i}?")));
+        let text = lines.join("\n");
+        let s = pick(&text, "What did Caroline research?", 300);
+        assert!(s.text.contains("Caroline: Researching adoption agencies — it's been a dream to have a family."), "{:?}", s.text);
+        assert!(s.first_line <= 12 && 12 <= s.last_line);
+    }
+
+    #[test]
+    fn rare_terms_outweigh_common_ones() {
+        // "caroline" is on every line; "lgbtq" on one: the window goes to the rare word.
+        let mut lines: Vec<String> = (0..40).map(|i| format!("Caroline: group chat number {i} about the weekend plans and more")).collect();
+        lines[33] = "Caroline: I went to a LGBTQ support group yesterday".into();
+        let text = lines.join("\n");
+        let s = pick(&text, "When did Caroline go to the LGBTQ support group?", 400);
+        assert!(s.text.contains("LGBTQ support group yesterday"), "{:?}", s.text);
+    }
+
+    #[test]
+    fn a_long_line_is_cut_around_its_match_at_word_boundaries() {
+        let line = format!("{} the needle is here {}", "hay stack ".repeat(200), "straw pile ".repeat(200));
+        let s = pick(&line, "needle", 200);
+        assert!(s.text.contains("needle"), "{:?}", s.text);
+        assert!(s.text.chars().count() <= 200);
+        assert!(!s.text.ends_with("sta") && !s.text.starts_with("tack"), "{:?}", s.text);
+    }
+
+    #[test]
+    fn no_character_is_split_and_the_cap_holds() {
+        let text = "😀".repeat(800);
+        let s = pick(&text, "x", 700);
+        assert_eq!(s.text.chars().count(), 700);
+        let cjk = format!("{}我们把数据库迁移到了新的服务器上{}", "今天天气很好。".repeat(150), "明天下雨。".repeat(150));
+        let s = pick(&cjk, "数据库迁移", 100);
+        assert!(s.text.contains("数据库迁移"), "{:?}", s.text);
+        assert!(s.text.chars().count() <= 100);
+    }
+
+    #[test]
+    fn nothing_matches_shows_the_start() {
+        let text = (0..100).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let s = pick(&text, "zebra", 50);
+        assert_eq!(s.first_line, 0);
+        assert!(s.text.starts_with("line 0\nline 1"));
+    }
+}

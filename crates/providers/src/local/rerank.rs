@@ -1,0 +1,222 @@
+//! `LocalReranker`: a BERT cross-encoder (ms-marco-MiniLM-L-12-v2 and its kind: the encoder, its pooler and a
+//! one-logit classifier) run in-process from a folder, as the local embedding model is: `model.safetensors`,
+//! `tokenizer.json`, `config.json`. Each (query, passage) pair is one input, `[CLS] query [SEP] passage [SEP]`,
+//! truncated to [`MAX_PAIR_TOKENS`] (the passage gives way first): the pooled `[CLS]` vector through the
+//! classifier is the pair's relevance logit.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Linear, VarBuilder};
+use memory_core::rerank::{RerankError, Reranker};
+use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
+use tracing::{debug, info};
+
+use super::bert::{cls_pool, BertModel};
+use super::{read_weights, LocalModelError, LocalModelInfo, Loaded};
+
+/// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
+pub const MAX_PAIR_TOKENS: usize = 192;
+/// Pairs per forward pass: small enough that the deadline is checked often.
+const PAIRS_PER_PASS: usize = 8;
+
+struct Model {
+    encoder: BertModel,
+    pooler: Linear,
+    classifier: Linear,
+    tokenizer: Tokenizer,
+    pad_id: u32,
+}
+
+/// A cross-encoder reranker from a model folder. Cheap to clone; the model loads once, on first use.
+#[derive(Clone)]
+pub struct LocalReranker {
+    info: Arc<LocalModelInfo>,
+    loaded: Arc<tokio::sync::OnceCell<Arc<Model>>>,
+    /// One forward pass at a time: candle already uses every core for one.
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Debug for LocalReranker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalReranker").field("dir", &self.info.dir).finish()
+    }
+}
+
+/// The reranker `memory.search.query.rerank` asks for: `None` when it is off; an error naming the key when its
+/// folder cannot be used (a search must not silently run without the reranking the user turned on).
+pub fn reranker_from_config(config: &memory_core::Config) -> memory_core::Result<Option<Arc<dyn Reranker>>> {
+    let r = &config.memory.search.query.rerank;
+    if !r.enabled {
+        return Ok(None);
+    }
+    let path = r.model_path.as_deref().filter(|p| !p.trim().is_empty()).ok_or_else(|| {
+        memory_core::MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true")
+    })?;
+    let dir = memory_core::paths::expand_home(path);
+    let rr = LocalReranker::open(&dir).map_err(|e| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", e.to_string()))?;
+    Ok(Some(Arc::new(rr)))
+}
+
+impl LocalReranker {
+    /// Inspect a model folder (cheap); the weights load on first use or [`load`](Self::load).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
+        let info = LocalModelInfo::inspect(dir.as_ref())?;
+        let has = |name: &str| super::tensor_entry(&info.header, name).is_some();
+        if !has("classifier.weight") || !has("pooler.dense.weight") {
+            return Err(LocalModelError::Invalid {
+                path: info.dir.join("model.safetensors"),
+                message: "not a cross-encoder: no `classifier.weight` / `pooler.dense.weight` (an embedding model cannot rerank)".into(),
+            });
+        }
+        Ok(LocalReranker { info: Arc::new(info), loaded: Arc::new(tokio::sync::OnceCell::new()), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
+    }
+
+    pub fn info(&self) -> &LocalModelInfo {
+        &self.info
+    }
+
+    /// Load the weights now (otherwise the first `score` does).
+    pub async fn load(&self) -> Result<(), RerankError> {
+        self.model().await.map(|_| ())
+    }
+
+    async fn model(&self) -> Result<Arc<Model>, RerankError> {
+        let info = self.info.clone();
+        let failed = |message: String| RerankError::Failed { reranker: info.name.clone(), message };
+        self.loaded
+            .get_or_try_init(|| async {
+                let info = self.info.clone();
+                tokio::task::spawn_blocking(move || Model::load(&info).map(Arc::new))
+                    .await
+                    .map_err(|e| failed(format!("model load task failed: {e}")))?
+                    .map_err(|e| failed(e.to_string()))
+            })
+            .await
+            .cloned()
+    }
+
+    /// [`Reranker::score`] without a runtime (benchmarks, tools).
+    pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
+        let model = match self.loaded.get() {
+            Some(m) => m.clone(),
+            None => {
+                let m = Arc::new(Model::load(&self.info).map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: e.to_string() })?);
+                let _ = self.loaded.set(m.clone());
+                m
+            }
+        };
+        model.score(&self.info.name, query, passages, deadline)
+    }
+}
+
+#[async_trait]
+impl Reranker for LocalReranker {
+    fn id(&self) -> &str {
+        &self.info.name
+    }
+
+    async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
+        if passages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let model = self.model().await?;
+        let _permit = self.gate.acquire().await.map_err(|_| RerankError::Failed { reranker: self.info.name.clone(), message: "reranker closed".into() })?;
+        let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
+        let started = Instant::now();
+        let n = passages.len();
+        let out = tokio::task::spawn_blocking(move || model.score(&name, &query, &passages, deadline))
+            .await
+            .map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: format!("reranking task failed: {e}") })??;
+        debug!(pairs = n, ms = started.elapsed().as_millis() as u64, "reranked");
+        Ok(out)
+    }
+}
+
+impl Model {
+    fn load(info: &LocalModelInfo) -> Result<Model, LocalModelError> {
+        let started = Instant::now();
+        let path = info.dir.join("model.safetensors");
+        let (mut tensors, words) = read_weights(info, &path)?;
+        let h = info.config.hidden_size;
+        let mut take = |name: &str| -> Result<Tensor, LocalModelError> {
+            ["bert.", ""]
+                .iter()
+                .find_map(|p| tensors.remove(&format!("{p}{name}")))
+                .ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("no `{name}`") })
+        };
+        let pooler = Linear::new(take("pooler.dense.weight")?, Some(take("pooler.dense.bias")?));
+        let classifier_w = take("classifier.weight")?;
+        if classifier_w.dims() != [1, h] {
+            return Err(LocalModelError::Invalid { path, message: format!("classifier is {:?}, expected [1, {h}]: one relevance logit", classifier_w.dims()) });
+        }
+        let classifier = Linear::new(classifier_w, Some(take("classifier.bias")?));
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let encoder = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
+        let (mut tokenizer, pad_id) = Loaded::load_tokenizer(info)?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_PAIR_TOKENS.min(info.max_seq_length),
+                strategy: TruncationStrategy::OnlySecond,
+                stride: 0,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
+        info!(dir = %info.dir.display(), layers = info.config.num_hidden_layers, ms = started.elapsed().as_millis() as u64, "local reranker loaded");
+        Ok(Model { encoder, pooler, classifier, tokenizer, pad_id })
+    }
+
+    /// Logits of (query, passage) pairs, [`PAIRS_PER_PASS`] a pass, longest first; over budget once `deadline`
+    /// passes between passes. Blocking (CPU-bound).
+    fn score(&self, name: &str, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
+        let failed = |message: String| RerankError::Failed { reranker: name.to_string(), message };
+        let model_err = |e: candle_core::Error| failed(e.to_string());
+        let budget_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let mut encodings = Vec::with_capacity(passages.len());
+        for p in passages {
+            // A query longer than the pair allows cannot be truncated by OnlySecond: cut it by hand.
+            let enc = match self.tokenizer.encode((query, p.as_str()), true) {
+                Ok(e) => e,
+                Err(_) => {
+                    let short: String = query.chars().take(MAX_PAIR_TOKENS * 2).collect();
+                    let mut e = self.tokenizer.encode((short.as_str(), p.as_str()), true).map_err(|e| failed(e.to_string()))?;
+                    e.truncate(MAX_PAIR_TOKENS, 0, tokenizers::TruncationDirection::Right);
+                    e
+                }
+            };
+            encodings.push(enc);
+        }
+        let mut order: Vec<usize> = (0..passages.len()).collect();
+        order.sort_by_key(|i| std::cmp::Reverse(encodings[*i].get_ids().len()));
+        let mut out = vec![f32::NAN; passages.len()];
+        for group in order.chunks(PAIRS_PER_PASS) {
+            if Instant::now() >= deadline {
+                return Err(RerankError::OverBudget { budget_ms });
+            }
+            let seq = group.iter().map(|i| encodings[*i].get_ids().len()).max().unwrap_or(1).max(1);
+            let (mut ids, mut types, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+            for i in group {
+                let e = &encodings[*i];
+                let pad = seq - e.get_ids().len();
+                ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(self.pad_id, pad)));
+                types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
+                mask.extend(std::iter::repeat_n(1u32, e.get_ids().len()).chain(std::iter::repeat_n(0, pad)));
+            }
+            let n = group.len();
+            let dev = self.encoder.device();
+            let ids = Tensor::from_vec(ids, (n, seq), dev).map_err(model_err)?;
+            let types = Tensor::from_vec(types, (n, seq), dev).map_err(model_err)?;
+            let mask = Tensor::from_vec(mask, (n, seq), dev).map_err(model_err)?;
+            let hidden = self.encoder.forward(&ids, &types, &mask).map_err(model_err)?;
+            let pooled = self.pooler.forward(&cls_pool(&hidden).map_err(model_err)?).map_err(model_err)?.tanh().map_err(model_err)?;
+            let logits: Vec<Vec<f32>> = self.classifier.forward(&pooled).map_err(model_err)?.to_vec2().map_err(model_err)?;
+            for (i, row) in group.iter().zip(logits) {
+                out[*i] = row.first().copied().unwrap_or(f32::NAN);
+            }
+        }
+        Ok(out)
+    }
+}
