@@ -11,6 +11,10 @@ fn record_of(f: &MemoryFile, state: FileState<'_>) -> FileRecord {
 /// `f` is left out of the index (`what` says which kind of file): logged, recorded as skipped, and said once in
 /// the sync's warnings.
 fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared {
+    if std::fs::symlink_metadata(&f.abs_path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        debug!(path = %f.abs_path.display(), "deleted while indexing");
+        return Prepared::Vanished(f.source, f.key.clone());
+    }
     warn!(path = %f.abs_path.display(), reason = %why, "{what} skipped");
     Prepared::Skipped { record: record_of(f, FileState::Skipped), warning: format!("{}: skipped: {why}", f.key) }
 }
