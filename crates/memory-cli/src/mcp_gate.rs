@@ -59,7 +59,8 @@ impl Gate {
             let id = scan_id(&String::from_utf8_lossy(line)).unwrap_or(Value::Null);
             return error(id, PARSE_ERROR, "Parse error: the message is not valid UTF-8");
         };
-        let text = text.trim();
+        // JSON's whitespace only: a line of another space character (`\u{b}`, U+00A0) is a parse error, answered.
+        let text = text.trim_matches([' ', '\t', '\r', '\n']);
         if text.is_empty() {
             return Verdict::Drop("empty line");
         }
@@ -437,5 +438,6 @@ mod tests {
         let v = reply(g.judge(br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"memory_search","arguments":5}}"#, false));
         assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (json!(6), json!(INVALID_PARAMS)));
         assert_eq!(g.judge(b"  \r", false), Verdict::Drop("empty line"));
+        assert_eq!(reply(g.judge(b"\x0b", false))["error"]["code"], PARSE_ERROR);
     }
 }

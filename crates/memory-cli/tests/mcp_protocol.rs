@@ -251,7 +251,12 @@ enum Expect {
 
 /// The protocol's rule for a line, from the JSON-RPC 2.0 spec (independent of how the server reads it).
 fn expectation(line: &[u8]) -> Expect {
-    let trimmed = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line).trim_ascii();
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    // JSON's whitespace (space, tab, CR, LF) only.
+    let json_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    let start = line.iter().position(|c| !json_ws(c)).unwrap_or(line.len());
+    let end = line.iter().rposition(|c| !json_ws(c)).map_or(start, |e| e + 1);
+    let trimmed = &line[start..end.max(start)];
     if trimmed.is_empty() {
         return Expect::Nothing;
     }
@@ -369,6 +374,8 @@ fn protocol_fuzz_every_request_gets_one_answer_and_the_server_survives() {
         expected.insert(id, Expect::OwnOrNull);
         batch.push(line);
     }
+    let texts: HashMap<String, String> =
+        batch.iter().enumerate().map(|(n, l)| (format!("L{n}"), String::from_utf8_lossy(&l[..l.len().min(400)]).into_owned())).collect();
     // Written from another thread: the server's answers must be read meanwhile, or both sides block.
     let mut stdin = s.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
@@ -392,7 +399,15 @@ fn protocol_fuzz_every_request_gets_one_answer_and_the_server_survives() {
         let left = deadline.saturating_duration_since(Instant::now());
         let a = match s.answers.recv_timeout(left) {
             Ok(a) => a,
-            Err(_) => panic!("{answered} of {must_answer} lines answered (end seen: {saw_end}); stderr: {}", s.stderr()),
+            Err(_) => {
+                let missing: Vec<&String> = expected
+                    .iter()
+                    .filter(|(id, e)| matches!(e, Expect::Id(_)) && !by_id.contains_key(*id))
+                    .filter_map(|(id, _)| texts.get(id))
+                    .take(5)
+                    .collect();
+                panic!("{answered} of {must_answer} lines answered (end seen: {saw_end}); requests without an answer: {missing:#?}")
+            }
         };
         assert_eq!(a["jsonrpc"], "2.0", "not a JSON-RPC answer: {a}");
         assert!(a.get("result").is_some() != a.get("error").is_some(), "an answer has a result or an error: {a}");
