@@ -26,6 +26,10 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Server {
         let ws = tempfile::tempdir().unwrap();
         fs::create_dir_all(ws.path().join("memory")).unwrap();
         fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
@@ -41,6 +45,7 @@ impl Server {
             .arg("--config")
             .arg(&cfg)
             .args(["serve", "--no-watch"])
+            .args(extra)
             .env_remove("MEMORY_CONFIG")
             .env_remove("MEMORY_ALLOW_APPEND")
             .env_remove("RUST_LOG")
@@ -218,6 +223,44 @@ fn memory_get_says_when_a_long_line_is_cut_and_reads_the_rest() {
     }
     assert_eq!(read, long);
     s.finish();
+}
+
+#[test]
+fn memory_append_answers_in_bounded_time_while_another_process_holds_the_index() {
+    let mut s = Server::start_with(&["--allow-append"]);
+    s.initialize();
+    s.send_json(call(1, "memory_search", json!({"query": "gateway"})));
+    assert!(s.answer(&json!(1))["result"].is_object());
+    let lock = find_lock(s.state.path()).expect("the index's lock file");
+    let held = fs::File::open(&lock).unwrap();
+    held.lock().unwrap();
+    let started = Instant::now();
+    s.send_json(call(2, "memory_append", json!({"text": "The wombat audit is due in June"})));
+    let a = s.answer(&json!(2));
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    let v = &a["result"]["structuredContent"];
+    assert_ne!(a["result"]["isError"], true, "{a}");
+    assert_eq!(v["indexed"], false, "{a}");
+    assert!(v["warning"].as_str().unwrap().contains("the next search indexes it"), "{a}");
+    drop(held);
+    s.send_json(call(3, "memory_search", json!({"query": "wombat audit"})));
+    let a = s.answer(&json!(3));
+    assert_eq!(a["result"]["structuredContent"]["results"][0]["path"], v["path"], "{a}");
+    s.finish();
+}
+
+fn find_lock(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    for e in fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(l) = find_lock(&p) {
+                return Some(l);
+            }
+        } else if p.extension().is_some_and(|x| x == "lock") {
+            return Some(p);
+        }
+    }
+    None
 }
 
 /// A small deterministic generator (xorshift): the same lines on every run.
