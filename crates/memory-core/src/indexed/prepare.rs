@@ -181,3 +181,20 @@ impl IndexedBackend {
         chunks
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_deleted_before_its_read_is_removed_not_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let f = MemoryFile { source: Source::Memory, key: "memory/gone.md".into(), abs_path: d.path().join("memory/gone.md"), size: 3, mtime_ms: 0 };
+        let why = "cannot read file: No such file or directory";
+        assert!(matches!(skipped(&f, "memory file", why), Prepared::Vanished(Source::Memory, k) if k == "memory/gone.md"));
+        // A file that is there but cannot be used is still skipped, with its warning.
+        std::fs::create_dir_all(d.path().join("memory")).unwrap();
+        std::fs::write(&f.abs_path, [0u8, 1, 2]).unwrap();
+        assert!(matches!(skipped(&f, "memory file", "file looks binary"), Prepared::Skipped { .. }));
+    }
+}
