@@ -294,7 +294,7 @@ pub struct GetSpec {
 
 impl GetSpec {
     pub fn request(&self) -> GetRequest {
-        GetRequest { path: self.path.clone(), from: self.from, lines: self.lines }
+        GetRequest { path: self.path.clone(), from: self.from, lines: self.lines, offset: None }
     }
 }
 

@@ -149,7 +149,7 @@ async fn qmd_snippets_are_the_lines_they_cite() {
         assert!(!r.results.is_empty(), "{q:?}: no results");
         for hit in &r.results {
             let lines = hit.end_line - hit.start_line + 1;
-            let req = memory_core::GetRequest { path: hit.path.clone(), from: Some(hit.start_line), lines: Some(lines) };
+            let req = memory_core::GetRequest { path: hit.path.clone(), from: Some(hit.start_line), lines: Some(lines), offset: None };
             let got = engine.get(&req).await.unwrap();
             assert_eq!(
                 got.text, hit.snippet,

@@ -252,9 +252,9 @@ async fn memory_get_refusals_and_missing_daily_log() {
     sample(&env);
     fs::write(env.ws.path().join("secret.txt"), "s").unwrap();
     let e = env.open(Config::default(), None).await;
-    let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None };
+    let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None, offset: None };
     assert_eq!(e.get(&get("memory/2026-11-28.md")).await.unwrap().total_lines, 4);
-    let r = e.get(&GetRequest { path: "MEMORY.md".into(), from: Some(3), lines: Some(1) }).await.unwrap();
+    let r = e.get(&GetRequest { path: "MEMORY.md".into(), from: Some(3), lines: Some(1), offset: None }).await.unwrap();
     assert_eq!(r.text, "The gateway runs on the Mac Studio in the office.");
     for bad in ["../secret.txt", "/etc/passwd", "secret.txt", "memory/../../x.md"] {
         assert_eq!(e.get(&get(bad)).await.unwrap_err().kind(), ErrorKind::Refused, "{bad}");

@@ -186,7 +186,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
         let r = r.unwrap();
         prop_assert!(r.results.iter().any(|h| &h.path == path), "{word} should find {path}: {:?}", r.results);
         prop_assert!(r.results.iter().all(|h| h.score.is_finite() && h.score > 0.0), "{:?}", r.results);
-        let g = engine.get(&GetRequest { path: path.clone(), from: None, lines: Some(3) }).await;
+        let g = engine.get(&GetRequest { path: path.clone(), from: None, lines: Some(3), offset: None }).await;
         prop_assert!(g.is_ok(), "get {path}: {g:?}");
     }
     for q in &queries {
@@ -197,7 +197,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
         }
     }
     for n in ["memory/../MEMORY.md", "/etc/passwd", "memory/会议记录-0.md", "memory/%00.md"] {
-        let g = engine.get(&GetRequest { path: n.into(), from: Some(0), lines: Some(0) }).await;
+        let g = engine.get(&GetRequest { path: n.into(), from: Some(0), lines: Some(0), offset: None }).await;
         not_internal(&format!("get {n:?}"), &g)?;
     }
     let st = engine.status().await;

@@ -70,7 +70,7 @@ async fn memory_get_escapes_are_refused() {
     #[cfg(unix)]
     std::os::unix::fs::symlink(root.path(), ws.join("memory/escape")).unwrap();
     let e = open(&ws, state.path()).await;
-    let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None };
+    let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None, offset: None };
     let secret = root.path().join("secret.md");
     for bad in [
         "../secret.md".to_string(),

@@ -87,7 +87,7 @@ async fn transcripts_are_searchable_with_jsonl_lines() {
     assert_eq!(hits(&e, "zeppelin", vec![Source::Sessions]).await.len(), 0);
     assert_eq!(hits(&e, "zeppelin", vec![Source::Memory]).await[0].0, "MEMORY.md");
     // memory_get reads memory files only.
-    let err = e.get(&GetRequest { path: "sessions/2026-11-29-s1.jsonl".into(), from: None, lines: None }).await.unwrap_err();
+    let err = e.get(&GetRequest { path: "sessions/2026-11-29-s1.jsonl".into(), from: None, lines: None, offset: None }).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Refused);
 }
 

@@ -31,12 +31,14 @@ pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text
     } else {
         format!("{}#L{}-L{}", appended.path, appended.start_line, appended.end_line)
     };
-    // The note is safely on disk; a failed sync only delays searchability (the watcher or next search retries).
+    // The note is safely on disk before the index is touched; a failed sync (another process holding the index
+    // longer than the engine waits, say) only delays searchability: the watcher or the next search indexes it. A
+    // retry would write the entry twice, so this is never an error.
     let (indexed, warning) = match engine.sync(SyncOptions::default()).await {
         Ok(_) => (true, None),
         Err(e) => {
-            tracing::warn!(error = %e, "entry written but not indexed yet");
-            (false, Some(format!("written, but not indexed yet: {e}")))
+            tracing::debug!(error = %e, "entry written but not indexed yet");
+            (false, Some(format!("the entry is written; it is not indexed yet ({e}); the next search indexes it")))
         }
     };
     Ok(AppendResult { appended, citation, indexed, warning })

@@ -1,6 +1,7 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
 mod append;
+mod mcp_gate;
 mod openclaw;
 mod openclaw_plugin;
 mod output;
@@ -9,6 +10,7 @@ mod serve;
 mod status;
 mod watch;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -80,6 +82,10 @@ enum Command {
         /// Number of lines.
         #[arg(long)]
         lines: Option<usize>,
+        /// Characters of the first line to skip: reads the rest of a line longer than 12,000 characters (the
+        /// `nextOffset` of the answer that cut it).
+        #[arg(long)]
+        offset: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -152,6 +158,13 @@ const EXAMPLES: &str = "Examples:
   memory openclaw install              # OpenClaw agents search with this engine";
 
 fn main() -> ExitCode {
+    // An empty variable (`MEMORY_WORKSPACE=`) means unset, as for the shell's own; clap would take it as a
+    // missing value. Removed before any thread starts.
+    for name in ["MEMORY_WORKSPACE", "MEMORY_CONFIG", "MEMORY_STATE_DIR", "MEMORY_AGENT", "MEMORY_ALLOW_APPEND"] {
+        if std::env::var_os(name).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(name);
+        }
+    }
     let cli = Cli::parse();
     if let Command::Completions { shell } = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
@@ -184,11 +197,17 @@ fn main() -> ExitCode {
     };
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`memory search x | head -1`): nothing more to say, as `grep` says nothing.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 /// The error and its causes on one line.
@@ -253,7 +272,8 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
         Some(p) => Some(p.clone()),
         None => openclaw::config_path()?,
     };
-    let config_json = config_path.as_deref().and_then(openclaw::read_json);
+    // Read once: the workspace probe and the config use the same value.
+    let config_json = config_path.as_deref().map(openclaw::read_json).transpose()?;
     let (workspace, workspace_from) = openclaw::resolve_workspace(cli.workspace.as_deref(), config_json.as_ref(), &cli.agent)?;
     if !workspace.is_dir() {
         bail!("workspace {} is not a folder", workspace.display());
@@ -261,9 +281,9 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     let workspace = std::fs::canonicalize(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
     let host = memory_host::Host::new();
     // Every engine's block is checked here, whichever engine is configured (a misspelt key is never silent).
-    let config = match &config_path {
-        Some(p) => host.load_config(p, Some(&cli.agent))?,
-        None => Config::default(),
+    let config = match (&config_path, config_json) {
+        (Some(p), Some(json)) => host.config_from_file_value(json, p, Some(&cli.agent))?,
+        _ => Config::default(),
     };
     let is_status = matches!(cli.command, Command::Status { .. });
     if !config.memory.search.enabled && !is_status {
@@ -319,8 +339,8 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             let response = engine.search(&request).await?;
             output::search(&response, *json)
         }
-        Command::Get { path, from, lines, json } => {
-            let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines }).await?;
+        Command::Get { path, from, lines, offset, json } => {
+            let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }).await?;
             output::get(&response, *json)
         }
         Command::Status { deep, json } => {
@@ -332,7 +352,7 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             };
             let (s, v) = status::collect(engine, &host, *deep).await?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&v)?)?;
                 Ok(())
             } else {
                 output::status(&s, false)?;
@@ -346,7 +366,7 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
                 bail!("reset deletes the index at {location} (memory files are kept); run again with --yes to confirm");
             }
             engine.reset().await?;
-            println!("Index deleted: {location}");
+            writeln!(std::io::stdout(), "Index deleted: {location}")?;
             Ok(())
         }
         Command::Watch { json } => run_watch(opened, *json).await,
@@ -361,17 +381,15 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
         }
         Command::Append { text, json } => {
             let text = if text.len() == 1 && text[0] == "-" {
-                let mut buf = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf).context("cannot read stdin")?;
-                buf
+                read_entry_from_stdin()?
             } else {
                 text.join(" ")
             };
             let r = append::append_and_index(engine, &opened.workspace, &text).await?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                println!("Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" });
+                writeln!(std::io::stdout(), "Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" })?;
                 if let Some(w) = &r.warning {
                     eprintln!("warning: {w}");
                 }
@@ -380,6 +398,19 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
         }
         Command::Completions { .. } | Command::Openclaw { .. } => Ok(()),
     }
+}
+
+/// The text of `memory append -`: at most what one entry can hold (with room for surrounding whitespace), so
+/// `append - </dev/zero` stops at once instead of reading without end.
+fn read_entry_from_stdin() -> anyhow::Result<String> {
+    use std::io::Read;
+    let limit = memory_core::append::MAX_ENTRY_BYTES * 4;
+    let mut buf = Vec::new();
+    std::io::stdin().lock().take(limit as u64 + 1).read_to_end(&mut buf).context("cannot read stdin")?;
+    if buf.len() > limit {
+        bail!("stdin holds more than {limit} bytes; one entry holds at most {} bytes of text", memory_core::append::MAX_ENTRY_BYTES);
+    }
+    String::from_utf8(buf).context("the text on stdin is not UTF-8")
 }
 
 /// Watch what discovery indexes. `serving`: the first sync runs in the background (the server answers at once).
@@ -392,7 +423,6 @@ async fn start_watch(opened: &Opened, serving: bool, on_sync: watch::OnSync) -> 
 }
 
 async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
-    use std::io::Write;
     let on_sync: watch::OnSync = Arc::new(move |ev: &watch::SyncEvent| {
         let mut out = std::io::stdout().lock();
         if json {

@@ -109,10 +109,10 @@ pub fn workspace_for(config: Option<&Value>, agent_id: &str) -> Option<PathBuf> 
     Some(state.join("workspace"))
 }
 
-/// Read an OpenClaw config as plain JSON (for the keys outside `memory.*`).
-pub fn read_json(path: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
-    json5::from_str(&text).ok()
+/// Read an OpenClaw config as plain JSON (for the keys outside `memory.*`): once, bounded in size and nesting
+/// (memory-core's reader), so the same value serves the workspace probe and the config.
+pub fn read_json(path: &Path) -> memory_core::Result<Value> {
+    memory_core::Config::read_file(path)
 }
 
 /// Pick the workspace (see the module docs for the order).

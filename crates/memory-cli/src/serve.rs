@@ -3,7 +3,9 @@
 //! Tools: `memory_search {query, maxResults?, minScore?}` and `memory_get {path, from?, lines?}` answer with the
 //! wire shapes of SPEC §1 (as JSON text and as structured content); refusals and other engine errors (SPEC §6) are
 //! tool errors (`isError: true`, `{"error": {kind, message}}`), so the agent sees why. `memory_append {text}` is
-//! listed only when appending is allowed (`--allow-append`). The watcher keeps the index fresh meanwhile.
+//! listed only when appending is allowed (`--allow-append`); arguments that do not fit a tool's schema are tool
+//! errors of kind `invalid_input` too. Lines the client sends pass [`crate::mcp_gate`] first, which answers what
+//! rmcp would drop. The watcher keeps the index fresh meanwhile.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use memory_core::{GetRequest, MemoryBackend, MemoryError, SearchRequest, SyncOpt
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
+use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -42,6 +44,10 @@ pub struct GetArgs {
     /// Number of lines to read (default: up to 120 lines / 12,000 characters).
     #[serde(default)]
     pub lines: Option<usize>,
+    /// Characters of the first line to skip, to read the rest of a line longer than 12,000 characters (an
+    /// answer cut inside a line says `truncated` and gives this as `nextOffset`).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,6 +55,41 @@ pub struct GetArgs {
 pub struct AppendArgs {
     /// The note to remember, in Markdown. Appended with a timestamp to today's memory/YYYY-MM-DD.md.
     pub text: String,
+}
+
+/// A tool's arguments, or why they do not fit its schema: a mismatch is answered as a tool error in the
+/// documented `{"error": {"kind": "invalid_input", ...}}` shape (rmcp's own answer is a bare JSON-RPC error
+/// whose text the agent may never see). The schema offered is `T`'s.
+#[derive(Debug)]
+pub struct Checked<T>(Result<T, String>);
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(Checked(serde_json::from_value(v).map_err(|e| e.to_string())))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Checked<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+}
+
+impl<T> Checked<T> {
+    /// The arguments, or the tool error that answers the call.
+    fn get(self) -> Result<T, CallToolResult> {
+        self.0.map_err(|e| tool_error(&MemoryError::InvalidInput(format!("arguments do not fit the tool's schema: {e}"))))
+    }
 }
 
 #[derive(Clone)]
@@ -81,7 +122,11 @@ impl MemoryServer {
         name = "memory_search",
         description = "Search the agent's long-term memory (MEMORY.md and memory/*.md daily logs and notes). Returns ranked snippets with path, startLine, endLine, score and snippet; read more of a file with memory_get. Use before answering questions about prior work, decisions, people, preferences or dates."
     )]
-    async fn memory_search(&self, Parameters(args): Parameters<SearchArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn memory_search(&self, Parameters(args): Parameters<Checked<SearchArgs>>) -> Result<CallToolResult, ErrorData> {
+        let args = match args.get() {
+            Ok(a) => a,
+            Err(refusal) => return Ok(refusal),
+        };
         let request = SearchRequest { query: args.query, max_results: args.max_results, min_score: args.min_score, sources: Vec::new() };
         match self.engine.search(&request).await {
             Ok(r) => tool_ok(&r),
@@ -96,8 +141,12 @@ impl MemoryServer {
         name = "memory_get",
         description = "Read a memory file (MEMORY.md, memory.md, memory/**/*.md or a configured extra path) or a line range of it, e.g. around a memory_search hit. Other paths are refused. A daily log that does not exist yet reads as empty text."
     )]
-    async fn memory_get(&self, Parameters(args): Parameters<GetArgs>) -> Result<CallToolResult, ErrorData> {
-        match self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines }).await {
+    async fn memory_get(&self, Parameters(args): Parameters<Checked<GetArgs>>) -> Result<CallToolResult, ErrorData> {
+        let args = match args.get() {
+            Ok(a) => a,
+            Err(refusal) => return Ok(refusal),
+        };
+        match self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines, offset: args.offset }).await {
             Ok(r) => tool_ok(&r),
             Err(e) => Ok(tool_error(&e)),
         }
@@ -107,7 +156,11 @@ impl MemoryServer {
         name = "memory_append",
         description = "Remember something: append a timestamped entry to today's daily log memory/YYYY-MM-DD.md (never rewrites existing text). The entry is searchable immediately."
     )]
-    async fn memory_append(&self, Parameters(args): Parameters<AppendArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn memory_append(&self, Parameters(args): Parameters<Checked<AppendArgs>>) -> Result<CallToolResult, ErrorData> {
+        let args = match args.get() {
+            Ok(a) => a,
+            Err(refusal) => return Ok(refusal),
+        };
         match crate::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await {
             Ok(r) => tool_ok(&r),
             Err(e) => Ok(tool_error(&e)),
@@ -147,9 +200,8 @@ pub async fn run(
     }
     let server = MemoryServer::new(engine, workspace, allow_append);
     info!(allow_append, "MCP server on stdio");
-    let service = server.serve(rmcp::transport::stdio()).await.map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
-    let reason = service.waiting().await;
-    info!(?reason, "MCP client disconnected");
+    // Through the gate: every line the client sends gets an answer, even one rmcp cannot parse.
+    crate::mcp_gate::serve(server, tokio::io::stdin(), tokio::io::stdout()).await?;
     if let Some(w) = watch {
         w.stop().await;
     }

@@ -9,6 +9,7 @@ pub mod access;
 pub mod analysis;
 pub mod append;
 pub mod backend;
+pub mod bounded;
 pub mod chunking;
 pub mod config;
 pub mod discovery;

@@ -86,7 +86,7 @@ pub struct SearchResponse {
     pub warnings: Vec<String>,
 }
 
-/// `memory_get {path, from?, lines?}`.
+/// `memory_get {path, from?, lines?, offset?}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GetRequest {
@@ -96,6 +96,10 @@ pub struct GetRequest {
     pub from: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<usize>,
+    /// Characters of the first line to skip: reads the rest of a line longer than the 12,000-character limit
+    /// (the answer's `nextOffset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -118,6 +122,9 @@ pub struct GetResponse {
     pub truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// When the first line was cut at the character limit: the `offset` that reads on (with the same `from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
 }
 
 /// What an engine can do. Conformance cases are gated on these.

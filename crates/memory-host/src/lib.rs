@@ -72,7 +72,13 @@ impl Host {
     /// Load the config file for `agent` (`None`: the defaults' settings) and check every engine's block against
     /// the engines of this host: errors name the key as written, the engines' warnings join the config's.
     pub fn load_config(&self, path: &std::path::Path, agent: Option<&str>) -> Result<Config> {
-        let mut config = Config::load_for(path, agent)?;
+        self.config_from_file_value(Config::read_file(path)?, path, agent)
+    }
+
+    /// [`load_config`](Self::load_config) from a file's value already read with [`Config::read_file`] (a host
+    /// that also reads keys outside `memory.*` reads the file once).
+    pub fn config_from_file_value(&self, root: serde_json::Value, path: &std::path::Path, agent: Option<&str>) -> Result<Config> {
+        let mut config = Config::from_file_value(root, path, agent)?;
         self.registry.check_config(&mut config)?;
         Ok(config)
     }

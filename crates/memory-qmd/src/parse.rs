@@ -41,7 +41,8 @@ pub fn parse_hits(stdout: &str) -> Result<Vec<QmdHit>, MemoryError> {
 /// The first complete JSON array in `text` whose elements are objects (or an empty array).
 fn find_json_array(text: &str) -> Option<Value> {
     let trimmed = text.trim();
-    if let Ok(v @ Value::Array(_)) = serde_json::from_str::<Value>(trimmed) {
+    // Bounded like every parse of outside text (the output is already capped in size by `process`).
+    if let Ok(v @ Value::Array(_)) = memory_core::bounded::json(trimmed, usize::MAX) {
         return Some(v);
     }
     let mut from = 0;

@@ -83,7 +83,7 @@ async fn every_fault_falls_back_to_builtin_and_recovers() {
         assert_eq!(st.backend, "builtin");
         // qmd:// paths from earlier answers stay readable while qmd is broken.
         let g = mgr
-            .get(&memory_core::GetRequest { path: "qmd://memory-dir/2026-11-02.md".into(), from: Some(5), lines: Some(1) })
+            .get(&memory_core::GetRequest { path: "qmd://memory-dir/2026-11-02.md".into(), from: Some(5), lines: Some(1), offset: None })
             .await
             .unwrap();
         assert_eq!(g.text, "- The giraffe enclosure migration is scheduled for March.", "{fault}");

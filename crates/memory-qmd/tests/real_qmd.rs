@@ -43,7 +43,7 @@ async fn search_update_delete_and_get_with_real_qmd() {
     assert_eq!(top.path, "MEMORY.md");
     assert_eq!((top.start_line, top.end_line), (7, 8), "{top:?}");
     // The lines really are those lines of the file.
-    let g = qmd.get(&GetRequest { path: top.path.clone(), from: Some(top.start_line), lines: Some(top.end_line - top.start_line + 1) }).await.unwrap();
+    let g = qmd.get(&GetRequest { path: top.path.clone(), from: Some(top.start_line), lines: Some(top.end_line - top.start_line + 1), offset: None }).await.unwrap();
     assert_eq!(g.text, top.snippet);
 
     // A nested file under memory/.
@@ -70,7 +70,7 @@ async fn search_update_delete_and_get_with_real_qmd() {
     assert!(qmd.search(&SearchRequest::new("okapi")).await.unwrap().results.is_empty());
 
     // qmd:// paths are readable through memory_get's safety rules.
-    let g = qmd.get(&GetRequest { path: "qmd://memory-dir/2026-11-02.md".into(), from: Some(5), lines: Some(1) }).await.unwrap();
+    let g = qmd.get(&GetRequest { path: "qmd://memory-dir/2026-11-02.md".into(), from: Some(5), lines: Some(1), offset: None }).await.unwrap();
     assert_eq!(g.text, "- The giraffe enclosure migration is scheduled for March.");
     assert_eq!(g.path, "memory/2026-11-02.md");
     let g = qmd.get(&GetRequest { path: "qmd://memory-root/MEMORY.md".into(), ..Default::default() }).await.unwrap();

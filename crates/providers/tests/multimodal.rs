@@ -137,9 +137,9 @@ async fn images_and_audio_under_extra_paths_are_embedded_and_found_by_text_queri
     assert!(found.results.iter().any(|r| r.path == "media/favourite-song.mp3" && r.text_score.unwrap_or(0.0) > 0.0), "{found:?}");
 
     // memory_get reads Markdown only.
-    let err = engine.get(&GetRequest { path: "media/cat-photo.png".into(), from: None, lines: None }).await.unwrap_err();
+    let err = engine.get(&GetRequest { path: "media/cat-photo.png".into(), from: None, lines: None, offset: None }).await.unwrap_err();
     assert!(err.to_string().contains("Markdown"), "{err}");
-    assert!(engine.get(&GetRequest { path: "media/readme.md".into(), from: None, lines: None }).await.is_ok());
+    assert!(engine.get(&GetRequest { path: "media/readme.md".into(), from: None, lines: None, offset: None }).await.is_ok());
 
     // Unchanged media files are not re-embedded.
     let before = server.requests().len();

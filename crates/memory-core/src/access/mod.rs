@@ -97,28 +97,36 @@ pub fn read(roots: &MemoryRoots, request: &GetRequest, max_file_bytes: u64) -> R
         SkipReason::Unreadable(e) => MemoryError::Io { context: format!("cannot read {}", abs.display()), source: std::io::Error::other(e) },
         other => MemoryError::InvalidInput(format!("{}: {other}", request.path)),
     })?;
-    Ok(excerpt(key, &text, request.from, request.lines))
+    Ok(excerpt(key, &text, request.from, request.lines, request.offset))
 }
 
-/// Cut `text` to the requested lines, within the default limits, with a note on how to continue.
-pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usize>) -> GetResponse {
+/// Cut `text` to the requested lines, within the default limits, with a note on how to continue. `offset`
+/// skips that many characters of the first line: a line longer than [`DEFAULT_MAX_CHARS`] is returned in
+/// parts, each answer saying (`truncated`, `nextOffset`, `note`) where the next part starts. `lines: 0`
+/// returns no line.
+pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usize>, offset: Option<usize>) -> GetResponse {
     let all: Vec<&str> = text.lines().collect();
     let total = all.len();
     let from = from.unwrap_or(1).max(1);
-    let want = lines.unwrap_or(DEFAULT_LINES).max(1);
-    if from > total {
+    let want = lines.unwrap_or(DEFAULT_LINES);
+    if from > total || want == 0 {
         return GetResponse { path, from, lines: 0, total_lines: total, text: String::new(), ..Default::default() };
     }
+    let offset = offset.unwrap_or(0);
     let mut out = String::new();
+    let mut out_chars = 0;
     let mut taken = 0;
     let mut cut_by_chars = false;
-    for line in all.iter().skip(from - 1).take(want) {
-        let add = line.chars().count() + usize::from(taken > 0);
-        if out.chars().count() + add > DEFAULT_MAX_CHARS {
+    let mut next_offset = None;
+    for (i, line) in all.iter().skip(from - 1).take(want).enumerate() {
+        let skip = if i == 0 { offset } else { 0 };
+        let len = line.chars().count().saturating_sub(skip);
+        let add = len + usize::from(taken > 0);
+        if out_chars + add > DEFAULT_MAX_CHARS {
             if taken == 0 {
-                // A single huge line: return its first part rather than nothing.
-                out.extend(line.chars().take(DEFAULT_MAX_CHARS));
-                taken = 1;
+                // A single huge line: its first part, and where the rest starts.
+                out.extend(line.chars().skip(skip).take(DEFAULT_MAX_CHARS));
+                next_offset = Some(skip + DEFAULT_MAX_CHARS);
             }
             cut_by_chars = true;
             break;
@@ -126,15 +134,24 @@ pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usiz
         if taken > 0 {
             out.push('\n');
         }
-        out.push_str(line);
+        out.extend(line.chars().skip(skip));
+        out_chars += add;
         taken += 1;
+    }
+    if let Some(next) = next_offset {
+        let len = all[from - 1].chars().count();
+        let note = format!(
+            "Line {from} has {len} characters; showing characters {}-{next}. Continue with from={from} and offset={next} to read the rest of it.",
+            offset + 1
+        );
+        return GetResponse { path, text: out, from, lines: 1, total_lines: total, truncated: true, next_offset, note: Some(note), ..Default::default() };
     }
     let last = from + taken - 1;
     let truncated = last < total && (cut_by_chars || lines.is_none());
     let note = truncated.then(|| {
         format!("Showing lines {from}-{last} of {total}. Continue with from={} to read more.", last + 1)
     });
-    GetResponse { path, text: out, from, lines: taken, total_lines: total, missing: false, truncated, note }
+    GetResponse { path, text: out, from, lines: taken, total_lines: total, missing: false, truncated, note, next_offset: None }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ fn setup() -> (tempfile::TempDir, MemoryRoots) {
 }
 
 fn get(roots: &MemoryRoots, path: &str) -> Result<GetResponse> {
-    read(roots, &GetRequest { path: path.into(), from: None, lines: None }, 1 << 20)
+    read(roots, &GetRequest { path: path.into(), from: None, lines: None, offset: None }, 1 << 20)
 }
 
 #[test]
@@ -22,7 +22,7 @@ fn reads_memory_files_and_line_ranges() {
     let r = get(&roots, "MEMORY.md").unwrap();
     assert_eq!(r.text, "one\ntwo\nthree");
     assert_eq!(r.total_lines, 3);
-    let r = read(&roots, &GetRequest { path: "MEMORY.md".into(), from: Some(2), lines: Some(1) }, 1 << 20).unwrap();
+    let r = read(&roots, &GetRequest { path: "MEMORY.md".into(), from: Some(2), lines: Some(1), offset: None }, 1 << 20).unwrap();
     assert_eq!(r.text, "two");
     assert_eq!((r.from, r.lines), (2, 1));
     assert_eq!(get(&roots, "./memory/2026-11-29.md").unwrap().text, "log");
@@ -77,15 +77,43 @@ fn extra_paths_are_readable() {
 #[test]
 fn default_excerpt_is_bounded_with_a_note() {
     let text: String = (1..=300).map(|i| format!("line {i}\n")).collect();
-    let r = excerpt("memory/x.md".into(), &text, None, None);
+    let r = excerpt("memory/x.md".into(), &text, None, None, None);
     assert_eq!(r.lines, DEFAULT_LINES);
     assert!(r.truncated);
     assert!(r.note.as_deref().unwrap().contains("from=121"));
     let wide = "y".repeat(200);
     let text: String = (0..100).map(|_| format!("{wide}\n")).collect();
-    let r = excerpt("memory/x.md".into(), &text, None, None);
+    let r = excerpt("memory/x.md".into(), &text, None, None, None);
     assert!(r.text.chars().count() <= DEFAULT_MAX_CHARS);
     assert!(r.truncated);
-    let r = excerpt("memory/x.md".into(), "a\nb", Some(5), None);
+    let r = excerpt("memory/x.md".into(), "a\nb", Some(5), None, None);
     assert_eq!(r.text, "");
+}
+
+#[test]
+fn a_line_longer_than_the_limit_is_read_in_parts() {
+    // One line of 30,000 characters (multi-byte ones), then a short one.
+    let long: String = (0..30_000).map(|i| if i % 2 == 0 { 'é' } else { 'x' }).collect();
+    let text = format!("{long}\nafter\n");
+    let r = excerpt("memory/x.md".into(), &text, None, None, None);
+    assert_eq!((r.lines, r.truncated, r.next_offset), (1, true, Some(DEFAULT_MAX_CHARS)));
+    assert!(r.note.as_deref().unwrap().contains("offset=12000"), "{:?}", r.note);
+    let mut read: String = r.text.clone();
+    let mut next = r.next_offset;
+    while let Some(offset) = next {
+        let r = excerpt("memory/x.md".into(), &text, Some(1), Some(1), Some(offset));
+        read.push_str(&r.text);
+        next = r.next_offset;
+    }
+    assert_eq!(read, long);
+    // With room left, the rest of the line comes with the lines after it.
+    let r = excerpt("memory/x.md".into(), &text, Some(1), None, Some(29_990));
+    assert_eq!(r.text, format!("{}\nafter", &long[long.char_indices().nth(29_990).unwrap().0..]));
+    assert!(!r.truncated);
+}
+
+#[test]
+fn zero_lines_are_no_lines() {
+    let r = excerpt("memory/x.md".into(), "a\nb\n", Some(1), Some(0), None);
+    assert_eq!((r.text.as_str(), r.lines, r.total_lines), ("", 0, 2));
 }

@@ -33,6 +33,9 @@ pub struct Appended {
 
 /// The entry as written: `- [HH:MM] first line`, further lines indented under it.
 pub fn format_entry(text: &str, time: &str) -> Result<String> {
+    // A lone `\r` ends a line for CommonMark readers as `\n` does: normalised first, so every line after the
+    // first is indented under the entry and none can start a heading or a new list item at column 0.
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let text = text.trim();
     if text.is_empty() {
         return Err(MemoryError::InvalidInput("nothing to append: the text is empty".into()));
@@ -83,6 +86,7 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
     // private temporary file that is then hard-linked into place, which fails if the log already exists.
     let created = if std::fs::symlink_metadata(&path).is_err() { create_with_heading(&dir, &path, date)? } else { false };
     let mut file = OpenOptions::new().append(true).read(true).open(&path).map_err(|e| MemoryError::io_path("cannot open", &path, e))?;
+    refuse_hard_link(&file, &path)?;
     let mut buf = String::new();
     if !ends_with_newline(&mut file).map_err(|e| MemoryError::io_path("cannot read", &path, e))? {
         buf.push('\n');
@@ -144,6 +148,29 @@ fn refuse_link(path: &Path) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// A daily log with another name (a hard link placed in `memory/`) may be any file on the disk: refused, as
+/// symbolic links are. A new log has two names for an instant while [`create_with_heading`] links it into place,
+/// so a second count is taken after a moment before refusing.
+fn refuse_hard_link(file: &std::fs::File, path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let links = || file.metadata().map(|m| m.nlink()).map_err(|e| MemoryError::io_path("cannot stat", path, e));
+        if links()? > 1 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let n = links()?;
+            if n > 1 {
+                return Err(MemoryError::Refused(format!(
+                    "{} has {n} hard links (it is also another file); memory files are never written through links",
+                    path.display()
+                )));
+            }
+        }
+    }
+    let _ = (file, path);
+    Ok(())
 }
 
 fn ends_with_newline(file: &mut std::fs::File) -> std::io::Result<bool> {

@@ -49,12 +49,7 @@ impl Config {
     /// Parse a JSON5 document for one agent: its `agents.list[]` / `agents.entries.<id>` memory settings merged
     /// over the defaults; `env` answers `${VAR}` and `{source: "env"}` (before the config's own `env` section).
     pub fn from_json5_for(text: &str, agent: Option<&str>, env: EnvLookup<'_>) -> Result<Config> {
-        // The JSON5 parser recurses once per level with no limit of its own: deep nesting overflowed the stack.
-        if nesting_depth(text) > MAX_NESTING {
-            return Err(MemoryError::config("(file)", format!("not valid JSON5: nested deeper than {MAX_NESTING} levels")));
-        }
-        let root: Value = json5::from_str(text).map_err(|e| MemoryError::config("(file)", format!("not valid JSON5: {e}")))?;
-        Self::from_value_for(root, agent, env)
+        Self::from_value_for(parse_text(text)?, agent, env)
     }
 
     pub fn load(path: &Path) -> Result<Config> {
@@ -63,13 +58,24 @@ impl Config {
 
     /// [`load`](Self::load) for one agent (see [`from_json5_for`](Self::from_json5_for)).
     pub fn load_for(path: &Path, agent: Option<&str>) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| MemoryError::io_path("cannot read config", path, e))?;
-        Self::from_json5_for(&text, agent, &process_env).map_err(|e| match e {
-            MemoryError::Config { key, message } => {
-                MemoryError::Config { key, message: format!("{message} (in {})", path.display()) }
-            }
-            other => other,
-        })
+        Self::from_file_value(Self::read_file(path)?, path, agent)
+    }
+
+    /// A config file as a JSON value: read once (a pipe such as `--config <(echo ...)` can be read only once),
+    /// at most [`MAX_CONFIG_BYTES`](crate::bounded::MAX_CONFIG_BYTES), its nesting bounded before it is parsed.
+    /// Hosts that need keys outside `memory.*` read the file with this and then call
+    /// [`from_file_value`](Self::from_file_value).
+    pub fn read_file(path: &Path) -> Result<Value> {
+        let text = crate::bounded::read_text(path, crate::bounded::MAX_CONFIG_BYTES).map_err(|e| match e {
+            crate::bounded::ReadError::Io(e) => MemoryError::io_path("cannot read config", path, e),
+            crate::bounded::ReadError::Parse(e) => in_file(MemoryError::config("(file)", e.to_string()), path),
+        })?;
+        parse_text(&text).map_err(|e| in_file(e, path))
+    }
+
+    /// The config of `agent` from a file's value (see [`read_file`](Self::read_file)); errors name the file.
+    pub fn from_file_value(root: Value, path: &Path, agent: Option<&str>) -> Result<Config> {
+        Self::from_value_for(root, agent, &process_env).map_err(|e| in_file(e, path))
     }
 
     pub fn from_value(root: Value) -> Result<Config> {
@@ -297,6 +303,9 @@ impl Config {
                 errs.push(MemoryError::config("memory.search.multimodal.maxFileBytes", "must be at least 1"));
             }
         }
+        if s.store.path.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            errs.push(MemoryError::config("memory.search.store.path", "must not be empty (leave it out for the default)"));
+        }
         if let Some(driver) = s.store.driver.as_deref().filter(|d| *d != "sqlite") {
             errs.push(MemoryError::config("memory.search.store.driver", format!("only \"sqlite\" is supported, found \"{driver}\"")));
         }
@@ -315,51 +324,29 @@ impl Config {
     }
 }
 
-/// Deepest `[`/`{` nesting accepted in a config file (serde_json's own limit); real configs use a handful.
-const MAX_NESTING: usize = 128;
-
-/// The deepest bracket nesting of a JSON5 text, brackets inside strings and comments not counted. Lexical only:
-/// a malformed text gets some number and the parser reports the real error.
-fn nesting_depth(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' | '\'' => {
-                while let Some(s) = chars.next() {
-                    if s == '\\' {
-                        chars.next();
-                    } else if s == c {
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'/') => {
-                for s in chars.by_ref() {
-                    if s == '\n' {
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut star = false;
-                for s in chars.by_ref() {
-                    if star && s == '/' {
-                        break;
-                    }
-                    star = s == '*';
-                }
-            }
-            '[' | '{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+/// A config text as a JSON value, its size and nesting bounded before the JSON5 parser sees it.
+/// `NaN` and `Infinity` (JSON5 has them) in the sections read are refused naming the key: a JSON value cannot
+/// hold them, and read as `null` they would silently mean "the default".
+fn parse_text(text: &str) -> Result<Value> {
+    let (root, non_finite) =
+        crate::bounded::json5_tracked(text, crate::bounded::MAX_CONFIG_BYTES).map_err(|e| MemoryError::config("(file)", e.to_string()))?;
+    let issues: Vec<ConfigIssue> = non_finite
+        .into_iter()
+        .filter(|path| READ_SECTIONS.iter().any(|s| path == s || path.starts_with(&format!("{s}.")) || path.starts_with(&format!("{s}["))))
+        .map(|key| ConfigIssue { key, message: "must be a finite number (NaN and Infinity are not accepted)".into() })
+        .collect();
+    if !issues.is_empty() {
+        return Err(all_errors(issues));
     }
-    deepest
+    Ok(root)
+}
+
+/// A config error, naming the file it is in.
+fn in_file(e: MemoryError, path: &Path) -> MemoryError {
+    match e {
+        MemoryError::Config { key, message } => MemoryError::Config { key, message: format!("{message} (in {})", path.display()) },
+        other => other,
+    }
 }
 
 /// Deserialize `value` as `T`, reporting the failing key as `prefix.path.to.key`.
@@ -478,7 +465,9 @@ fn prepare_search(block: Value, name: &str, resolver: &Resolver<'_>, d: &mut Dia
 /// Merge search blocks key by key; `concat_extra`: `extraPaths` of `top` add to those of `base`.
 fn merge_search(base: Value, top: Value, concat_extra: bool) -> Value {
     let (Value::Object(mut b), Value::Object(mut t)) = (base, top) else { return Value::Null };
-    if concat_extra {
+    // Only when both have a list: with one of them, the key-by-key merge below keeps it (taking both out first
+    // dropped the agent's list when the defaults had none).
+    if concat_extra && b.get("extraPaths").is_some_and(Value::is_array) && t.get("extraPaths").is_some_and(Value::is_array) {
         if let (Some(Value::Array(mut older)), Some(Value::Array(newer))) = (b.remove("extraPaths"), t.remove("extraPaths")) {
             for p in newer {
                 if !older.contains(&p) {

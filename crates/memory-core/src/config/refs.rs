@@ -138,11 +138,11 @@ impl Resolver<'_> {
 fn read_file_secret(cfg: &Value, id: &str) -> Result<String, String> {
     let path = cfg.get("path").and_then(Value::as_str).unwrap_or("");
     let path = crate::paths::expand_home(path);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read secrets file {}: {e}", path.display()))?;
+    let text = crate::bounded::read_text(&path, crate::bounded::MAX_CONFIG_BYTES).map_err(|e| format!("cannot read secrets file {}: {e}", path.display()))?;
     if cfg.get("mode").and_then(Value::as_str) == Some("singleValue") {
         return Ok(text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string());
     }
-    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("secrets file {} is not JSON: {e}", path.display()))?;
+    let doc: Value = crate::bounded::json(&text, crate::bounded::MAX_CONFIG_BYTES).map_err(|e| format!("secrets file {}: {e}", path.display()))?;
     match doc.pointer(id) {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(format!("secret `{id}` in {} is not a string", path.display())),
@@ -192,7 +192,7 @@ fn run_exec_secret(cfg: &Value, provider: &str, id: &str, env: EnvLookup<'_>) ->
     }
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let json_only = cfg.get("jsonOnly").and_then(Value::as_bool).unwrap_or(true);
-    match serde_json::from_str::<Value>(&text) {
+    match crate::bounded::json(&text, crate::bounded::MAX_CONFIG_BYTES) {
         Ok(v) if v.get("protocolVersion").and_then(Value::as_u64) == Some(1) => match v.get("values").and_then(|x| x.get(id)) {
             Some(Value::String(s)) => Ok(s.clone()),
             _ => Err(format!("secrets command {command} returned no value for `{id}`")),

@@ -290,17 +290,22 @@ fn file_secret_references_are_resolved() {
 
 #[test]
 fn non_finite_ranking_numbers_never_reach_the_ranking() {
-    // JSON5 can write NaN and Infinity: they are refused or never read as such.
-    for text in [
-        "{ memory: { search: { query: { hybrid: { temporalDecay: { enabled: true, halfLifeDays: NaN } } } } } }",
-        "{ memory: { search: { query: { hybrid: { vectorWeight: Infinity } } } } }",
-        "{ memory: { search: { query: { hybrid: { mmr: { lambda: -Infinity } } } } } }",
+    // JSON5 can write NaN and Infinity: refused naming the key (a JSON value would hold them as null, read as
+    // "unset"), in the sections read only.
+    for (text, key) in [
+        ("{ memory: { search: { query: { hybrid: { temporalDecay: { enabled: true, halfLifeDays: NaN } } } } } }", "memory.search.query.hybrid.temporalDecay.halfLifeDays"),
+        ("{ memory: { search: { query: { hybrid: { vectorWeight: Infinity } } } } }", "memory.search.query.hybrid.vectorWeight"),
+        ("{ memory: { search: { query: { hybrid: { mmr: { lambda: -Infinity } } } } } }", "memory.search.query.hybrid.mmr.lambda"),
+        ("{ agents: { list: [{ id: 'a', memorySearch: { query: { minScore: NaN } } }] } }", "agents.list[0].memorySearch.query.minScore"),
     ] {
-        if let Ok(c) = Config::from_json5(text) {
-            let h = &c.memory.search.query.hybrid;
-            assert!([h.vector_weight, h.text_weight, h.temporal_decay.half_life_days, h.mmr.lambda].iter().all(|v| v.is_finite()), "{text}: {h:?}");
-        }
+        let e = Config::from_json5(text).unwrap_err();
+        assert!(matches!(&e, MemoryError::Config { key: k, message } if k == key && message.contains("finite")), "{text}: {e}");
     }
+    assert!(Config::from_json5("{ gateway: { ratio: NaN }, memory: {} }").is_ok());
+    // A config built in code is checked too.
+    let mut c = Config::default();
+    c.memory.search.query.hybrid.text_weight = f64::NAN;
+    assert!(c.validate().unwrap_err().to_string().contains("textWeight"));
 }
 
 #[test]

@@ -235,7 +235,7 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
             continue;
         }
         match std::fs::symlink_metadata(extra) {
-            Ok(m) if m.file_type().is_symlink() => warn!(path = %extra.display(), "extra path is a symbolic link; skipped"),
+            Ok(m) if m.file_type().is_symlink() => warn_link_once(extra, "extra path is a symbolic link; skipped"),
             Ok(m) if m.is_dir() => walk(roots, extra, roots.media, &mut out, &mut seen),
             Ok(_) if is_indexed_name(extra, roots.media) => {
                 if let Some((f, id)) = regular_file(roots, extra) {
@@ -312,11 +312,21 @@ pub fn is_indexed_name(p: &Path, media: bool) -> bool {
     is_markdown(p) || (media && media_mime(p).is_some())
 }
 
+/// Warn about a link discovery skips, once per path and process: discovery runs several times per command
+/// (`status` walked the files three times, each repeating every warning) and on every sync of a server.
+fn warn_link_once(path: &Path, what: &str) {
+    static WARNED: std::sync::Mutex<Option<FxHashSet<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.get_or_insert_with(FxHashSet::default).insert(path.to_path_buf()) {
+        warn!(path = %path.display(), "{what}");
+    }
+}
+
 /// A regular, non-link file, with its size and mtime (and its identity, for de-duplication).
 fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, FileId)> {
     let m = std::fs::symlink_metadata(p).ok()?;
     if m.file_type().is_symlink() {
-        warn!(path = %p.display(), "symbolic link skipped");
+        warn_link_once(p, "symbolic link skipped");
         return None;
     }
     if !m.is_file() {
@@ -372,7 +382,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
     };
     if let Ok(m) = std::fs::symlink_metadata(dir) {
         if m.file_type().is_symlink() {
-            warn!(path = %dir.display(), "symbolic link skipped");
+            warn_link_once(dir, "symbolic link skipped");
             return;
         }
     }
@@ -394,7 +404,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
     for (_, name, entry) in entries {
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_symlink() {
-            warn!(path = %entry.path().display(), "symbolic link skipped");
+            warn_link_once(&entry.path(), "symbolic link skipped");
             continue;
         }
         if ft.is_dir() {
@@ -464,7 +474,7 @@ fn listed_file(
 ) -> Option<(MemoryFile, FileId)> {
     let m = entry.metadata().ok()?;
     if m.file_type().is_symlink() {
-        warn!(path = %entry.path().display(), "symbolic link skipped");
+        warn_link_once(&entry.path(), "symbolic link skipped");
         return None;
     }
     if !m.is_file() {

@@ -6,7 +6,7 @@ use crate::discovery::ChangeJournal;
 
 /// How long a search waits for a sync that another task or process is running before it answers without the
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
-const FRESHEN_WAIT: Duration = Duration::from_secs(5);
+const FRESHEN_WAIT: Duration = super::LOCK_WAIT;
 
 /// Workspaces with at least this many files free the freshness check's lists on a blocking thread.
 const PARALLEL_FREE_MIN: usize = 4096;

@@ -30,6 +30,9 @@ const FILES_PER_BATCH: usize = 256;
 /// Texts per embedding call (providers split further by their token budget).
 const EMBED_BATCH: usize = 64;
 const META_LAST_SYNC: &str = "lastSyncMs";
+/// How long a sync, a reset or a search waits for another process's (or another task's) hold on the index
+/// before it gives up with `Unavailable`: a command never hangs behind a long rebuild elsewhere.
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What one file needs in the index.
 enum Prepared {
@@ -41,6 +44,9 @@ enum Prepared {
     Appended { record: FileRecord, chunks: Vec<ChunkRecord> },
     /// A transcript that grew less than the re-index thresholds: left for a later sync.
     Deferred,
+    /// Deleted between discovery and its read: removed from the index, as the next discovery would (not
+    /// "skipped", which would say something is wrong with the file).
+    Vanished(Source, String),
 }
 
 /// `items.iter().map(f)`, spread over the available cores (in order).
@@ -144,6 +150,34 @@ struct BatchVectors {
 }
 
 impl IndexedBackend {
+    /// The index's writer lock, waited for at most [`LOCK_WAIT`], saying on the log (stderr) what it waits
+    /// for: another process syncing or rebuilding the same index holds it.
+    async fn writer_lock_bounded(&self, action: &str) -> Result<Option<crate::store::WriterGuard>> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut pause = Duration::from_millis(2);
+        let mut said = false;
+        loop {
+            match self.storage.writer_lock(false).await {
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
+                    if Instant::now() >= deadline {
+                        return Err(MemoryError::Unavailable(format!(
+                            "another process is updating the index {} (a sync or a rebuild); gave up the {action} after {} s, try again when it is done",
+                            self.storage.location(),
+                            LOCK_WAIT.as_secs()
+                        )));
+                    }
+                    if !said {
+                        warn!(index = %self.storage.location(), "waiting up to {} s for another process updating this index ({action})", LOCK_WAIT.as_secs());
+                        said = true;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(25));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Open the live index of `storage` for the workspace.
     pub async fn open(
         name: impl Into<String>,
@@ -440,6 +474,10 @@ impl IndexedBackend {
                         batch.appends.push((record, chunks));
                     }
                     Prepared::Deferred => report.files_unchanged += 1,
+                    Prepared::Vanished(source, key) => {
+                        report.files_removed += 1;
+                        batch.removals.push((source, key));
+                    }
                 }
             }
             self.embed_batch(&mut batch, target, cache_from, planned, &batch_vectors, &mut report).await;
@@ -499,7 +537,7 @@ impl MemoryBackend for IndexedBackend {
 
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
         let _guard = self.sync_lock.lock().await;
-        let _writer = self.storage.writer_lock(true).await?;
+        let _writer = self.writer_lock_bounded("sync").await?;
         self.dirty.store(false, Ordering::SeqCst);
         self.sync_inner(options).await
     }
@@ -571,7 +609,7 @@ impl MemoryBackend for IndexedBackend {
 
     async fn reset(&self) -> Result<()> {
         let _guard = self.sync_lock.lock().await;
-        let _writer = self.storage.writer_lock(true).await?;
+        let _writer = self.writer_lock_bounded("reset").await?;
         self.store().close().await?;
         self.storage.destroy().await?;
         let marker = self.storage.live_marker().await?;

@@ -11,6 +11,10 @@ fn record_of(f: &MemoryFile, state: FileState<'_>) -> FileRecord {
 /// `f` is left out of the index (`what` says which kind of file): logged, recorded as skipped, and said once in
 /// the sync's warnings.
 fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared {
+    if std::fs::symlink_metadata(&f.abs_path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        debug!(path = %f.abs_path.display(), "deleted while indexing");
+        return Prepared::Vanished(f.source, f.key.clone());
+    }
     warn!(path = %f.abs_path.display(), reason = %why, "{what} skipped");
     Prepared::Skipped { record: record_of(f, FileState::Skipped), warning: format!("{}: skipped: {why}", f.key) }
 }
@@ -175,5 +179,22 @@ impl IndexedBackend {
             .collect();
         unique_chunk_ids(&mut chunks, &model);
         chunks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_deleted_before_its_read_is_removed_not_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let f = MemoryFile { source: Source::Memory, key: "memory/gone.md".into(), abs_path: d.path().join("memory/gone.md"), size: 3, mtime_ms: 0 };
+        let why = "cannot read file: No such file or directory";
+        assert!(matches!(skipped(&f, "memory file", why), Prepared::Vanished(Source::Memory, k) if k == "memory/gone.md"));
+        // A file that is there but cannot be used is still skipped, with its warning.
+        std::fs::create_dir_all(d.path().join("memory")).unwrap();
+        std::fs::write(&f.abs_path, [0u8, 1, 2]).unwrap();
+        assert!(matches!(skipped(&f, "memory file", "file looks binary"), Prepared::Skipped { .. }));
     }
 }

@@ -15,6 +15,9 @@ use serde_json::Value;
 use crate::discovery::{mtime_ms, MemoryFile};
 use crate::types::Source;
 
+/// A transcript line longer than this (a huge tool result, never a user or assistant message) is skipped.
+pub const MAX_LINE_BYTES: usize = 8 << 20;
+
 /// Index keys of transcripts start with this.
 pub const KEY_PREFIX: &str = "sessions/";
 
@@ -57,7 +60,14 @@ pub fn flatten(text: &str, first_line: usize) -> Flattened {
 /// `User: ...` or `Assistant: ...` for a user/assistant message line with text; `None` for anything else
 /// (tool calls and results, images, system messages, metadata, malformed JSON).
 pub fn message_text(line: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(line.trim()).ok()?;
+    let v: Value = match crate::bounded::json(line.trim(), MAX_LINE_BYTES) {
+        Ok(v) => v,
+        Err(e @ (crate::bounded::ParseError::TooLarge { .. } | crate::bounded::ParseError::TooDeep(_))) => {
+            tracing::debug!(error = %e, "transcript line skipped");
+            return None;
+        }
+        Err(_) => return None,
+    };
     if v.get("type").and_then(Value::as_str).is_some_and(|t| t != "message") {
         return None;
     }
