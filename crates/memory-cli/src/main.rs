@@ -339,8 +339,14 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             }
         }
         Command::Reset { yes } => {
-            let status = engine.status().await?;
-            let location = status.index_path.unwrap_or_else(|| status.backend.clone());
+            // Reset is the cure for a broken index: it never depends on the index answering.
+            let location = match engine.status().await {
+                Ok(status) => status.index_path.unwrap_or_else(|| status.backend.clone()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the index cannot report its status; deleting it all the same");
+                    format!("the {} index", engine.name())
+                }
+            };
             if !yes {
                 bail!("reset deletes the index at {location} (memory files are kept); run again with --yes to confirm");
             }

@@ -41,6 +41,12 @@ pub(crate) fn db_err(context: &str, e: rusqlite::Error) -> MemoryError {
         rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
             MemoryError::CorruptIndex(format!("{context}: {e}"))
         }
+        // Bytes a column cannot hold when the file is intact (text that is not UTF-8, a number where text was
+        // written): damaged data pages, which SQLite's page checks do not see.
+        rusqlite::Error::Utf8Error(_)
+        | rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..) => MemoryError::CorruptIndex(format!("{context}: damaged data: {e}")),
         rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             MemoryError::Unavailable(format!("{context}: index is busy: {e}"))
         }

@@ -158,6 +158,8 @@ impl IndexedBackend {
                 warnings.push(pending);
                 Ok(Staleness::default())
             }
+            // A damaged index is repaired by the caller, not answered from.
+            Err(why) if why.kind() == crate::ErrorKind::CorruptIndex => Err(why),
             Err(why) => {
                 warn!(error = %why, "sync before search failed; answering from the current index");
                 warnings.push(format!("{} changed files are not in the index yet ({why}); their old text is not returned", stale.len()));

@@ -486,7 +486,19 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        self.search_inner(request).await
+        match self.search_inner(request).await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = {
+                    let _guard = self.sync_lock.lock().await;
+                    let _writer = self.storage.writer_lock(true).await?;
+                    self.replace_corrupt_live(e).await?
+                };
+                let mut response = self.search_inner(request).await?;
+                response.warnings.push(note);
+                Ok(response)
+            }
+            other => other,
+        }
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
@@ -497,10 +509,72 @@ impl MemoryBackend for IndexedBackend {
         let _guard = self.sync_lock.lock().await;
         let _writer = self.storage.writer_lock(true).await?;
         self.dirty.store(false, Ordering::SeqCst);
-        self.sync_inner(options).await
+        match self.sync_inner(options).await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = self.replace_corrupt_live(e).await?;
+                let mut report = self.sync_inner(options).await?;
+                report.warnings.push(note);
+                Ok(report)
+            }
+            other => other,
+        }
     }
 
     async fn status(&self) -> Result<Status> {
+        match self.status_inner().await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = {
+                    let _guard = self.sync_lock.lock().await;
+                    let _writer = self.storage.writer_lock(true).await?;
+                    self.replace_corrupt_live(e).await?
+                };
+                let mut status = self.status_inner().await?;
+                status.warnings.push(note);
+                Ok(status)
+            }
+            other => other,
+        }
+    }
+
+    async fn reset(&self) -> Result<()> {
+        let _guard = self.sync_lock.lock().await;
+        let _writer = self.storage.writer_lock(true).await?;
+        // A handle that cannot close cleanly (a damaged file) must not keep the index from being deleted.
+        if let Err(e) = self.store().close().await {
+            warn!(error = %e, "closing the index before deleting it failed");
+        }
+        self.storage.destroy().await?;
+        let marker = self.storage.live_marker().await?;
+        let store = self.storage.open_live().await?;
+        self.set_live(store, marker);
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.store().close().await
+    }
+}
+
+impl IndexedBackend {
+    /// A read or write found the live index damaged: set it aside ([`IndexStorage::set_aside_live`]) and open an
+    /// empty one, which the next sync (or the search's own first sync) fills from the files. Returns what to tell
+    /// the user; the error itself when the storage cannot set its index aside. The caller holds the sync locks.
+    async fn replace_corrupt_live(&self, why: MemoryError) -> Result<String> {
+        let _patch = self.live_patch.lock().await;
+        if let Err(e) = self.store().close().await {
+            debug!(error = %e, "closing the damaged index failed");
+        }
+        if !self.storage.set_aside_live(&why).await? {
+            return Err(why);
+        }
+        let marker = self.storage.live_marker().await?;
+        let store = self.storage.open_live().await?;
+        self.set_live(store, marker);
+        warn!(error = %why, "the index was damaged; it was set aside and is rebuilt from the memory files");
+        Ok(format!("the index was damaged ({why}); it was set aside and rebuilt from the memory files"))
+    }
+
+    async fn status_inner(&self) -> Result<Status> {
         self.follow_live().await?;
         let store = self.store();
         let (files, chunks) = store.counts().await?;
@@ -563,21 +637,6 @@ impl MemoryBackend for IndexedBackend {
             warnings,
             extra,
         })
-    }
-
-    async fn reset(&self) -> Result<()> {
-        let _guard = self.sync_lock.lock().await;
-        let _writer = self.storage.writer_lock(true).await?;
-        self.store().close().await?;
-        self.storage.destroy().await?;
-        let marker = self.storage.live_marker().await?;
-        let store = self.storage.open_live().await?;
-        self.set_live(store, marker);
-        Ok(())
-    }
-
-    async fn close(&self) -> Result<()> {
-        self.store().close().await
     }
 }
 

@@ -265,6 +265,12 @@ pub trait IndexStorage: Send + Sync {
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>>;
     /// Delete every index file (memory files are never touched).
     async fn destroy(&self) -> Result<()>;
+    /// The live store is damaged (a read said [`MemoryError::CorruptIndex`](crate::MemoryError::CorruptIndex)):
+    /// move it aside, so that the next `open_live` starts an empty one which the next sync fills from the files.
+    /// The caller has closed its handle and holds the writer lock. `false`: this storage cannot, the error stands.
+    async fn set_aside_live(&self, _why: &crate::MemoryError) -> Result<bool> {
+        Ok(false)
+    }
     /// Become the index's only writer across processes (others syncing the same index wait their turn);
     /// released when the guard drops. With `wait = false`, fail with `Unavailable` instead of waiting.
     /// Storages whose backend serialises writers itself return `None`.
