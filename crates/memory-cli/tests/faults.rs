@@ -298,3 +298,79 @@ fn scribbled_index_files_are_recovered_by_force_and_reset() {
         assert_eq!(env.notes(), notes, "round {round}");
     }
 }
+
+/// `cmd` run without the capabilities that let root read any file (`setpriv` drops CAP_DAC_OVERRIDE and
+/// CAP_DAC_READ_SEARCH from its bounding set), so that a `chmod 000` note is unreadable to it as to a user.
+/// `None` (printed) where setpriv is missing or refused.
+fn unprivileged(cmd: &Command) -> Option<Command> {
+    let probe = Command::new("setpriv").args(["--bounding-set=-dac_override,-dac_read_search", "true"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: setpriv cannot drop the file-reading capabilities here ({probe:?})");
+        return None;
+    }
+    let mut c = Command::new("setpriv");
+    c.arg("--bounding-set=-dac_override,-dac_read_search").arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.stdin(std::process::Stdio::null());
+    Some(c)
+}
+
+/// Item 7: a note that cannot be read when indexed is said to be unreadable (not binary), and is indexed as soon as
+/// it can be read: by the next `index` and by the next search (a chmod moves no mtime).
+#[test]
+fn an_unreadable_note_is_retried_and_said_unreadable() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    let garden = env.ws.join("memory/garden.md");
+    fs::set_permissions(&garden, fs::Permissions::from_mode(0o000)).unwrap();
+    let Some(mut index) = unprivileged(&{
+        let mut c = env.cmd();
+        c.args(["index", "--json"]);
+        c
+    }) else {
+        return;
+    };
+    let o = index.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("memory/garden.md: skipped: unreadable (permission denied)"), "{}", text(&o));
+    let mut status = unprivileged(&{
+        let mut c = env.cmd();
+        c.args(["status", "--json"]);
+        c
+    })
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.output().unwrap().stdout).unwrap();
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("unreadable (permission denied)") && warnings.contains("memory/garden.md"), "{v}");
+    assert!(!warnings.contains("binary"), "an unreadable note is called binary: {v}");
+
+    // Readable again (same size, same mtime): the next search finds it, without an explicit index.
+    fs::set_permissions(&garden, fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(env.found("tomatoes watering"), ["memory/garden.md"]);
+    let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+    assert!(!v["warnings"].to_string().contains("garden"), "{v}");
+
+    // Unreadable again, then readable: `index` picks it up too.
+    fs::set_permissions(&garden, fs::Permissions::from_mode(0o000)).unwrap();
+    fs::write(env.ws.join("memory/other.md"), "# Other\n\nNothing to see.\n").unwrap();
+    let o = unprivileged(&{
+        let mut c = env.cmd();
+        c.arg("index");
+        c
+    })
+    .unwrap()
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    fs::set_permissions(&garden, fs::Permissions::from_mode(0o644)).unwrap();
+    let o = env.ok(&["index", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["filesChanged"].as_u64().unwrap() + report["filesAdded"].as_u64().unwrap(), 1, "{report}");
+    assert_eq!(env.found("tomatoes watering"), ["memory/garden.md"]);
+}

@@ -498,7 +498,18 @@ pub enum SkipReason {
     TooLarge { size: u64, limit: u64 },
     Binary,
     NotUtf8,
+    /// Could not be opened or read (permissions, an I/O error): unlike the others this can change without the
+    /// file's size or mtime moving (a `chmod`), so it is retried ([`crate::store::FileState::Unreadable`]).
     Unreadable(String),
+}
+
+/// Why a file cannot be read, in a few words (`permission denied`), for warnings and file records.
+pub fn unreadable_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::NotFound => "not found".into(),
+        _ => e.to_string(),
+    }
 }
 
 impl std::fmt::Display for SkipReason {
@@ -507,18 +518,18 @@ impl std::fmt::Display for SkipReason {
             SkipReason::TooLarge { size, limit } => write!(f, "file is {size} bytes, over the {limit}-byte limit"),
             SkipReason::Binary => write!(f, "file looks binary (contains NUL bytes)"),
             SkipReason::NotUtf8 => write!(f, "file is not valid UTF-8"),
-            SkipReason::Unreadable(e) => write!(f, "cannot read file: {e}"),
+            SkipReason::Unreadable(e) => write!(f, "unreadable ({e})"),
         }
     }
 }
 
 /// Read a memory file as text, or say why it must be skipped.
 pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, SkipReason> {
-    let size = std::fs::metadata(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?.len();
+    let size = std::fs::metadata(path).map_err(|e| SkipReason::Unreadable(unreadable_why(&e)))?.len();
     if size > max_bytes {
         return Err(SkipReason::TooLarge { size, limit: max_bytes });
     }
-    let bytes = std::fs::read(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| SkipReason::Unreadable(unreadable_why(&e)))?;
     if bytes.len() as u64 > max_bytes {
         return Err(SkipReason::TooLarge { size: bytes.len() as u64, limit: max_bytes });
     }

@@ -130,6 +130,8 @@ impl IndexedBackend {
                 match self.prepare(f, Some(record)) {
                     // Same content, still within the settle window: checked again next time.
                     Prepared::Touched(r) if r.state().is_unsettled() => {}
+                    // Still unreadable: nothing a sync could add.
+                    Prepared::Skipped { record, .. } if matches!(record.state(), FileState::Unreadable { .. }) => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.
                     // Anything else changed.
                     _ => {

@@ -593,6 +593,16 @@ impl IndexedBackend {
         if !skipped.is_empty() {
             warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));
         }
+        let unreadable: Vec<String> = stored
+            .iter()
+            .filter_map(|f| match f.state() {
+                FileState::Unreadable { why } => Some(format!("{} (unreadable ({why}))", f.path)),
+                _ => None,
+            })
+            .collect();
+        if !unreadable.is_empty() {
+            warnings.push(format!("{} files cannot be read and are tried again on every sync: {}", unreadable.len(), unreadable.join(", ")));
+        }
         let pending = stored.iter().filter(|f| f.state() == FileState::Pending).count();
         if pending > 0 {
             warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));

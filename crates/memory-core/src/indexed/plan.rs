@@ -23,10 +23,11 @@ pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> FileState
     FileState::Indexed { hash, settled: now_ms.saturating_sub(mtime_ms) >= SETTLE_MS }
 }
 
-/// A record whose size and mtime can be trusted to mean "same content".
+/// A record whose size and mtime can be trusted to mean "same content" (an unreadable file may have become
+/// readable without either moving).
 fn is_trusted(r: &FileRecord) -> bool {
     let state = r.state();
-    state != FileState::Pending && !state.is_unsettled()
+    state != FileState::Pending && !state.is_unsettled() && !matches!(state, FileState::Unreadable { .. })
 }
 
 /// The work of one sync.
@@ -134,7 +135,8 @@ fn in_key_order<'a, T, K: Ord + 'a>(items: &'a [T], key: impl Fn(&'a T) -> K) ->
 }
 
 /// Has file `f` changed since its `record` (none: never indexed)? A record read moments after its file was
-/// written goes to `verify` with its file: same size and mtime do not prove same content.
+/// written, or of a file that could not be read, goes to `verify` with its file: same size and mtime do not prove
+/// same content.
 fn file_changed<'a>(
     f: &'a MemoryFile,
     record: Option<&'a FileRecord>,
@@ -146,7 +148,7 @@ fn file_changed<'a>(
         None => true,
         Some(_) if hinted.contains(&f.key) => true,
         Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
-            if r.state().is_unsettled() {
+            if r.state().is_unsettled() || matches!(r.state(), FileState::Unreadable { .. }) {
                 verify.push((f, r));
             }
             false

@@ -41,6 +41,10 @@ pub enum FileState<'a> {
     Pending,
     /// Not indexed: binary, not UTF-8 or too large. Stored as `!skipped`.
     Skipped,
+    /// Not indexed because it could not be read (`why`: "permission denied"...). Never trusted by size and mtime
+    /// (a `chmod` moves neither): every sync reads it again, every freshness check tries it. Stored as
+    /// `!unreadable:<why>`.
+    Unreadable { why: &'a str },
     /// Indexed content with this sha256 (hex). Not `settled` when it was read so soon after the file's mtime
     /// that a same-size rewrite in the same file-time tick could hide behind it: then its content is checked
     /// again before the record is trusted. Stored as the hash, prefixed with `~` when not settled.
@@ -50,6 +54,7 @@ pub enum FileState<'a> {
 }
 
 const SKIPPED: &str = "!skipped";
+const UNREADABLE: &str = "!unreadable:";
 const UNSETTLED: char = '~';
 
 impl<'a> FileState<'a> {
@@ -60,6 +65,8 @@ impl<'a> FileState<'a> {
             FileState::Pending
         } else if stored == SKIPPED {
             FileState::Skipped
+        } else if let Some(why) = stored.strip_prefix(UNREADABLE) {
+            FileState::Unreadable { why }
         } else if let Some(st) = stored.starts_with(SessionState::PREFIX).then(|| SessionState::decode(stored)).flatten() {
             FileState::Session(st)
         } else if let Some(hash) = stored.strip_prefix(UNSETTLED) {
@@ -73,6 +80,7 @@ impl<'a> FileState<'a> {
         match self {
             FileState::Pending => String::new(),
             FileState::Skipped => SKIPPED.to_string(),
+            FileState::Unreadable { why } => format!("{UNREADABLE}{why}"),
             FileState::Indexed { hash, settled: true } => hash.to_string(),
             FileState::Indexed { hash, settled: false } => format!("{UNSETTLED}{hash}"),
             FileState::Session(st) => st.encode(),
