@@ -374,3 +374,31 @@ fn an_unreadable_note_is_retried_and_said_unreadable() {
     assert_eq!(report["filesChanged"].as_u64().unwrap() + report["filesAdded"].as_u64().unwrap(), 1, "{report}");
     assert_eq!(env.found("tomatoes watering"), ["memory/garden.md"]);
 }
+
+/// Item 6: a rewrite that keeps the size and puts the mtime back (`touch -d`, `rsync -t`, `cp -p`, `tar x`) is
+/// seen, by the next search and by `index`: the old text is never returned.
+#[test]
+fn a_rewrite_keeping_size_and_mtime_is_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    let garden = env.ws.join("memory/garden.md");
+    let set_old_mtime = || assert!(Command::new("touch").args(["-d", "2020-01-01"]).arg(&garden).status().unwrap().success());
+    set_old_mtime();
+    env.ok(&["index"]);
+    assert_eq!(env.found("tomatoes"), ["memory/garden.md"]);
+    let before = fs::metadata(&garden).unwrap();
+    // Same length, other words, same mtime.
+    fs::write(&garden, "# Garden\n\nThe potatoes need watering on Sundays.\n").unwrap();
+    set_old_mtime();
+    let after = fs::metadata(&garden).unwrap();
+    assert_eq!((before.len(), before.modified().unwrap()), (after.len(), after.modified().unwrap()));
+    assert_eq!(env.found("potatoes"), ["memory/garden.md"], "the rewrite was not seen by the search");
+    assert!(env.found("tomatoes").is_empty());
+
+    // `index` sees the next one.
+    fs::write(&garden, "# Garden\n\nThe cabbages need watering on Sundays.\n").unwrap();
+    set_old_mtime();
+    let report: serde_json::Value = serde_json::from_slice(&env.ok(&["index", "--json"]).stdout).unwrap();
+    assert_eq!(report["filesChanged"], 1, "{report}");
+    assert_eq!(env.found("cabbages"), ["memory/garden.md"]);
+}

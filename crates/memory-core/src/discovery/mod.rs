@@ -68,6 +68,41 @@ pub struct MemoryFile {
     pub abs_path: PathBuf,
     pub size: u64,
     pub mtime_ms: i64,
+    /// Inode and status-change time, compared besides size and mtime.
+    pub stat: StatId,
+}
+
+/// What git compares besides size and mtime: the inode and the status-change time (ctime). A rewrite moves the
+/// ctime even when it keeps the size and puts the mtime back (`touch -d`, `rsync -t`, `cp -p`, `tar x`), and
+/// nothing can set a ctime back; a file replaced by a rename has another inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatId {
+    pub ctime_ns: i64,
+    pub ino: u64,
+}
+
+impl StatId {
+    #[cfg(unix)]
+    pub fn of(m: &std::fs::Metadata) -> StatId {
+        use std::os::unix::fs::MetadataExt;
+        StatId { ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()), ino: m.ino() }
+    }
+
+    /// Elsewhere neither is known: size and mtime decide alone, as before.
+    #[cfg(not(unix))]
+    pub fn of(_m: &std::fs::Metadata) -> StatId {
+        StatId::default()
+    }
+
+    /// As kept in a file record (`<ctime ns>/<inode>`).
+    pub fn encode(&self) -> String {
+        format!("{}/{}", self.ctime_ns, self.ino)
+    }
+
+    pub fn decode(s: &str) -> Option<StatId> {
+        let (c, i) = s.split_once('/')?;
+        Some(StatId { ctime_ns: c.parse().ok()?, ino: i.parse().ok()? })
+    }
 }
 
 /// Where memory files are looked for.
@@ -322,7 +357,7 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, FileId)> {
     if !m.is_file() {
         return None;
     }
-    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
     let id = FileId::of(&f, &m);
     Some((f, id))
 }
@@ -486,7 +521,7 @@ fn listed_file(
         }
         _ => roots.key_for(&p),
     };
-    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
     // Only the file's identity is kept of its metadata (a whole `Metadata` is ~170 bytes per file).
     let id = FileId::of(&f, &m);
     Some((f, id))

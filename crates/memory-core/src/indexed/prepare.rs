@@ -43,7 +43,7 @@ impl IndexedBackend {
             Err(why) => return skipped(f, "memory file", why),
         };
         let hash = crate::sha256_hex(text.as_bytes());
-        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
+        let record = record_of(f, indexed_state(&hash, f, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
@@ -64,7 +64,7 @@ impl IndexedBackend {
             Err(e) => return unreadable(f, "media file", &e),
         };
         let hash = crate::sha256_hex(&bytes);
-        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
+        let record = record_of(f, indexed_state(&hash, f, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }

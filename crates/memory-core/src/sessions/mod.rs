@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::discovery::{mtime_ms, MemoryFile};
+use crate::discovery::{mtime_ms, MemoryFile, StatId};
 use crate::types::Source;
 
 /// Index keys of transcripts start with this.
@@ -173,7 +173,7 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
             continue;
         }
         let name = e.file_name().to_string_lossy().into_owned();
-        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) });
+        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out

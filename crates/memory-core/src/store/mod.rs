@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::discovery::StatId;
 use crate::identity::IndexIdentity;
 use crate::sessions::SessionState;
 use crate::types::Source;
@@ -47,8 +48,10 @@ pub enum FileState<'a> {
     Unreadable { why: &'a str },
     /// Indexed content with this sha256 (hex). Not `settled` when it was read so soon after the file's mtime
     /// that a same-size rewrite in the same file-time tick could hide behind it: then its content is checked
-    /// again before the record is trusted. Stored as the hash, prefixed with `~` when not settled.
-    Indexed { hash: &'a str, settled: bool },
+    /// again before the record is trusted. `stat`: the file's inode and ctime when it was read (`None` in records
+    /// written before they were kept: such a record is checked by its content once). Stored as the hash,
+    /// prefixed with `~` when not settled, followed by `@<ctime ns>/<inode>`.
+    Indexed { hash: &'a str, settled: bool, stat: Option<StatId> },
     /// A transcript indexed this far. Stored as `session:v1:...` ([`SessionState::encode`]).
     Session(SessionState),
 }
@@ -56,6 +59,7 @@ pub enum FileState<'a> {
 const SKIPPED: &str = "!skipped";
 const UNREADABLE: &str = "!unreadable:";
 const UNSETTLED: char = '~';
+const STAT: char = '@';
 
 impl<'a> FileState<'a> {
     /// Anything that is not one of the other forms is a content hash (so a record a store cannot make sense of
@@ -69,10 +73,15 @@ impl<'a> FileState<'a> {
             FileState::Unreadable { why }
         } else if let Some(st) = stored.starts_with(SessionState::PREFIX).then(|| SessionState::decode(stored)).flatten() {
             FileState::Session(st)
-        } else if let Some(hash) = stored.strip_prefix(UNSETTLED) {
-            FileState::Indexed { hash, settled: false }
         } else {
-            FileState::Indexed { hash: stored, settled: true }
+            let (hash, settled) = match stored.strip_prefix(UNSETTLED) {
+                Some(hash) => (hash, false),
+                None => (stored, true),
+            };
+            match hash.rsplit_once(STAT) {
+                Some((hash, stat)) => FileState::Indexed { hash, settled, stat: StatId::decode(stat) },
+                None => FileState::Indexed { hash, settled, stat: None },
+            }
         }
     }
 
@@ -81,8 +90,18 @@ impl<'a> FileState<'a> {
             FileState::Pending => String::new(),
             FileState::Skipped => SKIPPED.to_string(),
             FileState::Unreadable { why } => format!("{UNREADABLE}{why}"),
-            FileState::Indexed { hash, settled: true } => hash.to_string(),
-            FileState::Indexed { hash, settled: false } => format!("{UNSETTLED}{hash}"),
+            FileState::Indexed { hash, settled, stat } => {
+                let mut out = String::with_capacity(hash.len() + 32);
+                if !settled {
+                    out.push(UNSETTLED);
+                }
+                out.push_str(hash);
+                if let Some(stat) = stat {
+                    out.push(STAT);
+                    out.push_str(&stat.encode());
+                }
+                out
+            }
             FileState::Session(st) => st.encode(),
         }
     }
@@ -90,6 +109,14 @@ impl<'a> FileState<'a> {
     /// Indexed content read too soon after its mtime to be trusted by size and mtime alone.
     pub fn is_unsettled(&self) -> bool {
         matches!(self, FileState::Indexed { settled: false, .. })
+    }
+
+    /// Whether `stat` is the one recorded; `None` when none was recorded (an older record).
+    pub fn same_stat(&self, stat: StatId) -> Option<bool> {
+        match self {
+            FileState::Indexed { stat: Some(s), .. } => Some(*s == stat),
+            _ => None,
+        }
     }
 
     /// The content hash of indexed content.
