@@ -402,3 +402,64 @@ fn a_rewrite_keeping_size_and_mtime_is_seen() {
     assert_eq!(report["filesChanged"], 1, "{report}");
     assert_eq!(env.found("cabbages"), ["memory/garden.md"]);
 }
+
+/// Bytes in use on the file system holding `p` (statvfs through `df`, in KiB).
+fn used_kib(p: &Path) -> u64 {
+    let o = Command::new("df").args(["-k", "--output=used"]).arg(p).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// Notes enough for an index of some hundreds of KiB.
+fn many_notes(env: &Env, n: usize) {
+    let words = ["gateway", "deploy", "billing", "invoice", "kubernetes", "canary", "database", "migration", "backup", "latency", "roadmap"];
+    for i in 0..n {
+        let mut text = format!("# Note {i}\n\n");
+        for j in 0..120 {
+            text.push_str(words[(i * 7 + j * 3) % words.len()]);
+            text.push_str(&format!(" w{i}x{j} "));
+        }
+        fs::write(env.ws.join(format!("memory/note-{i}.md")), text).unwrap();
+    }
+}
+
+/// Item 5: `index --force` on a state disk without room for the new generation fails, says why, and removes what
+/// it wrote: the disk is as free as before, and the old index still answers and syncs.
+#[test]
+fn a_forced_rebuild_that_fills_the_disk_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
+    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    many_notes(&env, 300);
+    env.ok(&["index"]);
+    let db = live_db(&env);
+    let index_kib = fs::metadata(&db).unwrap().len() / 1024;
+    assert!(index_kib > 200, "index too small for the test: {index_kib} KiB");
+    let filler = disk.fill_leaving(index_kib * 1024 / 2);
+    let used = used_kib(&disk.dir);
+    let notes = env.notes();
+
+    let o = env.run(&["index", "--force"]);
+    assert!(!o.status.success(), "a rebuild without room succeeded: {}", text(&o));
+    assert!(text(&o).contains("full"), "{}", text(&o));
+    let left: Vec<String> = fs::read_dir(db.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".g1"))
+        .collect();
+    assert!(left.is_empty(), "the failed staging generation was left behind: {left:?}");
+    assert!(used_kib(&disk.dir) <= used + 8, "the failed rebuild keeps the disk full ({} KiB used, {used} before)", used_kib(&disk.dir));
+    assert_eq!(env.notes(), notes);
+    // The old index answers, and syncs a change.
+    fs::write(env.ws.join("memory/garden.md"), "# Garden\n\nThe potatoes need watering on Sundays.\n").unwrap();
+    assert_eq!(env.found("potatoes"), ["memory/garden.md"]);
+    // Room again: the rebuild succeeds.
+    fs::remove_file(filler).unwrap();
+    env.ok(&["index", "--force"]);
+    answers_after_rebuild(&env);
+}
+
+fn answers_after_rebuild(env: &Env) {
+    assert_eq!(env.found("potatoes"), ["memory/garden.md"]);
+    assert_eq!(env.found("E4012").first().map(String::as_str), Some("memory/2026-11-29.md"));
+}

@@ -238,12 +238,24 @@ impl IndexStorage for SqliteStorage {
         Ok(Arc::new(SqliteStore::open(&p)?))
     }
 
+    async fn discard_staging(&self, staging: Arc<dyn ChunkStore>) -> Result<()> {
+        staging.close().await?;
+        remove_db_files(&self.generation_path(self.current_generation()? + 1))
+    }
+
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>> {
         let old = self.current_generation()?;
         let new = old + 1;
         // Closing checkpoints the staging WAL into its database file before it goes live.
         staging.close().await?;
-        self.set_current_generation(new)?;
+        if let Err(e) = self.set_current_generation(new) {
+            // Still the old generation's index: the new one goes, or it keeps the (likely full) disk full.
+            let _ = std::fs::remove_file(with_suffix(&self.path, ".current.tmp"));
+            if let Err(rm) = remove_db_files(&self.generation_path(new)) {
+                warn!(error = %rm, "the unpromoted rebuild could not be removed");
+            }
+            return Err(e);
+        }
         live.close().await?;
         // The previous generation stays until the next rebuild: another process that read the pointer just before
         // the switch may still be opening it.

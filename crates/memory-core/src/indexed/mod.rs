@@ -348,9 +348,23 @@ impl IndexedBackend {
         self.rebuilding.store(true, Ordering::SeqCst);
         let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
-        let mut report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
-        staging.set_identity(&desired).await?;
-        staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        let filled = async {
+            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
+            staging.set_identity(&desired).await?;
+            staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+            Ok::<_, MemoryError>(report)
+        }
+        .await;
+        let mut report = match filled {
+            Ok(report) => report,
+            Err(e) => {
+                // The live index is untouched; what the rebuild wrote goes (a full disk stays full otherwise).
+                if let Err(discard) = self.storage.discard_staging(staging).await {
+                    warn!(error = %discard, "the failed rebuild's files could not be removed");
+                }
+                return Err(e);
+            }
+        };
         // Files that changed while the rebuild ran are in the old live index only: the next search's freshness
         // check finds them different from the new index's records and syncs them.
         let _patch = self.live_patch.lock().await;

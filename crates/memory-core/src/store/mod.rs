@@ -295,6 +295,11 @@ pub trait IndexStorage: Send + Sync {
     async fn open_live(&self) -> Result<Arc<dyn ChunkStore>>;
     /// A fresh, empty store beside the live one (any leftover staging store is discarded).
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>>;
+    /// A rebuild into `staging` failed (disk full, a provider error...): close it and delete what it wrote, so a
+    /// failed rebuild never keeps the disk full. The default only closes it.
+    async fn discard_staging(&self, staging: Arc<dyn ChunkStore>) -> Result<()> {
+        staging.close().await
+    }
     /// Make a completed staging store the live one. `live` is the current live handle, which the storage may
     /// close. Returns the new live handle.
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>>;
