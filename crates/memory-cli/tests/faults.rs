@@ -463,3 +463,48 @@ fn answers_after_rebuild(env: &Env) {
     assert_eq!(env.found("potatoes"), ["memory/garden.md"]);
     assert_eq!(env.found("E4012").first().map(String::as_str), Some("memory/2026-11-29.md"));
 }
+
+/// Item 10: with the state disk read-only, then full, the one-shot commands still answer: `get` needs no index,
+/// searches answer from the index as it is (saying that changed notes are not in it and why), `status` reports,
+/// and what must write (`index`) fails with an error naming the path and the cause. Once the disk is writable
+/// again, everything catches up.
+#[test]
+fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "8m") else { return };
+    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    env.ok(&["index"]);
+    let notes_dir = env.ws.join("memory");
+    for (round, fault) in ["read-only", "full"].into_iter().enumerate() {
+        let filler = match fault {
+            "read-only" => {
+                assert!(Command::new("mount").args(["-o", "remount,ro"]).arg(&disk.dir).status().unwrap().success());
+                None
+            }
+            _ => Some(disk.fill_leaving(0)),
+        };
+        let o = env.ok(&["get", "MEMORY.md"]);
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Mac Studio"), "{fault}: {}", text(&o));
+        assert_eq!(env.found("tomatoes"), ["memory/garden.md"], "{fault}");
+        // A note written meanwhile: the answer comes from the index as it is, and says why the note is not in it.
+        let word = ["zorblax", "quuxinate"][round];
+        fs::write(notes_dir.join(format!("{word}.md")), format!("# {word}\n\nThe {word} lives here.\n")).unwrap();
+        let o = env.ok(&["search", "tomatoes", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["results"][0]["path"], "memory/garden.md", "{fault}: {v}");
+        let said = format!("{} {}", v["warnings"], text(&o));
+        let cause = if fault == "read-only" { "read-only" } else { "space" };
+        assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {said}");
+        env.ok(&["status", "--json"]);
+        let o = env.run(&["index"]);
+        assert!(!o.status.success(), "{fault}: index succeeded on a {fault} disk");
+        let said = text(&o);
+        assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {said}");
+
+        match filler {
+            None => assert!(Command::new("mount").args(["-o", "remount,rw"]).arg(&disk.dir).status().unwrap().success()),
+            Some(f) => fs::remove_file(f).unwrap(),
+        }
+        assert_eq!(env.found(word), [format!("memory/{word}.md")], "{fault}: not caught up once writable");
+    }
+}
