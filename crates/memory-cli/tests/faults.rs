@@ -508,3 +508,55 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
         assert_eq!(env.found(word), [format!("memory/{word}.md")], "{fault}: not caught up once writable");
     }
 }
+
+/// A `memory serve` of `env` with an MCP client, and its `memory_search`.
+mod serve {
+    use rmcp::model::{CallToolRequestParams, CallToolResult};
+    use rmcp::service::{RoleClient, RunningService};
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use rmcp::ServiceExt;
+    use serde_json::{json, Value};
+    use std::time::Duration;
+
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    pub async fn connect(env: &super::Env, extra: &[&str]) -> RunningService<RoleClient, ()> {
+        let mut std_cmd = env.cmd();
+        std_cmd.arg("serve").args(extra);
+        let cmd = tokio::process::Command::from(std_cmd);
+        let transport = TokioChildProcess::new(cmd.configure(|_| {})).unwrap();
+        tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").expect("handshake failed")
+    }
+
+    pub async fn found(client: &RunningService<RoleClient, ()>, query: &str) -> Vec<String> {
+        let params = CallToolRequestParams::new("memory_search").with_arguments(json!({ "query": query }).as_object().unwrap().clone());
+        let r: CallToolResult = tokio::time::timeout(LIMIT, client.call_tool(params)).await.expect("tool call timed out").expect("tool call failed");
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("text content");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        v["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_string()).collect()
+    }
+}
+
+/// Item 9: `reset --yes` while `memory serve` runs: the server follows the reset (as it follows a rebuild swapped
+/// in) instead of reading and writing the deleted index, so there is one index, which both see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_while_serve_runs_leaves_one_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    env.ok(&["index"]);
+    for extra in [&["--no-watch"][..], &[]] {
+        let client = serve::connect(&env, extra).await;
+        assert_eq!(serve::found(&client, "tomatoes").await, ["memory/garden.md"]);
+        assert_eq!(serve::found(&client, "tomatoes").await, ["memory/garden.md"]);
+        env.ok(&["reset", "--yes"]);
+        let word = if extra.is_empty() { "quuxinate" } else { "zorblax" };
+        fs::write(env.ws.join(format!("memory/{word}.md")), format!("# {word}\n\nThe {word} lives here.\n")).unwrap();
+        assert_eq!(serve::found(&client, word).await, [format!("memory/{word}.md")], "{extra:?}");
+        // What the server synced is in the index the one-shot commands see.
+        let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+        assert_eq!(v["files"], env.notes().len(), "{extra:?}: the server wrote into another index: {v}");
+        assert_eq!(env.found(word), [format!("memory/{word}.md")]);
+        client.cancel().await.unwrap();
+    }
+}

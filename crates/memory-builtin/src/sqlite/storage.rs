@@ -176,6 +176,18 @@ fn set_aside(path: &Path, why: &MemoryError) -> Result<()> {
     Ok(())
 }
 
+#[cfg(unix)]
+fn file_id(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}/{}", m.dev(), m.ino())
+}
+
+/// Without inodes, a reset is told by the file's creation time where the platform keeps one.
+#[cfg(not(unix))]
+fn file_id(m: &std::fs::Metadata) -> String {
+    m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos().to_string()).unwrap_or_default()
+}
+
 /// Whether the database at `path` holds an index identity (a completed sync), read without writing anything.
 fn has_identity(path: &Path) -> bool {
     let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -226,8 +238,16 @@ impl IndexStorage for SqliteStorage {
     }
 
     async fn live_marker(&self) -> Result<Option<String>> {
-        // One small file read per search: the pointer a rebuild in another process switches.
-        Ok(Some(self.current_generation()?.to_string()))
+        // One small file read and a stat per search: the pointer a rebuild in another process switches, and the
+        // live file itself, which a `reset` in another process deletes and creates anew under the same name (the
+        // inode tells them apart: an open file's inode is not reused).
+        let generation = self.current_generation()?;
+        let file = match std::fs::metadata(self.generation_path(generation)) {
+            Ok(m) => file_id(&m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "none".to_string(),
+            Err(e) => return Err(MemoryError::io_path("cannot read", &self.generation_path(generation), e)),
+        };
+        Ok(Some(format!("{generation}:{file}")))
     }
 
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>> {

@@ -558,8 +558,9 @@ impl MemoryBackend for IndexedBackend {
             warn!(error = %e, "closing the index before deleting it failed");
         }
         self.storage.destroy().await?;
-        let marker = self.storage.live_marker().await?;
+        // Read after the open (which creates the file): nobody else can swap it in meanwhile, we hold the lock.
         let store = self.storage.open_live().await?;
+        let marker = self.storage.live_marker().await?;
         self.set_live(store, marker);
         Ok(())
     }
@@ -581,8 +582,8 @@ impl IndexedBackend {
         if !self.storage.set_aside_live(&why).await? {
             return Err(why);
         }
-        let marker = self.storage.live_marker().await?;
         let store = self.storage.open_live().await?;
+        let marker = self.storage.live_marker().await?;
         self.set_live(store, marker);
         warn!(error = %why, "the index was damaged; it was set aside and is rebuilt from the memory files");
         Ok(format!("the index was damaged ({why}); it was set aside and rebuilt from the memory files"))
