@@ -560,3 +560,28 @@ async fn a_reset_while_serve_runs_leaves_one_index() {
         client.cancel().await.unwrap();
     }
 }
+
+/// Item 14: a file name that is not UTF-8 (`memory/$'\xff'.md`) is skipped with a warning naming it, never indexed
+/// under a lossy key that collides with a real `memory/\u{fffd}.md`: `index` settles and the real file answers.
+#[test]
+fn file_names_that_are_not_utf8_are_skipped_not_confused() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    let raw = env.ws.join("memory").join(std::ffi::OsStr::from_bytes(b"\xff.md"));
+    fs::write(&raw, "# Raw\n\nzorblax from the raw name\n").unwrap();
+    fs::write(env.ws.join("memory/\u{fffd}.md"), "# Real\n\nzorblax from the real name\n").unwrap();
+    let o = env.ok(&["index", "--json"]);
+    assert!(text(&o).contains("not UTF-8"), "no warning: {}", text(&o));
+    for _ in 0..2 {
+        let report: serde_json::Value = serde_json::from_slice(&env.ok(&["index", "--json"]).stdout).unwrap();
+        assert_eq!((report["filesAdded"].as_u64(), report["filesChanged"].as_u64()), (Some(0), Some(0)), "index never settles: {report}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&env.ok(&["search", "zorblax", "--json"]).stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{v}");
+    assert_eq!(results[0]["path"], "memory/\u{fffd}.md");
+    assert!(results[0]["snippet"].as_str().unwrap().contains("real name"), "{v}");
+    let o = env.ok(&["get", "memory/\u{fffd}.md"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("real name"));
+}

@@ -432,6 +432,12 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             warn!(path = %entry.path().display(), "symbolic link skipped");
             continue;
         }
+        if name.to_str().is_none() && (ft.is_dir() || is_indexed_name(Path::new(&name), media)) {
+            // Keys are text: a lossy one could name another file (`\xff.md` and a real `\u{fffd}.md`), and two
+            // files under one key never settle. Skipped, and said.
+            warn!(path = ?entry.path(), "name is not UTF-8; skipped (rename it to index it)");
+            continue;
+        }
         if ft.is_dir() {
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;

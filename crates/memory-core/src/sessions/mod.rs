@@ -172,7 +172,11 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
         if !m.is_file() || !is_transcript_name(&p) {
             continue;
         }
-        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            // A lossy key could name another transcript: skipped, and said.
+            tracing::warn!(path = ?p, "name is not UTF-8; skipped (rename it to index it)");
+            continue;
+        };
         out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
