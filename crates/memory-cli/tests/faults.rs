@@ -585,3 +585,68 @@ fn file_names_that_are_not_utf8_are_skipped_not_confused() {
     let o = env.ok(&["get", "memory/\u{fffd}.md"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("real name"));
 }
+
+/// The disk of the state folder fills up during a first index, then during an incremental sync: the command fails
+/// saying the disk is full and where; the notes are untouched; searches and status still answer (truthfully: the
+/// index is not fresh); once there is room, `index` completes to what an undisturbed index holds.
+#[test]
+fn a_sync_that_fills_the_disk_fails_cleanly_and_completes_later() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
+    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    many_notes(&env, 300);
+    // How large the index grows, measured on another disk.
+    let reference = Env { state: tmp.path().join("reference"), ..Env::new(env.ws.clone(), tmp.path().join("reference")) };
+    reference.ok(&["index"]);
+    let index_bytes = fs::metadata(live_db(&reference)).unwrap().len();
+    let notes = env.notes();
+    for phase in ["first index", "incremental sync"] {
+        if phase == "incremental sync" {
+            for i in 300..450 {
+                fs::write(env.ws.join(format!("memory/note-{i}.md")), format!("# Note {i}\n\nunique{i} {}\n", "later words ".repeat(80))).unwrap();
+            }
+        }
+        let notes = env.notes();
+        let filler = disk.fill_leaving(index_bytes / 3);
+        let o = env.run(&["index"]);
+        assert!(!o.status.success(), "{phase}: an index without room succeeded");
+        let said = text(&o);
+        assert!(said.contains("full") && said.contains(&env.state.display().to_string()), "{phase}: {said}");
+        assert_eq!(env.notes(), notes, "{phase}");
+        // Searches answer, or say what is wrong; status tells the truth.
+        let o = env.run(&["search", "unique310 gateway", "--json"]);
+        if o.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert!(!v["warnings"].as_array().unwrap().is_empty() || phase == "first index", "{phase}: a partial answer without a warning: {v}");
+        } else {
+            assert!(text(&o).contains("full"), "{phase}: {}", text(&o));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+        assert_eq!(v["dirty"], true, "{phase}: an incomplete index reported fresh: {v}");
+        fs::remove_file(filler).unwrap();
+        env.ok(&["index"]);
+        let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+        assert_eq!((v["files"].as_u64().unwrap() as usize, &v["dirty"]), (env.notes().len(), &serde_json::Value::Bool(false)), "{phase}: {v}");
+        assert_eq!(env.found("w42x7").first().map(String::as_str), Some("memory/note-42.md"));
+    }
+    assert_eq!(env.found("unique310"), ["memory/note-310.md"]);
+    let _ = notes;
+}
+
+/// `memory append` with the state disk read-only: the entry is written (the notes are on another disk) and the
+/// command says it is not indexed yet and why; once writable, the next search finds it.
+#[test]
+fn append_with_a_read_only_state_disk_writes_the_entry_and_says_it_is_not_indexed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "8m") else { return };
+    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    env.ok(&["index"]);
+    assert!(Command::new("mount").args(["-o", "remount,ro"]).arg(&disk.dir).status().unwrap().success());
+    let o = env.ok(&["append", "The zorblax is kept in the shed"]);
+    let said = text(&o);
+    assert!(said.contains("not indexed yet") && said.to_lowercase().contains("read-only"), "{said}");
+    let log = fs::read_to_string(env.ws.join(format!("memory/{}.md", today()))).unwrap();
+    assert_eq!(log.matches("zorblax").count(), 1, "{log}");
+    assert!(Command::new("mount").args(["-o", "remount,rw"]).arg(&disk.dir).status().unwrap().success());
+    assert_eq!(env.found("zorblax"), [format!("memory/{}.md", today())]);
+}

@@ -47,6 +47,12 @@ pub(crate) fn db_err(context: &str, e: rusqlite::Error) -> MemoryError {
         | rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::IntegralValueOutOfRange(..) => MemoryError::CorruptIndex(format!("{context}: damaged data: {e}")),
+        // The file system said no (full, read-only, an I/O error): an I/O error of the index, not a bug.
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, ErrorCode::DiskFull | ErrorCode::ReadOnly | ErrorCode::SystemIoFailure | ErrorCode::CannotOpen) =>
+        {
+            MemoryError::Io { context: context.to_string(), source: std::io::Error::other(e.to_string()) }
+        }
         rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             MemoryError::Unavailable(format!("{context}: index is busy: {e}"))
         }
@@ -203,6 +209,8 @@ impl SqliteStore {
     /// Run `f` on a connection; on a "readonly database" error (the file was replaced or its permissions
     /// flipped under us) reopen the connection once and retry.
     fn with<T>(&self, slot: &Mutex<Option<Connection>>, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        // Errors name the index file: "disk full" alone does not say which disk.
+        let context = &format!("{context} ({})", self.path.display());
         let mut guard = slot.lock().map_err(|_| MemoryError::Internal("index connection poisoned".into()))?;
         let conn = guard.as_mut().ok_or_else(|| MemoryError::Unavailable("index is closed".into()))?;
         match f(conn) {
