@@ -129,6 +129,18 @@ fn append_on_a_full_disk_is_all_or_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "1m") else { return };
     let env = Env::new(disk.dir.join("ws"), tmp.path().join("state"));
+    // Not even room for a new day's heading: nothing is created, no temporary file is left.
+    let listing = || {
+        let mut names: Vec<String> = fs::read_dir(env.ws.join("memory")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let (names, notes) = (listing(), env.notes());
+    let filler = disk.fill_leaving(0);
+    let o = env.run(&["append", "No room for this"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!((listing(), env.notes()), (names, notes), "{}", text(&o));
+    fs::remove_file(filler).unwrap();
     env.ok(&["append", "The first entry of the day"]);
     let log = env.ws.join(format!("memory/{}.md", today()));
     let before = fs::read(&log).unwrap();
@@ -204,6 +216,19 @@ fn a_damaged_index_pointer_never_blocks_a_command() {
         }
     }
     assert_eq!(env.notes(), notes);
+}
+
+/// Item 8: `memory serve` starts on a damaged pointer and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_on_a_damaged_index_pointer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    env.ok(&["index"]);
+    env.ok(&["index", "--force"]);
+    fs::write(with_suffix(&index_base(&env.state), ".current"), "garbage").unwrap();
+    let client = serve::connect(&env, &["--no-watch"]).await;
+    assert_eq!(serve::found(&client, "tomatoes").await, ["memory/garden.md"]);
+    client.cancel().await.unwrap();
 }
 
 /// Item 8: damaged data pages (text that is no longer UTF-8: a disk's random write) are noticed by the search that
