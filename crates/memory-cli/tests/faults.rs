@@ -521,10 +521,14 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
         let cause = if fault == "read-only" { "read-only" } else { "space" };
         assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {said}");
         env.ok(&["status", "--json"]);
-        let o = env.run(&["index"]);
-        assert!(!o.status.success(), "{fault}: index succeeded on a {fault} disk");
-        let said = text(&o);
-        assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {said}");
+        for command in [&["index"][..], &["index", "--force"]] {
+            let o = env.run(command);
+            assert!(!o.status.success(), "{fault}: {command:?} succeeded on a {fault} disk");
+            let said = text(&o);
+            assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {command:?}: {said}");
+        }
+        let staging: Vec<_> = fs::read_dir(live_db(&env).parent().unwrap()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".g1")).collect();
+        assert!(staging.is_empty(), "{fault}: a failed rebuild left {staging:?}");
 
         match filler {
             None => assert!(Command::new("mount").args(["-o", "remount,rw"]).arg(&disk.dir).status().unwrap().success()),

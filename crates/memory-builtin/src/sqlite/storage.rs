@@ -255,7 +255,14 @@ impl IndexStorage for SqliteStorage {
         self.remove_stale_generations(live, live.checked_sub(1));
         let p = self.generation_path(live + 1);
         remove_db_files(&p)?;
-        Ok(Arc::new(SqliteStore::open(&p)?))
+        match SqliteStore::open(&p) {
+            Ok(s) => Ok(Arc::new(s)),
+            Err(e) => {
+                // Created but not usable (a full disk): nothing of it stays.
+                let _ = remove_db_files(&p);
+                Err(e)
+            }
+        }
     }
 
     async fn discard_staging(&self, staging: Arc<dyn ChunkStore>) -> Result<()> {
