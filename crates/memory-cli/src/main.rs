@@ -86,7 +86,8 @@ enum Command {
     /// What is indexed, where, and whether it is fresh.
     #[command(after_help = "Examples:\n  memory status\n  memory status --deep --json   # also run a real search and a real embedding")]
     Status {
-        /// Probe for real: run a search on the engine and an embedding on the provider.
+        /// Probe for real: run a search on the engine, read the whole index for damage (a damaged index is set
+        /// aside and rebuilt) and run an embedding on the provider.
         #[arg(long)]
         deep: bool,
         #[arg(long)]

@@ -266,6 +266,35 @@ fn damaged_data_pages_are_set_aside_and_rebuilt() {
     answers_correctly(&env);
 }
 
+/// Item 8: damage no search has met yet is found by `status --deep`, which reads the whole index, and repaired
+/// there: `status` no longer says all is well over damaged data.
+#[test]
+fn status_deep_finds_and_repairs_damage_no_search_has_met() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    env.ok(&["index"]);
+    let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--deep", "--json"]).stdout).unwrap();
+    assert_eq!(v["deep"]["integrity"]["ok"], true, "{v}");
+    let db = live_db(&env);
+    let mut bytes = fs::read(&db).unwrap();
+    let needle = b"tomatoes need";
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("chunk text in the file");
+    bytes[at..at + needle.len()].fill(0xff);
+    fs::write(&db, &bytes).unwrap();
+
+    let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--deep", "--json"]).stdout).unwrap();
+    assert_eq!(v["deep"]["integrity"]["repaired"], true, "the damage was not found: {v}");
+    assert!(v["deep"]["integrity"]["note"].as_str().unwrap().contains("damaged"), "{v}");
+    let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+    assert_eq!((&v["files"], &v["dirty"]), (&serde_json::json!(3), &serde_json::json!(false)), "{v}");
+    let o = env.ok(&["search", "tomatoes", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"][0]["path"], "memory/garden.md");
+    assert!(!v["warnings"].to_string().contains("damaged"), "already repaired: {v}");
+    let human = String::from_utf8_lossy(&env.ok(&["status", "--deep"]).stdout).into_owned();
+    assert!(human.contains("no damage"), "{human}");
+}
+
 /// Item 8: scribbled pages, a scribbled header and a garbage WAL: the next command answers correctly or says the
 /// index is damaged, and `index --force` and `reset --yes` always recover.
 #[test]

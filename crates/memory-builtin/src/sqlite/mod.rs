@@ -654,6 +654,30 @@ impl ChunkStore for SqliteStore {
         })
     }
 
+    async fn verify(&self) -> Result<()> {
+        self.read("verify index", |c| {
+            // The pages and b-trees (SQLite's own check)...
+            let problems: Vec<String> = c.prepare("PRAGMA quick_check")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            if problems.first().is_some_and(|p| p != "ok") {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                    Some(problems.into_iter().take(3).collect::<Vec<_>>().join("; ")),
+                ));
+            }
+            // ...and what they hold: every record and chunk decoded as searches decode them (damaged text
+            // passes the page check).
+            let mut files = c.prepare("SELECT source, path, hash, size, mtime_ms FROM files")?;
+            for row in files.query_map([], file_row)? {
+                row?;
+            }
+            let mut chunks = c.prepare(&format!("SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path"))?;
+            for row in chunks.query_map([], candidate_row)? {
+                row?;
+            }
+            Ok(())
+        })
+    }
+
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
         let mut m = serde_json::Map::new();
         if let Some((n, bytes)) = self.vectors.lock().ok().and_then(|v| vectors::describe(&v)) {

@@ -565,6 +565,21 @@ impl MemoryBackend for IndexedBackend {
         Ok(())
     }
 
+    async fn verify(&self) -> Result<Option<String>> {
+        let _guard = self.sync_lock.lock().await;
+        let _writer = self.storage.writer_lock(true).await?;
+        self.follow_live().await?;
+        match self.store().verify().await {
+            Ok(()) => Ok(None),
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = self.replace_corrupt_live(e).await?;
+                self.sync_inner(SyncOptions::default()).await?;
+                Ok(Some(note))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     async fn close(&self) -> Result<()> {
         self.store().close().await
     }

@@ -249,6 +249,12 @@ pub trait ChunkStore: Send + Sync {
     /// (files, chunks).
     async fn counts(&self) -> Result<(usize, usize)>;
 
+    /// Read everything once and say `CorruptIndex` if any of it is damaged (an expensive check, for
+    /// `status --deep`). Stores that cannot check keep the default.
+    async fn verify(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Facts only this store knows (its vector index, say), shown under `extra` in the engine's status.
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
         Ok(serde_json::Map::new())
