@@ -457,6 +457,31 @@ fn a_rewrite_keeping_size_and_mtime_is_seen() {
     assert_eq!(env.found("cabbages"), ["memory/garden.md"]);
 }
 
+/// Item 6 in `memory serve` (the case: its change journal saw the write): the rewrite is returned, the
+/// old text never again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_sees_a_rewrite_keeping_size_and_mtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    let garden = env.ws.join("memory/garden.md");
+    let set_old_mtime = || assert!(Command::new("touch").args(["-d", "2020-01-01"]).arg(&garden).status().unwrap().success());
+    set_old_mtime();
+    env.ok(&["index"]);
+    for extra in [&["--no-watch"][..], &[]] {
+        let client = serve::connect(&env, extra).await;
+        // Twice: the second search runs with the change journal armed.
+        for _ in 0..2 {
+            assert_eq!(serve::found(&client, "watering").await, ["memory/garden.md"]);
+        }
+        for word in ["potatoes", "cabbages", "tomatoes"] {
+            fs::write(&garden, format!("# Garden\n\nThe {word} need watering on Sundays.\n")).unwrap();
+            set_old_mtime();
+            assert_eq!(serve::found(&client, word).await, ["memory/garden.md"], "{extra:?}: {word}");
+        }
+        client.cancel().await.unwrap();
+    }
+}
+
 /// Bytes in use on the file system holding `p` (statvfs through `df`, in KiB).
 fn used_kib(p: &Path) -> u64 {
     let o = Command::new("df").args(["-k", "--output=used"]).arg(p).output().unwrap();
