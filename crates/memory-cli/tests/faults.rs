@@ -565,6 +565,11 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
         let o = env.ok(&["get", "MEMORY.md"]);
         assert!(String::from_utf8_lossy(&o.stdout).contains("Mac Studio"), "{fault}: {}", text(&o));
         assert_eq!(env.found("tomatoes"), ["memory/garden.md"], "{fault}");
+        // Said in the answer itself (an MCP client sees no stderr), with the cause.
+        let v: serde_json::Value = serde_json::from_slice(&env.ok(&["search", "tomatoes", "--json"]).stdout).unwrap();
+        assert!(v["warnings"].to_string().contains("read-only"), "{fault}: {v}");
+        let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
+        assert!(v["warnings"].to_string().contains("read-only"), "{fault}: {v}");
         // A note written meanwhile: the answer comes from the index as it is, and says why the note is not in it.
         let word = ["zorblax", "quuxinate"][round];
         fs::write(notes_dir.join(format!("{word}.md")), format!("# {word}\n\nThe {word} lives here.\n")).unwrap();

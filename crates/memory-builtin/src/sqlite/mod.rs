@@ -654,6 +654,10 @@ impl ChunkStore for SqliteStore {
         })
     }
 
+    fn read_only(&self) -> Option<String> {
+        self.read_only.clone()
+    }
+
     async fn verify(&self) -> Result<()> {
         self.read("verify index", |c| {
             // The pages and b-trees (SQLite's own check)...

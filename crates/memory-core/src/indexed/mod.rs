@@ -619,6 +619,9 @@ impl IndexedBackend {
                 warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
             }
         }
+        if let Some(cause) = store.read_only() {
+            warnings.push(format!("the index is open read-only ({cause}); nothing is synced until it can be written"));
+        }
         let skipped: Vec<&str> = stored.iter().filter(|f| f.state() == FileState::Skipped).map(|f| f.path.as_str()).collect();
         if !skipped.is_empty() {
             warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));

@@ -47,6 +47,9 @@ impl IndexedBackend {
         let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
+        if let Some(cause) = ctx.store.read_only() {
+            warnings.push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
+        }
 
         let terms = query_terms(query);
         let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await?;

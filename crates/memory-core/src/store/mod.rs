@@ -249,6 +249,12 @@ pub trait ChunkStore: Send + Sync {
     /// (files, chunks).
     async fn counts(&self) -> Result<(usize, usize)>;
 
+    /// Why this store was opened read-only (its files cannot be written: a read-only or full disk), `None` when
+    /// it can be written. Searches answer from it as it is and say so.
+    fn read_only(&self) -> Option<String> {
+        None
+    }
+
     /// Read everything once and say `CorruptIndex` if any of it is damaged (an expensive check, for
     /// `status --deep`). Stores that cannot check keep the default.
     async fn verify(&self) -> Result<()> {
