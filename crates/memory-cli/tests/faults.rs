@@ -738,3 +738,50 @@ fn append_with_a_read_only_state_disk_writes_the_entry_and_says_it_is_not_indexe
     assert!(Command::new("mount").args(["-o", "remount,rw"]).arg(&disk.dir).status().unwrap().success());
     assert_eq!(env.found("zorblax"), [format!("memory/{}.md", today())]);
 }
+
+/// Item 8: a write-ahead log with real frames (written while `memory serve` holds the index open, so it is not
+/// checkpointed away) is scribbled over: the next one-shot search answers correctly or says the index is
+/// damaged, and `index --force` recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_write_ahead_log_is_recovered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
+    many_notes(&env, 40);
+    env.ok(&["index"]);
+    let client = serve::connect(&env, &["--no-watch"]).await;
+    assert_eq!(serve::found(&client, "tomatoes").await, ["memory/garden.md"]);
+    for i in 40..120 {
+        fs::write(env.ws.join(format!("memory/note-{i}.md")), format!("# Note {i}\n\nlate{i} {}\n", "written while served ".repeat(30))).unwrap();
+    }
+    env.ok(&["index"]);
+    let wal = with_suffix(&live_db(&env), "-wal");
+    let len = fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    if len <= 32 + 24 + 4096 {
+        eprintln!("skipped: SQLite kept no frames in the WAL ({len} bytes)");
+        client.cancel().await.unwrap();
+        return;
+    }
+    let mut bytes = fs::read(&wal).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for at in (32..bytes.len()).step_by(997) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        bytes[at] ^= (seed as u8) | 1;
+    }
+    fs::write(&wal, &bytes).unwrap();
+    let o = env.run(&["search", "tomatoes watering", "--json"]);
+    if o.status.success() {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["results"][0]["path"], "memory/garden.md", "a wrong answer from a damaged WAL: {v}");
+        eprintln!("damaged WAL ({len} bytes): the search answered correctly; warnings {}", v["warnings"]);
+    } else {
+        let said = text(&o);
+        assert!(said.contains("index") && (said.contains("damaged") || said.contains("malformed") || said.contains("corrupt")), "{said}");
+        eprintln!("damaged WAL ({len} bytes): the search said {said}");
+    }
+    client.cancel().await.unwrap();
+    env.ok(&["index", "--force"]);
+    answers_correctly(&env);
+    assert_eq!(env.found("late77"), ["memory/note-77.md"]);
+}
