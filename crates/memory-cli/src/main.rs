@@ -92,7 +92,8 @@ enum Command {
     /// What is indexed, where, and whether it is fresh.
     #[command(after_help = "Examples:\n  memory status\n  memory status --deep --json   # also run a real search and a real embedding")]
     Status {
-        /// Probe for real: run a search on the engine and an embedding on the provider.
+        /// Probe for real: run a search on the engine, read the whole index for damage (a damaged index is set
+        /// aside and rebuilt) and run an embedding on the provider.
         #[arg(long)]
         deep: bool,
         #[arg(long)]
@@ -267,7 +268,16 @@ fn parse_source(s: &str) -> Result<memory_core::Source, String> {
     memory_core::Source::parse(s).ok_or_else(|| format!("unknown source `{s}` (memory or sessions)"))
 }
 
-async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
+/// The workspace and config a command works on, before any engine is opened.
+struct Resolved {
+    host: memory_host::Host,
+    workspace: PathBuf,
+    workspace_from: openclaw::WorkspaceFrom,
+    config: Config,
+    config_path: Option<PathBuf>,
+}
+
+fn resolve(cli: &Cli) -> anyhow::Result<Resolved> {
     let config_path = match &cli.config {
         Some(p) => Some(p.clone()),
         None => openclaw::config_path()?,
@@ -289,6 +299,25 @@ async fn open(cli: &Cli, progress: bool) -> anyhow::Result<Opened> {
     if !config.memory.search.enabled && !is_status {
         bail!("memory search is turned off for agent `{}` (memorySearch.enabled: false in its config); its memory tools are off", cli.agent);
     }
+    Ok(Resolved { host, workspace, workspace_from, config, config_path })
+}
+
+/// `memory get` reads a file: for the engines that read it from the memory roots (builtin, LanceDB: both
+/// `IndexedBackend`), no index is opened, so a full, read-only or damaged state disk never stands in its way.
+/// `None`: the engine must answer (QMD's `qmd://` paths and collections, plugins).
+fn get_without_index(resolved: &Resolved, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
+    let search = &resolved.config.memory.search;
+    let reads_roots = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb");
+    if !reads_roots || request.path.trim_start().starts_with("qmd://") {
+        return None;
+    }
+    let roots = memory_core::discovery::MemoryRoots::new(resolved.workspace.clone(), &search.extra_paths).with_media(search.multimodal.enabled);
+    Some(memory_core::access::read(&roots, request, search.max_file_bytes))
+}
+
+async fn open(cli: &Cli, resolved: Resolved, progress: bool) -> anyhow::Result<Opened> {
+    let Resolved { host, workspace, workspace_from, config, config_path } = resolved;
+    let is_status = matches!(cli.command, Command::Status { .. });
     let config = Arc::new(config);
     // `status` reports a half-set-up provider (no key yet) instead of failing on it.
     let (embedder, provider_note) = match memory_host::embedder(&config) {
@@ -318,7 +347,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Index { json, .. } | Command::Search { json, .. } | Command::Watch { json } => progress::wanted(*json),
         _ => false,
     };
-    let opened = open(&cli, progress).await?;
+    let resolved = resolve(&cli)?;
+    if let Command::Get { path, from, lines, offset, json } = &cli.command {
+        let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
+        if let Some(response) = get_without_index(&resolved, &request) {
+            return output::get(&response?, *json);
+        }
+    }
+    let opened = open(&cli, resolved, progress).await?;
     let result = run_command(&cli.command, &opened).await;
     let closed = opened.engine.close().await;
     result?;
@@ -360,8 +396,14 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             }
         }
         Command::Reset { yes } => {
-            let status = engine.status().await?;
-            let location = status.index_path.unwrap_or_else(|| status.backend.clone());
+            // Reset is the cure for a broken index: it never depends on the index answering.
+            let location = match engine.status().await {
+                Ok(status) => status.index_path.unwrap_or_else(|| status.backend.clone()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the index cannot report its status; deleting it all the same");
+                    format!("the {} index", engine.name())
+                }
+            };
             if !yes {
                 bail!("reset deletes the index at {location} (memory files are kept); run again with --yes to confirm");
             }

@@ -1,6 +1,7 @@
 //! `memory status [--deep]`: the engine's status plus what the host knows (config file, how the workspace was
-//! chosen, index size on disk, watch settings); `--deep` probes the engine (a real search) and the embedding
-//! provider (a real embedding) and reports what happened and how long it took.
+//! chosen, index size on disk, watch settings); `--deep` probes the engine (a real search, a read of the whole
+//! index for damage, which is repaired) and the embedding provider (a real embedding) and reports what happened
+//! and how long it took.
 
 use std::path::Path;
 use std::time::Instant;
@@ -78,6 +79,14 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
         Err(e) => json!({ "ok": false, "ms": started.elapsed().as_secs_f64() * 1000.0, "error": e.to_string(), "kind": e.kind() }),
     };
     out.insert("search".into(), search);
+    // The whole index read once: damage no search has met yet is found (and repaired) here.
+    let started = Instant::now();
+    let integrity = match engine.verify().await {
+        Ok(None) => json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0 }),
+        Ok(Some(repaired)) => json!({ "ok": false, "repaired": true, "note": repaired, "ms": started.elapsed().as_secs_f64() * 1000.0 }),
+        Err(e) => json!({ "ok": false, "repaired": false, "error": e.to_string(), "kind": e.kind() }),
+    };
+    out.insert("integrity".into(), integrity);
     let embed = match memory_host::embedder(config) {
         Ok(None) => json!({ "ok": true, "provider": null, "note": "keyword-only: no embedding provider configured" }),
         Ok(Some(p)) => {
@@ -122,6 +131,12 @@ pub fn print_host(v: &Value) -> anyhow::Result<()> {
             writeln!(out, "Probe:      search ok in {:.1} ms ({} mode)", s["ms"].as_f64().unwrap_or(0.0), s["mode"].as_str().unwrap_or("?"))?;
         } else {
             writeln!(out, "Probe:      search FAILED: {}", s["error"].as_str().unwrap_or("?"))?;
+        }
+        let i = &d["integrity"];
+        match (i["ok"].as_bool(), i["repaired"].as_bool()) {
+            (Some(true), _) => writeln!(out, "Probe:      index read whole, no damage ({:.1} ms)", i["ms"].as_f64().unwrap_or(0.0))?,
+            (_, Some(true)) => writeln!(out, "Probe:      {}", i["note"].as_str().unwrap_or("?"))?,
+            _ => writeln!(out, "Probe:      index check FAILED: {}", i["error"].as_str().unwrap_or("?"))?,
         }
         let e = &d["embeddings"];
         match (e["ok"].as_bool(), e["provider"].as_str()) {

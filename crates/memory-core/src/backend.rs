@@ -31,6 +31,13 @@ pub trait MemoryBackend: Send + Sync {
         Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
     }
 
+    /// Read the whole index to find damage that the searches so far have not met (`status --deep`). Damage is
+    /// repaired as a search repairs it (the index set aside and rebuilt from the files): `Some(what was done)`.
+    /// `None`: nothing found, or an engine that cannot check (the default).
+    async fn verify(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// A host that has its own change events (a transcript-update hook, an editor) announces changed files,
     /// absolute or workspace-relative: the next search syncs them even when their size and mtime look unchanged.
     /// Engines that check every file before a search anyway may ignore it (the default).

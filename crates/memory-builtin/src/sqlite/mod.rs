@@ -41,6 +41,18 @@ pub(crate) fn db_err(context: &str, e: rusqlite::Error) -> MemoryError {
         rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
             MemoryError::CorruptIndex(format!("{context}: {e}"))
         }
+        // Bytes a column cannot hold when the file is intact (text that is not UTF-8, a number where text was
+        // written): damaged data pages, which SQLite's page checks do not see.
+        rusqlite::Error::Utf8Error(_)
+        | rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..) => MemoryError::CorruptIndex(format!("{context}: damaged data: {e}")),
+        // The file system said no (full, read-only, an I/O error): an I/O error of the index, not a bug.
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, ErrorCode::DiskFull | ErrorCode::ReadOnly | ErrorCode::SystemIoFailure | ErrorCode::CannotOpen) =>
+        {
+            MemoryError::Io { context: context.to_string(), source: std::io::Error::other(e.to_string()) }
+        }
         rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
             MemoryError::Unavailable(format!("{context}: index is busy: {e}"))
         }
@@ -82,9 +94,64 @@ fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Errors of opening a database that mean "cannot write here" (a read-only or full file system, no permission):
+/// an existing index is then opened read-only.
+fn is_write_trouble(e: &rusqlite::Error) -> bool {
+    use rusqlite::ffi::ErrorCode;
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::DiskFull | ErrorCode::PermissionDenied))
+}
+
+/// Why nothing can be written in `dir`, found by writing a small probe file there (`None`: it can be written).
+fn write_trouble(dir: &Path) -> Option<String> {
+    use std::io::Write;
+    let probe = dir.join(format!(".write-probe-{}", std::process::id()));
+    let result = std::fs::File::create(&probe).and_then(|mut f| {
+        f.write_all(&[0u8; 4096])?;
+        f.sync_all()
+    });
+    let _ = std::fs::remove_file(&probe);
+    result.err().map(|e| format!("cannot write in {}: {e}", dir.display()))
+}
+
+/// `path` as an SQLite URI (`file:` with the characters URIs reserve escaped).
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    let mut out = String::from("file:");
+    for ch in path.to_string_lossy().chars() {
+        match ch {
+            '%' | '?' | '#' => out.push_str(&format!("%{:02X}", ch as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('?');
+    out.push_str(query);
+    out
+}
+
+/// A read-only connection to an existing index that cannot be written: `mode=ro` when SQLite can still share
+/// it (its WAL index can be created), else `immutable=1` (nothing can write that file system meanwhile).
+fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    use rusqlite::OpenFlags;
+    register_sqlite_vec();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let check = |c: Connection| -> rusqlite::Result<Connection> {
+        c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+        Ok(c)
+    };
+    Connection::open_with_flags(sqlite_uri(path, "mode=ro"), flags)
+        .and_then(check)
+        .or_else(|_| Connection::open_with_flags(sqlite_uri(path, "immutable=1"), flags).and_then(check))
+        .inspect(|c| {
+            let _ = c.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS));
+        })
+}
+
 /// One index database.
 pub struct SqliteStore {
     path: PathBuf,
+    /// Why the index was opened read-only (it cannot be written: a read-only or full file system); writes fail
+    /// with this cause.
+    read_only: Option<String>,
     writer: Mutex<Option<Connection>>,
     reader: Mutex<Option<Connection>>,
     /// The in-memory int8 copy of the vectors the reader connection sees (vectors.rs); locked after `reader`.
@@ -99,15 +166,35 @@ impl SqliteStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| MemoryError::io_path("cannot create index folder", dir, e))?;
         }
-        let writer = retry_busy(|| {
+        let context = format!("cannot open index {}", path.display());
+        let opened = retry_busy(|| {
             let mut c = open_connection(path)?;
             schema::create(&mut c)?;
             Ok(c)
         })
-        .map_err(|e| db_err("cannot open index", e))?;
-        let reader = retry_busy(|| open_connection(path)).map_err(|e| db_err("cannot open index", e))?;
+        .and_then(|writer| Ok((writer, retry_busy(|| open_connection(path))?)));
+        let (writer, reader) = match opened {
+            Ok(pair) => pair,
+            Err(e) if is_write_trouble(&e) && path.is_file() => {
+                // Degraded, not dead: an index that cannot be written still answers searches as it is.
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let cause = write_trouble(dir).unwrap_or_else(|| format!("{context}: {e}"));
+                let reader = open_read_only(path).map_err(|_| db_err(&format!("{context} ({cause})"), e))?;
+                warn!(path = %path.display(), cause = %cause, "index opened read-only: searches answer from it as it is; nothing is synced until it can be written");
+                return Ok(SqliteStore {
+                    path: path.to_path_buf(),
+                    read_only: Some(cause),
+                    writer: Mutex::new(None),
+                    reader: Mutex::new(Some(reader)),
+                    vectors: Mutex::new(None),
+                    searched_vectors: std::sync::atomic::AtomicBool::new(false),
+                });
+            }
+            Err(e) => return Err(db_err(&context, e)),
+        };
         Ok(SqliteStore {
             path: path.to_path_buf(),
+            read_only: None,
             writer: Mutex::new(Some(writer)),
             reader: Mutex::new(Some(reader)),
             vectors: Mutex::new(None),
@@ -122,6 +209,8 @@ impl SqliteStore {
     /// Run `f` on a connection; on a "readonly database" error (the file was replaced or its permissions
     /// flipped under us) reopen the connection once and retry.
     fn with<T>(&self, slot: &Mutex<Option<Connection>>, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        // Errors name the index file: "disk full" alone does not say which disk.
+        let context = &format!("{context} ({})", self.path.display());
         let mut guard = slot.lock().map_err(|_| MemoryError::Internal("index connection poisoned".into()))?;
         let conn = guard.as_mut().ok_or_else(|| MemoryError::Unavailable("index is closed".into()))?;
         match f(conn) {
@@ -147,6 +236,9 @@ impl SqliteStore {
     }
 
     fn write<T>(&self, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        if let Some(cause) = &self.read_only {
+            return Err(MemoryError::Unavailable(format!("{context}: the index {} is open read-only ({cause})", self.path.display())));
+        }
         self.with(&self.writer, context, f)
     }
 
@@ -559,6 +651,34 @@ impl ChunkStore for SqliteStore {
             // Kept by triggers: `count(*)` would read the whole table.
             let chunks = schema::chunk_count(c)?;
             Ok((files as usize, chunks as usize))
+        })
+    }
+
+    fn read_only(&self) -> Option<String> {
+        self.read_only.clone()
+    }
+
+    async fn verify(&self) -> Result<()> {
+        self.read("verify index", |c| {
+            // The pages and b-trees (SQLite's own check)...
+            let problems: Vec<String> = c.prepare("PRAGMA quick_check")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            if problems.first().is_some_and(|p| p != "ok") {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                    Some(problems.into_iter().take(3).collect::<Vec<_>>().join("; ")),
+                ));
+            }
+            // ...and what they hold: every record and chunk decoded as searches decode them (damaged text
+            // passes the page check).
+            let mut files = c.prepare("SELECT source, path, hash, size, mtime_ms FROM files")?;
+            for row in files.query_map([], file_row)? {
+                row?;
+            }
+            let mut chunks = c.prepare(&format!("SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path"))?;
+            for row in chunks.query_map([], candidate_row)? {
+                row?;
+            }
+            Ok(())
         })
     }
 

@@ -43,13 +43,56 @@ impl SqliteStorage {
         }
     }
 
-    /// The live generation (0 when there is no pointer yet).
+    /// The live generation (0 when there is no pointer yet). A damaged pointer is repaired ([`Self::repair_pointer`]).
     fn current_generation(&self) -> Result<u64> {
         match std::fs::read_to_string(self.pointer_path()) {
-            Ok(s) => s.trim().parse().map_err(|_| MemoryError::CorruptIndex(format!("{} does not hold a generation number", self.pointer_path().display()))),
+            Ok(s) => match s.trim().parse() {
+                Ok(g) => Ok(g),
+                Err(_) => self.repair_pointer(),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            // Not text at all: as damaged as garbage text.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => self.repair_pointer(),
             Err(e) => Err(MemoryError::io_path("cannot read", &self.pointer_path(), e)),
         }
+    }
+
+    /// The pointer names no generation (emptied or overwritten by a disk fault: the switch itself is atomic).
+    /// Point at the newest complete generation on disk (one with an identity), else the newest at all (the next
+    /// sync completes it), else generation 0; the damaged pointer is kept beside for inspection. Without this
+    /// every command, `reset` and `index --force` included, would fail on it for ever.
+    fn repair_pointer(&self) -> Result<u64> {
+        let pointer = self.pointer_path();
+        let mut on_disk = self.generations_on_disk();
+        on_disk.sort_unstable_by(|a, b| b.cmp(a));
+        let chosen = on_disk.iter().copied().find(|g| has_identity(&self.generation_path(*g))).or(on_disk.first().copied()).unwrap_or(0);
+        let aside = with_suffix(&pointer, &format!(".corrupt-{}", memory_core::now_ms()));
+        warn!(pointer = %pointer.display(), moved_to = %aside.display(), generation = chosen, "index pointer is damaged; pointing at the newest index on disk");
+        if let Err(e) = std::fs::rename(&pointer, &aside) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(MemoryError::io_path("cannot move the damaged index pointer", &pointer, e));
+            }
+        }
+        self.set_current_generation(chosen)?;
+        Ok(chosen)
+    }
+
+    /// Generations whose database file exists.
+    fn generations_on_disk(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        if self.path.exists() {
+            out.push(0);
+        }
+        let (Some(dir), Some(name)) = (self.path.parent(), self.path.file_name()) else { return out };
+        let prefix = format!("{}.g", name.to_string_lossy());
+        let Ok(rd) = std::fs::read_dir(dir) else { return out };
+        for e in rd.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if let Some(g) = file.strip_prefix(&prefix).and_then(|rest| rest.parse::<u64>().ok()) {
+                out.push(g);
+            }
+        }
+        out
     }
 
     /// Atomically point at `generation`.
@@ -93,10 +136,64 @@ impl SqliteStorage {
     }
 }
 
+impl SqliteStorage {
+    /// Damaged files set aside ([`set_aside`], a repaired pointer): `reset` deletes them with the index.
+    fn remove_set_aside(&self) {
+        let (Some(dir), Some(name)) = (self.path.parent(), self.path.file_name()) else { return };
+        let name = name.to_string_lossy().into_owned();
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if file.starts_with(&name) && file.contains(".corrupt-") {
+                if let Err(err) = std::fs::remove_file(e.path()) {
+                    warn!(path = %e.path().display(), error = %err, "cannot remove a damaged index file set aside");
+                }
+            }
+        }
+    }
+}
+
 fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+/// A damaged index file: the index is derived data, so keep the broken file for inspection (`<file>.corrupt-<ms>`)
+/// and let the caller start afresh. One rule for every way damage is found (at open, or by a later read).
+fn set_aside(path: &Path, why: &MemoryError) -> Result<()> {
+    let aside = with_suffix(path, &format!(".corrupt-{}", memory_core::now_ms()));
+    warn!(path = %path.display(), moved_to = %aside.display(), error = %why, "index file is corrupt; rebuilding it");
+    match std::fs::rename(path, &aside) {
+        Ok(()) => {}
+        // Another process set it aside first.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(MemoryError::io_path("cannot move corrupt index", path, e)),
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(with_suffix(path, suffix));
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn file_id(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}/{}", m.dev(), m.ino())
+}
+
+/// Without inodes, a reset is told by the file's creation time where the platform keeps one.
+#[cfg(not(unix))]
+fn file_id(m: &std::fs::Metadata) -> String {
+    m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos().to_string()).unwrap_or_default()
+}
+
+/// Whether the database at `path` holds an index identity (a completed sync), read without writing anything.
+fn has_identity(path: &Path) -> bool {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    rusqlite::Connection::open_with_flags(path, flags)
+        .and_then(|c| c.query_row("SELECT count(*) FROM meta WHERE key = 'identity'", [], |r| r.get::<_, i64>(0)))
+        .is_ok_and(|n| n > 0)
 }
 
 /// Remove a database file and its WAL/SHM companions.
@@ -128,22 +225,29 @@ impl IndexStorage for SqliteStorage {
         match SqliteStore::open(&path) {
             Ok(s) => Ok(Arc::new(s)),
             Err(e) if e.kind() == ErrorKind::CorruptIndex => {
-                // The index is derived data: keep the broken file for inspection and start afresh.
-                let aside = with_suffix(&path, &format!(".corrupt-{}", memory_core::now_ms()));
-                warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "index file is corrupt; rebuilding it");
-                std::fs::rename(&path, &aside).map_err(|err| MemoryError::io_path("cannot move corrupt index", &path, err))?;
-                for suffix in ["-wal", "-shm"] {
-                    let _ = std::fs::remove_file(with_suffix(&path, suffix));
-                }
+                set_aside(&path, &e)?;
                 Ok(Arc::new(SqliteStore::open(&path)?))
             }
             Err(e) => Err(e),
         }
     }
 
+    async fn set_aside_live(&self, why: &MemoryError) -> Result<bool> {
+        set_aside(&self.live_path()?, why)?;
+        Ok(true)
+    }
+
     async fn live_marker(&self) -> Result<Option<String>> {
-        // One small file read per search: the pointer a rebuild in another process switches.
-        Ok(Some(self.current_generation()?.to_string()))
+        // One small file read and a stat per search: the pointer a rebuild in another process switches, and the
+        // live file itself, which a `reset` in another process deletes and creates anew under the same name (the
+        // inode tells them apart: an open file's inode is not reused).
+        let generation = self.current_generation()?;
+        let file = match std::fs::metadata(self.generation_path(generation)) {
+            Ok(m) => file_id(&m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "none".to_string(),
+            Err(e) => return Err(MemoryError::io_path("cannot read", &self.generation_path(generation), e)),
+        };
+        Ok(Some(format!("{generation}:{file}")))
     }
 
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>> {
@@ -151,7 +255,19 @@ impl IndexStorage for SqliteStorage {
         self.remove_stale_generations(live, live.checked_sub(1));
         let p = self.generation_path(live + 1);
         remove_db_files(&p)?;
-        Ok(Arc::new(SqliteStore::open(&p)?))
+        match SqliteStore::open(&p) {
+            Ok(s) => Ok(Arc::new(s)),
+            Err(e) => {
+                // Created but not usable (a full disk): nothing of it stays.
+                let _ = remove_db_files(&p);
+                Err(e)
+            }
+        }
+    }
+
+    async fn discard_staging(&self, staging: Arc<dyn ChunkStore>) -> Result<()> {
+        staging.close().await?;
+        remove_db_files(&self.generation_path(self.current_generation()? + 1))
     }
 
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>> {
@@ -159,7 +275,14 @@ impl IndexStorage for SqliteStorage {
         let new = old + 1;
         // Closing checkpoints the staging WAL into its database file before it goes live.
         staging.close().await?;
-        self.set_current_generation(new)?;
+        if let Err(e) = self.set_current_generation(new) {
+            // Still the old generation's index: the new one goes, or it keeps the (likely full) disk full.
+            let _ = std::fs::remove_file(with_suffix(&self.path, ".current.tmp"));
+            if let Err(rm) = remove_db_files(&self.generation_path(new)) {
+                warn!(error = %rm, "the unpromoted rebuild could not be removed");
+            }
+            return Err(e);
+        }
         live.close().await?;
         // The previous generation stays until the next rebuild: another process that read the pointer just before
         // the switch may still be opening it.
@@ -169,6 +292,7 @@ impl IndexStorage for SqliteStorage {
 
     async fn destroy(&self) -> Result<()> {
         let live = self.current_generation().unwrap_or(0);
+        self.remove_set_aside();
         remove_db_files(&self.generation_path(live))?;
         remove_db_files(&self.generation_path(live + 1))?;
         self.remove_stale_generations(0, None);

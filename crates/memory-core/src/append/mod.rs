@@ -3,6 +3,8 @@
 //! Append-only and atomic: the file is opened with `O_APPEND` (created if missing, never truncated) and the whole
 //! entry, with the day's heading when the file is new, goes out in one `write`, so a concurrent writer (the agent,
 //! an editor, another `memory append`) never sees a half entry and no byte already in the file is rewritten.
+//! All or nothing: when the write comes up short (disk full, quota) or fails, the bytes it did write are cut off
+//! again before the error is reported, so a retry never leaves fragments.
 //! Symbolic links on the way (`memory/` or the log itself) are refused, as `memory_get` refuses them.
 
 use std::fs::OpenOptions;
@@ -94,18 +96,33 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
     buf.push_str(&entry);
     let bytes = buf.as_bytes();
     // One write of the whole entry: with O_APPEND the kernel places it at the end as a unit.
-    let n = file.write(bytes).map_err(|e| MemoryError::io_path("cannot append to", &path, e))?;
-    if n != bytes.len() {
-        // A short write on a regular file means the disk is full or a quota was hit: say so, never retry
-        // (a second write could interleave with another writer).
-        return Err(MemoryError::io_path(
+    let written = file.write(bytes);
+    let n = *written.as_ref().unwrap_or(&0);
+    let outcome = match written {
+        Err(e) => Err(MemoryError::io_path("cannot append to", &path, e)),
+        // A short write on a regular file means the disk is full or a quota was hit: never retried (a second
+        // write could interleave with another writer).
+        Ok(n) if n != bytes.len() => Err(MemoryError::io_path(
             "short write to",
             &path,
-            std::io::Error::other(format!("{n} of {} bytes written", bytes.len())),
-        ));
+            std::io::Error::new(std::io::ErrorKind::StorageFull, format!("no space left: {n} of {} bytes written", bytes.len())),
+        )),
+        Ok(_) => file
+            .flush()
+            .and_then(|()| file.sync_data())
+            .map_err(|e| MemoryError::io_path("cannot sync", &path, e)),
+    };
+    if let Err(e) = outcome {
+        // All or nothing: what went out of this entry is cut off again, so no half entry is ever seen twice and a
+        // retry adds no fragment.
+        if n > 0 {
+            if let Err(cut) = take_back(&mut file, &path, n as u64) {
+                tracing::error!(path = %path.display(), error = %e, cut = %cut, "a failed entry could not be taken back");
+                return Err(MemoryError::Refused(format!("{e}; {cut}")));
+            }
+        }
+        return Err(e);
     }
-    file.flush().map_err(|e| MemoryError::io_path("cannot flush", &path, e))?;
-    file.sync_data().map_err(|e| MemoryError::io_path("cannot sync", &path, e))?;
     drop(file);
 
     // Where did the entry land? Another writer may have appended meanwhile: find ours from the end.
@@ -131,13 +148,39 @@ fn create_with_heading(dir: &Path, path: &Path, date: &str) -> Result<bool> {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{date}.md.{}-{n}.tmp", std::process::id()));
-    std::fs::write(&tmp, format!("# {date}\n\n")).map_err(|e| MemoryError::io_path("cannot write", &tmp, e))?;
+    if let Err(e) = std::fs::write(&tmp, format!("# {date}\n\n")) {
+        // Disk full: no half-written temporary is left behind.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(MemoryError::io_path("cannot write", &tmp, e));
+    }
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(MemoryError::io_path("cannot create", path, e)),
+    }
+}
+
+/// Cut the `n` bytes this process just appended (the file offset is at their end) off `file` again, and make the
+/// cut durable. Refused when another writer appended after them: cutting there would take its entry too.
+fn take_back(file: &mut std::fs::File, path: &Path, n: u64) -> std::result::Result<(), String> {
+    let mut cut = || -> std::io::Result<bool> {
+        let end = file.stream_position()?;
+        if file.metadata()?.len() != end {
+            return Ok(false);
+        }
+        file.set_len(end - n)?;
+        file.sync_all()?;
+        Ok(true)
+    };
+    match cut() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "the failed entry's first {n} bytes stay in {} (another writer appended after them); remove them by hand",
+            path.display()
+        )),
+        Err(e) => Err(format!("cannot remove the failed entry's first {n} bytes from {}: {e}", path.display())),
     }
 }
 

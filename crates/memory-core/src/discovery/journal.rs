@@ -60,6 +60,19 @@ impl ChangeJournal {
             match self._never {}
         }
     }
+
+    /// The memory files the events taken so far named (written, created, moved, removed), since the last call:
+    /// the next check looks at each of them whatever its size and times say.
+    pub fn take_changed_files(&mut self) -> Vec<std::path::PathBuf> {
+        #[cfg(target_os = "linux")]
+        {
+            std::mem::take(&mut self.inner.files)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            match self._never {}
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -123,7 +136,13 @@ mod linux {
         inotify: Inotify,
         watched: HashMap<WatchDescriptor, Watched>,
         buffer: Vec<u8>,
+        /// Memory files named by events since the last `take_changed_files` (bounded: past the cap, the
+        /// freshness check's own comparison finds the rest).
+        pub(super) files: Vec<PathBuf>,
     }
+
+    /// At most this many changed files are remembered between two checks.
+    const MAX_FILES: usize = 1024;
 
     impl Watches {
         pub(super) fn start(roots: &MemoryRoots, sessions_dir: Option<&Path>) -> io::Result<Watches> {
@@ -133,6 +152,7 @@ mod linux {
                 inotify: Inotify::init()?,
                 watched: HashMap::new(),
                 buffer: vec![0; 64 * 1024],
+                files: Vec::new(),
             };
             w.arm()?;
             Ok(w)
@@ -223,9 +243,17 @@ mod linux {
                     Err(e) => return Err(e),
                 };
                 for ev in events {
-                    match classify(self.watched.get(&ev.wd), ev.mask, ev.name, &files) {
+                    let watched = self.watched.get(&ev.wd);
+                    match classify(watched, ev.mask, ev.name, &files) {
                         Effect::None => {}
-                        Effect::Changed => changed = true,
+                        Effect::Changed => {
+                            changed = true;
+                            if let (Some(w), Some(name)) = (watched, ev.name) {
+                                if self.files.len() < MAX_FILES {
+                                    self.files.push(w.dir.join(name));
+                                }
+                            }
+                        }
                         Effect::Rearm => rearm = true,
                     }
                 }
@@ -307,6 +335,24 @@ mod tests {
     fn write(p: &Path, text: &str) {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
+    }
+
+    /// The files events named are handed out once, so the next check looks at each of them by content.
+    #[test]
+    fn names_the_files_that_changed() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        write(&w.join("memory/a.md"), "a\n");
+        write(&w.join("memory/b.md"), "b\n");
+        let roots = MemoryRoots::new(w, &Vec::<String>::new());
+        let mut j = ChangeJournal::start(&roots, None).expect("inotify is available on Linux");
+        write(&w.join("memory/a.md"), "A\n");
+        drop(fs::read_to_string(w.join("memory/b.md")).unwrap());
+        assert!(j.take_changes().unwrap());
+        let mut named = j.take_changed_files();
+        named.dedup();
+        assert_eq!(named, [w.join("memory/a.md")]);
+        assert!(j.take_changed_files().is_empty());
     }
 
     /// Each step is what a user or an agent does between two searches; `changed` is what the journal must say.

@@ -68,6 +68,41 @@ pub struct MemoryFile {
     pub abs_path: PathBuf,
     pub size: u64,
     pub mtime_ms: i64,
+    /// Inode and status-change time, compared besides size and mtime.
+    pub stat: StatId,
+}
+
+/// What git compares besides size and mtime: the inode and the status-change time (ctime). A rewrite moves the
+/// ctime even when it keeps the size and puts the mtime back (`touch -d`, `rsync -t`, `cp -p`, `tar x`), and
+/// nothing can set a ctime back; a file replaced by a rename has another inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatId {
+    pub ctime_ns: i64,
+    pub ino: u64,
+}
+
+impl StatId {
+    #[cfg(unix)]
+    pub fn of(m: &std::fs::Metadata) -> StatId {
+        use std::os::unix::fs::MetadataExt;
+        StatId { ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()), ino: m.ino() }
+    }
+
+    /// Elsewhere neither is known: size and mtime decide alone, as before.
+    #[cfg(not(unix))]
+    pub fn of(_m: &std::fs::Metadata) -> StatId {
+        StatId::default()
+    }
+
+    /// As kept in a file record (`<ctime ns>/<inode>`).
+    pub fn encode(&self) -> String {
+        format!("{}/{}", self.ctime_ns, self.ino)
+    }
+
+    pub fn decode(s: &str) -> Option<StatId> {
+        let (c, i) = s.split_once('/')?;
+        Some(StatId { ctime_ns: c.parse().ok()?, ino: i.parse().ok()? })
+    }
 }
 
 /// Where memory files are looked for.
@@ -332,7 +367,7 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, FileId)> {
     if !m.is_file() {
         return None;
     }
-    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
     let id = FileId::of(&f, &m);
     Some((f, id))
 }
@@ -405,6 +440,12 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_symlink() {
             warn_link_once(&entry.path(), "symbolic link skipped");
+            continue;
+        }
+        if name.to_str().is_none() && (ft.is_dir() || is_indexed_name(Path::new(&name), media)) {
+            // Keys are text: a lossy one could name another file (`\xff.md` and a real `\u{fffd}.md`), and two
+            // files under one key never settle. Skipped, and said.
+            warn!(path = ?entry.path(), "name is not UTF-8; skipped (rename it to index it)");
             continue;
         }
         if ft.is_dir() {
@@ -496,7 +537,7 @@ fn listed_file(
         }
         _ => roots.key_for(&p),
     };
-    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) };
+    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
     // Only the file's identity is kept of its metadata (a whole `Metadata` is ~170 bytes per file).
     let id = FileId::of(&f, &m);
     Some((f, id))
@@ -508,7 +549,18 @@ pub enum SkipReason {
     TooLarge { size: u64, limit: u64 },
     Binary,
     NotUtf8,
+    /// Could not be opened or read (permissions, an I/O error): unlike the others this can change without the
+    /// file's size or mtime moving (a `chmod`), so it is retried ([`crate::store::FileState::Unreadable`]).
     Unreadable(String),
+}
+
+/// Why a file cannot be read, in a few words (`permission denied`), for warnings and file records.
+pub fn unreadable_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::NotFound => "not found".into(),
+        _ => e.to_string(),
+    }
 }
 
 impl std::fmt::Display for SkipReason {
@@ -517,18 +569,18 @@ impl std::fmt::Display for SkipReason {
             SkipReason::TooLarge { size, limit } => write!(f, "file is {size} bytes, over the {limit}-byte limit"),
             SkipReason::Binary => write!(f, "file looks binary (contains NUL bytes)"),
             SkipReason::NotUtf8 => write!(f, "file is not valid UTF-8"),
-            SkipReason::Unreadable(e) => write!(f, "cannot read file: {e}"),
+            SkipReason::Unreadable(e) => write!(f, "unreadable ({e})"),
         }
     }
 }
 
 /// Read a memory file as text, or say why it must be skipped.
 pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, SkipReason> {
-    let size = std::fs::metadata(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?.len();
+    let size = std::fs::metadata(path).map_err(|e| SkipReason::Unreadable(unreadable_why(&e)))?.len();
     if size > max_bytes {
         return Err(SkipReason::TooLarge { size, limit: max_bytes });
     }
-    let bytes = std::fs::read(path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| SkipReason::Unreadable(unreadable_why(&e)))?;
     if bytes.len() as u64 > max_bytes {
         return Err(SkipReason::TooLarge { size: bytes.len() as u64, limit: max_bytes });
     }

@@ -158,6 +158,10 @@ impl MemoryBackend for OpenOnDemand {
         with_engine!(self, e => e.status().await)
     }
 
+    async fn verify(&self) -> Result<Option<String>> {
+        with_engine!(self, e => e.verify().await)
+    }
+
     async fn reset(&self) -> Result<()> {
         with_engine!(self, e => e.reset().await)
     }

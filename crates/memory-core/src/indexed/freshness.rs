@@ -22,6 +22,9 @@ pub(super) struct Journal {
     unavailable: bool,
     /// Bumped for every change the journal reports, and when it starts.
     epoch: u64,
+    /// Files the journal's events named since the last check: checked whatever their size and times say (a
+    /// rewrite within one tick of the file clock keeps both).
+    files: Vec<PathBuf>,
     /// The newest epoch whose check found the index in step with the files.
     in_step: Option<u64>,
 }
@@ -45,7 +48,10 @@ impl Journal {
         if let Some(journal) = self.journal.as_mut() {
             match journal.take_changes() {
                 Ok(false) => {}
-                Ok(true) => self.epoch += 1,
+                Ok(true) => {
+                    self.epoch += 1;
+                    self.files.extend(journal.take_changed_files());
+                }
                 Err(e) => {
                     debug!(error = %e, "change journal failed; every search checks the files");
                     self.journal = None;
@@ -70,6 +76,11 @@ impl Journal {
             }
         }
         CheckPlan::Run(self.epoch)
+    }
+
+    /// The files the journal named since the last call.
+    pub(super) fn take_files(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.files)
     }
 
     /// A check that started at `epoch` found the index in step (or brought it there).
@@ -98,12 +109,18 @@ impl IndexedBackend {
         if !self.config.memory.search.sync.on_search {
             return Ok(Staleness::default());
         }
-        let hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
-        let plan = self.journal.lock().unwrap().plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
+        let mut hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
+        let (plan, named) = {
+            let mut journal = self.journal.lock().unwrap();
+            let plan = journal.plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
+            (plan, journal.take_files())
+        };
         let epoch = match plan {
             CheckPlan::Skip => return Ok(Staleness::default()),
             CheckPlan::Run(epoch) => epoch,
         };
+        // What the journal saw written is checked by content, as a host's announcement is.
+        hinted.extend(named.iter().map(|p| self.hint_key(p)));
         // The stats of the files and the read of the records overlap: together they are the check's cost.
         let started = std::time::Instant::now();
         let discover = self.discovery();
@@ -130,6 +147,8 @@ impl IndexedBackend {
                 match self.prepare(f, Some(record)) {
                     // Same content, still within the settle window: checked again next time.
                     Prepared::Touched(r) if r.state().is_unsettled() => {}
+                    // Still unreadable: nothing a sync could add.
+                    Prepared::Skipped { record, .. } if matches!(record.state(), FileState::Unreadable { .. }) => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.
                     // Anything else changed.
                     _ => {
@@ -158,6 +177,8 @@ impl IndexedBackend {
                 warnings.push(pending);
                 Ok(Staleness::default())
             }
+            // A damaged index is repaired by the caller, not answered from.
+            Err(why) if why.kind() == crate::ErrorKind::CorruptIndex => Err(why),
             Err(why) => {
                 warn!(error = %why, "sync before search failed; answering from the current index");
                 warnings.push(format!("{} changed files are not in the index yet ({why}); their old text is not returned", stale.len()));

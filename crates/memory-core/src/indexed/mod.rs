@@ -386,9 +386,23 @@ impl IndexedBackend {
         self.rebuilding.store(true, Ordering::SeqCst);
         let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
-        let mut report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
-        staging.set_identity(&desired).await?;
-        staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        let filled = async {
+            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
+            staging.set_identity(&desired).await?;
+            staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+            Ok::<_, MemoryError>(report)
+        }
+        .await;
+        let mut report = match filled {
+            Ok(report) => report,
+            Err(e) => {
+                // The live index is untouched; what the rebuild wrote goes (a full disk stays full otherwise).
+                if let Err(discard) = self.storage.discard_staging(staging).await {
+                    warn!(error = %discard, "the failed rebuild's files could not be removed");
+                }
+                return Err(e);
+            }
+        };
         // Files that changed while the rebuild ran are in the old live index only: the next search's freshness
         // check finds them different from the new index's records and syncs them.
         let _patch = self.live_patch.lock().await;
@@ -528,7 +542,19 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        self.search_inner(request).await
+        match self.search_inner(request).await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = {
+                    let _guard = self.sync_lock.lock().await;
+                    let _writer = self.storage.writer_lock(true).await?;
+                    self.replace_corrupt_live(e).await?
+                };
+                let mut response = self.search_inner(request).await?;
+                response.warnings.push(note);
+                Ok(response)
+            }
+            other => other,
+        }
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
@@ -539,10 +565,88 @@ impl MemoryBackend for IndexedBackend {
         let _guard = self.sync_lock.lock().await;
         let _writer = self.writer_lock_bounded("sync").await?;
         self.dirty.store(false, Ordering::SeqCst);
-        self.sync_inner(options).await
+        match self.sync_inner(options).await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = self.replace_corrupt_live(e).await?;
+                let mut report = self.sync_inner(options).await?;
+                report.warnings.push(note);
+                Ok(report)
+            }
+            other => other,
+        }
     }
 
     async fn status(&self) -> Result<Status> {
+        match self.status_inner().await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = {
+                    let _guard = self.sync_lock.lock().await;
+                    let _writer = self.storage.writer_lock(true).await?;
+                    self.replace_corrupt_live(e).await?
+                };
+                let mut status = self.status_inner().await?;
+                status.warnings.push(note);
+                Ok(status)
+            }
+            other => other,
+        }
+    }
+
+    async fn reset(&self) -> Result<()> {
+        let _guard = self.sync_lock.lock().await;
+        let _writer = self.writer_lock_bounded("reset").await?;
+        // A handle that cannot close cleanly (a damaged file) must not keep the index from being deleted.
+        if let Err(e) = self.store().close().await {
+            warn!(error = %e, "closing the index before deleting it failed");
+        }
+        self.storage.destroy().await?;
+        // Read after the open (which creates the file): nobody else can swap it in meanwhile, we hold the lock.
+        let store = self.storage.open_live().await?;
+        let marker = self.storage.live_marker().await?;
+        self.set_live(store, marker);
+        Ok(())
+    }
+
+    async fn verify(&self) -> Result<Option<String>> {
+        let _guard = self.sync_lock.lock().await;
+        let _writer = self.storage.writer_lock(true).await?;
+        self.follow_live().await?;
+        match self.store().verify().await {
+            Ok(()) => Ok(None),
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = self.replace_corrupt_live(e).await?;
+                self.sync_inner(SyncOptions::default()).await?;
+                Ok(Some(note))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.store().close().await
+    }
+}
+
+impl IndexedBackend {
+    /// A read or write found the live index damaged: set it aside ([`IndexStorage::set_aside_live`]) and open an
+    /// empty one, which the next sync (or the search's own first sync) fills from the files. Returns what to tell
+    /// the user; the error itself when the storage cannot set its index aside. The caller holds the sync locks.
+    async fn replace_corrupt_live(&self, why: MemoryError) -> Result<String> {
+        let _patch = self.live_patch.lock().await;
+        if let Err(e) = self.store().close().await {
+            debug!(error = %e, "closing the damaged index failed");
+        }
+        if !self.storage.set_aside_live(&why).await? {
+            return Err(why);
+        }
+        let store = self.storage.open_live().await?;
+        let marker = self.storage.live_marker().await?;
+        self.set_live(store, marker);
+        warn!(error = %why, "the index was damaged; it was set aside and is rebuilt from the memory files");
+        Ok(format!("the index was damaged ({why}); it was set aside and rebuilt from the memory files"))
+    }
+
+    async fn status_inner(&self) -> Result<Status> {
         self.follow_live().await?;
         let store = self.store();
         let (files, chunks) = store.counts().await?;
@@ -557,9 +661,22 @@ impl MemoryBackend for IndexedBackend {
                 warnings.push(format!("index identity differs ({}); the next sync rebuilds it", diff.join(", ")));
             }
         }
+        if let Some(cause) = store.read_only() {
+            warnings.push(format!("the index is open read-only ({cause}); nothing is synced until it can be written"));
+        }
         let skipped: Vec<&str> = stored.iter().filter(|f| f.state() == FileState::Skipped).map(|f| f.path.as_str()).collect();
         if !skipped.is_empty() {
             warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));
+        }
+        let unreadable: Vec<String> = stored
+            .iter()
+            .filter_map(|f| match f.state() {
+                FileState::Unreadable { why } => Some(format!("{} (unreadable ({why}))", f.path)),
+                _ => None,
+            })
+            .collect();
+        if !unreadable.is_empty() {
+            warnings.push(format!("{} files cannot be read and are tried again on every sync: {}", unreadable.len(), unreadable.join(", ")));
         }
         let pending = stored.iter().filter(|f| f.state() == FileState::Pending).count();
         if pending > 0 {
@@ -605,21 +722,6 @@ impl MemoryBackend for IndexedBackend {
             warnings,
             extra,
         })
-    }
-
-    async fn reset(&self) -> Result<()> {
-        let _guard = self.sync_lock.lock().await;
-        let _writer = self.writer_lock_bounded("reset").await?;
-        self.store().close().await?;
-        self.storage.destroy().await?;
-        let marker = self.storage.live_marker().await?;
-        let store = self.storage.open_live().await?;
-        self.set_live(store, marker);
-        Ok(())
-    }
-
-    async fn close(&self) -> Result<()> {
-        self.store().close().await
     }
 }
 

@@ -18,15 +18,25 @@ pub(crate) type FileKey = (Source, String);
 /// checked again (git's "racily clean" entries).
 pub(crate) const SETTLE_MS: i64 = 2_000;
 
-/// The record of content `hash` of a file with mtime `mtime_ms`, read at `now_ms`.
-pub(crate) fn indexed_state(hash: &str, mtime_ms: i64, now_ms: i64) -> FileState<'_> {
-    FileState::Indexed { hash, settled: now_ms.saturating_sub(mtime_ms) >= SETTLE_MS }
+/// The record of content `hash` of file `f` (its mtime and [`StatId`] as listed), read at `now_ms`.
+pub(crate) fn indexed_state<'a>(hash: &'a str, f: &MemoryFile, now_ms: i64) -> FileState<'a> {
+    FileState::Indexed { hash, settled: now_ms.saturating_sub(f.mtime_ms) >= SETTLE_MS, stat: Some(f.stat) }
 }
 
-/// A record whose size and mtime can be trusted to mean "same content".
-fn is_trusted(r: &FileRecord) -> bool {
+/// Does `r` still describe `f` by its metadata alone: same size and mtime, and a record that can be trusted to
+/// mean "same content" (fully indexed, settled, readable) whose inode and ctime are the file's. A record that
+/// kept no inode and ctime (written by an older version) is not trusted: its file's content is checked once.
+fn is_unchanged(f: &MemoryFile, r: &FileRecord) -> bool {
+    if r.size != f.size || r.mtime_ms != f.mtime_ms {
+        return false;
+    }
     let state = r.state();
-    state != FileState::Pending && !state.is_unsettled()
+    match state {
+        FileState::Pending | FileState::Unreadable { .. } => false,
+        FileState::Indexed { settled: false, .. } => false,
+        FileState::Indexed { .. } => state.same_stat(f.stat) == Some(true),
+        FileState::Skipped | FileState::Session(_) => true,
+    }
 }
 
 /// The work of one sync.
@@ -49,7 +59,7 @@ pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -
         seen.insert((f.source, f.key.as_str()));
         let old = by_key.get(&(f.source, f.key.as_str())).copied();
         match old {
-            Some(o) if o.size == f.size && o.mtime_ms == f.mtime_ms && is_trusted(o) => unchanged += 1,
+            Some(o) if is_unchanged(f, o) => unchanged += 1,
             _ => work.push((f, old)),
         }
     }
@@ -134,7 +144,8 @@ fn in_key_order<'a, T, K: Ord + 'a>(items: &'a [T], key: impl Fn(&'a T) -> K) ->
 }
 
 /// Has file `f` changed since its `record` (none: never indexed)? A record read moments after its file was
-/// written goes to `verify` with its file: same size and mtime do not prove same content.
+/// written, or of a file that could not be read, goes to `verify` with its file: same size and mtime do not prove
+/// same content.
 fn file_changed<'a>(
     f: &'a MemoryFile,
     record: Option<&'a FileRecord>,
@@ -146,8 +157,14 @@ fn file_changed<'a>(
         None => true,
         Some(_) if hinted.contains(&f.key) => true,
         Some(r) if r.size == f.size && r.mtime_ms == f.mtime_ms => {
-            if r.state().is_unsettled() {
-                verify.push((f, r));
+            let state = r.state();
+            match state.same_stat(f.stat) {
+                // Rewritten (or chmod'ed, linked, renamed over) with size and mtime kept: the next sync reads it.
+                Some(false) => return true,
+                // A record from before inodes and ctimes were kept: its content is checked once.
+                None if state.content_hash().is_some() => verify.push((f, r)),
+                _ if state.is_unsettled() || matches!(state, FileState::Unreadable { .. }) => verify.push((f, r)),
+                _ => {}
             }
             false
         }
@@ -164,15 +181,23 @@ fn file_changed<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discovery::StatId;
     use crate::sessions::SessionState;
     use std::path::PathBuf;
 
     fn file(source: Source, key: &str, size: u64, mtime: i64) -> MemoryFile {
-        MemoryFile { source, key: key.into(), abs_path: PathBuf::from(format!("/ws/{key}")), size, mtime_ms: mtime }
+        MemoryFile { source, key: key.into(), abs_path: PathBuf::from(format!("/ws/{key}")), size, mtime_ms: mtime, stat: STAT }
     }
 
+    /// The inode and ctime every test file has (`record` gives indexed records the same, unless one is given).
+    const STAT: StatId = StatId { ctime_ns: 7, ino: 42 };
+
     fn record(source: Source, key: &str, hash: &str, size: u64, mtime: i64) -> FileRecord {
-        FileRecord { source, path: key.into(), hash: hash.into(), size, mtime_ms: mtime }
+        let hash = match FileState::parse(hash) {
+            FileState::Indexed { hash: h, settled, stat: None } => FileState::Indexed { hash: h, settled, stat: Some(STAT) }.to_stored(),
+            _ => hash.to_string(),
+        };
+        FileRecord { source, path: key.into(), hash, size, mtime_ms: mtime }
     }
 
     fn keys(set: &HashSet<FileKey>) -> Vec<&str> {
@@ -312,10 +337,10 @@ mod tests {
     #[test]
     fn content_read_in_the_same_tick_as_its_mtime_is_checked_again() {
         let now = 1_000_000;
-        let fresh = indexed_state("abc", now - 5, now).to_stored();
-        assert_eq!(fresh, "~abc");
-        assert_eq!(FileState::parse(&fresh), FileState::Indexed { hash: "abc", settled: false });
-        assert_eq!(indexed_state("abc", now - SETTLE_MS, now).to_stored(), "abc");
+        let fresh = indexed_state("abc", &file(Source::Memory, "memory/a.md", 10, now - 5), now).to_stored();
+        assert_eq!(fresh, "~abc@7/42");
+        assert_eq!(FileState::parse(&fresh), FileState::Indexed { hash: "abc", settled: false, stat: Some(STAT) });
+        assert_eq!(indexed_state("abc", &file(Source::Memory, "memory/a.md", 10, now - SETTLE_MS), now).to_stored(), "abc@7/42");
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...
@@ -325,5 +350,35 @@ mod tests {
         let mut verify = Vec::new();
         assert!(stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).is_empty());
         assert_eq!(verify.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
+    }
+
+    /// A rewrite that keeps size and mtime (`touch -d`, `rsync -t`) moves the ctime: sync and search see it.
+    #[test]
+    fn a_rewrite_with_the_same_size_and_mtime_is_seen_by_its_ctime_or_inode() {
+        let stored = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
+        for stat in [StatId { ctime_ns: 8, ..STAT }, StatId { ino: 43, ..STAT }] {
+            let files = vec![MemoryFile { stat, ..file(Source::Memory, "memory/a.md", 10, 1) }];
+            assert_eq!(plan_sync(&files, &stored).work.len(), 1);
+            let mut verify = Vec::new();
+            assert_eq!(keys(&stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).changed), ["memory/a.md"]);
+        }
+        let same = vec![file(Source::Memory, "memory/a.md", 10, 1)];
+        assert_eq!(plan_sync(&same, &stored).unchanged, 1);
+    }
+
+    /// Records written before inodes and ctimes were kept still work: their files are checked by content once
+    /// (the sync reads them, a search verifies them), then recorded with their stat.
+    #[test]
+    fn records_without_a_stat_are_checked_by_content_once() {
+        let old = vec![FileRecord { source: Source::Memory, path: "memory/a.md".into(), hash: "abc".into(), size: 10, mtime_ms: 1 }];
+        assert_eq!(old[0].state(), FileState::Indexed { hash: "abc", settled: true, stat: None });
+        let files = vec![file(Source::Memory, "memory/a.md", 10, 1)];
+        assert_eq!(plan_sync(&files, &old).work.len(), 1);
+        let mut verify = Vec::new();
+        assert!(stale_for_search(&files, &old, 1, &HashSet::new(), &mut verify).is_empty());
+        assert_eq!(verify.len(), 1);
+        // A touched record carries the stat: trusted from then on.
+        let touched = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
+        assert_eq!(plan_sync(&files, &touched).unchanged, 1);
     }
 }

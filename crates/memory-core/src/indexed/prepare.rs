@@ -19,6 +19,17 @@ fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared 
     Prepared::Skipped { record: record_of(f, FileState::Skipped), warning: format!("{}: skipped: {why}", f.key) }
 }
 
+/// `f` could not be read: left out like a skipped file, but recorded as unreadable so that it is tried again.
+fn unreadable(f: &MemoryFile, what: &str, e: &std::io::Error) -> Prepared {
+    let why = crate::discovery::unreadable_why(e);
+    unreadable_because(f, what, &why)
+}
+
+fn unreadable_because(f: &MemoryFile, what: &str, why: &str) -> Prepared {
+    warn!(path = %f.abs_path.display(), reason = %why, "{what} unreadable; tried again on the next sync");
+    Prepared::Skipped { record: record_of(f, FileState::Unreadable { why }), warning: format!("{}: skipped: unreadable ({why})", f.key) }
+}
+
 impl IndexedBackend {
     /// Read one new or changed-looking file and decide what the index needs.
     pub(super) fn prepare(&self, f: &MemoryFile, old: Option<&FileRecord>) -> Prepared {
@@ -32,10 +43,11 @@ impl IndexedBackend {
         }
         let text = match read_text(&f.abs_path, self.config.memory.search.max_file_bytes) {
             Ok(t) => t,
+            Err(crate::discovery::SkipReason::Unreadable(why)) => return unreadable_because(f, "memory file", &why),
             Err(why) => return skipped(f, "memory file", why),
         };
         let hash = crate::sha256_hex(text.as_bytes());
-        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
+        let record = record_of(f, indexed_state(&hash, f, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
@@ -53,10 +65,10 @@ impl IndexedBackend {
         let bytes = match std::fs::read(&f.abs_path) {
             Ok(b) if b.len() as u64 > limit => return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", b.len())),
             Ok(b) => b,
-            Err(e) => return skipped(format!("cannot read file: {e}")),
+            Err(e) => return unreadable(f, "media file", &e),
         };
         let hash = crate::sha256_hex(&bytes);
-        let record = record_of(f, indexed_state(&hash, f.mtime_ms, crate::now_ms()));
+        let record = record_of(f, indexed_state(&hash, f, crate::now_ms()));
         if old.is_some_and(|o| o.state().content_hash() == Some(hash.as_str())) {
             return Prepared::Touched(record);
         }
@@ -91,7 +103,7 @@ impl IndexedBackend {
         let skipped = |why: String| skipped(f, "transcript", why);
         let mut file = match std::fs::File::open(&f.abs_path) {
             Ok(file) => file,
-            Err(e) => return skipped(e.to_string()),
+            Err(e) => return unreadable(f, "transcript", &e),
         };
         let prefix_hash = |file: &mut std::fs::File, len: u64| -> std::io::Result<String> {
             let mut buf = vec![0u8; len.min(sessions::PREFIX_BYTES as u64) as usize];
@@ -189,7 +201,7 @@ mod tests {
     #[test]
     fn a_file_deleted_before_its_read_is_removed_not_skipped() {
         let d = tempfile::tempdir().unwrap();
-        let f = MemoryFile { source: Source::Memory, key: "memory/gone.md".into(), abs_path: d.path().join("memory/gone.md"), size: 3, mtime_ms: 0 };
+        let f = MemoryFile { source: Source::Memory, key: "memory/gone.md".into(), abs_path: d.path().join("memory/gone.md"), size: 3, mtime_ms: 0, stat: Default::default() };
         let why = "cannot read file: No such file or directory";
         assert!(matches!(skipped(&f, "memory file", why), Prepared::Vanished(Source::Memory, k) if k == "memory/gone.md"));
         // A file that is there but cannot be used is still skipped, with its warning.

@@ -47,10 +47,13 @@ impl IndexedBackend {
         let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
+        if let Some(cause) = ctx.store.read_only() {
+            warnings.push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
+        }
 
         let terms = query_terms(query);
-        let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await;
-        let vector = self.vector_leg(&ctx, query, &mut warnings).await;
+        let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await?;
+        let vector = self.vector_leg(&ctx, query, &mut warnings).await?;
         if keyword.is_none() && vector.is_none() && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
@@ -120,43 +123,45 @@ impl IndexedBackend {
     }
 
     /// Keyword candidates; `None` when the store could not answer (said in `warnings`). A query without words
-    /// has none: an answer, not a failure.
-    async fn keyword_leg(&self, ctx: &SearchContext<'_>, terms: &[String], warnings: &mut Vec<String>) -> Option<Vec<Candidate>> {
+    /// has none: an answer, not a failure. A damaged index is an error: the caller repairs it.
+    async fn keyword_leg(&self, ctx: &SearchContext<'_>, terms: &[String], warnings: &mut Vec<String>) -> Result<Option<Vec<Candidate>>> {
         if terms.is_empty() {
-            return Some(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         match ctx.store.keyword_search(&KeywordQuery { terms: terms.to_vec() }, ctx.limit, ctx.sources).await {
-            Ok(k) => Some(k),
+            Ok(k) => Ok(Some(k)),
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => Err(e),
             Err(e) => {
                 warn!(error = %e, "keyword search failed");
                 warnings.push(format!("keyword search unavailable: {e}"));
-                None
+                Ok(None)
             }
         }
     }
 
     /// Vector candidates, when hybrid search is on and the index holds vectors of the provider's settings;
     /// `None` otherwise (a failure is said in `warnings`).
-    async fn vector_leg(&self, ctx: &SearchContext<'_>, query: &str, warnings: &mut Vec<String>) -> Option<VectorLeg> {
-        let embedder = self.embedder.as_ref().filter(|_| self.config.memory.search.query.hybrid.enabled)?;
+    async fn vector_leg(&self, ctx: &SearchContext<'_>, query: &str, warnings: &mut Vec<String>) -> Result<Option<VectorLeg>> {
+        let Some(embedder) = self.embedder.as_ref().filter(|_| self.config.memory.search.query.hybrid.enabled) else { return Ok(None) };
         if self.index_fingerprint(&ctx.store).await.as_deref() != Some(embedder.fingerprint().as_str()) {
             warnings.push(format!("the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it", embedder.id()));
-            return None;
+            return Ok(None);
         }
         let query_vector = match embedder.embed_query(query).await {
             Ok(v) => v,
             Err(e) => {
                 warn!(error = %e, "query embedding failed; keyword results only");
                 warnings.push(format!("embeddings unavailable: {e}"));
-                return None;
+                return Ok(None);
             }
         };
         match ctx.store.vector_search(&query_vector, ctx.limit, ctx.sources).await {
-            Ok(candidates) => Some(VectorLeg { candidates, query_vector }),
+            Ok(candidates) => Ok(Some(VectorLeg { candidates, query_vector })),
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => Err(e),
             Err(e) => {
                 warn!(error = %e, "vector search failed");
                 warnings.push(format!("vector search unavailable: {e}"));
-                None
+                Ok(None)
             }
         }
     }

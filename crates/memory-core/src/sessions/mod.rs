@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::discovery::{mtime_ms, MemoryFile};
+use crate::discovery::{mtime_ms, MemoryFile, StatId};
 use crate::types::Source;
 
 /// A transcript line longer than this (a huge tool result, never a user or assistant message) is skipped.
@@ -182,8 +182,12 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
         if !m.is_file() || !is_transcript_name(&p) {
             continue;
         }
-        let name = e.file_name().to_string_lossy().into_owned();
-        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m) });
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            // A lossy key could name another transcript: skipped, and said.
+            tracing::warn!(path = ?p, "name is not UTF-8; skipped (rename it to index it)");
+            continue;
+        };
+        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out

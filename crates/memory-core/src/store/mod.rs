@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::discovery::StatId;
 use crate::identity::IndexIdentity;
 use crate::sessions::SessionState;
 use crate::types::Source;
@@ -41,16 +42,24 @@ pub enum FileState<'a> {
     Pending,
     /// Not indexed: binary, not UTF-8 or too large. Stored as `!skipped`.
     Skipped,
+    /// Not indexed because it could not be read (`why`: "permission denied"...). Never trusted by size and mtime
+    /// (a `chmod` moves neither): every sync reads it again, every freshness check tries it. Stored as
+    /// `!unreadable:<why>`.
+    Unreadable { why: &'a str },
     /// Indexed content with this sha256 (hex). Not `settled` when it was read so soon after the file's mtime
     /// that a same-size rewrite in the same file-time tick could hide behind it: then its content is checked
-    /// again before the record is trusted. Stored as the hash, prefixed with `~` when not settled.
-    Indexed { hash: &'a str, settled: bool },
+    /// again before the record is trusted. `stat`: the file's inode and ctime when it was read (`None` in records
+    /// written before they were kept: such a record is checked by its content once). Stored as the hash,
+    /// prefixed with `~` when not settled, followed by `@<ctime ns>/<inode>`.
+    Indexed { hash: &'a str, settled: bool, stat: Option<StatId> },
     /// A transcript indexed this far. Stored as `session:v1:...` ([`SessionState::encode`]).
     Session(SessionState),
 }
 
 const SKIPPED: &str = "!skipped";
+const UNREADABLE: &str = "!unreadable:";
 const UNSETTLED: char = '~';
+const STAT: char = '@';
 
 impl<'a> FileState<'a> {
     /// Anything that is not one of the other forms is a content hash (so a record a store cannot make sense of
@@ -60,12 +69,19 @@ impl<'a> FileState<'a> {
             FileState::Pending
         } else if stored == SKIPPED {
             FileState::Skipped
+        } else if let Some(why) = stored.strip_prefix(UNREADABLE) {
+            FileState::Unreadable { why }
         } else if let Some(st) = stored.starts_with(SessionState::PREFIX).then(|| SessionState::decode(stored)).flatten() {
             FileState::Session(st)
-        } else if let Some(hash) = stored.strip_prefix(UNSETTLED) {
-            FileState::Indexed { hash, settled: false }
         } else {
-            FileState::Indexed { hash: stored, settled: true }
+            let (hash, settled) = match stored.strip_prefix(UNSETTLED) {
+                Some(hash) => (hash, false),
+                None => (stored, true),
+            };
+            match hash.rsplit_once(STAT) {
+                Some((hash, stat)) => FileState::Indexed { hash, settled, stat: StatId::decode(stat) },
+                None => FileState::Indexed { hash, settled, stat: None },
+            }
         }
     }
 
@@ -73,8 +89,19 @@ impl<'a> FileState<'a> {
         match self {
             FileState::Pending => String::new(),
             FileState::Skipped => SKIPPED.to_string(),
-            FileState::Indexed { hash, settled: true } => hash.to_string(),
-            FileState::Indexed { hash, settled: false } => format!("{UNSETTLED}{hash}"),
+            FileState::Unreadable { why } => format!("{UNREADABLE}{why}"),
+            FileState::Indexed { hash, settled, stat } => {
+                let mut out = String::with_capacity(hash.len() + 32);
+                if !settled {
+                    out.push(UNSETTLED);
+                }
+                out.push_str(hash);
+                if let Some(stat) = stat {
+                    out.push(STAT);
+                    out.push_str(&stat.encode());
+                }
+                out
+            }
             FileState::Session(st) => st.encode(),
         }
     }
@@ -82,6 +109,14 @@ impl<'a> FileState<'a> {
     /// Indexed content read too soon after its mtime to be trusted by size and mtime alone.
     pub fn is_unsettled(&self) -> bool {
         matches!(self, FileState::Indexed { settled: false, .. })
+    }
+
+    /// Whether `stat` is the one recorded; `None` when none was recorded (an older record).
+    pub fn same_stat(&self, stat: StatId) -> Option<bool> {
+        match self {
+            FileState::Indexed { stat: Some(s), .. } => Some(*s == stat),
+            _ => None,
+        }
     }
 
     /// The content hash of indexed content.
@@ -214,6 +249,18 @@ pub trait ChunkStore: Send + Sync {
     /// (files, chunks).
     async fn counts(&self) -> Result<(usize, usize)>;
 
+    /// Why this store was opened read-only (its files cannot be written: a read-only or full disk), `None` when
+    /// it can be written. Searches answer from it as it is and say so.
+    fn read_only(&self) -> Option<String> {
+        None
+    }
+
+    /// Read everything once and say `CorruptIndex` if any of it is damaged (an expensive check, for
+    /// `status --deep`). Stores that cannot check keep the default.
+    async fn verify(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Facts only this store knows (its vector index, say), shown under `extra` in the engine's status.
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
         Ok(serde_json::Map::new())
@@ -260,11 +307,22 @@ pub trait IndexStorage: Send + Sync {
     async fn open_live(&self) -> Result<Arc<dyn ChunkStore>>;
     /// A fresh, empty store beside the live one (any leftover staging store is discarded).
     async fn open_staging(&self) -> Result<Arc<dyn ChunkStore>>;
+    /// A rebuild into `staging` failed (disk full, a provider error...): close it and delete what it wrote, so a
+    /// failed rebuild never keeps the disk full. The default only closes it.
+    async fn discard_staging(&self, staging: Arc<dyn ChunkStore>) -> Result<()> {
+        staging.close().await
+    }
     /// Make a completed staging store the live one. `live` is the current live handle, which the storage may
     /// close. Returns the new live handle.
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>>;
     /// Delete every index file (memory files are never touched).
     async fn destroy(&self) -> Result<()>;
+    /// The live store is damaged (a read said [`MemoryError::CorruptIndex`](crate::MemoryError::CorruptIndex)):
+    /// move it aside, so that the next `open_live` starts an empty one which the next sync fills from the files.
+    /// The caller has closed its handle and holds the writer lock. `false`: this storage cannot, the error stands.
+    async fn set_aside_live(&self, _why: &crate::MemoryError) -> Result<bool> {
+        Ok(false)
+    }
     /// Become the index's only writer across processes (others syncing the same index wait their turn);
     /// released when the guard drops. With `wait = false`, fail with `Unavailable` instead of waiting.
     /// Storages whose backend serialises writers itself return `None`.
