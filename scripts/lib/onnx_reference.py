@@ -38,8 +38,16 @@ def texts(n, seed=7):
     return out
 
 
+# The local reranker reads at most this many tokens of a (query, passage) pair, the passage giving way
+# (providers::local::MAX_PAIR_TOKENS): the reference is truncated alike.
+MAX_PAIR_TOKENS = 192
+
+
 def encode(tok, items, pair=False):
-    tok.enable_truncation(512)
+    if pair:
+        tok.enable_truncation(MAX_PAIR_TOKENS, strategy="only_second")
+    else:
+        tok.enable_truncation(512)
     tok.no_padding()
     enc = tok.encode_batch(items) if not pair else tok.encode_batch([tuple(p) for p in items])
     return enc

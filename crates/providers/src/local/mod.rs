@@ -563,6 +563,25 @@ fn read_exact_at(file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Resul
     f.read_exact(buf)
 }
 
+/// The last hidden state of `encodings[group]` in one forward pass, each padded on the right to the longest of
+/// them, and the attention mask that hides the padding: `(batch, seq, hidden)` and `(batch, seq)`.
+fn forward_padded(model: &BertModel, encodings: &[tokenizers::Encoding], group: &[usize], pad_id: u32) -> candle_core::Result<(Tensor, Tensor)> {
+    let seq = group.iter().map(|i| encodings[*i].get_ids().len()).max().unwrap_or(1).max(1);
+    let (mut ids, mut types, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+    for i in group {
+        let e = &encodings[*i];
+        let pad = seq - e.get_ids().len();
+        ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
+        types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
+        mask.extend(std::iter::repeat_n(1u32, e.get_ids().len()).chain(std::iter::repeat_n(0, pad)));
+    }
+    let (n, dev) = (group.len(), model.device());
+    let ids = Tensor::from_vec(ids, (n, seq), dev)?;
+    let types = Tensor::from_vec(types, (n, seq), dev)?;
+    let mask = Tensor::from_vec(mask, (n, seq), dev)?;
+    Ok((model.forward(&ids, &types, &mask)?, mask))
+}
+
 impl Loaded {
     fn load(info: &LocalModelInfo) -> Result<Self, LocalModelError> {
         let started = std::time::Instant::now();
@@ -631,21 +650,7 @@ impl Loaded {
             let per_pass = (TOKENS_PER_PASS / longest).clamp(1, MAX_TEXTS_PER_PASS);
             let group: Vec<usize> = order[start..(start + per_pass).min(order.len())].to_vec();
             start += group.len();
-            let seq = group.iter().map(|i| lengths[*i]).max().unwrap_or(1).max(1);
-            let (mut ids, mut types, mut mask) = (Vec::new(), Vec::new(), Vec::new());
-            for i in &group {
-                let e = &encodings[*i];
-                let pad = seq - e.get_ids().len();
-                ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(self.pad_id, pad)));
-                types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
-                mask.extend(std::iter::repeat_n(1u32, e.get_ids().len()).chain(std::iter::repeat_n(0, pad)));
-            }
-            let n = group.len();
-            let dev = self.model.device();
-            let ids = Tensor::from_vec(ids, (n, seq), dev).map_err(model_err)?;
-            let types = Tensor::from_vec(types, (n, seq), dev).map_err(model_err)?;
-            let mask = Tensor::from_vec(mask, (n, seq), dev).map_err(model_err)?;
-            let hidden = self.model.forward(&ids, &types, &mask).map_err(model_err)?;
+            let (hidden, mask) = forward_padded(&self.model, &encodings, &group, self.pad_id).map_err(model_err)?;
             let pooled = match info.pooling {
                 Pooling::Mean => mean_pool(&hidden, &mask),
                 Pooling::Cls => cls_pool(&hidden),

@@ -16,7 +16,7 @@ use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info};
 
 use super::bert::{cls_pool, BertModel};
-use super::{read_weights, LocalModelError, LocalModelInfo, Loaded};
+use super::{forward_padded, read_weights, LocalModelError, LocalModelInfo, Loaded};
 
 /// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
 pub const MAX_PAIR_TOKENS: usize = 192;
@@ -196,21 +196,7 @@ impl Model {
             if Instant::now() >= deadline {
                 return Err(RerankError::OverBudget { budget_ms });
             }
-            let seq = group.iter().map(|i| encodings[*i].get_ids().len()).max().unwrap_or(1).max(1);
-            let (mut ids, mut types, mut mask) = (Vec::new(), Vec::new(), Vec::new());
-            for i in group {
-                let e = &encodings[*i];
-                let pad = seq - e.get_ids().len();
-                ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(self.pad_id, pad)));
-                types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
-                mask.extend(std::iter::repeat_n(1u32, e.get_ids().len()).chain(std::iter::repeat_n(0, pad)));
-            }
-            let n = group.len();
-            let dev = self.encoder.device();
-            let ids = Tensor::from_vec(ids, (n, seq), dev).map_err(model_err)?;
-            let types = Tensor::from_vec(types, (n, seq), dev).map_err(model_err)?;
-            let mask = Tensor::from_vec(mask, (n, seq), dev).map_err(model_err)?;
-            let hidden = self.encoder.forward(&ids, &types, &mask).map_err(model_err)?;
+            let (hidden, _mask) = forward_padded(&self.encoder, &encodings, group, self.pad_id).map_err(model_err)?;
             let pooled = self.pooler.forward(&cls_pool(&hidden).map_err(model_err)?).map_err(model_err)?.tanh().map_err(model_err)?;
             let logits: Vec<Vec<f32>> = self.classifier.forward(&pooled).map_err(model_err)?.to_vec2().map_err(model_err)?;
             for (i, row) in group.iter().zip(logits) {
