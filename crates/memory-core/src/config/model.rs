@@ -225,7 +225,6 @@ impl Default for BatchConfig {
 pub struct LocalConfig {
     /// Folder with `model.safetensors`, `config.json` and `tokenizer.json`.
     pub model_path: Option<String>,
-    pub model_cache_dir: Option<String>,
     /// Prepended to queries before embedding (memory-rs's own key; default: the model's own prompt).
     pub query_prompt: Option<String>,
     /// Prepended to documents before embedding.
@@ -369,18 +368,11 @@ impl Default for StoreVectorConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `store.fts`: its one key (`tokenizer`) is accepted with a warning (keyword analysis is the project's own); the
+/// object stays so that a config holding it reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct StoreFtsConfig {
-    /// Kept for compatibility; keyword analysis is the project's own (see README), recorded in the index identity.
-    pub tokenizer: String,
-}
-
-impl Default for StoreFtsConfig {
-    fn default() -> Self {
-        StoreFtsConfig { tokenizer: "unicode61".into() }
-    }
-}
+pub struct StoreFtsConfig {}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]

@@ -107,7 +107,7 @@ pub(super) const SEARCH: &[Field] = &[
         "local",
         &[
             a("modelPath", Ty::Str),
-            a("modelCacheDir", Ty::Str),
+            ig("modelCacheDir", Ty::Str, "memory-rs downloads no models: local.modelPath names the model's folder"),
             // memory-rs's own: literal prompts prepended to queries / documents (E5: "query: " / "passage: ").
             a("queryPrompt", Ty::Str),
             a("documentPrompt", Ty::Str),
@@ -120,7 +120,14 @@ pub(super) const SEARCH: &[Field] = &[
             a("path", Ty::Str),
             // "sqlite" is the only value OpenClaw accepts, and what the builtin engine is.
             a("driver", Ty::Str),
-            o("fts", &[a("tokenizer", Ty::Str)]),
+            o(
+                "fts",
+                &[ig(
+                    "tokenizer",
+                    Ty::Str,
+                    "keyword analysis is memory-rs's own (stems, CJK words, identifiers; see the README), whatever the FTS5 tokenizer",
+                )],
+            ),
             o(
                 "vector",
                 &[a("enabled", Ty::Bool), ig("extensionPath", Ty::Str, "sqlite-vec is compiled into memory-rs; no extension is loaded")],
@@ -341,5 +348,72 @@ fn check_leaf(v: &Value, ty: Ty, path: &str, d: &mut Diagnostics) -> Result<(), 
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The dotted paths of the leaves the schema acts on (objects recursed; ignored and moved keys left out).
+    fn acted(fields: &[Field], prefix: &str, out: &mut BTreeSet<String>) {
+        for f in fields {
+            let path = join(prefix, f.name);
+            match (&f.node, f.use_) {
+                (Node::Obj(inner), Use::Acted) => acted(inner, &path, out),
+                (Node::Leaf(_), Use::Acted) => {
+                    out.insert(path);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The dotted paths of the leaves of the typed model, as serde writes it.
+    fn leaves(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    leaves(x, &join(prefix, k), out);
+                }
+            }
+            _ => {
+                out.insert(prefix.to_string());
+            }
+        }
+    }
+
+    /// A key is declared twice (here, with what is done with it, and in the typed model that code reads): the two
+    /// must list the same keys, so a key can neither be accepted as acted on with no field behind it nor be a
+    /// field no config can set. Objects of the model whose keys are free (`remote.headers`) are leaves here.
+    #[test]
+    fn the_schema_and_the_model_declare_the_same_keys() {
+        let mut schema = BTreeSet::new();
+        acted(SEARCH, "", &mut schema);
+        let mut model = BTreeSet::new();
+        let search = serde_json::to_value(crate::config::SearchConfig::default()).unwrap();
+        leaves(&search, "", &mut model);
+        // Free-form maps serialise as objects (empty by default): the schema declares them as leaves.
+        for map in ["remote.headers"] {
+            model.retain(|k| !k.starts_with(&format!("{map}.")));
+            model.insert(map.to_string());
+        }
+        // Keys rewritten into others before the model is read (config/mod.rs): `qmd.extraCollections` become
+        // `extraPaths`, `experimental.sessionMemory` sets `sources`.
+        for translated in ["qmd.extraCollections", "experimental.sessionMemory"] {
+            assert!(schema.remove(translated), "{translated} is no longer in the schema: update this list");
+        }
+        let only_schema: Vec<_> = schema.difference(&model).collect();
+        let only_model: Vec<_> = model.difference(&schema).collect();
+        assert!(only_schema.is_empty() && only_model.is_empty(), "declared acted on, but no field: {only_schema:?}; a field no key sets: {only_model:?}");
+
+        let mut memory = BTreeSet::new();
+        acted(MEMORY, "", &mut memory);
+        let mut model = BTreeSet::new();
+        let mut block = serde_json::to_value(crate::config::MemoryConfig::default()).unwrap();
+        block.as_object_mut().unwrap().remove("search");
+        leaves(&block, "", &mut model);
+        assert_eq!(memory, model);
     }
 }

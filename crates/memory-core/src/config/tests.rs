@@ -209,6 +209,7 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
         "agents.defaults.memorySearch.multimodal.modalities",
         "agents.defaults.memorySearch.sync.embeddingBatchTimeoutSeconds",
         "agents.defaults.memorySearch.sync.sessions.postCompactionForce",
+        "agents.defaults.memorySearch.local.modelCacheDir",
     ] {
         assert!(warned(&c).contains(&key), "{key} is warned: {:?}", warned(&c));
     }
