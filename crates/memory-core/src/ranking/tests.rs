@@ -182,6 +182,50 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
 }
 
 #[test]
+fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
+    // One long conversation: every chunk is about the same people, so the model's cosines sit in a narrow band
+    // (0.45-0.50, the model's floor for unrelated text at 0.05); "y" holds every rare word of the question, "x"
+    // is the vector leg's (barely) best and matches part of it. At the configured 0.7 / 0.3 a fixed-weight merge
+    // puts "x" first (0.53 vs 0.47); scaled by how decisive each leg is, the keyword match leads.
+    let mut keyword = vec![kw("y", "memory/2023-05-08.md", "y", -12.0), kw("x", "memory/2023-05-09.md", "x", -8.0)];
+    keyword.extend((0..8).map(|i| kw(&format!("o{i}"), &format!("memory/o{i}.md"), "o", -1.0)));
+    let mut vector = vec![vec_cand("x", "memory/2023-05-09.md", "x", 0.50), vec_cand("y", "memory/2023-05-08.md", "y", 0.30)];
+    vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 0.45 + 0.005 * i as f64)));
+    let items = merge(keyword.clone(), vector.clone(), Some(0.05), 0.7, 0.3);
+    let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
+    assert!(score("y") > score("x"), "y {} x {}", score("y"), score("x"));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword));
+    assert!(tw > vw && (vw + tw - 1.0).abs() < 1e-12, "{vw} {tw}");
+
+    // The other way round (a paraphrase: the vector leg picks one chunk out clearly, the keyword leg matches a
+    // common word everywhere alike): the vector leg leads.
+    let keyword: Vec<Candidate> = (0..10).map(|i| kw(&format!("k{i}"), &format!("memory/k{i}.md"), "k", -3.0 - 0.01 * i as f64)).collect();
+    let mut vector = vec![vec_cand("p", "memory/p.md", "p", 0.80)];
+    vector.extend((0..9).map(|i| vec_cand(&format!("k{i}"), &format!("memory/k{i}.md"), "k", 0.15)));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword));
+    assert!(vw > 0.9, "{vw} {tw}");
+    let items = merge(keyword, vector, Some(0.05), 0.7, 0.3);
+    let mut order: Vec<_> = items.iter().map(|s| (s.score, s.candidate.chunk_id.clone())).collect();
+    order.sort_by(|a, b| b.0.total_cmp(&a.0));
+    assert_eq!(order[0].1, "p");
+}
+
+#[test]
+fn a_leg_that_cannot_say_how_decisive_it_is_keeps_the_configured_weights() {
+    assert_eq!(leg_spread(&[0.9]), None);
+    assert_eq!(leg_spread(&[]), None);
+    assert_eq!(leg_spread(&[0.0, 0.0]), None);
+    assert_eq!(leg_spread(&[0.5, 0.5]), Some(0.0));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.9, 0.1], &[0.8]);
+    assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12);
+    let (vw, tw) = hybrid_weights(7.0, 3.0, &[f64::NAN], &[0.8, 0.2]);
+    assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12);
+    // Both legs flat: nothing to scale by; the configured ratio stands.
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.5, 0.5], &[0.4, 0.4]);
+    assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12, "{vw} {tw}");
+}
+
+#[test]
 fn mmr_lambda_one_keeps_relevance_order_and_zero_diversifies() {
     let items = vec![
         scored("a", "deploy the gateway on the mac studio", 0.9),
@@ -334,6 +378,12 @@ fn exact_queries_name_identifiers_or_a_phrase() {
     for q in ["Atlas", "gateway host", "网关在哪？", "", "   ", "a b", "two-dimensional", "i.e", "re-entry"] {
         assert_eq!(ExactQuery::of(q), ExactQuery::None, "{q:?}");
     }
+    // A year is a date's word: "in May 2023" names no id (every daily log's heading holds its year), so the
+    // question is a phrase like any other; a year inside an id still counts with it.
+    assert_eq!(ExactQuery::of("What did Maria donate in December 2023?"), ExactQuery::Phrase("what did maria donate in december 2023".into()));
+    assert_eq!(ExactQuery::of("Q3 report for 1999"), ExactQuery::Identifiers(vec!["q3".into()]));
+    assert_eq!(ids("release 2023-05-23"), vec!["2023-05-23"]);
+    assert_eq!(ids("port 8080"), vec!["8080"]);
 }
 
 #[test]
