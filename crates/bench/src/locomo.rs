@@ -246,6 +246,53 @@ pub fn rerank_cost(dataset: &Path, reranker: &Path, ns: &[usize], runs: usize) -
     Ok(())
 }
 
+/// What choosing a snippet costs per result: for every question, ten chunk-sized windows of its conversation
+/// (12 turns each, ~1,600 characters, as the default chunking makes them), the query's terms weighted over them
+/// (`SnippetQuery::new`) and a snippet chosen from each (`snippet::choose`), as `to_results` does for ten hits.
+pub fn snippet_cost(dataset: &Path, rounds: usize) -> anyhow::Result<()> {
+    use memory_core::ranking::{snippet, SNIPPET_MAX_CHARS};
+    let questions: Vec<Question> = load(dataset)?.into_iter().filter(|q| q.category != 5).collect();
+    let mut chunks: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for q in &questions {
+        if chunks.contains_key(&q.conv) {
+            continue;
+        }
+        let dir = dataset.join(&q.conv).join("ws/memory");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        names.sort();
+        let mut out = Vec::new();
+        for p in names {
+            let text = std::fs::read_to_string(&p)?;
+            let lines: Vec<&str> = text.lines().collect();
+            out.extend(lines.chunks(12).map(|w| w.join("\n")));
+        }
+        chunks.insert(q.conv.clone(), out);
+    }
+    let mut per_result = Vec::new();
+    let mut results = 0usize;
+    for round in 0..rounds.max(1) {
+        for (i, q) in questions.iter().enumerate() {
+            let all = &chunks[&q.conv];
+            let start = (i * 7 + round) % all.len().saturating_sub(10).max(1);
+            let hits: Vec<&str> = all[start..(start + 10).min(all.len())].iter().map(String::as_str).collect();
+            let t = Instant::now();
+            let terms = snippet::SnippetQuery::new(&q.question, &hits);
+            let mut shown = 0usize;
+            for h in &hits {
+                shown += snippet::choose(h, &terms, SNIPPET_MAX_CHARS).text.len();
+            }
+            let elapsed = t.elapsed().as_secs_f64() * 1e3;
+            std::hint::black_box(shown);
+            per_result.push(elapsed / hits.len() as f64);
+            results += hits.len();
+        }
+    }
+    per_result.sort_by(f64::total_cmp);
+    println!("snippet selection: {results} results ({} searches of 10 hits)", per_result.len());
+    println!("per result: p50 {:.4} ms, p95 {:.4} ms, max {:.4} ms", percentile(&per_result, 0.5), percentile(&per_result, 0.95), per_result.last().copied().unwrap_or(0.0));
+    Ok(())
+}
+
 fn print_miss(q: &Question, hits: &[SearchResult], r5: f64, s5: f64) {
     println!("--- {} (cat {}) R@5 {r5:.2} S@5 {s5:.2}: {}", q.id, q.category, q.question);
     for e in &q.evidence {

@@ -143,6 +143,13 @@ enum Command {
         #[arg(long, default_value_t = 11)]
         runs: usize,
     },
+    /// What choosing the snippet of a result costs (ten chunk-sized hits per LoCoMo question).
+    SnippetCost {
+        #[arg(long, default_value = "../shared/datasets/locomo-dev")]
+        dataset: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Bilingual (Chinese / English) quality per question kind: keyword, hybrid with all-MiniLM-L6-v2, hybrid with
     /// multilingual-e5-small; then Cranfield in the same run.
     Multilingual {
@@ -282,6 +289,7 @@ fn main() -> anyhow::Result<()> {
                 .ok_or_else(|| anyhow::anyhow!("pass --reranker"))?;
             locomo::rerank_cost(&dataset, &reranker, &pairs, runs)
         }
+        Command::SnippetCost { dataset, rounds } => locomo::snippet_cost(&dataset, rounds),
         Command::ModelOneshot { notes, note_bytes, runs, model, memory_bins, keep, seed } => {
             let model = model.or_else(quality::default_model).ok_or_else(|| anyhow::anyhow!("no local model: pass --model"))?;
             let bins = if memory_bins.is_empty() { vec![std::env::current_exe()?.with_file_name("memory")] } else { memory_bins };
