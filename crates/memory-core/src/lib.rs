@@ -47,14 +47,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// An agent id (or any user-given name) made safe as one path component: letters, digits, `-` and `_` are kept,
-/// everything else (`/`, `.`, spaces...) becomes `_`, so `../x` can never leave the folder it is joined to. An
-/// empty id is `default`.
+/// everything else (`/`, `.`, spaces...) becomes `_`, so `../x` can never leave the folder it is joined to. An id
+/// that had to change also gets the first 8 hex digits of its sha256 (`a/b` -> `a_b-<hash>`), so two ids never
+/// share a folder (`a/b` and `a_b` did); an id that is already safe is kept as it is, so existing state keeps its
+/// names. An empty id is `default`.
 pub fn sanitize_id(id: &str) -> String {
+    if id.is_empty() {
+        return "default".into();
+    }
     let s: String = id.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
-    if s.is_empty() {
-        "default".into()
-    } else {
+    if s == id {
         s
+    } else {
+        format!("{s}-{}", &sha256_hex(id.as_bytes())[..8])
     }
 }
 
@@ -68,5 +73,20 @@ mod lib_tests {
         }
         assert_eq!(super::sanitize_id("research-bot_2"), "research-bot_2");
         assert_eq!(super::sanitize_id("会议"), "会议");
+        assert_eq!(super::sanitize_id(""), "default");
+    }
+
+    #[test]
+    fn ids_that_differ_never_share_a_folder() {
+        // (An empty id is the default agent: "" and "default" are one on purpose.)
+        let ids = ["a/b", "a_b", "a.b", "a b", "a\\b", "a__b", "../a_b", "default", "a/b/"];
+        let mut seen = std::collections::HashMap::new();
+        for id in ids {
+            let s = super::sanitize_id(id);
+            if let Some(other) = seen.insert(s.clone(), id) {
+                panic!("{id:?} and {other:?} both become {s:?}");
+            }
+        }
+        assert!(super::sanitize_id("a/b").starts_with("a_b-"));
     }
 }

@@ -281,10 +281,17 @@ fn redact(uri: &str) -> String {
 }
 
 /// Default table name for an agent: `memory_<agentId>`, the id made safe like every agent id
-/// ([`memory_core::sanitize_id`]) and ASCII, as table names must be.
+/// ([`memory_core::sanitize_id`]) and ASCII, as table names must be; an id whose letters had to change carries the
+/// first 8 hex digits of its sha256, so two agents never share a table (`zoë` and `zoé`).
 pub fn default_table_name(agent_id: &str) -> String {
-    let id: String = memory_core::sanitize_id(agent_id).chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
-    format!("memory_{id}")
+    let safe = memory_core::sanitize_id(agent_id);
+    let id: String = safe.chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
+    if id == safe || safe != agent_id {
+        // Unchanged, or already carrying the id's hash.
+        format!("memory_{id}")
+    } else {
+        format!("memory_{id}-{}", &memory_core::sha256_hex(agent_id.as_bytes())[..8])
+    }
 }
 
 #[allow(dead_code)]
