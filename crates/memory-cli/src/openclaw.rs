@@ -35,16 +35,9 @@ fn profile() -> Option<String> {
     std::env::var("OPENCLAW_PROFILE").ok().filter(|p| !p.is_empty() && p != "default")
 }
 
-/// OpenClaw's state folder (config, sessions, default workspace).
+/// OpenClaw's state folder (config, sessions, default workspace): [`memory_core::paths::openclaw_state_dir`].
 pub fn state_dir() -> Option<PathBuf> {
-    if let Some(p) = env_path("OPENCLAW_STATE_DIR") {
-        return Some(p);
-    }
-    let home = home()?;
-    Some(match profile() {
-        Some(p) if home.join(format!(".openclaw-{p}")).is_dir() => home.join(format!(".openclaw-{p}")),
-        _ => home.join(".openclaw"),
-    })
+    memory_core::paths::openclaw_state_dir()
 }
 
 /// The OpenClaw config this host would read when no `--config` is given: `OPENCLAW_CONFIG_PATH` (must exist),

@@ -95,3 +95,28 @@ fn status_works_on_a_half_set_up_config_and_lists_ignored_keys() {
     let o = env.run(&["search", "koala"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("apiKey"));
 }
+
+/// Issue 34: the sessions source finds OpenClaw's transcripts where OpenClaw keeps them, by OpenClaw's rule for its
+/// state folder (`OPENCLAW_STATE_DIR` here; it was `~/.openclaw` whatever the variable said).
+#[test]
+fn transcripts_are_read_from_openclaws_state_folder() {
+    let env = Env::new(r#"{ memory: { search: { provider: "none", sources: ["memory", "sessions"] } } }"#);
+    let openclaw = tempfile::tempdir().unwrap();
+    let sessions = openclaw.path().join("agents/main/sessions");
+    fs::create_dir_all(&sessions).unwrap();
+    fs::write(
+        sessions.join("s1.jsonl"),
+        "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"Where does the narwhal backup run?\"}}\n\
+         {\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"On the basement NAS.\"}]}}\n",
+    )
+    .unwrap();
+    let o = common::memory(env.ws.path(), env.state.path(), Some(&env.config))
+        .env("OPENCLAW_STATE_DIR", openclaw.path())
+        .args(["--agent", "main", "search", "narwhal", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let paths: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, vec!["sessions/s1.jsonl"], "{v}");
+}

@@ -11,6 +11,22 @@ pub fn expand_home(p: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// OpenClaw's state folder (its config, its agents' transcripts, its default workspace), by OpenClaw's own rule:
+/// `OPENCLAW_STATE_DIR`, else `~/.openclaw-<profile>` for `OPENCLAW_PROFILE=<profile>` when that folder exists,
+/// else `~/.openclaw`. One owner: the CLI's OpenClaw probe and the sessions source both ask it.
+pub fn openclaw_state_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(p) = var("OPENCLAW_STATE_DIR") {
+        return Some(expand_home(&p.to_string_lossy()));
+    }
+    let home = PathBuf::from(var("HOME")?);
+    let profile = std::env::var("OPENCLAW_PROFILE").ok().filter(|p| !p.is_empty() && p != "default");
+    Some(match profile {
+        Some(p) if home.join(format!(".openclaw-{p}")).is_dir() => home.join(format!(".openclaw-{p}")),
+        _ => home.join(".openclaw"),
+    })
+}
+
 /// `template` with every `{agentId}` replaced by the agent id made safe as a path component
 /// ([`sanitize_id`](crate::sanitize_id)), so an id such as `../x` can never move the path elsewhere.
 pub fn with_agent_id(template: &str, agent_id: &str) -> String {

@@ -194,18 +194,23 @@ pub fn discover(dir: &Path) -> Vec<MemoryFile> {
 }
 
 /// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),
-/// else OpenClaw's `~/.openclaw/agents/<agentId>/sessions` when it exists, else `<state>/agents/<agentId>/sessions`.
+/// else OpenClaw's `<OpenClaw state>/agents/<agentId>/sessions` when it exists (the state folder by OpenClaw's rule,
+/// [`crate::paths::openclaw_state_dir`]: `OPENCLAW_STATE_DIR`, `OPENCLAW_PROFILE`), else
+/// `<state>/agents/<agentId>/sessions`.
 pub fn sessions_dir(config: &crate::Config, state_dir: &Path, agent_id: &str) -> std::path::PathBuf {
     if let Some(d) = &config.memory.search.sessions_dir {
         return crate::paths::state_path(d, agent_id, state_dir);
     }
-    if let Some(home) = std::env::var_os("HOME") {
-        let openclaw = Path::new(&home).join(".openclaw/agents").join(crate::sanitize_id(agent_id)).join("sessions");
-        if openclaw.is_dir() {
-            return openclaw;
+    // OpenClaw names an agent's folder by its id, which it keeps path-safe: an id that is not is no OpenClaw agent.
+    let safe = crate::sanitize_id(agent_id);
+    if safe == agent_id {
+        if let Some(openclaw) = crate::paths::openclaw_state_dir().map(|s| s.join("agents").join(&safe).join("sessions")) {
+            if openclaw.is_dir() {
+                return openclaw;
+            }
         }
     }
-    state_dir.join("agents").join(crate::sanitize_id(agent_id)).join("sessions")
+    state_dir.join("agents").join(safe).join("sessions")
 }
 
 /// Count complete lines in `bytes`.
