@@ -395,7 +395,7 @@ async fn open(resolved: Resolved, state_dir: PathBuf, agent: &str, is_status: bo
 /// What `search`, `get`, `status`, `index` and `append` do, as data: run here or by a shared server
 /// (`server/`), which answers with the bytes this process would print.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "cmd", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "cmd", rename_all = "camelCase", rename_all_fields = "camelCase", deny_unknown_fields)]
 pub enum Job {
     Index {
         force: bool,
