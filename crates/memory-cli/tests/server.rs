@@ -552,3 +552,61 @@ fn http_tools_answer_as_the_command_does() {
     let names: Vec<String> = message(&r.body)["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
     assert!(names.contains(&"memory_search".to_string()) && names.contains(&"memory_get".to_string()) && !names.contains(&"memory_append".to_string()), "{names:?}");
 }
+
+// ---- the OpenClaw plugin's shared-server setting ----
+
+fn node() -> PathBuf {
+    let p = std::env::var_os("MEMORY_OPENCLAW_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/node24/bin/node"));
+    assert!(p.is_file(), "{} not found - run `eval \"$(bash scripts/setup.sh | grep '^export ')\"` first", p.display());
+    p
+}
+
+/// With `sharedServer`, the plugin's engine for a workspace runs one-shot commands (no `memory serve` child), which
+/// the shared server answers: the same payloads as the tools, errors with their kind.
+#[test]
+fn the_openclaw_plugin_can_answer_through_the_shared_server() {
+    let env = Env::new();
+    env.ok(&["index"]);
+    env.start();
+    let engine_js = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/openclaw/lib/engine.js").canonicalize().unwrap();
+    let script = format!(
+        r#"
+import {{ EnginePool, OneShotEngine }} from {engine:?};
+const pool = new EnginePool({{ command: {bin:?}, args: ["--state-dir", {state:?}], timeoutMs: 8000, sharedServer: true }});
+const engine = pool.get("main", {ws:?});
+const out = {{ oneShot: engine instanceof OneShotEngine }};
+out.search = await engine.callTool("memory_search", {{ query: "-- which error did I fix in billing?", maxResults: 3 }});
+out.get = await engine.callTool("memory_get", {{ path: "MEMORY.md", from: 3, lines: 1 }});
+try {{ await engine.callTool("memory_search", {{ query: "   " }}); out.empty = "answered"; }} catch (e) {{ out.empty = e.kind; }}
+try {{ await engine.callTool("memory_get", {{ path: "../etc/passwd" }}); out.outside = "answered"; }} catch (e) {{ out.outside = e.kind; }}
+pool.closeAll();
+console.log(JSON.stringify(out));
+"#,
+        engine = engine_js.display().to_string(),
+        bin = env!("CARGO_BIN_EXE_memory"),
+        state = env.state().display().to_string(),
+        ws = env.ws().display().to_string(),
+    );
+    let before = env.requests();
+    let o = Command::new(node())
+        .args(["--input-type=module", "-e", &script])
+        .env_remove("MEMORY_CONFIG")
+        .env_remove("RUST_LOG")
+        .env("OPENCLAW_STATE_DIR", env.state().join("no-openclaw"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["oneShot"], true);
+    let cli: serde_json::Value =
+        serde_json::from_slice(&env.ok(&["--no-server", "search", "--max-results", "3", "--json", "--", "-- which error did I fix in billing?"]).stdout).unwrap();
+    assert_eq!(v["search"], cli);
+    assert_eq!(v["search"]["results"][0]["path"], "memory/2026-11-29.md");
+    assert_eq!(v["get"]["text"], "The gateway runs on the Mac Studio.");
+    assert_eq!(v["empty"], "invalid_input");
+    assert_eq!(v["outside"], "refused", "{v}");
+    // The searches went through the server (the get reads the file itself, no engine).
+    assert!(env.requests() >= before + 2, "{}", env.status());
+}
