@@ -188,7 +188,9 @@ fn main() -> ExitCode {
         clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    init_logging(cli.verbose);
+    // A server's log file says when each line happened; a command's stderr does not need to.
+    let timed = matches!(&cli.command, Command::Server { action: server::control::Action::Run { .. } });
+    init_logging(cli.verbose, timed);
     if let Command::Openclaw { action } = &cli.command {
         // Reads and edits OpenClaw's config only: no engine to open.
         return match openclaw_plugin::run(action) {
@@ -258,7 +260,7 @@ fn one_line(e: &anyhow::Error) -> String {
     parts.join(": ").replace('\n', " ")
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, timed: bool) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -266,14 +268,12 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
-        .compact()
-        .init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).with_target(false).compact();
+    if timed {
+        fmt.init();
+    } else {
+        fmt.without_time().init();
+    }
 }
 
 fn default_state_dir() -> PathBuf {
