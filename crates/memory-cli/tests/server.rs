@@ -284,6 +284,27 @@ fn two_starts_at_once_make_one_server() {
     assert!(!env.state().join("server.sock").exists());
 }
 
+/// Engines unused for `--engine-idle` are closed; a server unused for `--idle-timeout` exits and leaves no files.
+#[test]
+fn idle_engines_close_and_an_idle_server_exits() {
+    let env = Env::new();
+    let o = env.ok(&["server", "start", "--idle-timeout", "3", "--engine-idle", "1"]);
+    let pid = pid_in(&String::from_utf8_lossy(&o.stdout));
+    env.ok(&["search", "gateway"]);
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_until("the idle engine closed", &|| env.status()["engines"].as_array().is_some_and(|e| e.is_empty()));
+    wait_until("the idle server exited", &|| !alive(pid));
+    assert!(!env.state().join("server.sock").exists() && !env.state().join("server.pid").exists());
+    let log = fs::read_to_string(env.state().join("server.log")).unwrap();
+    assert!(log.contains("closing an idle engine") && log.contains("idle timeout"), "{log}");
+}
+
 #[test]
 fn a_command_of_another_build_does_not_use_the_server() {
     let mut env = Env::new();

@@ -163,12 +163,11 @@ async fn reap(server: Arc<Server>) {
     }
 }
 
-/// Counts a request in flight while it lives.
+/// Counts a connection in flight while it lives.
 struct InFlight<'a>(&'a Server);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        *lock(&self.0.last_activity) = Instant::now();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -224,16 +223,24 @@ impl Server {
                 }
                 self.requests.fetch_add(1, Ordering::Relaxed);
                 let key = EngineKey { workspace, workspace_from, agent, config_path, config_hash, for_status: job.is_status() };
-                match self.engine(&key).await {
-                    Ok(opened) => Some(Reply::Done { answer: run_job(&job, &opened).await }),
+                let reply = match self.engine(&key).await {
+                    Ok((opened, slot)) => {
+                        let answer = run_job(&job, &opened).await;
+                        // Idle from the end of its last request, not the start.
+                        *lock(&slot.last_used) = Instant::now();
+                        Reply::Done { answer }
+                    }
                     // The client opens it itself and reports the error in its own words.
-                    Err(e) => Some(self.refused(&format!("cannot open the engine: {}", crate::one_line(&e)))),
-                }
+                    Err(e) => self.refused(&format!("cannot open the engine: {}", crate::one_line(&e))),
+                };
+                // Only work keeps the server up (`server status` does not).
+                *lock(&self.last_activity) = Instant::now();
+                Some(reply)
             }
         }
     }
 
-    async fn engine(&self, key: &EngineKey) -> anyhow::Result<Arc<Opened>> {
+    async fn engine(&self, key: &EngineKey) -> anyhow::Result<(Arc<Opened>, Arc<Slot>)> {
         let slot = lock(&self.engines)
             .entry(key.clone())
             .or_insert_with(|| Arc::new(Slot { opened: OnceCell::new(), last_used: Mutex::new(Instant::now()) }))
@@ -241,7 +248,7 @@ impl Server {
         *lock(&slot.last_used) = Instant::now();
         let opened = slot.opened.get_or_try_init(|| self.open_engine(key)).await;
         match opened {
-            Ok(o) => Ok(o.clone()),
+            Ok(o) => Ok((o.clone(), slot.clone())),
             Err(e) => {
                 // Not kept: the next request tries again.
                 let mut engines = lock(&self.engines);
