@@ -90,8 +90,9 @@ fn remove_stale(paths: &Paths) -> bool {
     removed
 }
 
+/// The pid the server wrote; never 0, 1 or negative (to `kill`, those mean a process group, init, or everyone).
 fn read_pid(paths: &Paths) -> Option<i32> {
-    std::fs::read_to_string(&paths.pid).ok()?.trim().parse().ok()
+    std::fs::read_to_string(&paths.pid).ok()?.trim().parse().ok().filter(|p: &i32| *p > 1)
 }
 
 fn run_foreground(state_dir: &Path, options: &RunOptions) -> anyhow::Result<()> {
@@ -211,6 +212,8 @@ fn stop(state_dir: &Path) -> anyhow::Result<()> {
         if asked.is_err() && !signalled {
             if let Some(pid) = read_pid(&paths) {
                 tracing::info!(pid, "the server does not answer; sending SIGTERM");
+                // SAFETY: kill(2) takes plain integers and touches no memory of ours; `pid` is > 1 (`read_pid`), a
+                // single process: the one that holds the server lock and wrote the pid file.
                 if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
                     bail!("the server (pid {pid}) does not answer and cannot be signalled: {}", std::io::Error::last_os_error());
                 }

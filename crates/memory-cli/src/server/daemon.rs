@@ -78,6 +78,7 @@ pub async fn serve(listener: UnixListener, state_dir: PathBuf, options: Options)
     info!(socket = %paths.socket.display(), version = %server.identity, "shared server listening");
     let reaper = tokio::spawn(reap(server.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
     let my_uid = unsafe { libc::geteuid() };
     loop {
         tokio::select! {
@@ -314,8 +315,10 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     use anyhow::Context;
     use std::os::unix::fs::PermissionsExt;
     // The process's umask is shared by its threads; nothing else creates files at this point of startup.
+    // SAFETY: umask(2) cannot fail and touches no memory; the old mask is restored right after the bind.
     let old = unsafe { libc::umask(0o177) };
     let bound = std::os::unix::net::UnixListener::bind(path);
+    // SAFETY: as above.
     unsafe { libc::umask(old) };
     let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).with_context(|| format!("cannot restrict {}", path.display()))?;
