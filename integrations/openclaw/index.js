@@ -2,7 +2,7 @@
 // runtime behind `gateway call memory.search` and the session-start memory files, answered by the memory-rs
 // engine (`memory serve`, one long-lived child per agent workspace, over MCP). Plain JavaScript, no dependencies.
 
-import { DEFAULT_TIMEOUT_MS, EngineError, EnginePool, resolveCommand } from "./lib/engine.js";
+import { DEFAULT_TIMEOUT_MS, EngineError, EnginePool, resolveCommand, startSharedServer } from "./lib/engine.js";
 import {
   MEMORY_GET_PARAMETERS,
   MEMORY_SEARCH_PARAMETERS,
@@ -130,7 +130,10 @@ const plugin = {
     const timeoutMs = Number.isInteger(pluginConfig.timeoutMs) ? pluginConfig.timeoutMs : DEFAULT_TIMEOUT_MS;
     const args = Array.isArray(pluginConfig.args) ? pluginConfig.args.map(String) : [];
     const logger = api.logger;
-    const pool = new EnginePool({ command, args, timeoutMs, logger });
+    const sharedServer = pluginConfig.sharedServer === true;
+    const pool = new EnginePool({ command, args, timeoutMs, logger, sharedServer });
+    // Chosen in the plugin's settings: every agent workspace is answered by the one shared server.
+    if (sharedServer) startSharedServer({ command, args, timeoutMs, logger });
     const liveConfig = () => (api.runtime?.config?.current ? api.runtime.config.current() : api.config) ?? api.config;
 
     const coreOn = memoryCoreEnabled(api.config);
@@ -141,7 +144,7 @@ const plugin = {
           "`openclaw plugins disable memory-core` (or `memory openclaw install`), then restart the gateway.",
       );
     }
-    logger.info?.(`memory-rs: engine command ${command} (${commandFrom}), timeout ${timeoutMs} ms`);
+    logger.info?.(`memory-rs: engine command ${command} (${commandFrom}), timeout ${timeoutMs} ms${sharedServer ? ", shared server" : ""}`);
 
     const workspaceFor = (cfg, agentId, ctxWorkspace) => {
       if (typeof ctxWorkspace === "string" && ctxWorkspace) return ctxWorkspace;

@@ -12,6 +12,7 @@ mod multilingual;
 mod quality;
 mod scale;
 mod seeded_embedder;
+mod server;
 mod speed;
 
 use std::path::PathBuf;
@@ -51,6 +52,35 @@ enum Command {
         memory_bin: Option<PathBuf>,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// The shared server (issue 35): one-shot `memory search` with and without `memory server start`, a search
+    /// right after a write, and concurrent CLI and HTTP MCP clients while one appends (wrong answers, errors,
+    /// servers' peak RSS).
+    Server {
+        #[arg(long, value_delimiter = ',', default_value = "2000")]
+        notes: Vec<usize>,
+        /// Whole-process searches per figure.
+        #[arg(long, default_value_t = 51)]
+        runs: usize,
+        /// Concurrent clients (half CLI, half MCP over HTTP); 0 skips the concurrency run.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Searches per concurrent client.
+        #[arg(long, default_value_t = 1000)]
+        searches: usize,
+        #[arg(long)]
+        memory_bin: Option<PathBuf>,
+        /// Hybrid search with the local embedding model in this folder (default: keyword-only).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Bytes per generated note.
+        #[arg(long, default_value_t = 2048)]
+        note_bytes: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Keep corpora and indexes here (reused by the next run).
+        #[arg(long)]
+        keep: Option<PathBuf>,
     },
     /// The builtin engine at 10k-400k chunks (issue 22): keyword (mixed and common-word queries) and hybrid
     /// latency, vector recall@10 against the exact scan, whole-process search; side by side with another
@@ -269,6 +299,9 @@ fn main() -> anyhow::Result<()> {
             scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only },
         )),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
+        Command::Server { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep } => {
+            server::run(server::Options { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep })
+        }
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))

@@ -26,6 +26,12 @@ pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text
     let appended = tokio::task::spawn_blocking(move || append_entry(&ws, &text))
         .await
         .map_err(|e| memory_core::MemoryError::Internal(format!("append task failed: {e}")))??;
+    Ok(index_appended(engine, appended).await)
+}
+
+/// Index an entry already written (by [`append_and_index`], or by the `memory append` that hands the indexing to
+/// a shared server: the entry is written once, whoever indexes it).
+pub async fn index_appended(engine: &dyn MemoryBackend, appended: Appended) -> AppendResult {
     let citation = if appended.start_line == appended.end_line {
         format!("{}#L{}", appended.path, appended.start_line)
     } else {
@@ -41,5 +47,5 @@ pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text
             (false, Some(format!("the entry is written; it is not indexed yet ({e}); the next search indexes it")))
         }
     };
-    Ok(AppendResult { appended, citation, indexed, warning })
+    AppendResult { appended, citation, indexed, warning }
 }

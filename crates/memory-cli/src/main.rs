@@ -1,12 +1,14 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
 mod append;
+mod http;
 mod mcp_gate;
 mod openclaw;
 mod openclaw_plugin;
 mod output;
 mod progress;
 mod serve;
+mod server;
 mod status;
 mod watch;
 
@@ -42,6 +44,9 @@ struct Cli {
     /// Agent id: each agent has its own index.
     #[arg(long, global = true, default_value = "main", env = "MEMORY_AGENT")]
     agent: String,
+    /// Answer here even when a shared server (`memory server start`) runs for this state folder.
+    #[arg(long, global = true, env = "MEMORY_NO_SERVER")]
+    no_server: bool,
     /// More log output (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -119,6 +124,16 @@ enum Command {
         /// what changed (`memory.search.sync.onSearch`, default true); the watcher only saves that work.
         #[arg(long)]
         no_watch: bool,
+        #[command(flatten)]
+        http: http::HttpArgs,
+    },
+    /// A shared server for this state folder: one-shot commands (search, get, status, index, append) ask it
+    /// instead of opening the index themselves, for every workspace and agent. Started only when you ask.
+    #[command(after_help = "Examples:\n  memory server start                 # in the background; exits after 30 minutes unused\n  \
+        memory server status\n  memory server stop")]
+    Server {
+        #[command(subcommand)]
+        action: server::control::Action,
     },
     /// Append a timestamped entry to today's memory/YYYY-MM-DD.md and index it.
     #[command(after_help = "Examples:\n  memory append \"Deploys go through the canary first\"\n  echo \"Alice prefers Tuesday meetings\" | memory append -")]
@@ -155,13 +170,15 @@ const EXAMPLES: &str = "Examples:
   memory status --deep
   memory watch
   memory serve --allow-append          # MCP server on stdio
+  memory serve --http 127.0.0.1:8765   # MCP over HTTP (bearer token in the state folder)
+  memory server start                  # a shared server: one-shot commands answer in milliseconds
   memory append \"Alice prefers Tuesday meetings\"
   memory openclaw install              # OpenClaw agents search with this engine";
 
 fn main() -> ExitCode {
     // An empty variable (`MEMORY_WORKSPACE=`) means unset, as for the shell's own; clap would take it as a
     // missing value. Removed before any thread starts.
-    for name in ["MEMORY_WORKSPACE", "MEMORY_CONFIG", "MEMORY_STATE_DIR", "MEMORY_AGENT", "MEMORY_ALLOW_APPEND"] {
+    for name in ["MEMORY_WORKSPACE", "MEMORY_CONFIG", "MEMORY_STATE_DIR", "MEMORY_AGENT", "MEMORY_ALLOW_APPEND", "MEMORY_NO_SERVER"] {
         if std::env::var_os(name).is_some_and(|v| v.is_empty()) {
             std::env::remove_var(name);
         }
@@ -171,7 +188,9 @@ fn main() -> ExitCode {
         clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    init_logging(cli.verbose);
+    // A server's log file says when each line happened; a command's stderr does not need to.
+    let timed = matches!(&cli.command, Command::Server { action: server::control::Action::Run { .. } });
+    init_logging(cli.verbose, timed);
     if let Command::Openclaw { action } = &cli.command {
         // Reads and edits OpenClaw's config only: no engine to open.
         return match openclaw_plugin::run(action) {
@@ -181,6 +200,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Command::Server { action } = &cli.command {
+        let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+        return report(server::control::run(action, &state_dir));
+    }
+    // search, get, status, index, append: one job, answered by a shared server when one answers, else here.
+    match job_of(&cli.command) {
+        Ok(Some(job)) => return match one_shot(&cli, job) {
+            Ok(answer) => answer.print(),
+            Err(e) => report(Err(e)),
+        },
+        Ok(None) => {}
+        Err(e) => return report(Err(e)),
     }
     // Watch and serve sync on a blocking thread while other tasks answer: they need a multi-thread runtime.
     let long_running = matches!(cli.command, Command::Watch { .. } | Command::Serve { .. });
@@ -196,7 +228,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(cli)) {
+    report(rt.block_on(run(cli)))
+}
+
+/// The exit of a command that printed its own output.
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`memory search x | head -1`): nothing more to say, as `grep` says nothing.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -223,7 +260,7 @@ fn one_line(e: &anyhow::Error) -> String {
     parts.join(": ").replace('\n', " ")
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, timed: bool) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -231,14 +268,12 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
-        .compact()
-        .init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).with_target(false).compact();
+    if timed {
+        fmt.init();
+    } else {
+        fmt.without_time().init();
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -275,6 +310,16 @@ struct Resolved {
     workspace_from: openclaw::WorkspaceFrom,
     config: Config,
     config_path: Option<PathBuf>,
+    /// Names the config's content: a shared server keeps one engine per workspace, agent and config content.
+    config_hash: String,
+}
+
+/// What a command resolves from: the flags, or what a client sent a shared server.
+struct ResolveArgs<'a> {
+    config_path: Option<PathBuf>,
+    workspace: Option<&'a std::path::Path>,
+    agent: &'a str,
+    is_status: bool,
 }
 
 fn resolve(cli: &Cli) -> anyhow::Result<Resolved> {
@@ -282,9 +327,16 @@ fn resolve(cli: &Cli) -> anyhow::Result<Resolved> {
         Some(p) => Some(p.clone()),
         None => openclaw::config_path()?,
     };
+    let is_status = matches!(cli.command, Command::Status { .. });
+    resolve_at(ResolveArgs { config_path, workspace: cli.workspace.as_deref(), agent: &cli.agent, is_status })
+}
+
+fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
+    let ResolveArgs { config_path, workspace, agent, is_status } = args;
     // Read once: the workspace probe and the config use the same value.
     let config_json = config_path.as_deref().map(openclaw::read_json).transpose()?;
-    let (workspace, workspace_from) = openclaw::resolve_workspace(cli.workspace.as_deref(), config_json.as_ref(), &cli.agent)?;
+    let config_hash = server::protocol::content_hash(config_json.as_ref());
+    let (workspace, workspace_from) = openclaw::resolve_workspace(workspace, config_json.as_ref(), agent)?;
     if !workspace.is_dir() {
         bail!("workspace {} is not a folder", workspace.display());
     }
@@ -292,14 +344,13 @@ fn resolve(cli: &Cli) -> anyhow::Result<Resolved> {
     let host = memory_host::Host::new();
     // Every engine's block is checked here, whichever engine is configured (a misspelt key is never silent).
     let config = match (&config_path, config_json) {
-        (Some(p), Some(json)) => host.config_from_file_value(json, p, Some(&cli.agent))?,
+        (Some(p), Some(json)) => host.config_from_file_value(json, p, Some(agent))?,
         _ => Config::default(),
     };
-    let is_status = matches!(cli.command, Command::Status { .. });
     if !config.memory.search.enabled && !is_status {
-        bail!("memory search is turned off for agent `{}` (memorySearch.enabled: false in its config); its memory tools are off", cli.agent);
+        bail!("memory search is turned off for agent `{agent}` (memorySearch.enabled: false in its config); its memory tools are off");
     }
-    Ok(Resolved { host, workspace, workspace_from, config, config_path })
+    Ok(Resolved { host, workspace, workspace_from, config, config_path, config_hash })
 }
 
 /// `memory get` reads a file: for the engines that read it from the memory roots (builtin, LanceDB: both
@@ -315,9 +366,9 @@ fn get_without_index(resolved: &Resolved, request: &GetRequest) -> Option<memory
     Some(memory_core::access::read(&roots, request, search.max_file_bytes))
 }
 
-async fn open(cli: &Cli, resolved: Resolved, progress: bool) -> anyhow::Result<Opened> {
-    let Resolved { host, workspace, workspace_from, config, config_path } = resolved;
-    let is_status = matches!(cli.command, Command::Status { .. });
+/// Open the engine for `agent` (the one open logic: the CLI's commands and the shared server's engines).
+async fn open(resolved: Resolved, state_dir: PathBuf, agent: &str, is_status: bool, progress: bool) -> anyhow::Result<Opened> {
+    let Resolved { host, workspace, workspace_from, config, config_path, .. } = resolved;
     let config = Arc::new(config);
     // `status` reports a half-set-up provider (no key yet) instead of failing on it.
     let (embedder, provider_note) = match memory_host::embedder(&config) {
@@ -325,15 +376,14 @@ async fn open(cli: &Cli, resolved: Resolved, progress: bool) -> anyhow::Result<O
         Err(e) if is_status => (None, Some(format!("{e}; keyword search answers until it is set up"))),
         Err(e) => return Err(e.into()),
     };
-    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
     let sessions_dir = config
         .memory
         .search
         .sources
         .contains(&memory_core::Source::Sessions)
-        .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, &cli.agent));
+        .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, agent));
     let reranker = memory_host::reranker(&config)?;
-    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: cli.agent.clone(), embedder, reranker };
+    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: agent.to_string(), embedder, reranker };
     let engine = host.registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
@@ -342,44 +392,173 @@ async fn open(cli: &Cli, resolved: Resolved, progress: bool) -> anyhow::Result<O
     Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from, sessions_dir, provider_note })
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let progress = match &cli.command {
-        Command::Index { json, .. } | Command::Search { json, .. } | Command::Watch { json } => progress::wanted(*json),
-        _ => false,
-    };
-    let resolved = resolve(&cli)?;
-    if let Command::Get { path, from, lines, offset, json } = &cli.command {
-        let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
-        if let Some(response) = get_without_index(&resolved, &request) {
-            return output::get(&response?, *json);
-        }
-    }
-    let opened = open(&cli, resolved, progress).await?;
-    let result = run_command(&cli.command, &opened).await;
-    let closed = opened.engine.close().await;
-    result?;
-    closed?;
-    Ok(())
+/// What `search`, `get`, `status`, `index` and `append` do, as data: run here or by a shared server
+/// (`server/`), which answers with the bytes this process would print.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "cmd", rename_all = "camelCase", rename_all_fields = "camelCase", deny_unknown_fields)]
+pub enum Job {
+    Index {
+        force: bool,
+        json: bool,
+    },
+    Search {
+        query: String,
+        max_results: Option<usize>,
+        min_score: Option<f64>,
+        sources: Vec<memory_core::Source>,
+        json: bool,
+    },
+    Get {
+        path: String,
+        from: Option<usize>,
+        lines: Option<usize>,
+        offset: Option<usize>,
+        json: bool,
+    },
+    Status {
+        deep: bool,
+        json: bool,
+    },
+    /// `written`: the entry is already in the file (written by the client before it handed the indexing to a
+    /// server); only indexing and the answer remain, so a retry never writes it twice.
+    Append {
+        text: String,
+        written: Option<memory_core::append::Appended>,
+        json: bool,
+    },
 }
 
-async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
+impl Job {
+    fn is_status(&self) -> bool {
+        matches!(self, Job::Status { .. })
+    }
+}
+
+fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
+    Ok(Some(match command {
+        Command::Index { force, json } => Job::Index { force: *force, json: *json },
+        Command::Search { query, max_results, min_score, sources, json } => {
+            Job::Search { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone(), json: *json }
+        }
+        Command::Get { path, from, lines, offset, json } => Job::Get { path: path.clone(), from: *from, lines: *lines, offset: *offset, json: *json },
+        Command::Status { deep, json } => Job::Status { deep: *deep, json: *json },
+        Command::Append { text, json } => {
+            let text = if text.len() == 1 && text[0] == "-" { read_entry_from_stdin()? } else { text.join(" ") };
+            Job::Append { text, written: None, json: *json }
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// What a job printed, and its exit code.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Answer {
+    stdout: String,
+    stderr: String,
+    exit: u8,
+}
+
+impl Answer {
+    fn failed(&mut self, e: &anyhow::Error) {
+        self.stderr.push_str(&format!("error: {}\n", one_line(e)));
+        self.exit = 1;
+    }
+
+    fn print(self) -> ExitCode {
+        let mut out = std::io::stdout().lock();
+        match out.write_all(self.stdout.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            // The reader went away (`memory search x | head -1`): nothing more to say, as `grep` says nothing.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: cannot write the answer: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        let _ = std::io::stderr().write_all(self.stderr.as_bytes());
+        ExitCode::from(self.exit)
+    }
+}
+
+/// A job of a one-shot command: the shared server for this state folder answers when it runs, is this version
+/// and answers in time; otherwise (or with `--no-server`) this process opens the engine. Same bytes either way.
+fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
+    let resolved = resolve(cli)?;
+    if let Job::Get { path, from, lines, offset, json } = &job {
+        let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
+        if let Some(response) = get_without_index(&resolved, &request) {
+            // A read of a file: no engine, no server.
+            let mut answer = Answer::default();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let result = response.map_err(anyhow::Error::from).and_then(|r| output::get(&mut out, &mut err, &r, *json));
+            answer.stdout = String::from_utf8_lossy(&out).into_owned();
+            answer.stderr = String::from_utf8_lossy(&err).into_owned();
+            if let Err(e) = result {
+                answer.failed(&e);
+            }
+            return Ok(answer);
+        }
+    }
+    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+    let progress = match &job {
+        Job::Index { json, .. } | Job::Search { json, .. } => progress::wanted(*json),
+        _ => false,
+    };
+    // A long `index` someone watches keeps its progress bars: it runs here.
+    let ask_server = !cli.no_server && !(progress && matches!(job, Job::Index { .. }));
+    if ask_server && server::client::present(&state_dir) {
+        if let Job::Append { text, written: written @ None, .. } = &mut job {
+            // Written here, once; the server (or this process, if the server fails) only indexes it.
+            *written = Some(memory_core::append::append_entry(&resolved.workspace, text)?);
+        }
+        match server::client::ask(&state_dir, &resolved, &cli.agent, &job) {
+            Ok(answer) => {
+                tracing::debug!("answered by the shared server");
+                return Ok(answer);
+            }
+            Err(why) => tracing::debug!(%why, "the shared server did not answer; answering in-process"),
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
+    rt.block_on(async {
+        let opened = open(resolved, state_dir, &cli.agent, job.is_status(), progress).await?;
+        let mut answer = run_job(&job, &opened).await;
+        if let Err(e) = opened.engine.close().await {
+            answer.failed(&e.into());
+        }
+        Ok(answer)
+    })
+}
+
+/// Run a job on an open engine: what it prints and its exit code (an error is printed as `error: ...`).
+async fn run_job(job: &Job, opened: &Opened) -> Answer {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let result = run_job_into(job, opened, &mut out, &mut err).await;
+    let mut answer = Answer { stdout: String::from_utf8_lossy(&out).into_owned(), stderr: String::from_utf8_lossy(&err).into_owned(), exit: 0 };
+    if let Err(e) = result {
+        answer.failed(&e);
+    }
+    answer
+}
+
+async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<()> {
     let engine = opened.engine.as_ref();
-    match command {
-        Command::Index { force, json } => {
+    match job {
+        Job::Index { force, json } => {
             let started = std::time::Instant::now();
             let report = engine.sync(SyncOptions { force: *force }).await?;
-            output::sync_report(&report, started.elapsed(), *json)
+            output::sync_report(out, &report, started.elapsed(), *json)
         }
-        Command::Search { query, max_results, min_score, sources, json } => {
+        Job::Search { query, max_results, min_score, sources, json } => {
             let request = SearchRequest { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone() };
             let response = engine.search(&request).await?;
-            output::search(&response, *json)
+            output::search(out, err, &response, *json)
         }
-        Command::Get { path, from, lines, offset, json } => {
+        Job::Get { path, from, lines, offset, json } => {
             let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }).await?;
-            output::get(&response, *json)
+            output::get(out, err, &response, *json)
         }
-        Command::Status { deep, json } => {
+        Job::Status { deep, json } => {
             let host = status::HostInfo {
                 config: &opened.config,
                 config_path: opened.config_path.as_deref(),
@@ -388,13 +567,50 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             };
             let (s, v) = status::collect(engine, &host, *deep).await?;
             if *json {
-                writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&v)?)?;
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
                 Ok(())
             } else {
-                output::status(&s, false)?;
-                status::print_host(&v)
+                output::status(out, &s, false)?;
+                status::print_host(out, &v)
             }
         }
+        Job::Append { text, written, json } => {
+            let r = match written {
+                Some(appended) => append::index_appended(engine, appended.clone()).await,
+                None => append::append_and_index(engine, &opened.workspace, text).await?,
+            };
+            if *json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                writeln!(out, "Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" })?;
+                if let Some(w) = &r.warning {
+                    writeln!(err, "warning: {w}")?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let resolved = resolve(&cli)?;
+    let progress = match &cli.command {
+        Command::Watch { json } => progress::wanted(*json),
+        _ => false,
+    };
+    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+    let opened = open(resolved, state_dir, &cli.agent, false, progress).await?;
+    let result = run_command(&cli, &opened).await;
+    let closed = opened.engine.close().await;
+    result?;
+    closed?;
+    Ok(())
+}
+
+/// The commands that are not jobs: they hold the engine (watch, serve) or delete it (reset).
+async fn run_command(cli: &Cli, opened: &Opened) -> anyhow::Result<()> {
+    let engine = opened.engine.as_ref();
+    match &cli.command {
         Command::Reset { yes } => {
             // Reset is the cure for a broken index: it never depends on the index answering.
             let location = match engine.status().await {
@@ -412,33 +628,19 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Watch { json } => run_watch(opened, *json).await,
-        Command::Serve { allow_append, no_watch } => {
+        Command::Serve { allow_append, no_watch, http } => {
             let watch = if *no_watch || !opened.config.memory.search.sync.watch {
                 None
             } else {
                 Some(start_watch(opened, true, Arc::new(|_: &watch::SyncEvent| {})).await?)
             };
             let session_start_sync = opened.config.memory.search.sync.on_session_start;
-            serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, session_start_sync).await
-        }
-        Command::Append { text, json } => {
-            let text = if text.len() == 1 && text[0] == "-" {
-                read_entry_from_stdin()?
-            } else {
-                text.join(" ")
-            };
-            let r = append::append_and_index(engine, &opened.workspace, &text).await?;
-            if *json {
-                writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&r)?)?;
-            } else {
-                writeln!(std::io::stdout(), "Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" })?;
-                if let Some(w) = &r.warning {
-                    eprintln!("warning: {w}");
-                }
+            match http.to_options(&cli.state_dir.clone().unwrap_or_else(default_state_dir))? {
+                Some(options) => http::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, options).await,
+                None => serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, session_start_sync).await,
             }
-            Ok(())
         }
-        Command::Completions { .. } | Command::Openclaw { .. } => Ok(()),
+        _ => Ok(()),
     }
 }
 

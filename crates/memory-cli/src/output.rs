@@ -1,24 +1,23 @@
-//! What the command prints: JSON with the wire field names (SPEC §1), or text for people.
+//! What the command prints: JSON with the wire field names (SPEC §1), or text for people. Written to the writers
+//! given (the terminal's, or the buffers a shared server answers with), so both paths print the same bytes.
 
 use std::io::Write;
 use std::time::Duration;
 
 use memory_core::{GetResponse, SearchResponse, Status, SyncReport};
 
-fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, v)?;
+fn print_json(out: &mut dyn Write, v: &impl serde::Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v)?;
     writeln!(out)?;
     Ok(())
 }
 
-pub fn search(r: &SearchResponse, json: bool) -> anyhow::Result<()> {
+pub fn search(out: &mut dyn Write, err: &mut dyn Write, r: &SearchResponse, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(r);
+        return print_json(out, r);
     }
-    let mut out = std::io::stdout().lock();
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        writeln!(err, "warning: {w}")?;
     }
     if r.results.is_empty() {
         writeln!(out, "No results.")?;
@@ -35,29 +34,27 @@ pub fn search(r: &SearchResponse, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn get(r: &GetResponse, json: bool) -> anyhow::Result<()> {
+pub fn get(out: &mut dyn Write, err: &mut dyn Write, r: &GetResponse, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(r);
+        return print_json(out, r);
     }
-    let mut out = std::io::stdout().lock();
     if r.missing {
-        eprintln!("note: {} does not exist yet", r.path);
+        writeln!(err, "note: {} does not exist yet", r.path)?;
         return Ok(());
     }
     if !r.text.is_empty() {
         writeln!(out, "{}", r.text)?;
     }
     if let Some(note) = &r.note {
-        eprintln!("note: {note}");
+        writeln!(err, "note: {note}")?;
     }
     Ok(())
 }
 
-pub fn status(s: &Status, json: bool) -> anyhow::Result<()> {
+pub fn status(out: &mut dyn Write, s: &Status, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(s);
+        return print_json(out, s);
     }
-    let mut out = std::io::stdout().lock();
     writeln!(out, "Engine:     {}", s.backend)?;
     writeln!(out, "Workspace:  {}", s.workspace)?;
     if let Some(p) = &s.index_path {
@@ -90,11 +87,10 @@ pub fn status(s: &Status, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn sync_report(r: &SyncReport, took: Duration, json: bool) -> anyhow::Result<()> {
+pub fn sync_report(out: &mut dyn Write, r: &SyncReport, took: Duration, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(r);
+        return print_json(out, r);
     }
-    let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "Indexed {} files in {:.2} s: {} added, {} changed, {} removed, {} unchanged, {} skipped; {} chunks written{}",

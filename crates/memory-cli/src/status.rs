@@ -103,9 +103,7 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
 }
 
 /// Text lines for people, after the engine's own status lines.
-pub fn print_host(v: &Value) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
+pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()> {
     if let Some(b) = v.get("indexBytes").and_then(Value::as_u64) {
         writeln!(out, "Index size: {:.1} MiB", b as f64 / (1024.0 * 1024.0))?;
     }

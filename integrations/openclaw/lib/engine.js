@@ -1,5 +1,6 @@
 // One long-lived `memory serve` child per (agent, workspace), spoken to over MCP (JSON-RPC 2.0, one JSON
-// message per line on stdio). Every call is bounded; a child that dies is restarted on the next call (at most
+// message per line on stdio); or, with the plugin setting `sharedServer`, one-shot commands answered by the
+// state folder's shared server (`OneShotEngine`). Every call is bounded; a child that dies is restarted on the next call (at most
 // MAX_RESTARTS in RESTART_WINDOW_MS, then calls fail fast for a while with the child's last stderr lines).
 
 import { spawn, execFile } from "node:child_process";
@@ -293,6 +294,83 @@ export class Engine {
   }
 }
 
+/** The kind of a `memory` command's one-line error (`error: not found: ...`), as the MCP tools name it. */
+export function errorKind(message) {
+  const m = /^(?:error: )?(invalid input|config error|refused|not found|corrupt index|internal error|embedding provider error)\b/.exec(message);
+  if (!m) return "unavailable";
+  return {
+    "invalid input": "invalid_input",
+    "config error": "invalid_input",
+    refused: "refused",
+    "not found": "not_found",
+    "corrupt index": "corrupt_index",
+    "internal error": "internal",
+    "embedding provider error": "unavailable",
+  }[m[1]];
+}
+
+/** The argument list of the one-shot command for a tool call (`--` before the query or path: one that starts
+ * with `-` is not an option). */
+export function oneShotArgs(name, args) {
+  const a = args ?? {};
+  const num = (flag, v) => (v === undefined || v === null ? [] : [flag, String(v)]);
+  if (name === "memory_search") {
+    return ["search", "--json", ...num("--max-results", a.maxResults), ...num("--min-score", a.minScore), "--", String(a.query ?? "")];
+  }
+  if (name === "memory_get") {
+    return ["get", "--json", ...num("--from", a.from), ...num("--lines", a.lines), ...num("--offset", a.offset), "--", String(a.path ?? "")];
+  }
+  throw new EngineError(`unknown tool ${name}`, "invalid_input");
+}
+
+/**
+ * The engine for one agent workspace when the plugin setting `sharedServer` is on: no child per workspace; each
+ * call is a one-shot `memory search|get --json`, which the state folder's shared server (`memory server start`)
+ * answers in milliseconds, or the command itself when no server answers (same answer either way).
+ */
+export class OneShotEngine extends Engine {
+  callTool(name, args, signal) {
+    if (this.closed) return Promise.reject(new EngineError("memory-rs engine closed"));
+    const argv = [...this.args, "--workspace", this.workspace, "--agent", this.agentId, ...oneShotArgs(name, args)];
+    return new Promise((resolve, reject) => {
+      execFile(this.command, argv, { timeout: this.timeoutMs, maxBuffer: 16 << 20, env: process.env, signal }, (err, stdout, stderr) => {
+        if (err) {
+          const line = String(stderr ?? "").split("\n").reverse().find((l) => l.startsWith("error: ")) ?? "";
+          if (err.killed || err.code === "ETIMEDOUT") {
+            reject(new EngineError(`memory did not answer ${name} within ${this.timeoutMs} ms`, "timeout"));
+          } else if (line) {
+            reject(new EngineError(line.slice("error: ".length), errorKind(line)));
+          } else {
+            this.lastError = err;
+            reject(new EngineError(`cannot run ${this.command}: ${err.message}`));
+          }
+          return;
+        }
+        try {
+          resolve(JSON.parse(stdout));
+        } catch {
+          reject(new EngineError(`memory ${name}: the answer is not JSON`, "engine"));
+        }
+      });
+    });
+  }
+
+  close() {
+    this.closed = true;
+  }
+}
+
+/** Start the state folder's shared server (`memory server start`: a no-op when one runs). */
+export function startSharedServer({ command, args = [], timeoutMs = DEFAULT_TIMEOUT_MS, logger }) {
+  return new Promise((resolve) => {
+    execFile(command, [...args, "server", "start"], { timeout: Math.max(timeoutMs, 15_000), env: process.env }, (err, stdout, stderr) => {
+      if (err) logger?.warn?.(`memory-rs: memory server start failed (one-shot commands answer in-process): ${String(stderr || err.message).trim()}`);
+      else logger?.info?.(`memory-rs: ${String(stdout).trim()}`);
+      resolve(!err);
+    });
+  });
+}
+
 /** Engines by agent and workspace. */
 export class EnginePool {
   constructor(options) {
@@ -304,7 +382,8 @@ export class EnginePool {
     const key = `${agentId}\u0000${path.resolve(workspace)}`;
     let engine = this.engines.get(key);
     if (!engine) {
-      engine = new Engine({ ...this.options, agentId, workspace: path.resolve(workspace) });
+      const Kind = this.options.sharedServer ? OneShotEngine : Engine;
+      engine = new Kind({ ...this.options, agentId, workspace: path.resolve(workspace) });
       this.engines.set(key, engine);
       engine.refreshStatus(true);
     }
