@@ -190,7 +190,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
             for q in questions.iter().filter(|q| &q.conv == conv) {
                 let t = Instant::now();
-                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![] }).await?;
+                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![], active_projects: vec![] }).await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
                 let (rec, seen) = score_question(q, &r.results);
                 run.by_category.entry(q.category).or_default().add(rec, seen);

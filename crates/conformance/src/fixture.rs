@@ -277,7 +277,7 @@ impl SearchSpec {
             .iter()
             .map(|s| Source::parse(s).ok_or_else(|| format!("unknown source `{s}`")))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SearchRequest { query: self.query.clone(), max_results: self.max_results, min_score: self.min_score, sources })
+        Ok(SearchRequest { query: self.query.clone(), max_results: self.max_results, min_score: self.min_score, sources, active_projects: vec![] })
     }
 }
 

@@ -99,6 +99,9 @@ pub struct RankingOptions {
     /// The similarity the embedding model gives this query and unrelated text: vector scores count from it
     /// beside the text leg ([`vector_scores`]). Set by the engine per search; `None`: raw cosines.
     pub vector_floor: Option<f64>,
+    /// The session's active repository keys ([`project::active_keys`]): project-tagged hits are boosted or
+    /// demoted by [`project::factor`]. Empty: no project scoping.
+    pub active_projects: Vec<String>,
 }
 
 impl RankingOptions {
@@ -114,6 +117,7 @@ impl RankingOptions {
             citations: config.memory.citations,
             now_ms: crate::now_ms(),
             vector_floor: None,
+            active_projects: Vec::new(),
         }
     }
 
@@ -423,6 +427,7 @@ pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
             }
         }
         s.score *= importance_factor(s.candidate.importance);
+        s.score *= project::factor(&s.candidate, &opts.active_projects);
         // A NaN or infinite signal (a degenerate vector, an extreme option) must not reach the ranking or the wire.
         if !s.score.is_finite() {
             s.score = 0.0;
@@ -609,6 +614,7 @@ pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec
     to_results(selected, query, opts.citations)
 }
 
+pub mod project;
 pub mod snippet;
 
 #[cfg(test)]
