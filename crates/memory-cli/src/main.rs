@@ -18,7 +18,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::{CommandFactory, Parser, Subcommand};
 use memory_core::registry::OpenContext;
-use memory_core::{Config, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+use memory_core::{Config, GetRequest, MemoryBackend, RecallRequest, SearchRequest, SyncOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,6 +70,21 @@ enum Command {
         /// Search only this source (`memory` or `sessions`); repeat for several. Default: all configured.
         #[arg(long = "source", value_parser = parse_source)]
         sources: Vec<memory_core::Source>,
+        /// An active repository key (e.g. `github.com/org/repo`; repeat, most recent first, at most 4): entries
+        /// tagged `<!-- project: key -->` of an active repository rank higher, those of another lower.
+        #[arg(long = "project")]
+        projects: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trigger recall: the entries of MEMORY.md / USER.md whose `<!-- trigger: ... -->` phrases match MESSAGE
+    /// strongly (score >= 0.72, at most 3), as OpenClaw injects them before a reply.
+    Recall {
+        message: String,
+        /// An active repository key (repeat, most recent first, at most 4): a project-tagged entry is eligible
+        /// only while every one of its keys is active.
+        #[arg(long = "project")]
+        projects: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -370,10 +385,20 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             let report = engine.sync(SyncOptions { force: *force }).await?;
             output::sync_report(&report, started.elapsed(), *json)
         }
-        Command::Search { query, max_results, min_score, sources, json } => {
-            let request = SearchRequest { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone() };
+        Command::Search { query, max_results, min_score, sources, projects, json } => {
+            let request = SearchRequest {
+                query: query.clone(),
+                max_results: *max_results,
+                min_score: *min_score,
+                sources: sources.clone(),
+                active_projects: projects.clone(),
+            };
             let response = engine.search(&request).await?;
             output::search(&response, *json)
+        }
+        Command::Recall { message, projects, json } => {
+            let response = engine.recall(&RecallRequest { message: message.clone(), active_projects: projects.clone() }).await?;
+            output::recall(&response, *json)
         }
         Command::Get { path, from, lines, offset, json } => {
             let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }).await?;

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use memory_core::{GetResponse, SearchResponse, Status, SyncReport};
+use memory_core::{GetResponse, RecallResponse, SearchResponse, Status, SyncReport};
 
 fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -31,6 +31,25 @@ pub fn search(r: &SearchResponse, json: bool) -> anyhow::Result<()> {
             writeln!(out, "   {line}")?;
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+pub fn recall(r: &RecallResponse, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let mut out = std::io::stdout().lock();
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    if r.entries.is_empty() {
+        writeln!(out, "No trigger matched ({} eligible entries with triggers).", r.candidates)?;
+        return Ok(());
+    }
+    for e in &r.entries {
+        writeln!(out, "{}  (score {:.3}, trigger \"{}\")", e.citation, e.score, e.trigger)?;
+        writeln!(out, "   {}", e.text.trim())?;
     }
     Ok(())
 }
