@@ -163,6 +163,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             let mut config = Config::default();
             config.memory.search.query.min_score = 0.0;
             config.memory.search.query.hybrid.vector_weight = vw;
+            crate::apply_ranking_profile(&mut config);
             config.memory.search.query.hybrid.text_weight = tw;
             if rerank {
                 let r = &mut config.memory.search.query.rerank;

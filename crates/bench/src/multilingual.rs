@@ -103,6 +103,7 @@ async fn run_mode(
     weights: Option<(f64, f64)>,
 ) -> anyhow::Result<Mode> {
     let mut config = Config::default();
+    crate::apply_ranking_profile(&mut config);
     let embedder = crate::quality::local_embedder(model)?;
     if let Some((vw, tw)) = weights {
         config.memory.search.query.hybrid.vector_weight = vw;

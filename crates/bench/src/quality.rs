@@ -227,6 +227,7 @@ pub async fn builtin_scores(
         let mut config = Config::default();
         config.memory.search.query.min_score = 0.0;
         config.memory.search.query.hybrid.vector_weight = vw;
+        crate::apply_ranking_profile(&mut config);
         config.memory.search.query.hybrid.text_weight = tw;
         let ctx = OpenContext {
             config: Arc::new(config),
