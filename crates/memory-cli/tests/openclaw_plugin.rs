@@ -509,6 +509,9 @@ fn openclaw_gateway_searches_with_memory_rs() {
 
     // Trigger recall through real agent turns: MEMORY.md's entry is injected as hidden context before the reply.
     let requests = agent_turn(&env, "How do I do the gateway setup on the new router?");
+    // Session start: MEMORY.md and USER.md (owner files by the plugin's classification) are in the prompt.
+    let prompt = requests[0]["messages"].to_string();
+    assert!(prompt.contains("Mac Studio in the attic") && prompt.contains("Prefers short answers"), "bootstrap files missing: {prompt}");
     let block = injected(&requests[0]).unwrap_or_else(|| panic!("no trigger context in the model request: {}", requests[0]["messages"]));
     assert!(block.contains("Keep the gateway on loopback.") && block.contains("MEMORY.md#L6"), "{block}");
     // A daily note's trigger never is, however well it matches.
@@ -556,6 +559,7 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert!(!logs.to_lowercase().contains("tool name conflict"), "tool name conflict in the gateway log:\n{logs}");
     assert!(!logs.contains("memory-core plugin is still enabled"), "{logs}");
     assert!(logs.contains("consolidation lifecycle preserved"), "memory-core was not loaded as the dreaming sidecar:\n{logs}");
+    assert!(logs.contains("memory-core: created managed dreaming cron job"), "no dreaming job:\n{logs}");
     assert!(logs.contains("memory-rs: trigger recall injected"), "{logs}");
     eprintln!(
         "openclaw e2e: installed at {installed_at:?}, /health at {healthy_at:?}, total {:?}",
