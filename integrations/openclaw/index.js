@@ -180,6 +180,27 @@ const plugin = {
         engine.refreshStatus();
         return results.map(managerHit);
       },
+      // OpenClaw's Project Memory block (every full turn in a repository): MEMORY.md's entries tagged for the
+      // session's active repositories, from the engine (memory_recall with projectEntries), in the manager's
+      // candidate shape (provenance: MEMORY.md is an owner file).
+      async listCuratedProjectCandidates(opts = {}) {
+        const keys = activeProjectKeys(opts);
+        if (keys.length === 0) return [];
+        const limit = Number.isInteger(opts.limit) && opts.limit > 0 ? Math.min(opts.limit, 512) : 48;
+        const r = await engine.callTool("memory_recall", { message: "", activeProjectKeys: keys, projectEntries: limit }, opts.signal);
+        return (Array.isArray(r.projectEntries) ? r.projectEntries : []).map((e) => ({
+          path: e.path,
+          startLine: e.line,
+          endLine: e.line,
+          score: 1,
+          snippet: e.text,
+          source: "memory",
+          projectKey: (e.projects ?? []).join("; "),
+          importance: typeof e.importance === "number" ? e.importance : null,
+          triggers: null,
+          provenance: { originClass: "owner", sessionKind: "unknown" },
+        }));
+      },
       async readFile({ relPath, from, lines }) {
         try {
           const r = await engine.callTool("memory_get", { path: relPath, ...(from ? { from } : {}), ...(lines ? { lines } : {}) });

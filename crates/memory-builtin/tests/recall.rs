@@ -78,7 +78,7 @@ async fn check(curated: Vec<Line>, user: Vec<Line>, daily: Vec<Line>, message: V
     engine.sync(SyncOptions::default()).await.unwrap();
     let message = message.join(" ");
     let active: Vec<String> = active.iter().map(|s| s.to_string()).collect();
-    let r = engine.recall(&RecallRequest { message: message.clone(), active_projects: active.clone() }).await;
+    let r = engine.recall(&RecallRequest { message: message.clone(), active_projects: active.clone(), project_entries: None }).await;
     prop_assert!(r.is_ok(), "recall {message:?}: {r:?}");
     let r = r.unwrap();
     prop_assert!(r.entries.len() <= 3, "{r:?}");

@@ -80,11 +80,16 @@ enum Command {
     /// Trigger recall: the entries of MEMORY.md / USER.md whose `<!-- trigger: ... -->` phrases match MESSAGE
     /// strongly (score >= 0.72, at most 3), as OpenClaw injects them before a reply.
     Recall {
-        message: String,
+        /// The inbound message (may be left out with --project-entries).
+        #[arg(required_unless_present = "project_entries")]
+        message: Option<String>,
         /// An active repository key (repeat, most recent first, at most 4): a project-tagged entry is eligible
         /// only while every one of its keys is active.
         #[arg(long = "project")]
         projects: Vec<String>,
+        /// Also list up to N entries of MEMORY.md tagged for the active repositories (OpenClaw's Project Memory).
+        #[arg(long)]
+        project_entries: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -396,8 +401,13 @@ async fn run_command(command: &Command, opened: &Opened) -> anyhow::Result<()> {
             let response = engine.search(&request).await?;
             output::search(&response, *json)
         }
-        Command::Recall { message, projects, json } => {
-            let response = engine.recall(&RecallRequest { message: message.clone(), active_projects: projects.clone() }).await?;
+        Command::Recall { message, projects, project_entries, json } => {
+            let request = RecallRequest {
+                message: message.clone().unwrap_or_default(),
+                active_projects: projects.clone(),
+                project_entries: *project_entries,
+            };
+            let response = engine.recall(&request).await?;
             output::recall(&response, *json)
         }
         Command::Get { path, from, lines, offset, json } => {

@@ -43,13 +43,21 @@ pub fn recall(r: &RecallResponse, json: bool) -> anyhow::Result<()> {
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    if r.entries.is_empty() {
-        writeln!(out, "No trigger matched ({} eligible entries with triggers).", r.candidates)?;
-        return Ok(());
+    if r.mode.is_some() {
+        if r.entries.is_empty() {
+            writeln!(out, "No trigger matched ({} eligible entries with triggers).", r.candidates)?;
+        }
+        for e in &r.entries {
+            writeln!(out, "{}  (score {:.3}, trigger \"{}\")", e.citation, e.score, e.trigger)?;
+            writeln!(out, "   {}", e.text.trim())?;
+        }
     }
-    for e in &r.entries {
-        writeln!(out, "{}  (score {:.3}, trigger \"{}\")", e.citation, e.score, e.trigger)?;
-        writeln!(out, "   {}", e.text.trim())?;
+    if !r.project_entries.is_empty() {
+        writeln!(out, "Project memory:")?;
+        for e in &r.project_entries {
+            writeln!(out, "{}  ({})", e.citation, e.projects.join("; "))?;
+            writeln!(out, "   {}", e.text.trim())?;
+        }
     }
     Ok(())
 }

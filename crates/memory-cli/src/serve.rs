@@ -41,12 +41,16 @@ pub struct SearchArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecallArgs {
-    /// The inbound message.
+    /// The inbound message (may be empty with projectEntries).
+    #[serde(default)]
     pub message: String,
     /// The session's active repository keys, most recent first (at most 4 read): a project-tagged entry is
     /// eligible only while every one of its keys is active.
     #[serde(default)]
     pub active_project_keys: Option<Vec<String>>,
+    /// Also list up to this many entries of MEMORY.md tagged for the active repositories (Project Memory).
+    #[serde(default)]
+    pub project_entries: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -168,7 +172,11 @@ impl MemoryServer {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        let request = RecallRequest { message: args.message, active_projects: args.active_project_keys.unwrap_or_default() };
+        let request = RecallRequest {
+            message: args.message,
+            active_projects: args.active_project_keys.unwrap_or_default(),
+            project_entries: args.project_entries,
+        };
         match self.engine.recall(&request).await {
             Ok(r) => tool_ok(&r),
             Err(e) => {

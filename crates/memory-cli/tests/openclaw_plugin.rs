@@ -512,6 +512,12 @@ fn openclaw_gateway_searches_with_memory_rs() {
     // Session start: MEMORY.md and USER.md (owner files by the plugin's classification) are in the prompt.
     let prompt = requests[0]["messages"].to_string();
     assert!(prompt.contains("Mac Studio in the attic") && prompt.contains("Prefers short answers"), "bootstrap files missing: {prompt}");
+    // OpenClaw's Project Memory block, built from the plugin's listCuratedProjectCandidates: the active
+    // repository's entry, not another repository's.
+    let system = requests[0]["messages"][0]["content"].to_string();
+    let block = system.split("## Project Memory").nth(1).unwrap_or_else(|| panic!("no Project Memory block: {system}"));
+    let block = block.split("\\n\\n").next().unwrap_or(block);
+    assert!(block.contains("Run make ci before pushing. (Source: MEMORY.md#L7)") && !block.contains("web lint"), "{block}");
     let block = injected(&requests[0]).unwrap_or_else(|| panic!("no trigger context in the model request: {}", requests[0]["messages"]));
     assert!(block.contains("Keep the gateway on loopback.") && block.contains("MEMORY.md#L6"), "{block}");
     // A daily note's trigger never is, however well it matches.

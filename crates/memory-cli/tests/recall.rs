@@ -159,3 +159,21 @@ fn search_boosts_the_active_repository_and_demotes_another() {
     assert!((score(&["github.com/acme/web"], "memory/projects/tagged.md") - base * 0.9).abs() < 1e-3);
     assert!((score(&["github.com/acme/web"], "memory/projects/plain.md") - score(&[], "memory/projects/plain.md")).abs() < 1e-9);
 }
+
+#[test]
+fn project_entries_list_the_active_repositories_curated_entries() {
+    let env = Env::new();
+    let v = env.json(&["recall", "--project-entries", "10", "--project", "github.com/acme/api", "--json"]);
+    let cited: Vec<&str> = v["projectEntries"].as_array().unwrap().iter().map(|e| e["citation"].as_str().unwrap()).collect();
+    // Line 7 is tagged for api and web: not all active. The broken tag and daily notes never count.
+    assert_eq!(cited, ["MEMORY.md#L6"], "{v}");
+    assert_eq!(v["projectEntries"][0]["text"], "- Run make ci before pushing.");
+    assert_eq!(v["entries"], serde_json::json!([]));
+    let v = env.json(&["recall", "--project-entries", "10", "--project", "github.com/acme/web", "--project", "github.com/acme/api", "--json"]);
+    let cited: Vec<&str> = v["projectEntries"].as_array().unwrap().iter().map(|e| e["citation"].as_str().unwrap()).collect();
+    assert_eq!(cited, ["MEMORY.md#L6", "MEMORY.md#L7"], "{v}");
+    // Without active keys: none. Without a message and without --project-entries: an error.
+    let v = env.json(&["recall", "--project-entries", "10", "--json"]);
+    assert!(v.get("projectEntries").is_none(), "{v}");
+    assert!(!env.run(&["recall"]).status.success());
+}

@@ -61,12 +61,35 @@ impl SearchRequest {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallRequest {
-    /// The inbound message.
+    /// The inbound message. May be empty when only `project_entries` are asked for.
+    #[serde(default)]
     pub message: String,
     /// The session's active repository keys (most recent first; at most 4 read). A project-tagged entry is
     /// eligible only while every one of its keys is active.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub active_projects: Vec<String>,
+    /// Also list up to this many entries of `MEMORY.md` tagged for the active repositories (OpenClaw's Project
+    /// Memory block), most important first; at most [`MAX_PROJECT_ENTRIES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_entries: Option<usize>,
+}
+
+/// The most project entries one recall lists.
+pub const MAX_PROJECT_ENTRIES: usize = 512;
+
+/// An entry of `MEMORY.md` whose project keys are all active.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectEntry {
+    pub path: String,
+    pub line: usize,
+    /// The line without its annotations.
+    pub text: String,
+    pub projects: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<u8>,
+    /// `path#L<line>`.
+    pub citation: String,
 }
 
 /// One entry to inject.
@@ -108,6 +131,9 @@ pub struct RecallResponse {
     pub mode: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// With `project_entries` asked for: `MEMORY.md`'s entries of the active repositories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_entries: Vec<ProjectEntry>,
 }
 
 /// One ranked snippet.

@@ -11,6 +11,8 @@
 //!   vector paths, the active projects applied), 0..1; 0 when the entry is not among the best hits.
 //! - Score = 0.8 x trigger + 0.2 x relevance; entries at or above [`RECALL_THRESHOLD`], best first (ties: path,
 //!   line), at most [`RECALL_MAX_ENTRIES`].
+//! - Asked for, the Project Memory list: `MEMORY.md`'s entries whose project keys are all active, most important
+//!   first (OpenClaw builds its per-turn Project Memory block from them).
 
 use super::*;
 use crate::chunking::annotations::entries;
@@ -70,90 +72,138 @@ fn bounded_message(message: &str) -> &str {
 impl IndexedBackend {
     pub(super) async fn recall_inner(&self, request: &RecallRequest) -> Result<RecallResponse> {
         let message = bounded_message(request.message.trim());
-        if message.is_empty() {
+        let project_limit = request.project_entries.map(|n| n.min(MAX_PROJECT_ENTRIES));
+        if message.is_empty() && project_limit.is_none() {
             return Err(MemoryError::InvalidInput("message is empty".into()));
         }
         let active = active_keys(&request.active_projects);
-        let mut warnings = Vec::new();
+        let mut response = RecallResponse { threshold: RECALL_THRESHOLD, ..Default::default() };
         if request.active_projects.len() > active.len() {
-            warnings.push(format!(
+            response.warnings.push(format!(
                 "{} active project keys given; {} read (invalid or duplicate keys dropped, at most {})",
                 request.active_projects.len(),
                 active.len(),
                 crate::ranking::project::MAX_ACTIVE_PROJECTS
             ));
         }
-
-        // The relevance leg: the message searched as memory_search would (this also brings the index in step).
-        let search = SearchRequest {
-            query: message.to_string(),
-            max_results: Some(RELEVANCE_HITS),
-            min_score: Some(0.0),
-            sources: vec![Source::Memory],
-            active_projects: active.clone(),
+        let hits = if message.is_empty() {
+            // Only project entries: the index is brought in step as a search would.
+            let stale = self.freshen(&mut response.warnings).await?;
+            drop(stale);
+            None
+        } else {
+            // The relevance leg: the message searched as memory_search would (this also brings the index in step).
+            let search = SearchRequest {
+                query: message.to_string(),
+                max_results: Some(RELEVANCE_HITS),
+                min_score: Some(0.0),
+                sources: vec![Source::Memory],
+                active_projects: active.clone(),
+            };
+            let hits = self.search(&search).await?;
+            response.warnings.extend(hits.warnings.iter().cloned());
+            response.mode = hits.mode.clone();
+            Some(hits)
         };
-        let hits = self.search(&search).await?;
-        warnings.extend(hits.warnings);
 
-        // The curated entries with triggers, once per line (chunks overlap).
+        // The curated entries, once per line (chunks overlap).
         let store = self.store();
         let mut lines: std::collections::BTreeMap<(String, usize), crate::chunking::annotations::Entry> = Default::default();
         for path in ROOT_FILE_NAMES.into_iter().chain([USER_FILE]) {
             for chunk in store.file_chunks(Source::Memory, path, MAX_FILE_CHUNKS).await? {
                 for e in entries(&chunk.text, chunk.start_line) {
-                    if !e.annotations.triggers.is_empty() {
-                        lines.entry((path.to_string(), e.line)).or_insert(e);
-                    }
+                    lines.entry((path.to_string(), e.line)).or_insert(e);
                 }
             }
         }
 
-        let terms = message_terms(message);
-        let mut candidates = 0;
-        let mut out = Vec::new();
-        for ((path, line), e) in lines {
-            let a = &e.annotations;
-            if is_project_scoped_file(Source::Memory, &path) && a.is_project_tagged() && !a.projects_all_active(&active) {
-                continue;
-            }
-            candidates += 1;
-            let Some((trigger, trigger_score)) = a
-                .triggers
-                .iter()
-                .map(|p| (p, phrase_score(p, &terms)))
-                .max_by(|x, y| x.1.total_cmp(&y.1))
-            else {
-                continue;
-            };
-            let relevance = hits
-                .results
-                .iter()
-                .filter(|h| h.source == Source::Memory && h.path == path && h.start_line <= line && line <= h.end_line)
-                .map(|h| h.score)
-                .fold(0.0_f64, f64::max)
-                .clamp(0.0, 1.0);
-            let score = 0.8 * trigger_score + 0.2 * relevance;
-            if score >= RECALL_THRESHOLD {
-                let projects = if is_project_scoped_file(Source::Memory, &path) { a.projects.clone() } else { Vec::new() };
-                out.push(RecallEntry {
-                    citation: format!("{path}#L{line}"),
-                    path,
-                    line,
-                    text: e.text,
-                    score,
-                    trigger_score,
-                    relevance,
-                    trigger: trigger.clone(),
-                    projects,
-                    importance: a.importance,
-                });
-            }
+        if let Some(limit) = project_limit {
+            response.project_entries = project_entries(&lines, &active, limit);
         }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.line.cmp(&b.line)));
-        out.truncate(RECALL_MAX_ENTRIES);
-        debug!(candidates, injected = out.len(), "trigger recall");
-        Ok(RecallResponse { entries: out, threshold: RECALL_THRESHOLD, candidates, mode: hits.mode, warnings })
+        if let Some(hits) = hits {
+            let (entries, candidates) = trigger_matches(&lines, &active, message, &hits);
+            response.entries = entries;
+            response.candidates = candidates;
+        }
+        debug!(candidates = response.candidates, injected = response.entries.len(), projects = response.project_entries.len(), "trigger recall");
+        Ok(response)
     }
+}
+
+/// `MEMORY.md`'s entries whose project keys are all active (none without active keys), most important first
+/// (then path, line), at most `limit`.
+fn project_entries(lines: &std::collections::BTreeMap<(String, usize), crate::chunking::annotations::Entry>, active: &[String], limit: usize) -> Vec<ProjectEntry> {
+    if active.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<ProjectEntry> = lines
+        .iter()
+        .filter(|((path, _), e)| ROOT_FILE_NAMES.contains(&path.as_str()) && e.annotations.projects_all_active(active))
+        .map(|((path, line), e)| ProjectEntry {
+            path: path.clone(),
+            line: *line,
+            text: e.text.clone(),
+            projects: e.annotations.projects.clone(),
+            importance: e.annotations.importance,
+            citation: format!("{path}#L{line}"),
+        })
+        .collect();
+    out.sort_by(|a, b| b.importance.unwrap_or(0).cmp(&a.importance.unwrap_or(0)).then_with(|| a.path.cmp(&b.path)).then(a.line.cmp(&b.line)));
+    out.truncate(limit);
+    out
+}
+
+/// The eligible trigger entries scored against the message and its hits; the strong ones (best first, at most
+/// [`RECALL_MAX_ENTRIES`]) and how many were eligible.
+fn trigger_matches(
+    lines: &std::collections::BTreeMap<(String, usize), crate::chunking::annotations::Entry>,
+    active: &[String],
+    message: &str,
+    hits: &SearchResponse,
+) -> (Vec<RecallEntry>, usize) {
+    let terms = message_terms(message);
+    let mut candidates = 0;
+    let mut out = Vec::new();
+    for ((path, line), e) in lines {
+        let (path, line) = (path.clone(), *line);
+        let a = &e.annotations;
+        if a.triggers.is_empty() {
+            continue;
+        }
+        if is_project_scoped_file(Source::Memory, &path) && a.is_project_tagged() && !a.projects_all_active(active) {
+            continue;
+        }
+        candidates += 1;
+        let Some((trigger, trigger_score)) = a.triggers.iter().map(|p| (p, phrase_score(p, &terms))).max_by(|x, y| x.1.total_cmp(&y.1)) else {
+            continue;
+        };
+        let relevance = hits
+            .results
+            .iter()
+            .filter(|h| h.source == Source::Memory && h.path == path && h.start_line <= line && line <= h.end_line)
+            .map(|h| h.score)
+            .fold(0.0_f64, f64::max)
+            .clamp(0.0, 1.0);
+        let score = 0.8 * trigger_score + 0.2 * relevance;
+        if score >= RECALL_THRESHOLD {
+            let projects = if is_project_scoped_file(Source::Memory, &path) { a.projects.clone() } else { Vec::new() };
+            out.push(RecallEntry {
+                citation: format!("{path}#L{line}"),
+                path,
+                line,
+                text: e.text.clone(),
+                score,
+                trigger_score,
+                relevance,
+                trigger: trigger.clone(),
+                projects,
+                importance: a.importance,
+            });
+        }
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.line.cmp(&b.line)));
+    out.truncate(RECALL_MAX_ENTRIES);
+    (out, candidates)
 }
 
 #[cfg(test)]
