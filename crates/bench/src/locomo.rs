@@ -127,7 +127,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let mut convs: Vec<String> = questions.iter().map(|q| q.conv.clone()).collect();
     convs.sort();
     convs.dedup();
-    println!("LoCoMo: {} answerable questions over {} conversations ({})", questions.len(), convs.len(), opts.dataset.display());
+    println!(
+        "LoCoMo: {} answerable questions over {} conversations ({}); ranking settings: {}",
+        questions.len(),
+        convs.len(),
+        opts.dataset.display(),
+        crate::RANKING_PROFILE.get().map_or("default", String::as_str)
+    );
     let tmp = tempfile::tempdir()?;
     let state_root = opts.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let want = |m: &str| opts.modes.is_empty() || opts.modes.iter().any(|x| x == m);

@@ -167,10 +167,11 @@ pub async fn run(
     let ws = tmp.join("workspace");
     write_workspace(&set, &ws)?;
     println!(
-        "bilingual set {}: {} notes, {} questions; builtin engine, default ranking settings",
+        "bilingual set {}: {} notes, {} questions; builtin engine, ranking settings: {}",
         dataset.display(),
         set.notes.len(),
-        set.questions.len()
+        set.questions.len(),
+        crate::RANKING_PROFILE.get().map_or("default", String::as_str)
     );
     let mut modes = vec![run_mode("keyword", &set, &ws, &tmp.join("state-keyword"), None, None).await?];
     if let Some(m) = minilm {
