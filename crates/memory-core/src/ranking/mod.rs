@@ -474,12 +474,19 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
     let tokens: Vec<HashSet<String>> = items.iter().map(|s| similarity_tokens(&s.candidate.text)).collect();
     let mut remaining: Vec<usize> = (0..items.len()).collect();
     let mut picked: Vec<usize> = Vec::with_capacity(items.len());
+    // Each candidate's highest similarity to the picked ones, updated with each new pick only (the same maximum
+    // as over all picks, in O(n^2) instead of O(n^3)).
+    let mut max_sim = vec![0.0_f64; items.len()];
     while !remaining.is_empty() {
+        if let Some(&last) = picked.last() {
+            for &i in &remaining {
+                max_sim[i] = max_sim[i].max(jaccard(&tokens[i], &tokens[last]));
+            }
+        }
         let mut best = 0;
         let mut best_val = f64::MIN;
         for (pos, &i) in remaining.iter().enumerate() {
-            let max_sim = picked.iter().map(|&j| jaccard(&tokens[i], &tokens[j])).fold(0.0, f64::max);
-            let val = lambda * rel[i] - (1.0 - lambda) * max_sim;
+            let val = lambda * rel[i] - (1.0 - lambda) * max_sim[i];
             if val > best_val {
                 best_val = val;
                 best = pos;
