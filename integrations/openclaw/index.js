@@ -5,6 +5,9 @@
 import { DEFAULT_TIMEOUT_MS, EngineError, EnginePool, resolveCommand, startSharedServer } from "./lib/engine.js";
 import {
   MEMORY_GET_PARAMETERS,
+  activeProjectKeys,
+  buildTriggerContext,
+  listPublicArtifacts,
   MEMORY_SEARCH_PARAMETERS,
   buildFlushPlan,
   buildPromptSection,
@@ -22,6 +25,14 @@ import {
 
 const PLUGIN_ID = "memory-rs";
 const MAX_RESULTS_CAP = 50;
+/** Trigger recall runs before every user turn's reply: its own bound, shorter than a tool call's. */
+const RECALL_TIMEOUT_MS = 3000;
+
+/** `tools.deny` names memory-core: OpenClaw skips all of its tools (memory-core stays loaded for dreaming). */
+export function memoryCoreToolsDenied(cfg) {
+  const deny = cfg?.tools?.deny;
+  return Array.isArray(deny) && deny.some((d) => typeof d === "string" && d.trim().toLowerCase() === "memory-core");
+}
 
 /** memory-core is enabled unless its entry says enabled: false, it is denied, or plugins are off. */
 export function memoryCoreEnabled(cfg) {
@@ -88,19 +99,20 @@ function providerStatus(engine, memoryCoreOn) {
   return out;
 }
 
-function engineSearchArgs({ query, maxResults, minScore }) {
+function engineSearchArgs({ query, maxResults, minScore, projects }) {
   const args = { query };
   if (maxResults !== undefined) args.maxResults = maxResults;
   if (typeof minScore === "number" && Number.isFinite(minScore)) args.minScore = minScore;
+  if (Array.isArray(projects) && projects.length > 0) args.activeProjectKeys = projects;
   return args;
 }
 
 /** Engine search restricted to sources (the engine searches its configured sources; others are filtered out). */
-async function searchSources(engine, { query, maxResults, minScore, sources, signal }) {
+async function searchSources(engine, { query, maxResults, minScore, sources, projects, signal }) {
   const want = maxResults ?? 6;
   const filtering = Array.isArray(sources) && sources.length > 0 && !(sources.includes("memory") && sources.includes("sessions"));
   const ask = filtering ? Math.min(MAX_RESULTS_CAP, want * 3) : want;
-  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults: ask, minScore }), signal);
+  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults: ask, minScore, projects }), signal);
   let results = Array.isArray(r.results) ? r.results : [];
   if (filtering) results = results.filter((h) => sources.includes(h.source ?? "memory"));
   return { results: results.slice(0, want), mode: r.mode, warnings: Array.isArray(r.warnings) ? r.warnings : [] };
@@ -137,11 +149,12 @@ const plugin = {
     const liveConfig = () => (api.runtime?.config?.current ? api.runtime.config.current() : api.config) ?? api.config;
 
     const coreOn = memoryCoreEnabled(api.config);
-    if (coreOn) {
+    if (coreOn && !memoryCoreToolsDenied(api.config)) {
       logger.warn(
-        "memory-rs: WARNING: the bundled memory-core plugin is still enabled. It keeps loading beside this plugin and " +
-          "its memory_search/memory_get win the tool-name conflict, so agents do NOT search with memory-rs. Fix: " +
-          "`openclaw plugins disable memory-core` (or `memory openclaw install`), then restart the gateway.",
+        "memory-rs: WARNING: the bundled memory-core plugin is still enabled with its tools. It keeps loading beside " +
+          "this plugin and its memory_search/memory_get win the tool-name conflict, so agents do NOT search with " +
+          'memory-rs. Fix: `memory openclaw install` (adds "memory-core" to tools.deny, keeping memory-core for ' +
+          "dreaming), then restart the gateway.",
       );
     }
     logger.info?.(`memory-rs: engine command ${command} (${commandFrom}), timeout ${timeoutMs} ms${sharedServer ? ", shared server" : ""}`);
@@ -164,10 +177,32 @@ const plugin = {
           maxResults,
           minScore: opts.minScore,
           sources: opts.sources,
+          projects: activeProjectKeys(opts),
           signal: opts.signal,
         });
         engine.refreshStatus();
         return results.map(managerHit);
+      },
+      // OpenClaw's Project Memory block (every full turn in a repository): MEMORY.md's entries tagged for the
+      // session's active repositories, from the engine (memory_recall with projectEntries), in the manager's
+      // candidate shape (provenance: MEMORY.md is an owner file).
+      async listCuratedProjectCandidates(opts = {}) {
+        const keys = activeProjectKeys(opts);
+        if (keys.length === 0) return [];
+        const limit = Number.isInteger(opts.limit) && opts.limit > 0 ? Math.min(opts.limit, 512) : 48;
+        const r = await engine.callTool("memory_recall", { message: "", activeProjectKeys: keys, projectEntries: limit }, opts.signal);
+        return (Array.isArray(r.projectEntries) ? r.projectEntries : []).map((e) => ({
+          path: e.path,
+          startLine: e.line,
+          endLine: e.line,
+          score: 1,
+          snippet: e.text,
+          source: "memory",
+          projectKey: (e.projects ?? []).join("; "),
+          importance: typeof e.importance === "number" ? e.importance : null,
+          triggers: null,
+          provenance: { originClass: "owner", sessionKind: "unknown" },
+        }));
       },
       async readFile({ relPath, from, lines }) {
         try {
@@ -236,14 +271,74 @@ const plugin = {
       },
     };
 
+    // The agents' workspaces, for publicArtifacts: every configured agent (else main) with its resolved workspace.
+    const agentWorkspaces = (cfg) => {
+      const list = Array.isArray(cfg?.agents?.list) ? cfg.agents.list : [];
+      const entries = cfg?.agents?.entries && typeof cfg.agents.entries === "object" ? Object.keys(cfg.agents.entries) : [];
+      const ids = [...new Set([...list.map((a) => (typeof a?.id === "string" ? a.id : null)), ...entries].filter(Boolean))];
+      const byWorkspace = new Map();
+      for (const agentId of ids.length > 0 ? ids : ["main"]) {
+        let workspaceDir;
+        try {
+          workspaceDir = workspaceFor(cfg, agentId);
+        } catch (e) {
+          logger.warn?.(`memory-rs: no workspace for agent ${agentId}: ${e.message}`);
+          continue;
+        }
+        const ws = byWorkspace.get(workspaceDir) ?? [];
+        ws.push(agentId);
+        byWorkspace.set(workspaceDir, ws);
+      }
+      return [...byWorkspace].map(([workspaceDir, agentIds]) => ({ workspaceDir, agentIds }));
+    };
+
     api.registerMemoryCapability({
+      // The tool Active Memory's recall sub-agent uses (it must be allowed for the agent).
       deterministicRecallToolName: "memory_search",
+      // Declared false on purpose: memory-core restricts cross-conversation transcript recall to the same agent's
+      // private sessions (session store, reset cut-offs, sender checks); this engine indexes the agent's
+      // transcripts without that visibility model, so "Remember across conversations" stays off rather than
+      // risk showing another conversation's transcript. Undeclared, memory-core's `true` would be inherited when
+      // it stays loaded beside this plugin.
+      supportsPrivateTranscriptRecall: false,
+      publicArtifacts: {
+        async listArtifacts(params) {
+          return await listPublicArtifacts(agentWorkspaces(params?.cfg ?? liveConfig()));
+        },
+      },
       promptBuilder: (params) => {
         const settings = memorySettings(liveConfig(), params.agentId ?? "main");
         return settings.enabled ? buildPromptSection(params) : [];
       },
       flushPlanResolver: (params) => buildFlushPlan(params),
       runtime,
+    });
+
+    // --- trigger recall: lane 1, before every user turn's reply ---------------------------------------------
+    // The entries of MEMORY.md / USER.md whose <!-- trigger: ... --> phrases match the inbound message strongly
+    // (the engine's memory_recall: score >= 0.72, at most three; daily notes never) are injected as hidden
+    // context, with the session's active repository keys. Failures never block the reply.
+    api.on("before_prompt_build", async (event, ctx) => {
+      if (ctx?.trigger !== undefined && ctx.trigger !== "user") return undefined;
+      const message = typeof event?.currentUserMessage === "string" ? event.currentUserMessage : event?.prompt;
+      if (typeof message !== "string" || !message.trim()) return undefined;
+      const started = Date.now();
+      try {
+        const cfg = liveConfig();
+        const agentId = ctx?.agentId ?? "main";
+        if (!memorySettings(cfg, agentId).enabled) return undefined;
+        const engine = engineFor(cfg, agentId, ctx?.workspaceDir);
+        const signal = AbortSignal.timeout(Math.min(timeoutMs, RECALL_TIMEOUT_MS));
+        const r = await engine.callTool("memory_recall", { message, activeProjectKeys: activeProjectKeys(ctx) }, signal);
+        const entries = Array.isArray(r.entries) ? r.entries : [];
+        const prependContext = buildTriggerContext(entries);
+        if (entries.length > 0) logger.info?.(`memory-rs: trigger recall injected ${entries.length} entries in ${Date.now() - started} ms`);
+        else logger.debug?.(`memory-rs: trigger recall found nothing (${r.candidates ?? 0} eligible entries) in ${Date.now() - started} ms`);
+        return prependContext ? { prependContext } : undefined;
+      } catch (e) {
+        logger.warn?.(`memory-rs: trigger recall skipped: ${e.message}`);
+        return undefined;
+      }
     });
 
     // --- the agent tools -----------------------------------------------------------------------------------
@@ -293,7 +388,7 @@ const plugin = {
             const started = Date.now();
             let r;
             try {
-              r = await searchSources(engine, { query, maxResults: maxResults ?? live.maxResults, minScore, sources, signal });
+              r = await searchSources(engine, { query, maxResults: maxResults ?? live.maxResults, minScore, sources, projects: activeProjectKeys(ctx), signal });
             } catch (e) {
               if (signal?.aborted) throw e;
               return unavailable(e.message);

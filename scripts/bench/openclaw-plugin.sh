@@ -53,7 +53,7 @@ EOF
   export HOME="$dir/home" OPENCLAW_STATE_DIR="$dir/state" OPENCLAW_CONFIG_PATH="$dir/state/openclaw.json" MEMORY_STATE_DIR="$dir/memory-state"
   unset CI
   if [ "$kind" = memory-rs ]; then
-    "$MEMORY_BIN" openclaw install --openclaw "$ENTRY" --node "$NODE" >/dev/null
+    "$MEMORY_BIN" openclaw install --disable-memory-core --openclaw "$ENTRY" --node "$NODE" >/dev/null
   fi
   "$NODE" "$ENTRY" gateway run --port "$port" > "$dir/console.log" 2>&1 &
   local gw=$!

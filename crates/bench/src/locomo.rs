@@ -127,7 +127,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let mut convs: Vec<String> = questions.iter().map(|q| q.conv.clone()).collect();
     convs.sort();
     convs.dedup();
-    println!("LoCoMo: {} answerable questions over {} conversations ({})", questions.len(), convs.len(), opts.dataset.display());
+    println!(
+        "LoCoMo: {} answerable questions over {} conversations ({}); ranking settings: {}",
+        questions.len(),
+        convs.len(),
+        opts.dataset.display(),
+        crate::RANKING_PROFILE.get().map_or("default", String::as_str)
+    );
     let tmp = tempfile::tempdir()?;
     let state_root = opts.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let want = |m: &str| opts.modes.is_empty() || opts.modes.iter().any(|x| x == m);
@@ -163,6 +169,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             let mut config = Config::default();
             config.memory.search.query.min_score = 0.0;
             config.memory.search.query.hybrid.vector_weight = vw;
+            crate::apply_ranking_profile(&mut config);
             config.memory.search.query.hybrid.text_weight = tw;
             if rerank {
                 let r = &mut config.memory.search.query.rerank;
@@ -190,7 +197,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
             for q in questions.iter().filter(|q| &q.conv == conv) {
                 let t = Instant::now();
-                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![] }).await?;
+                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![], active_projects: vec![] }).await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
                 let (rec, seen) = score_question(q, &r.results);
                 run.by_category.entry(q.category).or_default().add(rec, seen);

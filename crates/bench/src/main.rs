@@ -22,8 +22,27 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "memory-bench", about = "Benchmarks and quality evaluation for the memory engines")]
 struct Cli {
+    /// Ranking settings for `quality`, `locomo` and `multilingual`: `default` (this engine's: recency decay and
+    /// MMR off) or `openclaw-2026.9` (OpenClaw 2026.9's hybrid defaults: decay with a 30-day half-life and MMR at
+    /// lambda 0.7, both on). Other commands refuse a non-default profile.
+    #[arg(long, global = true, default_value = "default", value_parser = ["default", "openclaw-2026.9"])]
+    ranking: String,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The ranking profile chosen by `--ranking` (set once in `main`).
+pub static RANKING_PROFILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Apply the `--ranking` profile to a config built by a quality command.
+pub fn apply_ranking_profile(config: &mut memory_core::Config) {
+    if RANKING_PROFILE.get().map(String::as_str) == Some("openclaw-2026.9") {
+        let h = &mut config.memory.search.query.hybrid;
+        h.temporal_decay.enabled = true;
+        h.temporal_decay.half_life_days = 30.0;
+        h.mmr.enabled = true;
+        h.mmr.lambda = 0.7;
+    }
 }
 
 #[derive(Subcommand)]
@@ -292,6 +311,10 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if cli.ranking != "default" && !matches!(cli.command, Command::Quality { .. } | Command::Locomo { .. } | Command::Multilingual { .. }) {
+        anyhow::bail!("--ranking applies to quality, locomo and multilingual only");
+    }
+    RANKING_PROFILE.set(cli.ranking.clone()).expect("set once");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),

@@ -75,7 +75,7 @@ fn write_workspace(set: &DevSet, ws: &Path) -> anyhow::Result<()> {
 async fn ranks(engine: &dyn MemoryBackend, set: &DevSet) -> anyhow::Result<Vec<Option<usize>>> {
     let mut out = Vec::new();
     for q in &set.questions {
-        let r = engine.search(&SearchRequest { query: q.query.clone(), max_results: Some(10), min_score: None, sources: vec![] }).await?;
+        let r = engine.search(&SearchRequest { query: q.query.clone(), max_results: Some(10), min_score: None, sources: vec![], active_projects: vec![] }).await?;
         let mut files: Vec<String> = Vec::new();
         for hit in r.results {
             if !files.contains(&hit.path) {
@@ -103,6 +103,7 @@ async fn run_mode(
     weights: Option<(f64, f64)>,
 ) -> anyhow::Result<Mode> {
     let mut config = Config::default();
+    crate::apply_ranking_profile(&mut config);
     let embedder = crate::quality::local_embedder(model)?;
     if let Some((vw, tw)) = weights {
         config.memory.search.query.hybrid.vector_weight = vw;
@@ -166,10 +167,11 @@ pub async fn run(
     let ws = tmp.join("workspace");
     write_workspace(&set, &ws)?;
     println!(
-        "bilingual set {}: {} notes, {} questions; builtin engine, default ranking settings",
+        "bilingual set {}: {} notes, {} questions; builtin engine, ranking settings: {}",
         dataset.display(),
         set.notes.len(),
-        set.questions.len()
+        set.questions.len(),
+        crate::RANKING_PROFILE.get().map_or("default", String::as_str)
     );
     let mut modes = vec![run_mode("keyword", &set, &ws, &tmp.join("state-keyword"), None, None).await?];
     if let Some(m) = minilm {

@@ -164,7 +164,7 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
     let (mut n10, mut map, mut rec, mut judged_queries) = (0.0, 0.0, 0.0, 0);
     for q in &data.queries {
         let Some(judged) = data.qrels.get(&q.id) else { continue };
-        let r = engine.search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![] }).await?;
+        let r = engine.search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![], active_projects: vec![] }).await?;
         // Documents in rank order (a long document may contribute several chunks: keep its best).
         let mut ranked: Vec<String> = Vec::new();
         for hit in r.results {
@@ -229,6 +229,7 @@ pub async fn builtin_scores(
         let mut config = Config::default();
         config.memory.search.query.min_score = 0.0;
         config.memory.search.query.hybrid.vector_weight = vw;
+        crate::apply_ranking_profile(&mut config);
         config.memory.search.query.hybrid.text_weight = tw;
         let ctx = OpenContext {
             config: Arc::new(config),

@@ -268,6 +268,9 @@ pub struct SearchSpec {
     pub min_score: Option<f64>,
     #[serde(default)]
     pub sources: Vec<String>,
+    /// The session's active repository keys (project-scoped ranking).
+    #[serde(default)]
+    pub active_project_keys: Vec<String>,
 }
 
 impl SearchSpec {
@@ -277,7 +280,13 @@ impl SearchSpec {
             .iter()
             .map(|s| Source::parse(s).ok_or_else(|| format!("unknown source `{s}`")))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SearchRequest { query: self.query.clone(), max_results: self.max_results, min_score: self.min_score, sources })
+        Ok(SearchRequest {
+            query: self.query.clone(),
+            max_results: self.max_results,
+            min_score: self.min_score,
+            sources,
+            active_projects: self.active_project_keys.clone(),
+        })
     }
 }
 

@@ -5,4 +5,5 @@ mod engine;
 mod fast_paths;
 mod generated;
 mod hostile;
+mod recall;
 mod sessions;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::{CommandFactory, Parser, Subcommand};
 use memory_core::registry::OpenContext;
-use memory_core::{Config, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+use memory_core::{Config, GetRequest, MemoryBackend, RecallRequest, SearchRequest, SyncOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -75,6 +75,26 @@ enum Command {
         /// Search only this source (`memory` or `sessions`); repeat for several. Default: all configured.
         #[arg(long = "source", value_parser = parse_source)]
         sources: Vec<memory_core::Source>,
+        /// An active repository key (e.g. `github.com/org/repo`; repeat, most recent first, at most 4): entries
+        /// tagged `<!-- project: key -->` of an active repository rank higher, those of another lower.
+        #[arg(long = "project")]
+        projects: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trigger recall: the entries of MEMORY.md / USER.md whose `<!-- trigger: ... -->` phrases match MESSAGE
+    /// strongly (score >= 0.72, at most 3), as OpenClaw injects them before a reply.
+    Recall {
+        /// The inbound message (may be left out with --project-entries).
+        #[arg(required_unless_present = "project_entries")]
+        message: Option<String>,
+        /// An active repository key (repeat, most recent first, at most 4): a project-tagged entry is eligible
+        /// only while every one of its keys is active.
+        #[arg(long = "project")]
+        projects: Vec<String>,
+        /// Also list up to N entries of MEMORY.md tagged for the active repositories (OpenClaw's Project Memory).
+        #[arg(long)]
+        project_entries: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -406,6 +426,13 @@ pub enum Job {
         max_results: Option<usize>,
         min_score: Option<f64>,
         sources: Vec<memory_core::Source>,
+        projects: Vec<String>,
+        json: bool,
+    },
+    Recall {
+        message: Option<String>,
+        projects: Vec<String>,
+        project_entries: Option<usize>,
         json: bool,
     },
     Get {
@@ -437,8 +464,16 @@ impl Job {
 fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
     Ok(Some(match command {
         Command::Index { force, json } => Job::Index { force: *force, json: *json },
-        Command::Search { query, max_results, min_score, sources, json } => {
-            Job::Search { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone(), json: *json }
+        Command::Search { query, max_results, min_score, sources, projects, json } => Job::Search {
+            query: query.clone(),
+            max_results: *max_results,
+            min_score: *min_score,
+            sources: sources.clone(),
+            projects: projects.clone(),
+            json: *json,
+        },
+        Command::Recall { message, projects, project_entries, json } => {
+            Job::Recall { message: message.clone(), projects: projects.clone(), project_entries: *project_entries, json: *json }
         }
         Command::Get { path, from, lines, offset, json } => Job::Get { path: path.clone(), from: *from, lines: *lines, offset: *offset, json: *json },
         Command::Status { deep, json } => Job::Status { deep: *deep, json: *json },
@@ -549,10 +584,25 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
             let report = engine.sync(SyncOptions { force: *force }).await?;
             output::sync_report(out, &report, started.elapsed(), *json)
         }
-        Job::Search { query, max_results, min_score, sources, json } => {
-            let request = SearchRequest { query: query.clone(), max_results: *max_results, min_score: *min_score, sources: sources.clone() };
+        Job::Search { query, max_results, min_score, sources, projects, json } => {
+            let request = SearchRequest {
+                query: query.clone(),
+                max_results: *max_results,
+                min_score: *min_score,
+                sources: sources.clone(),
+                active_projects: projects.clone(),
+            };
             let response = engine.search(&request).await?;
             output::search(out, err, &response, *json)
+        }
+        Job::Recall { message, projects, project_entries, json } => {
+            let request = RecallRequest {
+                message: message.clone().unwrap_or_default(),
+                active_projects: projects.clone(),
+                project_entries: *project_entries,
+            };
+            let response = engine.recall(&request).await?;
+            output::recall(out, err, &response, *json)
         }
         Job::Get { path, from, lines, offset, json } => {
             let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }).await?;

@@ -1,9 +1,12 @@
 //! `memory openclaw install` and `memory openclaw status`: the OpenClaw memory plugin (integrations/openclaw).
 //!
 //! `install` installs the plugin into an OpenClaw state folder with OpenClaw's own CLI (`openclaw plugins install
-//! <plugin> --force --accept-capabilities`, which also points `plugins.slots.memory` at it), then disables the
-//! bundled memory-core (`openclaw plugins disable memory-core`: left enabled, it keeps loading and its tools win
-//! the name conflict). The plugin's files are carried inside this binary, so no clone is needed.
+//! <plugin> --force --accept-capabilities`, which also points `plugins.slots.memory` at it), lets the plugin's
+//! trigger-recall hook see the inbound message (`plugins.entries.memory-rs.hooks.allowConversationAccess`), and
+//! keeps the bundled memory-core loaded beside it as OpenClaw's dreaming sidecar (dreaming, session backfill,
+//! standing-intent matching) with its tools denied (`tools.deny: ["memory-core"]`: otherwise its memory_search /
+//! memory_get win the tool-name conflict). `--disable-memory-core` disables memory-core instead. The plugin's
+//! files are carried inside this binary, so no clone is needed.
 //! `status` reads the OpenClaw config (`OPENCLAW_CONFIG_PATH`, else `<OPENCLAW_STATE_DIR or ~/.openclaw>/openclaw.json`)
 //! and says whether the memory slot is really served by this plugin.
 
@@ -29,7 +32,8 @@ const FILES: &[(&str, &str)] = &[
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
-    /// Install the memory plugin into OpenClaw (sets plugins.slots.memory) and disable memory-core.
+    /// Install the memory plugin into OpenClaw (sets plugins.slots.memory); memory-core stays loaded for dreaming
+    /// with its tools denied.
     #[command(after_help = "Uses OpenClaw's own CLI; restart the gateway afterwards.\n\nExamples:\n  memory openclaw install\n  \
         memory openclaw install --command ~/.cargo/bin/memory\n  OPENCLAW_STATE_DIR=~/.openclaw-work memory openclaw install")]
     Install {
@@ -45,9 +49,10 @@ pub enum Action {
         /// Set the plugin's `command` (the memory binary the gateway runs) to this path.
         #[arg(long)]
         command: Option<PathBuf>,
-        /// Leave memory-core enabled (its tools then shadow this plugin's: not recommended).
+        /// Disable memory-core instead of keeping it as the dreaming sidecar (loses dreaming, session backfill and
+        /// standing intents; saves the memory it takes in the gateway).
         #[arg(long)]
-        keep_memory_core: bool,
+        disable_memory_core: bool,
     },
     /// Whether OpenClaw's memory slot is really served by this plugin (exit status 1 when not).
     Status {
@@ -58,8 +63,8 @@ pub enum Action {
 
 pub fn run(action: &Action) -> anyhow::Result<()> {
     match action {
-        Action::Install { openclaw, node, plugin, command, keep_memory_core } => {
-            install(openclaw, node, plugin.as_deref(), command.as_deref(), *keep_memory_core)
+        Action::Install { openclaw, node, plugin, command, disable_memory_core } => {
+            install(openclaw, node, plugin.as_deref(), command.as_deref(), *disable_memory_core)
         }
         Action::Status { json } => {
             let report = status()?;
@@ -114,7 +119,7 @@ fn write_plugin(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&Path>, keep_memory_core: bool) -> anyhow::Result<()> {
+fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&Path>, disable_memory_core: bool) -> anyhow::Result<()> {
     let staged = match plugin {
         Some(_) => None,
         None => {
@@ -135,11 +140,24 @@ fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&P
         let _ = std::fs::remove_dir_all(dir);
     }
     installed?;
-    if keep_memory_core {
-        eprintln!("warning: memory-core left enabled: its memory_search/memory_get win over this plugin's");
-    } else {
+    eprintln!("Letting the trigger-recall hook read inbound messages (plugins.entries.{PLUGIN_ID}.hooks.allowConversationAccess)");
+    run_openclaw(openclaw, node, &["config", "set", &format!("plugins.entries.{PLUGIN_ID}.hooks.allowConversationAccess"), "true", "--strict-json"])?;
+    let cfg = current_config()?;
+    if disable_memory_core {
         eprintln!("Disabling the bundled memory-core (`openclaw plugins disable memory-core`)");
         run_openclaw(openclaw, node, &["plugins", "disable", "memory-core"])?;
+    } else {
+        // memory-core stays (or becomes again) enabled: OpenClaw loads it as the dreaming sidecar of this slot.
+        if cfg["plugins"]["entries"]["memory-core"]["enabled"] == json!(false) {
+            eprintln!("Re-enabling memory-core as the dreaming sidecar (plugins.entries.memory-core.enabled)");
+            run_openclaw(openclaw, node, &["config", "set", "plugins.entries.memory-core.enabled", "true", "--strict-json"])?;
+        }
+        if !memory_core_tools_denied(&cfg) {
+            let mut deny: Vec<Value> = cfg["tools"]["deny"].as_array().cloned().unwrap_or_default();
+            deny.push(json!(MEMORY_CORE));
+            eprintln!("Denying memory-core's tools (tools.deny += \"memory-core\"): memory_search / memory_get are this plugin's");
+            run_openclaw(openclaw, node, &["config", "set", "tools.deny", &serde_json::to_string(&deny)?, "--strict-json"])?;
+        }
     }
     if let Some(c) = command {
         let c = std::fs::canonicalize(c).with_context(|| format!("--command {}", c.display()))?;
@@ -153,6 +171,21 @@ fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&P
     }
     println!("Restart the gateway (`openclaw gateway restart`) for the change to take effect.");
     Ok(())
+}
+
+const MEMORY_CORE: &str = "memory-core";
+
+/// The OpenClaw config `status` reads (null when there is none).
+fn current_config() -> anyhow::Result<Value> {
+    match crate::openclaw::config_path()? {
+        Some(p) => crate::openclaw::read_json(&p).with_context(|| format!("cannot read the OpenClaw config {}", p.display())),
+        None => Ok(Value::Null),
+    }
+}
+
+/// Whether `tools.deny` names memory-core (OpenClaw then skips every tool of that plugin, before the name check).
+fn memory_core_tools_denied(cfg: &Value) -> bool {
+    cfg["tools"]["deny"].as_array().is_some_and(|d| d.iter().any(|v| v.as_str().is_some_and(|s| s.trim().eq_ignore_ascii_case(MEMORY_CORE))))
 }
 
 fn plugin_enabled(plugins: &Value, id: &str) -> bool {
@@ -245,8 +278,16 @@ pub fn status() -> anyhow::Result<Value> {
     let slot = plugins["slots"]["memory"].as_str().map(str::to_string);
     let installed = installed_at(state.as_deref(), plugins);
     let enabled = plugin_enabled(plugins, PLUGIN_ID);
-    let memory_core = plugin_enabled(plugins, "memory-core");
+    let memory_core = plugin_enabled(plugins, MEMORY_CORE);
+    let memory_core_tools_denied = memory_core_tools_denied(&cfg);
+    let trigger_recall = plugins["entries"][PLUGIN_ID]["hooks"]["allowConversationAccess"] == json!(true);
     let (command, command_from) = engine_command(plugins, installed.as_deref());
+    let mut warnings = Vec::new();
+    if !trigger_recall {
+        warnings.push(format!(
+            "trigger recall is off: OpenClaw blocks the plugin's before_prompt_build hook unless plugins.entries.{PLUGIN_ID}.hooks.allowConversationAccess is true (run `memory openclaw install`)"
+        ));
+    }
 
     let mut problems = Vec::new();
     if config_path.is_none() {
@@ -261,8 +302,8 @@ pub fn status() -> anyhow::Result<Value> {
     if !enabled {
         problems.push(format!("the {PLUGIN_ID} plugin is disabled (plugins.entries.{PLUGIN_ID}.enabled, plugins.allow/deny or plugins.enabled)"));
     }
-    if memory_core {
-        problems.push("memory-core is still enabled: it keeps loading and its memory_search/memory_get win the tool-name conflict (run `openclaw plugins disable memory-core`)".to_string());
+    if memory_core && !memory_core_tools_denied {
+        problems.push("memory-core is still enabled with its tools: its memory_search/memory_get win the tool-name conflict (run `memory openclaw install`: it adds \"memory-core\" to tools.deny, keeping memory-core for dreaming)".to_string());
     }
     if command.is_none() {
         problems.push(match command_from {
@@ -278,9 +319,12 @@ pub fn status() -> anyhow::Result<Value> {
         "installed": installed,
         "enabled": enabled,
         "memoryCoreEnabled": memory_core,
+        "memoryCoreToolsDenied": memory_core_tools_denied,
+        "triggerRecall": trigger_recall,
         "command": command,
         "commandFrom": command_from,
         "problems": problems,
+        "warnings": warnings,
     }))
 }
 
@@ -290,8 +334,17 @@ fn print_status(r: &Value) {
     println!("memory slot:        {}", show(&r["slot"]));
     println!("plugin installed:   {}", show(&r["installed"]));
     println!("plugin enabled:     {}", r["enabled"]);
-    println!("memory-core:        {}", if r["memoryCoreEnabled"] == json!(true) { "ENABLED (shadows this plugin)" } else { "disabled" });
+    let core = match (r["memoryCoreEnabled"] == json!(true), r["memoryCoreToolsDenied"] == json!(true)) {
+        (true, true) => "enabled, tools denied (dreaming sidecar)",
+        (true, false) => "ENABLED with its tools (shadows this plugin)",
+        (false, _) => "disabled",
+    };
+    println!("memory-core:        {core}");
+    println!("trigger recall:     {}", if r["triggerRecall"] == json!(true) { "on" } else { "OFF" });
     println!("engine command:     {} ({})", show(&r["command"]), show(&r["commandFrom"]));
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        println!("warning: {}", show(w));
+    }
     if r["served"] == json!(true) {
         println!("Served by {PLUGIN_ID}: yes");
     } else {

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use memory_core::{GetResponse, SearchResponse, Status, SyncReport};
+use memory_core::{GetResponse, RecallResponse, SearchResponse, Status, SyncReport};
 
 fn print_json(out: &mut dyn Write, v: &impl serde::Serialize) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut *out, v)?;
@@ -30,6 +30,32 @@ pub fn search(out: &mut dyn Write, err: &mut dyn Write, r: &SearchResponse, json
             writeln!(out, "   {line}")?;
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+pub fn recall(out: &mut dyn Write, err: &mut dyn Write, r: &RecallResponse, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(out, r);
+    }
+    for w in &r.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    if r.mode.is_some() {
+        if r.entries.is_empty() {
+            writeln!(out, "No trigger matched ({} eligible entries with triggers).", r.candidates)?;
+        }
+        for e in &r.entries {
+            writeln!(out, "{}  (score {:.3}, trigger \"{}\")", e.citation, e.score, e.trigger)?;
+            writeln!(out, "   {}", e.text.trim())?;
+        }
+    }
+    if !r.project_entries.is_empty() {
+        writeln!(out, "Project memory:")?;
+        for e in &r.project_entries {
+            writeln!(out, "{}  ({})", e.citation, e.projects.join("; "))?;
+            writeln!(out, "   {}", e.text.trim())?;
+        }
     }
     Ok(())
 }

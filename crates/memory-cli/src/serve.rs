@@ -1,6 +1,7 @@
 //! `memory serve`: the agent tools over the Model Context Protocol (stdio, the `rmcp` crate).
 //!
-//! Tools: `memory_search {query, maxResults?, minScore?}` and `memory_get {path, from?, lines?}` answer with the
+//! Tools: `memory_search {query, maxResults?, minScore?, activeProjectKeys?}`, `memory_recall {message,
+//! activeProjectKeys?}` (trigger recall) and `memory_get {path, from?, lines?}` answer with the
 //! wire shapes of SPEC §1 (as JSON text and as structured content); refusals and other engine errors (SPEC §6) are
 //! tool errors (`isError: true`, `{"error": {kind, message}}`), so the agent sees why. `memory_append {text}` is
 //! listed only when appending is allowed (`--allow-append`); arguments that do not fit a tool's schema are tool
@@ -10,7 +11,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memory_core::{GetRequest, MemoryBackend, MemoryError, SearchRequest, SyncOptions};
+use memory_core::{GetRequest, MemoryBackend, MemoryError, RecallRequest, SearchRequest, SyncOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
@@ -31,6 +32,25 @@ pub struct SearchArgs {
     /// Drop snippets scoring below this, 0..1 (default 0.35; keyword hits are returned when none pass).
     #[serde(default)]
     pub min_score: Option<f64>,
+    /// The session's active repository keys (e.g. `github.com/org/repo`), most recent first, at most 4 read:
+    /// entries tagged `<!-- project: key -->` of an active repository rank higher, another's lower.
+    #[serde(default)]
+    pub active_project_keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecallArgs {
+    /// The inbound message (may be empty with projectEntries).
+    #[serde(default)]
+    pub message: String,
+    /// The session's active repository keys, most recent first (at most 4 read): a project-tagged entry is
+    /// eligible only while every one of its keys is active.
+    #[serde(default)]
+    pub active_project_keys: Option<Vec<String>>,
+    /// Also list up to this many entries of MEMORY.md tagged for the active repositories (Project Memory).
+    #[serde(default)]
+    pub project_entries: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -127,11 +147,40 @@ impl MemoryServer {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        let request = SearchRequest { query: args.query, max_results: args.max_results, min_score: args.min_score, sources: Vec::new() };
+        let request = SearchRequest {
+            query: args.query,
+            max_results: args.max_results,
+            min_score: args.min_score,
+            sources: Vec::new(),
+            active_projects: args.active_project_keys.unwrap_or_default(),
+        };
         match self.engine.search(&request).await {
             Ok(r) => tool_ok(&r),
             Err(e) => {
                 warn!(error = %e, "memory_search failed");
+                Ok(tool_error(&e))
+            }
+        }
+    }
+
+    #[tool(
+        name = "memory_recall",
+        description = "Trigger recall: the entries of MEMORY.md / USER.md whose <!-- trigger: ... --> phrases match a message strongly (score >= 0.72, at most 3), with path, line, text and score; a host injects them as context before replying. Daily notes never qualify."
+    )]
+    async fn memory_recall(&self, Parameters(args): Parameters<Checked<RecallArgs>>) -> Result<CallToolResult, ErrorData> {
+        let args = match args.get() {
+            Ok(a) => a,
+            Err(refusal) => return Ok(refusal),
+        };
+        let request = RecallRequest {
+            message: args.message,
+            active_projects: args.active_project_keys.unwrap_or_default(),
+            project_entries: args.project_entries,
+        };
+        match self.engine.recall(&request).await {
+            Ok(r) => tool_ok(&r),
+            Err(e) => {
+                warn!(error = %e, "memory_recall failed");
                 Ok(tool_error(&e))
             }
         }

@@ -74,7 +74,7 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
 async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
     let mut out = Map::new();
     let started = Instant::now();
-    let search = match engine.search(&SearchRequest { query: "memory".into(), max_results: Some(1), min_score: Some(0.0), sources: Vec::new() }).await {
+    let search = match engine.search(&SearchRequest { query: "memory".into(), max_results: Some(1), min_score: Some(0.0), sources: Vec::new(), active_projects: Vec::new() }).await {
         Ok(r) => json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0, "results": r.results.len(), "mode": r.mode, "warnings": r.warnings }),
         Err(e) => json!({ "ok": false, "ms": started.elapsed().as_secs_f64() * 1000.0, "error": e.to_string(), "kind": e.kind() }),
     };

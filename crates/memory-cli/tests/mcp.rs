@@ -66,8 +66,8 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
 
     let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names.len(), 2, "{names:?}");
-    assert!(names.contains(&"memory_search") && names.contains(&"memory_get"), "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names.contains(&"memory_search") && names.contains(&"memory_get") && names.contains(&"memory_recall"), "{names:?}");
     let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
     let schema = Value::Object((*search.input_schema).clone());
     assert_eq!(schema["type"], "object");
@@ -173,5 +173,39 @@ async fn the_watcher_keeps_the_server_fresh() {
         assert!(std::time::Instant::now() < deadline, "the server never saw the new file: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_recall_returns_curated_trigger_matches_and_search_takes_project_keys() {
+    let env = env();
+    fs::write(
+        env.ws.path().join("MEMORY.md"),
+        "# Memory\n\n- Keep the gateway on loopback. <!-- trigger: gateway setup -->\n- Run make ci. <!-- project: github.com/acme/api --> <!-- trigger: pushing code -->\n",
+    )
+    .unwrap();
+    fs::write(env.ws.path().join("memory/2026-11-30.md"), "- Open the gateway to the internet. <!-- trigger: gateway setup -->\n").unwrap();
+    let client = connect(&env, &[]).await;
+    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let recall = tools.iter().find(|t| t.name == "memory_recall").expect("memory_recall listed");
+    let schema = Value::Object((*recall.input_schema).clone());
+    assert!(schema["properties"]["message"].is_object() && schema["properties"]["activeProjectKeys"].is_object(), "{schema}");
+    let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
+    assert!(Value::Object((*search.input_schema).clone())["properties"]["activeProjectKeys"].is_object());
+
+    let r = call(&client, "memory_recall", json!({ "message": "help with the gateway setup" })).await;
+    assert_ne!(r.is_error, Some(true));
+    let v = payload(&r);
+    let cited: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["citation"].as_str().unwrap()).collect();
+    assert_eq!(cited, ["MEMORY.md#L3"], "{v}");
+    let r = call(&client, "memory_recall", json!({ "message": "pushing code", "activeProjectKeys": ["github.com/acme/api"] })).await;
+    assert_eq!(payload(&r)["entries"][0]["citation"], "MEMORY.md#L4");
+    let r = call(&client, "memory_recall", json!({ "message": "pushing code" })).await;
+    assert_eq!(payload(&r)["entries"], json!([]));
+    let r = call(&client, "memory_search", json!({ "query": "make ci", "activeProjectKeys": ["github.com/acme/api"] })).await;
+    assert_eq!(payload(&r)["results"][0]["path"], "MEMORY.md");
+    // A wrong argument is a tool error, not an ignored key.
+    let r = call(&client, "memory_recall", json!({ "message": "x", "projects": ["a"] })).await;
+    assert_eq!(r.is_error, Some(true));
     tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
 }

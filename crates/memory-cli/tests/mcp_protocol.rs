@@ -197,7 +197,7 @@ fn requests_before_initialize_get_a_clear_error_and_the_server_lives_on() {
     assert!(s.answer(&json!(2))["result"].is_object());
     s.initialize();
     s.send_json(json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}));
-    assert_eq!(s.answer(&json!(3))["result"]["tools"].as_array().unwrap().len(), 2);
+    assert_eq!(s.answer(&json!(3))["result"]["tools"].as_array().unwrap().len(), 3);
     s.finish();
 }
 

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::types::{Capabilities, GetRequest, GetResponse, ProgressFn, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
+use crate::types::{Capabilities, GetRequest, GetResponse, ProgressFn, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
 
 /// A memory engine: answers `memory_search` and `memory_get`, keeps its index in step with the files.
 ///
@@ -17,6 +17,16 @@ pub trait MemoryBackend: Send + Sync {
 
     /// Ranked snippets for a query. Never the whole file.
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse>;
+
+    /// Trigger recall: the curated entries whose trigger phrases match `request.message` strongly (at most 3,
+    /// score >= 0.72). Engines that do not keep the annotations refuse (the default).
+    async fn recall(&self, request: &RecallRequest) -> Result<RecallResponse> {
+        let _ = request;
+        Err(crate::MemoryError::Refused(format!(
+            "the {} engine does not read trigger annotations; trigger recall needs memory.backend \"builtin\" or \"lancedb\"",
+            self.name()
+        )))
+    }
 
     /// A safe read of one memory file or a line range of it (SPEC §6).
     async fn get(&self, request: &GetRequest) -> Result<GetResponse>;

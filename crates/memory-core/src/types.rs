@@ -42,12 +42,98 @@ pub struct SearchRequest {
     /// Limit the search to these sources (all configured sources when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Source>,
+    /// The session's active repository keys (OpenClaw's `activeProjectKeys`, most recent first, at most 4
+    /// read): entries tagged `<!-- project: key -->` of an active repository rank higher, those of another
+    /// repository lower, untagged ones as before (`ranking::project`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_projects: Vec<String>,
 }
 
 impl SearchRequest {
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest { query: query.into(), ..Default::default() }
     }
+}
+
+/// Trigger recall (OpenClaw's lane-1 "trigger injection"): the entries of the curated files (`MEMORY.md`,
+/// `memory.md`, `USER.md`) whose `<!-- trigger: ... -->` phrases match an inbound message strongly enough to be
+/// injected as hidden context before the reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallRequest {
+    /// The inbound message. May be empty when only `project_entries` are asked for.
+    #[serde(default)]
+    pub message: String,
+    /// The session's active repository keys (most recent first; at most 4 read). A project-tagged entry is
+    /// eligible only while every one of its keys is active.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_projects: Vec<String>,
+    /// Also list up to this many entries of `MEMORY.md` tagged for the active repositories (OpenClaw's Project
+    /// Memory block), most important first; at most [`MAX_PROJECT_ENTRIES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_entries: Option<usize>,
+}
+
+/// The most project entries one recall lists.
+pub const MAX_PROJECT_ENTRIES: usize = 512;
+
+/// An entry of `MEMORY.md` whose project keys are all active.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectEntry {
+    pub path: String,
+    pub line: usize,
+    /// The line without its annotations.
+    pub text: String,
+    pub projects: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<u8>,
+    /// `path#L<line>`.
+    pub citation: String,
+}
+
+/// One entry to inject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallEntry {
+    pub path: String,
+    /// The entry's line (1-based).
+    pub line: usize,
+    /// The line without its annotations.
+    pub text: String,
+    /// 0.8 x trigger score + 0.2 x relevance; at least [`RecallResponse::threshold`].
+    pub score: f64,
+    /// How well the best trigger phrase matches the message (0..1).
+    pub trigger_score: f64,
+    /// The search score of the entry's hit for the message (keyword and vector paths), 0..1; 0 when not a hit.
+    pub relevance: f64,
+    /// The phrase that matched best.
+    pub trigger: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<u8>,
+    /// `path#L<line>`.
+    pub citation: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecallResponse {
+    /// Best first, at most 3.
+    pub entries: Vec<RecallEntry>,
+    /// The score an entry needs (0.72).
+    pub threshold: f64,
+    /// Trigger-annotated entries that were eligible (curated file, projects active) and scored.
+    pub candidates: usize,
+    /// The search mode of the relevance leg (`hybrid`, `keyword`, `vector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// With `project_entries` asked for: `MEMORY.md`'s entries of the active repositories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_entries: Vec<ProjectEntry>,
 }
 
 /// One ranked snippet.

@@ -2,7 +2,7 @@
 // bundled memory-core (OpenClaw 2026.9.x), its memory prompt section, its pre-compaction flush plan and its
 // classification of workspace memory files.
 
-import { realpath } from "node:fs/promises";
+import { readdir, realpath } from "node:fs/promises";
 import path from "node:path";
 
 // The exact parameter schemas of memory-core's memory_search and memory_get.
@@ -321,4 +321,94 @@ export async function classifyWorkspaceMemoryPaths(params) {
       }
     }),
   );
+}
+
+// --- trigger recall (lane 1) ----------------------------------------------------------------------------------
+
+/** OpenClaw's bound on the injected trigger block (characters of the entry list). */
+export const MAX_TRIGGER_CONTEXT_CHARS = 1800;
+
+function escapeXml(s) {
+  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&apos;");
+}
+
+/** Cut to at most `max` UTF-16 units without splitting a surrogate pair. */
+function truncateUtf16(s, max) {
+  if (s.length <= max) return s;
+  let end = max;
+  const code = s.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end -= 1;
+  return s.slice(0, end);
+}
+
+/**
+ * The hidden context block for trigger-matched entries, in the shape OpenClaw's own lane-1 recall injects
+ * ("Context:" and an <active_memory_plugin> block, which OpenClaw strips from stored transcripts so a recalled
+ * fact is never re-extracted as a new memory). `undefined` when there is nothing to inject.
+ */
+export function buildTriggerContext(entries) {
+  if (!Array.isArray(entries) || entries.length === 0) return undefined;
+  const summary = entries
+    .map((e) => `- ${String(e.text ?? "").replace(/^\s*[-*]\s+/, "").trim()} (Source: ${e.path}#L${e.line})`)
+    .join("\n");
+  return ["Context:", "<active_memory_plugin>", escapeXml(truncateUtf16(summary, MAX_TRIGGER_CONTEXT_CHARS)), "</active_memory_plugin>"].join("\n");
+}
+
+/** Active repository keys from a hook or tool context: strings, most recent first, at most 4. */
+export function activeProjectKeys(ctx) {
+  const keys = ctx?.activeProjectKeys;
+  if (!Array.isArray(keys)) return [];
+  return keys.filter((k) => typeof k === "string" && k.trim()).map((k) => k.trim()).slice(0, 4);
+}
+
+// --- public artifacts -----------------------------------------------------------------------------------------
+
+async function walkMarkdown(dir, out, depth = 0) {
+  if (depth > 16 || out.length >= 10_000) return;
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    if (e.isSymbolicLink()) continue;
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (![".git", "node_modules", ".venv", "venv", "__pycache__"].includes(e.name)) await walkMarkdown(p, out, depth + 1);
+    } else if (e.isFile() && e.name.endsWith(".md")) {
+      out.push(p);
+    }
+  }
+}
+
+/**
+ * The public memory artifacts of the agents' workspaces, as memory-core lists them (memory-wiki's bridge reads
+ * them): MEMORY.md as `memory-root`, memory/**.md as `daily-note` (`dream-report` under memory/dreaming/).
+ * `workspaces`: [{ workspaceDir, agentIds }].
+ */
+export async function listPublicArtifacts(workspaces) {
+  const artifacts = [];
+  for (const { workspaceDir, agentIds } of workspaces) {
+    const names = new Set(
+      (await readdir(workspaceDir, { withFileTypes: true }).catch(() => [])).filter((e) => e.isFile()).map((e) => e.name),
+    );
+    if (names.has("MEMORY.md")) {
+      artifacts.push({ kind: "memory-root", workspaceDir, relativePath: "MEMORY.md", absolutePath: path.join(workspaceDir, "MEMORY.md"), agentIds: [...agentIds], contentType: "markdown" });
+    }
+    const files = [];
+    await walkMarkdown(path.join(workspaceDir, "memory"), files);
+    for (const absolutePath of files) {
+      const relativePath = path.relative(workspaceDir, absolutePath).split(path.sep).join("/");
+      artifacts.push({
+        kind: relativePath.startsWith("memory/dreaming/") ? "dream-report" : "daily-note",
+        workspaceDir,
+        relativePath,
+        absolutePath,
+        agentIds: [...agentIds],
+        contentType: "markdown",
+      });
+    }
+  }
+  return artifacts;
 }

@@ -97,7 +97,7 @@ pub fn ask(state_dir: &Path, resolved: &Resolved, agent: &str, job: &Job) -> Res
         other => return Err(NotAnswered::Malformed(format!("{other:?}"))),
     }
     let wait = match job {
-        Job::Search { .. } | Job::Get { .. } | Job::Status { .. } => Some(READ_ANSWER_WAIT),
+        Job::Search { .. } | Job::Recall { .. } | Job::Get { .. } | Job::Status { .. } => Some(READ_ANSWER_WAIT),
         Job::Index { .. } | Job::Append { .. } => None,
     };
     match conn.reply(wait)? {

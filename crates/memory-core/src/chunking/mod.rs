@@ -8,6 +8,8 @@
 
 use crate::sha256_hex;
 
+pub mod annotations;
+
 /// Version of the cutting rules below, part of the index identity.
 pub const CHUNKER_VERSION: &str = "ch2";
 

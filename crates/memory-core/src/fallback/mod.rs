@@ -29,7 +29,7 @@ use crate::error::{ErrorKind, MemoryError, Result};
 use crate::registry::{BackendFactory, OpenContext};
 use crate::types::{
     ProgressFn,
-    Capabilities, FallbackStatus, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions,
+    Capabilities, FallbackStatus, GetRequest, GetResponse, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions,
     SyncReport,
 };
 
@@ -148,6 +148,10 @@ impl MemoryBackend for OpenOnDemand {
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
         with_engine!(self, e => e.get(request).await)
+    }
+
+    async fn recall(&self, request: &RecallRequest) -> Result<RecallResponse> {
+        with_engine!(self, e => e.recall(request).await)
     }
 
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
@@ -586,6 +590,25 @@ impl MemoryBackend for FallbackManager {
         }
         let fb = self.fallback().await.map_err(|e| self.both_failed(e))?;
         let mut resp = fb.search(request).await.map_err(|e| self.both_failed(e))?;
+        resp.warnings.insert(0, self.warning());
+        Ok(resp)
+    }
+
+    /// As a search: the primary, else the fallback while it fails. An engine that refuses (it does not read
+    /// the annotations) is the answer.
+    async fn recall(&self, request: &RecallRequest) -> Result<RecallResponse> {
+        if let Some(_probe) = self.try_primary() {
+            match self.bounded(self.primary.recall(request)).await {
+                Ok(r) => {
+                    self.record_success();
+                    return Ok(r);
+                }
+                Err(e) if !falls_back(&e) => return Err(e),
+                Err(e) => self.record_failure("recall", &e),
+            }
+        }
+        let fb = self.fallback().await.map_err(|e| self.both_failed(e))?;
+        let mut resp = fb.recall(request).await.map_err(|e| self.both_failed(e))?;
         resp.warnings.insert(0, self.warning());
         Ok(resp)
     }

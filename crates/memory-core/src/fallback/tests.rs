@@ -517,3 +517,14 @@ async fn the_failure_survives_the_process_in_the_state_file() {
     assert!(third.mgr.fallback_status().is_none());
     assert!(!state.exists());
 }
+
+#[tokio::test]
+async fn an_engine_without_trigger_recall_refuses_it_and_the_fallback_is_not_asked() {
+    // The fake engines, like QMD, do not implement `recall`: the trait's answer is a refusal naming the engine.
+    let s = setup(policy(50, 400));
+    let e = s.mgr.recall(&RecallRequest { message: "gateway setup".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused, "{e}");
+    assert!(e.to_string().contains("qmd engine does not read trigger annotations"), "{e}");
+    assert_eq!(s.fallback_calls.search.load(Ordering::SeqCst), 0);
+    assert!(s.mgr.status().await.unwrap().fallback.is_none(), "a refusal is not a failure of the engine");
+}

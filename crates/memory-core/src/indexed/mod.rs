@@ -66,6 +66,7 @@ mod embed;
 mod freshness;
 mod plan;
 mod prepare;
+pub mod recall;
 mod search;
 mod unrelated;
 
@@ -555,6 +556,11 @@ impl MemoryBackend for IndexedBackend {
             }
             other => other,
         }
+    }
+
+    async fn recall(&self, request: &RecallRequest) -> Result<RecallResponse> {
+        // A damaged index is repaired by the search inside (as any search repairs it).
+        self.recall_inner(request).await
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {

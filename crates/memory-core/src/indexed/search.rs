@@ -44,7 +44,8 @@ impl IndexedBackend {
         }
         let mut warnings = Vec::new();
         let stale = self.freshen(&mut warnings).await?;
-        let opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        opts.active_projects = crate::ranking::project::active_keys(&request.active_projects);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
         if let Some(cause) = ctx.store.read_only() {

@@ -99,6 +99,9 @@ pub struct RankingOptions {
     /// The similarity the embedding model gives this query and unrelated text: vector scores count from it
     /// beside the text leg ([`vector_scores`]). Set by the engine per search; `None`: raw cosines.
     pub vector_floor: Option<f64>,
+    /// The session's active repository keys ([`project::active_keys`]): project-tagged hits are boosted or
+    /// demoted by [`project::factor`]. Empty: no project scoping.
+    pub active_projects: Vec<String>,
 }
 
 impl RankingOptions {
@@ -114,6 +117,7 @@ impl RankingOptions {
             citations: config.memory.citations,
             now_ms: crate::now_ms(),
             vector_floor: None,
+            active_projects: Vec::new(),
         }
     }
 
@@ -477,6 +481,7 @@ pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
             }
         }
         s.score *= importance_factor(s.candidate.importance);
+        s.score *= project::factor(&s.candidate, &opts.active_projects);
         // A NaN or infinite signal (a degenerate vector, an extreme option) must not reach the ranking or the wire.
         if !s.score.is_finite() {
             s.score = 0.0;
@@ -523,12 +528,19 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
     let tokens: Vec<HashSet<String>> = items.iter().map(|s| similarity_tokens(&s.candidate.text)).collect();
     let mut remaining: Vec<usize> = (0..items.len()).collect();
     let mut picked: Vec<usize> = Vec::with_capacity(items.len());
+    // Each candidate's highest similarity to the picked ones, updated with each new pick only (the same maximum
+    // as over all picks, in O(n^2) instead of O(n^3)).
+    let mut max_sim = vec![0.0_f64; items.len()];
     while !remaining.is_empty() {
+        if let Some(&last) = picked.last() {
+            for &i in &remaining {
+                max_sim[i] = max_sim[i].max(jaccard(&tokens[i], &tokens[last]));
+            }
+        }
         let mut best = 0;
         let mut best_val = f64::MIN;
         for (pos, &i) in remaining.iter().enumerate() {
-            let max_sim = picked.iter().map(|&j| jaccard(&tokens[i], &tokens[j])).fold(0.0, f64::max);
-            let val = lambda * rel[i] - (1.0 - lambda) * max_sim;
+            let val = lambda * rel[i] - (1.0 - lambda) * max_sim[i];
             if val > best_val {
                 best_val = val;
                 best = pos;
@@ -663,6 +675,7 @@ pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec
     to_results(selected, query, opts.citations)
 }
 
+pub mod project;
 pub mod snippet;
 
 #[cfg(test)]
