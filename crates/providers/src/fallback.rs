@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use memory_core::embedding::{BatchEmbedder, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
@@ -29,7 +29,6 @@ pub struct FallbackProvider {
     primary: Arc<dyn EmbeddingProvider>,
     secondary: Arc<dyn EmbeddingProvider>,
     switched: AtomicBool,
-    reason: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for FallbackProvider {
@@ -44,17 +43,12 @@ impl fmt::Debug for FallbackProvider {
 
 impl FallbackProvider {
     pub fn new(primary: Arc<dyn EmbeddingProvider>, secondary: Arc<dyn EmbeddingProvider>) -> Self {
-        FallbackProvider { primary, secondary, switched: AtomicBool::new(false), reason: Mutex::new(None) }
+        FallbackProvider { primary, secondary, switched: AtomicBool::new(false) }
     }
 
     /// Whether the secondary is in use.
     pub fn is_switched(&self) -> bool {
         self.switched.load(Ordering::SeqCst)
-    }
-
-    /// Why the wrapper switched (the primary's error), for status output.
-    pub fn switch_reason(&self) -> Option<String> {
-        self.reason.lock().map(|r| r.clone()).unwrap_or(None)
     }
 
     pub fn primary(&self) -> &Arc<dyn EmbeddingProvider> {
@@ -119,9 +113,6 @@ impl EmbeddingProvider for FallbackProvider {
                         error = %e,
                         "embedding provider failed; switching to the fallback provider (the index must be rebuilt)"
                     );
-                    if let Ok(mut r) = self.reason.lock() {
-                        *r = Some(e.to_string());
-                    }
                 }
                 Err(EmbeddingError::Transient {
                     provider: self.primary.id().to_string(),

@@ -226,7 +226,6 @@ impl IndexedBackend {
                 Err(e) => return Err(e),
             }
         };
-        self.dirty.store(false, Ordering::SeqCst);
         let pending = self.sync_live(files).await?;
         Ok(pending.then(|| "the index was built with other settings than the configuration now asks for; searching it as it is (updated with the files that changed) until `memory index` rebuilds it".into()))
     }

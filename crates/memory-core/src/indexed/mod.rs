@@ -122,7 +122,6 @@ pub struct IndexedBackend {
     /// Paths a host announced as changed (`MemoryBackend::notify_changed`): the next search syncs them whatever
     /// their size and mtime say.
     hinted: Mutex<HashSet<String>>,
-    dirty: AtomicBool,
     /// The change journal of a long-lived engine: lets a search skip the stat of every file when nothing changed.
     journal: Mutex<freshness::Journal>,
     /// Known to hold an index (saves reading the identity on every search).
@@ -133,7 +132,6 @@ pub struct IndexedBackend {
     /// The probes' centroid ([`unrelated`]) of the live index, once read, with the live handle and provider
     /// fingerprint it belongs to.
     unrelated_centroid: RwLock<Option<unrelated::Remembered>>,
-    keyword_capable: bool,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
     sessions_dir: Option<PathBuf>,
@@ -205,12 +203,10 @@ impl IndexedBackend {
             rebuilding: AtomicBool::new(false),
             live_patch: tokio::sync::Mutex::new(()),
             hinted: Mutex::new(HashSet::new()),
-            dirty: AtomicBool::new(false),
             journal: Mutex::new(freshness::Journal::default()),
             indexed: AtomicBool::new(false),
             built_fingerprint: RwLock::new(None),
             unrelated_centroid: RwLock::new(None),
-            keyword_capable: true,
             progress: RwLock::new(None),
             sessions_dir: None,
             batch_state_file: None,
@@ -266,12 +262,6 @@ impl IndexedBackend {
             }
             files
         }
-    }
-
-    /// Mark the index stale (a watcher saw a change); the next search with `sync.onSearch` syncs first.
-    pub fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::SeqCst);
-        self.journal.lock().unwrap().forget();
     }
 
     /// The index key of a changed path a host announced: transcripts by their key in the sessions source.
@@ -532,9 +522,9 @@ impl MemoryBackend for IndexedBackend {
     fn capabilities(&self) -> Capabilities {
         let vector = self.embedder.is_some();
         Capabilities {
-            keyword: self.keyword_capable,
+            keyword: true,
             vector,
-            hybrid: vector && self.keyword_capable,
+            hybrid: vector,
             persistent: true,
             shared_ranking: true,
             cjk: true,
@@ -570,7 +560,6 @@ impl MemoryBackend for IndexedBackend {
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
         let _guard = self.sync_lock.lock().await;
         let _writer = self.writer_lock_bounded("sync").await?;
-        self.dirty.store(false, Ordering::SeqCst);
         match self.sync_inner(options).await {
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
                 let note = self.replace_corrupt_live(e).await?;
@@ -722,7 +711,7 @@ impl IndexedBackend {
             model: self.embedder.as_ref().map(|e| e.model().to_string()),
             dimensions: self.embedder.as_ref().and_then(|e| e.dimensions()),
             last_sync_ms: store.meta(META_LAST_SYNC).await?.and_then(|v| v.parse().ok()),
-            dirty: stale > 0 || self.dirty.load(Ordering::SeqCst),
+            dirty: stale > 0,
             rebuild_pending,
             fallback: None,
             warnings,

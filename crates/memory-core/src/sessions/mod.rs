@@ -213,10 +213,5 @@ pub fn sessions_dir(config: &crate::Config, state_dir: &Path, agent_id: &str) ->
     state_dir.join("agents").join(safe).join("sessions")
 }
 
-/// Count complete lines in `bytes`.
-pub fn complete_lines(bytes: &[u8]) -> usize {
-    bytes.iter().filter(|b| **b == b'\n').count()
-}
-
 #[cfg(test)]
 mod tests;

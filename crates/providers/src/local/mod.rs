@@ -706,11 +706,6 @@ impl LocalProvider {
             .cloned()
     }
 
-    /// Blocking embed, for callers outside an async runtime (benchmarks, tools), as documents.
-    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        self.embed_blocking_as(texts, EmbeddingPurpose::Document)
-    }
-
     /// Blocking embed with the purpose's prompt.
     pub fn embed_blocking_as(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         let texts = self.prompted(texts, purpose);
