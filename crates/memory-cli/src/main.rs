@@ -426,11 +426,13 @@ pub enum Job {
         max_results: Option<usize>,
         min_score: Option<f64>,
         sources: Vec<memory_core::Source>,
+        #[serde(default)]
         projects: Vec<String>,
         json: bool,
     },
     Recall {
         message: Option<String>,
+        #[serde(default)]
         projects: Vec<String>,
         project_entries: Option<usize>,
         json: bool,
