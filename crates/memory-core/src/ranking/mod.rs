@@ -323,25 +323,27 @@ pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
 pub const SPREAD_DEPTH: usize = 10;
 
 /// How decisively a leg of one hybrid search tells its best candidates from the rest: the coefficient of variation
-/// (standard deviation / mean) of its best [`SPREAD_DEPTH`] calibrated scores. `None` when it cannot say (fewer than
-/// two candidates, no positive score).
-pub fn leg_spread(scores: &[f64]) -> Option<f64> {
-    let mut top: Vec<f64> = scores.iter().copied().filter(|v| v.is_finite()).collect();
-    top.sort_by(|a, b| b.total_cmp(a));
-    top.truncate(SPREAD_DEPTH);
-    if top.len() < 2 {
+/// (standard deviation / mean) of its best `depth` calibrated scores, a candidate the leg did not return counting
+/// 0 (as it does in the merge: a chunk no keyword matched has no text score). `None` when it cannot say (a depth
+/// under two, no positive score).
+pub fn leg_spread(scores: &[f64], depth: usize) -> Option<f64> {
+    if depth < 2 {
         return None;
     }
-    let mean = top.iter().sum::<f64>() / top.len() as f64;
+    let mut top: Vec<f64> = scores.iter().copied().filter(|v| v.is_finite()).collect();
+    top.sort_by(|a, b| b.total_cmp(a));
+    top.resize(depth, 0.0);
+    let mean = top.iter().sum::<f64>() / depth as f64;
     if mean <= 0.0 {
         return None;
     }
-    let sd = (top.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / top.len() as f64).sqrt();
+    let sd = (top.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / depth as f64).sqrt();
     Some(sd / mean).filter(|v| v.is_finite())
 }
 
-/// The weights of one hybrid search: the configured ones, each scaled by its leg's [`leg_spread`], normalised to
-/// sum 1. A leg that cannot say how decisive it is takes the other's spread (the configured ratio stands).
+/// The weights of one hybrid search: the configured ones, each scaled by its leg's [`leg_spread`] over the same
+/// depth (the best [`SPREAD_DEPTH`] of the `candidates` the two legs returned together), normalised to sum 1. When
+/// a leg cannot say how decisive it is, or neither separates anything, the configured ratio stands.
 ///
 /// Why: fixed weights trust each leg as much on every query, and a leg that scores its candidates nearly alike
 /// then decides the order by noise. In one long conversation every chunk is about the same people, so a small
@@ -349,23 +351,18 @@ pub fn leg_spread(scores: &[f64]) -> Option<f64> {
 /// the one turn with the question's rare words; with 0.7 on the flat vector leg, hybrid ranked below keyword alone
 /// (locomo-dev R@5 0.808 vs 0.818 with all-MiniLM-L6-v2). Scaled by spread (a query-performance predictor in the
 /// manner of Shtok et al.'s normalised query commitment), the leg that separates its candidates leads and the
-/// other refines: locomo-dev hybrid R@1/5/10 0.616/0.820/0.894 (MiniLM) and 0.622/0.830/0.888 (bge-small), both
-/// at or above keyword (0.609/0.818/0.868), Cranfield dev nDCG@10 0.4104 -> 0.4119, the bilingual set's hybrid
-/// MiniLM 21 -> 24 answered first (keyword 24). The cost: multilingual-e5 on the bilingual set, whose vector leg
-/// is the better one there and whose keyword leg's few weak matches can look decisive, 29 -> 28 first and
-/// 36 -> 34 in the first three (docs/BENCHMARKS.md).
-pub fn hybrid_weights(vector_weight: f64, text_weight: f64, vector: &[f64], text: &[f64]) -> (f64, f64) {
-    let (sv, st) = match (leg_spread(vector), leg_spread(text)) {
-        (Some(v), Some(t)) => (v, t),
-        _ => (1.0, 1.0),
+/// other refines (figures in docs/BENCHMARKS.md). Both legs are measured over the same depth, a candidate a leg
+/// did not return counting 0 there: the vector leg always returns its full depth, unrelated chunks included, and
+/// the keyword leg only the chunks that match; measured among its matches alone, a keyword leg that found four
+/// near-identical notes looked flat beside a vector leg whose spread was its own unrelated tail.
+pub fn hybrid_weights(vector_weight: f64, text_weight: f64, vector: &[f64], text: &[f64], candidates: usize) -> (f64, f64) {
+    let depth = candidates.min(SPREAD_DEPTH);
+    let (v, t) = match (leg_spread(vector, depth), leg_spread(text, depth)) {
+        (Some(sv), Some(st)) => (vector_weight * sv, text_weight * st),
+        _ => (vector_weight, text_weight),
     };
-    let (v, t) = (vector_weight * sv, text_weight * st);
-    if v + t > 0.0 && (v + t).is_finite() {
-        (v / (v + t), t / (v + t))
-    } else {
-        let sum = vector_weight + text_weight;
-        (vector_weight / sum, text_weight / sum)
-    }
+    let (v, t) = if v + t > 0.0 && (v + t).is_finite() { (v, t) } else { (vector_weight, text_weight) };
+    (v / (v + t), t / (v + t))
 }
 
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
@@ -391,7 +388,12 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Opti
     // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
     // are used as they are.
     let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
-    let (vw, tw) = if have_text && have_vec && vw > 0.0 && tw > 0.0 { hybrid_weights(vw, tw, &calibrated, &text) } else { (vw, tw) };
+    let (vw, tw) = if have_text && have_vec && vw > 0.0 && tw > 0.0 {
+        let union: HashSet<&str> = keyword.iter().chain(&vector).map(|c| c.chunk_id.as_str()).collect();
+        hybrid_weights(vw, tw, &calibrated, &text, union.len())
+    } else {
+        (vw, tw)
+    };
     for (c, t) in keyword.into_iter().zip(text) {
         order.push(c.chunk_id.clone());
         by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0, exact_match: false });

@@ -106,31 +106,34 @@ fn merge_weights_and_normalises() {
     let mut v2 = cand("b", "memory/b.md", "beta");
     v2.vector_score = Some(0.5);
     let items = merge(vec![k], vec![v, v2], None, 0.7, 0.3);
+    // The configured weights, scaled by each leg's spread over the two candidates ([`hybrid_weights`]).
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &[1.0, 0.5], &[0.5], 2);
+    assert!((vw + tw - 1.0).abs() < 1e-12 && tw > 0.3, "{vw} {tw}");
     let a = items.iter().find(|s| s.candidate.chunk_id == "a").unwrap();
-    assert!((a.score - (0.7 * 1.0 + 0.3 * 0.5)).abs() < 1e-12);
+    assert!((a.score - (vw * 1.0 + tw * 0.5)).abs() < 1e-12);
     let b = items.iter().find(|s| s.candidate.chunk_id == "b").unwrap();
-    assert!((b.score - 0.35).abs() < 1e-12);
+    assert!((b.score - vw * 0.5).abs() < 1e-12);
     // Beside the text leg, cosines count from the model's similarity of unrelated text (the floor): the best
     // keeps its cosine, the others in proportion above the floor, at or below it 0; the cosine itself is what
     // the result reports.
     let mut k = cand("a", "memory/a.md", "alpha");
     k.bm25_rank = Some(-0.9);
     let vector = vec![cand_with_vec("a", 0.9), cand_with_vec("c", 0.7), cand_with_vec("b", 0.5)];
+    let calibrated = vector_scores(&vector, Some(0.5));
+    assert_eq!(calibrated.len(), 3);
+    assert!((calibrated[0] - 0.9).abs() < 1e-12 && (calibrated[1] - 0.45).abs() < 1e-12 && calibrated[2].abs() < 1e-12, "{calibrated:?}");
     let items = merge(vec![k], vector.clone(), Some(0.5), 0.7, 0.3);
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &calibrated, &[0.5], 3);
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().clone();
-    assert!((score("a").score - (0.7 * 0.9 + 0.3 * 0.5)).abs() < 1e-12);
-    assert!((score("c").score - 0.7 * 0.45).abs() < 1e-12, "{}", score("c").score);
+    assert!((score("a").score - (vw * 0.9 + tw * 0.5)).abs() < 1e-12);
+    assert!((score("c").score - vw * 0.45).abs() < 1e-12, "{}", score("c").score);
     assert!(score("b").score.abs() < 1e-12);
     assert_eq!(score("b").vector_score, Some(0.5));
-    // The floor is the model's, not the candidates': the same candidate scores the same however many others
-    // were retrieved beside it.
-    let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-0.9);
+    // The floor is the model's, not the candidates': the same candidate's vector score is the same however many
+    // others were retrieved beside it.
     let mut more = vector;
     more.extend((0..40).map(|i| cand_with_vec(&format!("x{i}"), 0.2)));
-    let items_more = merge(vec![k], more, Some(0.5), 0.7, 0.3);
-    let c_more = items_more.iter().find(|s| s.candidate.chunk_id == "c").unwrap();
-    assert!((c_more.score - score("c").score).abs() < 1e-12);
+    assert!((vector_scores(&more, Some(0.5))[1] - 0.45).abs() < 1e-12);
     // Nothing above the floor: the vector leg says nothing. No floor: the cosines count as they are.
     let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.4)], Some(0.5), 0.7, 0.3);
     assert!(items.iter().find(|s| s.candidate.chunk_id == "c").unwrap().score.abs() < 1e-12);
@@ -195,7 +198,7 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
     let items = merge(keyword.clone(), vector.clone(), Some(0.05), 0.7, 0.3);
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
     assert!(score("y") > score("x"), "y {} x {}", score("y"), score("x"));
-    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 10);
     assert!(tw > vw && (vw + tw - 1.0).abs() < 1e-12, "{vw} {tw}");
 
     // The other way round (a paraphrase: the vector leg picks one chunk out clearly, the keyword leg matches a
@@ -203,7 +206,7 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
     let keyword: Vec<Candidate> = (0..10).map(|i| kw(&format!("k{i}"), &format!("memory/k{i}.md"), "k", -3.0 - 0.01 * i as f64)).collect();
     let mut vector = vec![vec_cand("p", "memory/p.md", "p", 0.80)];
     vector.extend((0..9).map(|i| vec_cand(&format!("k{i}"), &format!("memory/k{i}.md"), "k", 0.15)));
-    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 11);
     assert!(vw > 0.9, "{vw} {tw}");
     let items = merge(keyword, vector, Some(0.05), 0.7, 0.3);
     let mut order: Vec<_> = items.iter().map(|s| (s.score, s.candidate.chunk_id.clone())).collect();
@@ -213,17 +216,31 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
 
 #[test]
 fn a_leg_that_cannot_say_how_decisive_it_is_keeps_the_configured_weights() {
-    assert_eq!(leg_spread(&[0.9]), None);
-    assert_eq!(leg_spread(&[]), None);
-    assert_eq!(leg_spread(&[0.0, 0.0]), None);
-    assert_eq!(leg_spread(&[0.5, 0.5]), Some(0.0));
-    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.9, 0.1], &[0.8]);
+    assert_eq!(leg_spread(&[0.9], 1), None);
+    assert_eq!(leg_spread(&[], 10), None);
+    assert_eq!(leg_spread(&[0.0, 0.0], 2), None);
+    assert_eq!(leg_spread(&[0.5, 0.5], 2), Some(0.0));
+    // A candidate the leg did not return counts 0: one match among four candidates is decisive.
+    assert!(leg_spread(&[0.8], 4).unwrap() > 1.0);
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.9, 0.1], &[0.8], 1);
     assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12);
-    let (vw, tw) = hybrid_weights(7.0, 3.0, &[f64::NAN], &[0.8, 0.2]);
-    assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12);
-    // Both legs flat: nothing to scale by; the configured ratio stands.
-    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.5, 0.5], &[0.4, 0.4]);
+    let (vw, tw) = hybrid_weights(7.0, 3.0, &[f64::NAN], &[0.8, 0.2], 2);
     assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12, "{vw} {tw}");
+    // Both legs flat: nothing to scale by; the configured ratio stands.
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &[0.5, 0.5], &[0.4, 0.4], 2);
+    assert!((vw - 0.7).abs() < 1e-12 && (tw - 0.3).abs() < 1e-12, "{vw} {tw}");
+}
+
+#[test]
+fn a_keyword_leg_that_matched_few_of_the_candidates_is_measured_with_the_rest_at_zero() {
+    // Four near-identical notes match the words; the vector leg returns them and two unrelated notes. Among its
+    // matches alone the keyword leg would look flat and the vector leg's unrelated tail would make it look
+    // decisive; over the same six candidates the keyword leg's zeros count too.
+    let keyword: Vec<Candidate> = (0..4).map(|i| kw(&format!("m{i}"), &format!("memory/m{i}.md"), "m", -5.0 - 0.1 * i as f64)).collect();
+    let mut vector: Vec<Candidate> = (0..4).map(|i| vec_cand(&format!("m{i}"), &format!("memory/m{i}.md"), "m", 0.75 - 0.03 * i as f64)).collect();
+    vector.extend((0..2).map(|i| vec_cand(&format!("u{i}"), &format!("memory/u{i}.md"), "u", 0.15)));
+    let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 6);
+    assert!(tw > 0.3, "the keyword leg keeps a say: {vw} {tw}");
 }
 
 #[test]
@@ -423,8 +440,14 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
     ];
     let r = rank(keyword.clone(), vector.clone(), vec![], "INC-20931", &o);
     assert_eq!(r[0].path, "memory/tickets.md");
-    // Without the exact string in the query the merged score decides, as before.
-    let r = rank(keyword.clone(), vector.clone(), vec![], "export ticket", &o);
+    // Without the exact string in the query the merged score decides, as before: with the keyword leg matching
+    // all three alike, the vector leg's clear first choice leads.
+    let flat = vec![
+        kw("t", "memory/tickets.md", "INC-20931: export timed out", -4.0),
+        kw("a", "memory/a.md", "INC-21007: amounts counted twice", -3.9),
+        kw("b", "memory/b.md", "FEAT-388: dark mode", -3.95),
+    ];
+    let r = rank(flat, vector.clone(), vec![], "export ticket", &o);
     assert_eq!(r[0].path, "memory/a.md");
     // An exact match passes minScore.
     let strict = RankingOptions { min_score: 0.99, ..opts() };
