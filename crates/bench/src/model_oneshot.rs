@@ -20,9 +20,10 @@ fn memory(bin: &Path, ws: &Path, state: &Path, config: &Path) -> Command {
     c
 }
 
-fn run_ok(cmd: &mut Command) -> anyhow::Result<(Duration, String)> {
+/// Run a `memory` command to completion (no input), timed whole; its stdout, or its stderr as the error.
+pub(crate) fn run_ok(cmd: &mut Command) -> anyhow::Result<(Duration, String)> {
     let t = Instant::now();
-    let o = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).output()?;
+    let o = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).output()?;
     let d = t.elapsed();
     if !o.status.success() {
         bail!("memory failed: {}", String::from_utf8_lossy(&o.stderr));
@@ -30,7 +31,8 @@ fn run_ok(cmd: &mut Command) -> anyhow::Result<(Duration, String)> {
     Ok((d, String::from_utf8_lossy(&o.stdout).into_owned()))
 }
 
-fn quantile_ms(v: &[Duration], q: f64) -> f64 {
+/// The `q` quantile of `v`, in milliseconds (nearest rank).
+pub(crate) fn quantile_ms(v: &[Duration], q: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort();
     v[((v.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0

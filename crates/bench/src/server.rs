@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::corpus;
+use crate::model_oneshot::{quantile_ms, run_ok};
 
 pub struct Options {
     pub notes: Vec<usize>,
@@ -35,22 +36,6 @@ fn memory(bin: &Path, ws: &Path, state: &Path, config: &Path) -> Command {
     c.arg("--workspace").arg(ws).arg("--state-dir").arg(state).arg("--config").arg(config).env("RUST_LOG", "error");
     c.env("OPENCLAW_STATE_DIR", state.join("no-openclaw")).env_remove("MEMORY_NO_SERVER");
     c
-}
-
-fn run_ok(cmd: &mut Command) -> anyhow::Result<(Duration, String)> {
-    let t = Instant::now();
-    let o = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).output()?;
-    let d = t.elapsed();
-    if !o.status.success() {
-        bail!("memory failed: {}", String::from_utf8_lossy(&o.stderr));
-    }
-    Ok((d, String::from_utf8_lossy(&o.stdout).into_owned()))
-}
-
-fn quantile_ms(v: &[Duration], q: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort();
-    v[((v.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
 }
 
 fn rss_of(pid: u32) -> Option<u64> {
