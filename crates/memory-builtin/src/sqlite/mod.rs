@@ -445,6 +445,19 @@ impl ChunkStore for SqliteStore {
         })
     }
 
+    async fn file_records(&self, keys: &[(Source, String)]) -> Result<Vec<FileRecord>> {
+        self.read("read file records", |c| {
+            let mut st = c.prepare_cached("SELECT source, path, hash, size, mtime_ms FROM files WHERE source = ?1 AND path = ?2")?;
+            let mut out = Vec::with_capacity(keys.len());
+            for (source, path) in keys {
+                if let Some(r) = st.query_row(params![source.as_str(), path], file_row).optional()? {
+                    out.push(r);
+                }
+            }
+            Ok(out)
+        })
+    }
+
     async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
         // Indexed equality on path, name and stem; the shared tiers decide the order. The path is looked up
         // under each source: `path = ?` alone cannot use the (source, path) key, and one unindexed arm makes

@@ -62,17 +62,28 @@ impl ChangeJournal {
     }
 
     /// The memory files the events taken so far named (written, created, moved, removed), since the last call:
-    /// the next check looks at each of them whatever its size and times say.
-    pub fn take_changed_files(&mut self) -> Vec<std::path::PathBuf> {
+    /// the next check looks at each of them whatever its size and times say, and only at them when the
+    /// list is [complete](ChangedFiles::complete).
+    pub fn take_changed_files(&mut self) -> ChangedFiles {
         #[cfg(target_os = "linux")]
         {
-            std::mem::take(&mut self.inner.files)
+            ChangedFiles { paths: std::mem::take(&mut self.inner.files), complete: std::mem::replace(&mut self.inner.all_named, true) }
         }
         #[cfg(not(target_os = "linux"))]
         {
             match self._never {}
         }
     }
+}
+
+/// What [`ChangeJournal::take_changed_files`] answers.
+#[derive(Debug, Default)]
+pub struct ChangedFiles {
+    pub paths: Vec<std::path::PathBuf>,
+    /// Every change since the last call is a change of one of `paths`: no folder was created, moved or removed,
+    /// no event was lost or could not be placed, the list did not reach its cap. A check may then look at
+    /// these files alone.
+    pub complete: bool,
 }
 
 #[cfg(target_os = "linux")]
@@ -139,6 +150,8 @@ mod linux {
         /// Memory files named by events since the last `take_changed_files` (bounded: past the cap, the
         /// freshness check's own comparison finds the rest).
         pub(super) files: Vec<PathBuf>,
+        /// Every change since the last `take_changed_files` is in `files`.
+        pub(super) all_named: bool,
     }
 
     /// At most this many changed files are remembered between two checks.
@@ -153,6 +166,7 @@ mod linux {
                 watched: HashMap::new(),
                 buffer: vec![0; 64 * 1024],
                 files: Vec::new(),
+                all_named: true,
             };
             w.arm()?;
             Ok(w)
@@ -248,10 +262,9 @@ mod linux {
                         Effect::None => {}
                         Effect::Changed => {
                             changed = true;
-                            if let (Some(w), Some(name)) = (watched, ev.name) {
-                                if self.files.len() < MAX_FILES {
-                                    self.files.push(w.dir.join(name));
-                                }
+                            match (watched, ev.name) {
+                                (Some(w), Some(name)) if self.files.len() < MAX_FILES => self.files.push(w.dir.join(name)),
+                                _ => self.all_named = false,
                             }
                         }
                         Effect::Rearm => rearm = true,
@@ -259,6 +272,7 @@ mod linux {
                 }
             }
             if rearm {
+                self.all_named = false;
                 // A fresh instance: watches of moved folders would report under their old names.
                 self.inotify = Inotify::init()?;
                 self.watched.clear();
@@ -350,9 +364,35 @@ mod tests {
         drop(fs::read_to_string(w.join("memory/b.md")).unwrap());
         assert!(j.take_changes().unwrap());
         let mut named = j.take_changed_files();
-        named.dedup();
-        assert_eq!(named, [w.join("memory/a.md")]);
-        assert!(j.take_changed_files().is_empty());
+        assert!(named.complete);
+        named.paths.dedup();
+        assert_eq!(named.paths, [w.join("memory/a.md")]);
+        assert!(j.take_changed_files().paths.is_empty());
+    }
+
+    /// A check may look at the named files alone only when they are every change: a folder created, renamed or
+    /// removed (its notes come and go without an event of their own) says the list is not complete, once.
+    #[test]
+    fn says_when_the_named_files_are_not_every_change() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        write(&w.join("memory/a.md"), "a\n");
+        let roots = MemoryRoots::new(w, &Vec::<String>::new());
+        let mut j = ChangeJournal::start(&roots, None).expect("inotify is available on Linux");
+        let mut take = |act: &dyn Fn()| {
+            act();
+            j.take_changes().unwrap();
+            let named = j.take_changed_files();
+            (named.complete, named.paths.len())
+        };
+        assert_eq!(take(&|| write(&w.join("memory/a.md"), "A\n")).0, true, "a rewrite is named");
+        assert_eq!(take(&|| fs::remove_file(w.join("memory/a.md")).unwrap()), (true, 1), "a removal is named");
+        assert_eq!(take(&|| write(&w.join("memory/b/c.md"), "c\n")).0, false, "a new folder with a note");
+        assert_eq!(take(&|| write(&w.join("memory/b/c.md"), "C\n")).0, true, "after it, a rewrite is named again");
+        assert_eq!(take(&|| fs::rename(w.join("memory/b"), w.join("memory/d")).unwrap()).0, false, "a folder renamed");
+        assert_eq!(take(&|| {
+            fs::rename(w.join("memory/d/c.md"), w.join("memory/e.md")).unwrap();
+        }), (true, 2), "a note moved: both names");
     }
 
     /// Each step is what a user or an agent does between two searches; `changed` is what the journal must say.

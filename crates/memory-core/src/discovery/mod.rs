@@ -286,6 +286,62 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
     out
 }
 
+/// What [`discover`] would list at each of `paths` (files a change journal named), without walking anything
+/// else: the key of each path and its listed file (`None`: nothing there is a memory file now, so a record under
+/// that key is gone). A root memory file named brings both root names, since one can hide the other. `None`
+/// overall when a path cannot be decided alone (a file with several hard links: de-duplication picks one).
+pub fn discover_named(roots: &MemoryRoots, paths: &[PathBuf]) -> Option<Vec<(String, Option<MemoryFile>)>> {
+    let ws = &roots.workspace;
+    let mut asked: Vec<PathBuf> = paths.to_vec();
+    if paths.iter().any(|p| p.parent() == Some(ws.as_path()) && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| ROOT_FILE_NAMES.contains(&n))) {
+        asked.extend(ROOT_FILE_NAMES.iter().map(|n| ws.join(n)));
+    }
+    asked.sort();
+    asked.dedup();
+    let root = root_file_name(ws);
+    let mut out = Vec::with_capacity(asked.len());
+    for p in asked {
+        // Keys are text: discovery lists no file whose name is not (and so no record has such a key).
+        if p.file_name().and_then(|n| n.to_str()).is_none() {
+            continue;
+        }
+        let listed = if is_listed_path(roots, root, &p) { regular_file(roots, &p) } else { None };
+        #[cfg(unix)]
+        if listed.is_some() && std::fs::symlink_metadata(&p).is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) {
+            return None;
+        }
+        out.push((roots.key_for(&p), listed.map(|(f, _)| f)));
+    }
+    Some(out)
+}
+
+/// Would [`discover`] list a regular file at `p` (by its place and name; `root`: the root file name in use)?
+fn is_listed_path(roots: &MemoryRoots, root: Option<&str>, p: &Path) -> bool {
+    let ws = &roots.workspace;
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if p.parent() == Some(ws.as_path()) && is_root_memory_name(name) {
+        return if name == USER_FILE { exact_name_exists(ws, USER_FILE) } else { root == Some(name) };
+    }
+    // Under a walked folder: no tool folder or non-UTF-8 folder name on the way, an indexed name.
+    let walked = |dir: &Path, media: bool| {
+        p.strip_prefix(dir).is_ok_and(|rest| {
+            !rest.as_os_str().is_empty()
+                && rest.components().all(|c| c.as_os_str().to_str().is_some_and(|s| !IGNORED_DIRS.contains(&s)))
+                && is_indexed_name(p, media)
+        })
+    };
+    if walked(&ws.join(MEMORY_DIR), false) {
+        return true;
+    }
+    roots.extra_paths.iter().enumerate().any(|(i, extra)| {
+        if p == extra {
+            roots.pattern_of(i).is_none() && is_indexed_name(p, roots.media)
+        } else {
+            walked(extra, roots.media) && roots.extra_selects(i, p)
+        }
+    })
+}
+
 /// Identity of a file for de-duplication: (device, inode) where available — no extra system call, since no
 /// link is ever followed — else the canonical path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -256,3 +256,86 @@ fn the_prefix_sort_orders_names_as_a_plain_sort() {
         })
         .unwrap();
 }
+
+/// What the freshness check of named files sees at a path is what a full listing holds there: for every path of
+/// a workspace with root files of both names, the profile, tool folders, links, media, other files, an extra
+/// folder with a pattern, an extra file and an extra folder inside `memory/`, each state of the root files.
+#[test]
+fn a_named_path_is_listed_exactly_when_a_full_listing_lists_it() {
+    let d = ws();
+    let outside = ws();
+    let w = d.path();
+    let put = |p: &Path| {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, "x\n").unwrap();
+    };
+    let extra_dir = outside.path().join("notes");
+    let patterned = outside.path().join("docs");
+    let extra_file = outside.path().join("single.md");
+    let mut paths = vec![
+        w.join("USER.md"),
+        w.join("notes.md"),
+        w.join("memory/2026-12-01.md"),
+        w.join("memory/a/b/deep.md"),
+        w.join("memory/readme.txt"),
+        w.join("memory/photo.png"),
+        w.join("memory/node_modules/pkg/x.md"),
+        w.join("memory/.git/y.md"),
+        w.join("memory/inner/photo.png"),
+        w.join("memory/inner/n.md"),
+        extra_dir.join("a.md"),
+        extra_dir.join("sub/photo.jpg"),
+        extra_dir.join("data.csv"),
+        patterned.join("keep/a.md"),
+        patterned.join("drop/a.md"),
+        extra_file.clone(),
+    ];
+    for p in &paths {
+        put(p);
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(w.join("memory/2026-12-01.md"), w.join("memory/link.md")).unwrap();
+        paths.push(w.join("memory/link.md"));
+    }
+    paths.push(w.join("memory/never-written.md"));
+    let extras = vec![
+        ExtraPath::Path(extra_dir.display().to_string()),
+        ExtraPath::Pattern { path: patterned.display().to_string(), pattern: Some("keep/**".into()) },
+        ExtraPath::Path(extra_file.display().to_string()),
+        ExtraPath::Path(w.join("memory/inner").display().to_string()),
+    ];
+    let roots = MemoryRoots::new(w, &extras).with_media(true);
+    let root_states: [&[&str]; 4] = [&[], &["MEMORY.md"], &["memory.md"], &["MEMORY.md", "memory.md"]];
+    for present in root_states {
+        for name in ROOT_FILE_NAMES {
+            let _ = fs::remove_file(w.join(name));
+        }
+        for name in present {
+            put(&w.join(name));
+        }
+        let listed: std::collections::BTreeMap<String, PathBuf> = discover(&roots).into_iter().map(|f| (f.key, f.abs_path)).collect();
+        let mut asked = paths.clone();
+        asked.push(w.join("MEMORY.md"));
+        for p in &asked {
+            let found = discover_named(&roots, std::slice::from_ref(p)).expect("no hard links here");
+            let key = roots.key_for(p);
+            let here = found.iter().find(|(k, _)| *k == key).expect("the asked path is answered");
+            assert_eq!(here.1.as_ref().map(|f| &f.abs_path), listed.get(&key), "{} with root files {present:?}", p.display());
+            for (k, f) in &found {
+                assert_eq!(f.as_ref().map(|f| &f.abs_path), listed.get(k), "{k} (brought by {}) with root files {present:?}", p.display());
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_named_file_with_another_hard_link_asks_for_a_full_listing() {
+    let d = ws();
+    fs::create_dir_all(d.path().join("memory")).unwrap();
+    fs::write(d.path().join("memory/a.md"), "a\n").unwrap();
+    fs::hard_link(d.path().join("memory/a.md"), d.path().join("memory/b.md")).unwrap();
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
+    assert!(discover_named(&roots, &[d.path().join("memory/a.md")]).is_none());
+}

@@ -11,6 +11,10 @@ const FRESHEN_WAIT: Duration = super::LOCK_WAIT;
 /// Workspaces with at least this many files free the freshness check's lists on a blocking thread.
 const PARALLEL_FREE_MIN: usize = 4096;
 
+/// A check looks at the files the change journal named alone when they are at most this many (more: a bulk
+/// write, for which listing every file costs little beside syncing them).
+const NAMED_CHECK_MAX: usize = 256;
+
 /// The change journal ([`ChangeJournal`]) of an engine that searches more than once. A search that finds it
 /// quiet since a check that found the index in step with the files skips the check (a stat per file).
 #[derive(Default)]
@@ -34,7 +38,9 @@ pub(super) struct Journal {
 pub(super) enum CheckPlan {
     /// Nothing changed since a check found the index in step.
     Skip,
-    /// Check the files; a check that finds the index in step answers for this epoch.
+    /// Since a check found the index in step, only the files the journal named changed: check them alone.
+    Named(u64),
+    /// Check every file; a check that finds the index in step answers for this epoch.
     Run(u64),
 }
 
@@ -46,11 +52,17 @@ impl Journal {
 
     pub(super) fn plan(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>, must_check: bool) -> CheckPlan {
         if let Some(journal) = self.journal.as_mut() {
+            let mut named_only = false;
             match journal.take_changes() {
                 Ok(false) => {}
                 Ok(true) => {
+                    let was_in_step = self.in_step == Some(self.epoch);
                     self.epoch += 1;
-                    self.files.extend(journal.take_changed_files());
+                    let named = journal.take_changed_files();
+                    self.files.extend(named.paths);
+                    self.files.sort_unstable();
+                    self.files.dedup();
+                    named_only = was_in_step && named.complete && self.files.len() <= NAMED_CHECK_MAX;
                 }
                 Err(e) => {
                     debug!(error = %e, "change journal failed; every search checks the files");
@@ -61,6 +73,9 @@ impl Journal {
             }
             if !must_check && self.journal.is_some() && self.in_step == Some(self.epoch) {
                 return CheckPlan::Skip;
+            }
+            if !must_check && named_only {
+                return CheckPlan::Named(self.epoch);
             }
         } else if !self.unavailable {
             self.checks += 1;
@@ -115,27 +130,37 @@ impl IndexedBackend {
             let plan = journal.plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
             (plan, journal.take_files())
         };
-        let epoch = match plan {
+        let (epoch, only_named) = match plan {
             CheckPlan::Skip => return Ok(Staleness::default()),
-            CheckPlan::Run(epoch) => epoch,
+            CheckPlan::Named(epoch) => (epoch, self.discover_named(&named)),
+            CheckPlan::Run(epoch) => (epoch, None),
         };
         // What the journal saw written is checked by content, as a host's announcement is.
         hinted.extend(named.iter().map(|p| self.hint_key(p)));
         // The stats of the files and the read of the records overlap: together they are the check's cost.
         let started = std::time::Instant::now();
-        let discover = self.discovery();
-        let listing = tokio::task::spawn_blocking(move || {
-            let files = discover();
-            (files, started.elapsed())
-        });
-        let stored = store.files().await;
-        let read_in = started.elapsed();
-        let (files, listed_in) = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
-        let stored = stored?;
+        let (files, stored, listed_in, read_in, named_keys) = match only_named {
+            Some((files, keys)) => {
+                let stored = store.file_records(&keys).await?;
+                (files, stored, started.elapsed(), started.elapsed(), Some(keys))
+            }
+            None => {
+                let discover = self.discovery();
+                let listing = tokio::task::spawn_blocking(move || {
+                    let files = discover();
+                    (files, started.elapsed())
+                });
+                let stored = store.files().await;
+                let read_in = started.elapsed();
+                let (files, listed_in) = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
+                (files, stored?, listed_in, read_in, None)
+            }
+        };
         let mut verify = Vec::new();
         let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
         debug!(
             files = files.len(),
+            named_only = named_keys.is_some(),
             listed_ms = listed_in.as_secs_f64() * 1e3,
             records_ms = read_in.as_secs_f64() * 1e3,
             compared_ms = started.elapsed().as_secs_f64() * 1e3,
@@ -167,7 +192,11 @@ impl IndexedBackend {
             return Ok(stale);
         }
         debug!(changed = stale.changed.len(), removed = stale.removed.len(), "files changed since the last sync; syncing before the search");
-        match self.sync_for_search(files).await {
+        let scope = match named_keys {
+            Some(keys) => SyncScope::Named { files, keys },
+            None => SyncScope::Listed(files),
+        };
+        match self.sync_for_search(scope).await {
             Ok(None) => {
                 self.journal.lock().unwrap().in_step_at(epoch);
                 Ok(Staleness::default())
@@ -190,7 +219,7 @@ impl IndexedBackend {
 
     /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task
     /// or process is running, never for a rebuild. Returns a warning when a rebuild is pending or running.
-    pub(super) async fn sync_for_search(&self, files: Vec<MemoryFile>) -> Result<Option<String>> {
+    pub(super) async fn sync_for_search(&self, files: SyncScope) -> Result<Option<String>> {
         let deadline = Instant::now() + FRESHEN_WAIT;
         let mut pause = Duration::from_millis(2);
         // Polls back off from 2 ms to 25 ms: a short sync ends within a few polls, a long wait costs little CPU.
@@ -233,7 +262,7 @@ impl IndexedBackend {
     /// Sync `files` into the live index with its own identity's settings: when a rebuild is pending, changed
     /// files get vectors only if the live index's embedding settings are still the provider's (else they are
     /// found by their words until the rebuild). The caller holds the locks. Returns whether a rebuild is pending.
-    pub(super) async fn sync_live(&self, files: Vec<MemoryFile>) -> Result<bool> {
+    pub(super) async fn sync_live(&self, files: SyncScope) -> Result<bool> {
         let live = self.store();
         let desired = self.desired_identity();
         let current = live.identity().await?;
@@ -242,7 +271,7 @@ impl IndexedBackend {
             Some(c) if pending => c.provider_fingerprint.clone(),
             _ => desired.provider_fingerprint.clone(),
         };
-        let result = self.sync_into(&live, &live, planned.as_deref(), Some(files)).await;
+        let result = self.sync_into(&live, &live, planned.as_deref(), files).await;
         *self.built_fingerprint.write().unwrap() = None;
         let report = result?;
         if !pending {
@@ -250,6 +279,27 @@ impl IndexedBackend {
         }
         debug!(?report, pending, "synced before a search");
         Ok(pending)
+    }
+
+    /// What discovery lists at the paths the change journal named (those of them on disk), and the keys of all of
+    /// them; `None` when they cannot be decided alone (the check then lists every file).
+    fn discover_named(&self, paths: &[PathBuf]) -> Option<(Vec<MemoryFile>, Vec<FileKey>)> {
+        let sources = &self.config.memory.search.sources;
+        let (mut files, mut keys) = (Vec::new(), Vec::new());
+        if sources.contains(&Source::Memory) {
+            for (key, file) in crate::discovery::discover_named(&self.roots, paths)? {
+                keys.push((Source::Memory, key));
+                files.extend(file);
+            }
+        }
+        if let (true, Some(dir)) = (sources.contains(&Source::Sessions), &self.sessions_dir) {
+            for p in paths.iter().filter(|p| p.parent() == Some(dir.as_path()) && sessions::is_transcript_name(p)) {
+                let Some(name) = p.file_name().and_then(|n| n.to_str()) else { continue };
+                keys.push((Source::Sessions, format!("{}{name}", sessions::KEY_PREFIX)));
+                files.extend(sessions::transcript_file(p));
+            }
+        }
+        Some((files, keys))
     }
 
     /// Drop candidates the index cannot vouch for: of files deleted since the last sync, and of changed files

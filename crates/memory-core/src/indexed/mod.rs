@@ -93,6 +93,16 @@ impl Drop for ClearOnDrop<'_> {
 }
 use plan::{indexed_state, plan_sync, stale_for_search, FileKey, Staleness};
 
+/// Which files a sync looks at.
+pub(super) enum SyncScope {
+    /// Every memory file, discovered by the sync.
+    All,
+    /// Every memory file, as the caller just listed them.
+    Listed(Vec<MemoryFile>),
+    /// The files under `keys` alone (`files`: those of them on disk); the index's other files stay as they are.
+    Named { files: Vec<MemoryFile>, keys: Vec<FileKey> },
+}
+
 /// Which store a cached fact was read from: a swapped-in rebuild is another handle, so facts cached for the old
 /// one (its provider fingerprint, its probe centroid) are read again.
 fn store_handle(store: &Arc<dyn ChunkStore>) -> usize {
@@ -364,7 +374,7 @@ impl IndexedBackend {
         // The identity is written only once a sync has completed: an index without one is unfinished, and the
         // next search completes it before answering.
         if !needs_rebuild {
-            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), None).await?;
+            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), SyncScope::All).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -378,7 +388,7 @@ impl IndexedBackend {
         let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
         let filled = async {
-            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), None).await?;
+            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All).await?;
             staging.set_identity(&desired).await?;
             staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             Ok::<_, MemoryError>(report)
@@ -408,19 +418,21 @@ impl IndexedBackend {
 
     /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
-    /// `files` are the discovered files when the caller has just listed them (the freshness check), else they are
-    /// discovered here.
+    /// `scope` says which files the sync looks at (every file, or a few a change journal named).
     async fn sync_into(
         &self,
         target: &Arc<dyn ChunkStore>,
         cache_from: &Arc<dyn ChunkStore>,
         planned: Option<&str>,
-        files: Option<Vec<MemoryFile>>,
+        scope: SyncScope,
     ) -> Result<SyncReport> {
         let mut report = SyncReport::default();
-        let files = files.unwrap_or_else(|| self.discover_all());
+        let (files, stored) = match scope {
+            SyncScope::All => (self.discover_all(), target.files().await?),
+            SyncScope::Listed(files) => (files, target.files().await?),
+            SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
+        };
         report.files_scanned = files.len();
-        let stored = target.files().await?;
         let plan = plan_sync(&files, &stored);
         let work = plan.work;
         let removals = plan.removals;

@@ -12,10 +12,19 @@ fn workspace() -> (tempfile::TempDir, MemoryRoots) {
     (d, roots)
 }
 
+/// A check of every file.
 fn run(plan: CheckPlan) -> u64 {
     match plan {
         CheckPlan::Run(epoch) => epoch,
-        CheckPlan::Skip => panic!("expected a check"),
+        other => panic!("expected a check of every file, got {other:?}"),
+    }
+}
+
+/// A check of the files the journal named alone.
+fn named(plan: CheckPlan) -> u64 {
+    match plan {
+        CheckPlan::Named(epoch) => epoch,
+        other => panic!("expected a check of the named files, got {other:?}"),
     }
 }
 
@@ -31,8 +40,12 @@ fn a_one_shot_search_never_starts_the_journal_and_later_ones_trust_it_once_in_st
     j.in_step_at(e);
     if cfg!(target_os = "linux") {
         assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
-        // A change: a check, then trusted again.
+        // A change: a check of the file it named, then trusted again.
         std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
+        let e = named(j.plan(&roots, None, false));
+        j.in_step_at(e);
+        // A new folder: its notes came without events of their own, so every file is checked.
+        std::fs::create_dir_all(d.path().join("memory/projects")).unwrap();
         let e = run(j.plan(&roots, None, false));
         j.in_step_at(e);
         assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
@@ -57,10 +70,10 @@ fn a_check_that_finishes_late_does_not_vouch_for_a_change_another_search_drained
         let e = run(j.plan(&roots, None, false));
         j.in_step_at(e);
     }
-    // Search A starts its check after a change.
+    // Search A starts its check after a change (of that file alone: the index was in step before it).
     std::fs::write(d.path().join("memory/a.md"), "aa\n").unwrap();
-    let a = run(j.plan(&roots, None, false));
-    // Another change; search B drains it and starts its own check.
+    let a = named(j.plan(&roots, None, false));
+    // Another change; search B drains it and starts its own check (of every file: A has not vouched yet).
     std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
     let b = run(j.plan(&roots, None, false));
     assert!(b > a);

@@ -176,21 +176,23 @@ pub fn is_transcript_name(p: &Path) -> bool {
 pub fn discover(dir: &Path) -> Vec<MemoryFile> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(dir) else { return out };
-    for e in rd.flatten() {
-        let p = e.path();
-        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
-        if !m.is_file() || !is_transcript_name(&p) {
-            continue;
-        }
-        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
-            // A lossy key could name another transcript: skipped, and said.
-            tracing::warn!(path = ?p, "name is not UTF-8; skipped (rename it to index it)");
-            continue;
-        };
-        out.push(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) });
-    }
+    out.extend(rd.flatten().filter_map(|e| transcript_file(&e.path())));
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out
+}
+
+/// The transcript at `p` as [`discover`] lists it (`None`: no transcript there now).
+pub fn transcript_file(p: &Path) -> Option<MemoryFile> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    if !m.is_file() || !is_transcript_name(p) {
+        return None;
+    }
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        // A lossy key could name another transcript: skipped, and said.
+        tracing::warn!(path = ?p, "name is not UTF-8; skipped (rename it to index it)");
+        return None;
+    };
+    Some(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) })
 }
 
 /// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),

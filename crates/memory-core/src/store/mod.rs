@@ -217,6 +217,13 @@ pub trait ChunkStore: Send + Sync {
     /// Every indexed file.
     async fn files(&self) -> Result<Vec<FileRecord>>;
 
+    /// The records of these files, those that exist (a freshness check of the files a change journal named).
+    /// The default scans `files()`; stores with a key on (source, path) should look each up.
+    async fn file_records(&self, keys: &[(Source, String)]) -> Result<Vec<FileRecord>> {
+        let wanted: std::collections::HashSet<(Source, &str)> = keys.iter().map(|(s, p)| (*s, p.as_str())).collect();
+        Ok(self.files().await?.into_iter().filter(|f| wanted.contains(&(f.source, f.path.as_str()))).collect())
+    }
+
     /// Files whose path, basename or stem equals `query` (exact-path tiers). The default scans `files()`;
     /// stores with an index on paths should narrow it.
     async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
