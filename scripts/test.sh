@@ -5,4 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/memory-rs/target}"
 eval "$(bash scripts/setup.sh | grep '^export ')"
+# Everything setup installs must be used: a test missing its model, QMD or a build feature fails instead of
+# skipping. What this machine does not allow (mounting a tmpfs, dropping capabilities) is skipped and listed below.
+export MEMORY_TEST_REQUIRE_ALL=1
+MEMORY_TEST_SKIP_REPORT="$(mktemp)"
+export MEMORY_TEST_SKIP_REPORT
+report_skips() {
+    if [ -s "$MEMORY_TEST_SKIP_REPORT" ]; then
+        echo "Skipped on this machine ($(wc -l < "$MEMORY_TEST_SKIP_REPORT") tests):"
+        sort "$MEMORY_TEST_SKIP_REPORT" | sed 's/^/  /'
+    else
+        echo "No test was skipped."
+    fi
+    rm -f "$MEMORY_TEST_SKIP_REPORT"
+}
+trap report_skips EXIT
 cargo test --workspace --features memory-cli/lancedb "$@"

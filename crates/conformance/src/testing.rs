@@ -74,3 +74,40 @@ impl Xorshift {
         self.next() % n
     }
 }
+
+/// Environment variable set by `scripts/test.sh`: every prerequisite its setup installs must be there.
+pub const REQUIRE_ALL_ENV: &str = "MEMORY_TEST_REQUIRE_ALL";
+/// Environment variable set by `scripts/test.sh`: the file each skipped test is recorded in, printed at the end.
+pub const SKIP_REPORT_ENV: &str = "MEMORY_TEST_SKIP_REPORT";
+
+/// Does this run promise every prerequisite (`scripts/test.sh`, or CI)?
+pub fn requires_all() -> bool {
+    let set = |v: &str| std::env::var(v).is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    set(REQUIRE_ALL_ENV) || set("CI")
+}
+
+/// A prerequisite the project's setup installs (a model, QMD, a build feature) is missing for `test`: under
+/// `scripts/test.sh` or CI the test fails with `why`; run by hand it is skipped, said on stderr and recorded
+/// in the skip report. The caller returns after it.
+#[track_caller]
+pub fn missing_prerequisite(test: &str, why: &str) {
+    if requires_all() {
+        panic!("{test} cannot run: {why} (scripts/test.sh installs it with scripts/setup.sh)");
+    }
+    skipped(test, why);
+}
+
+/// `test` cannot run on this machine (mounting a tmpfs or dropping capabilities is not allowed, a condition
+/// it needs did not arise): skipped, said on stderr and recorded in the skip report `scripts/test.sh` prints,
+/// so that a run never looks as if it tested what it did not. The caller returns after it.
+pub fn skipped(test: &str, why: &str) {
+    eprintln!("SKIP {test}: {why}");
+    if let Some(report) = std::env::var_os(SKIP_REPORT_ENV).filter(|v| !v.is_empty()) {
+        use std::io::Write;
+        let line = format!("{test}: {}\n", why.replace('\n', " "));
+        // One write of a short line in append mode: lines of tests running at once do not mix.
+        if let Err(e) = std::fs::OpenOptions::new().create(true).append(true).open(&report).and_then(|mut f| f.write_all(line.as_bytes())) {
+            eprintln!("could not record the skip in {}: {e}", Path::new(&report).display());
+        }
+    }
+}

@@ -30,7 +30,7 @@ async fn builtin_hybrid_lexicon_embedder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_hybrid_local_model() {
     let Some(dir) = std::env::var_os("MEMORY_TEST_MODEL").filter(|d| !d.is_empty()) else {
-        eprintln!("SKIP builtin hybrid (local model): MEMORY_TEST_MODEL is not set (scripts/setup.sh --env prints it)");
+        conformance::testing::missing_prerequisite("builtin hybrid (local model)", "MEMORY_TEST_MODEL is not set (scripts/setup.sh prints it)");
         return;
     };
     let model = providers::LocalProvider::open(&dir).expect("open the local test model");

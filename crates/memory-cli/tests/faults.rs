@@ -26,11 +26,11 @@ impl Tmpfs {
         match o {
             Ok(o) if o.status.success() => Some(Tmpfs { dir: dir.to_path_buf() }),
             Ok(o) => {
-                eprintln!("skipped: cannot mount a tmpfs here ({})", String::from_utf8_lossy(&o.stderr).trim());
+                conformance::testing::skipped("a test on a small file system", &format!("cannot mount a tmpfs here ({})", String::from_utf8_lossy(&o.stderr).trim()));
                 None
             }
             Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
+                conformance::testing::skipped("a test on a small file system", &format!("cannot run mount ({e})"));
                 None
             }
         }
@@ -359,7 +359,7 @@ fn scribbled_index_files_are_recovered_by_force_and_reset() {
 fn unprivileged(cmd: &Command) -> Option<Command> {
     let probe = Command::new("setpriv").args(["--bounding-set=-dac_override,-dac_read_search", "true"]).output();
     if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: setpriv cannot drop the file-reading capabilities here ({probe:?})");
+        conformance::testing::skipped("a test of unreadable notes", &format!("setpriv cannot drop the file-reading capabilities here ({probe:?})"));
         return None;
     }
     let mut c = Command::new("setpriv");
@@ -757,7 +757,7 @@ async fn a_damaged_write_ahead_log_is_recovered() {
     let wal = with_suffix(&live_db(&env), "-wal");
     let len = fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     if len <= 32 + 24 + 4096 {
-        eprintln!("skipped: SQLite kept no frames in the WAL ({len} bytes)");
+        conformance::testing::skipped("a torn write-ahead log", &format!("SQLite kept no frames in the WAL ({len} bytes)"));
         client.cancel().await.unwrap();
         return;
     }

@@ -39,7 +39,7 @@ fn two_writers_and_a_searcher_on_one_local_table() {
 #[test]
 #[ignore = "a child process of two_writers_and_a_searcher_on_one_local_table"]
 fn child_process() {
-    let Some(role) = std::env::var(ROLE).ok() else { return };
+    let role = std::env::var(ROLE).unwrap_or_else(|_| panic!("{ROLE} names this child's role (the parent test sets it)"));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let env = |k: &str| PathBuf::from(std::env::var_os(k).unwrap_or_else(|| panic!("{k} not set")));
     let (db, ws, log) = (env(DB), env(WS), env(LOG));
