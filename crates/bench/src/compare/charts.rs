@@ -28,11 +28,13 @@ fn register_font() -> anyhow::Result<()> {
     Ok(())
 }
 
-const COLORS: &[RGBColor] = &[RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14), RGBColor(214, 39, 40)];
+const COLORS: &[RGBColor] =
+    &[RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
 
 fn series_color(engine: &str, mode: &str) -> RGBColor {
     match (engine, mode) {
         ("memory-rs", "keyword") => COLORS[0],
+        ("memory-rs", "keyword, server") => COLORS[4],
         ("memory-rs", _) => COLORS[1],
         ("QMD", _) => COLORS[2],
         _ => COLORS[3],

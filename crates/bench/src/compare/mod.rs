@@ -132,7 +132,8 @@ fn find_tools(opts: &Options) -> anyhow::Result<(Vec<Tool>, Versions)> {
         }
         let v = std::process::Command::new(&bin).arg("--version").output()?;
         versions.push(("memory-rs".into(), String::from_utf8_lossy(&v.stdout).trim().to_string()));
-        tools.push(Tool::Memory { bin });
+        tools.push(Tool::Memory { bin: bin.clone() });
+        tools.push(Tool::MemoryServer { bin });
         tools.push(Tool::MemoryHybrid { bench: bench.clone() });
     }
     let cache = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".cache/memory-rs");
@@ -225,7 +226,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// per process; the deadline bounds them anyway).
 fn search_counts(tool: &Tool) -> (usize, usize, usize) {
     match tool {
-        Tool::Memory { .. } => (21, 2000, 50),
+        Tool::Memory { .. } | Tool::MemoryServer { .. } => (21, 2000, 50),
         Tool::MemoryHybrid { .. } => (11, 500, 20),
         Tool::Qmd(_) => (11, 0, 0),
         Tool::OpenClaw { .. } => (5, 100, 10),
@@ -307,6 +308,10 @@ fn bench_tool(tool: &Tool, root: &Path, ws: &Path, notes: usize, queries: &[Stri
     log(format!("  re-index after touching {touched} files: {:?}", row.touched.as_ref().map(|c| c.wall_s)));
 
     let (cli_n, inproc_n, warmup) = search_counts(tool);
+    let around = tool.around_searches(&home, ws);
+    if let Some((mut start, _)) = around {
+        process::run(&mut start, None, limit).map_err(|e| anyhow::anyhow!("{label}: server start: {e}"))?;
+    }
     let mut cli = Vec::new();
     let started = std::time::Instant::now();
     for q in queries.iter().take(cli_n) {
@@ -330,6 +335,9 @@ fn bench_tool(tool: &Tool, root: &Path, ws: &Path, notes: usize, queries: &[Stri
         row.cli_search = Ok(median_cost(cli));
     }
     log(format!("  whole-process search ({}): {:?}", row.cli_searches, row.cli_search.as_ref().map(|c| c.wall_s)));
+    if let Some((_, mut stop)) = tool.around_searches(&home, ws) {
+        process::run(&mut stop, None, limit).map_err(|e| anyhow::anyhow!("{label}: server stop: {e}"))?;
+    }
 
     match tool.in_process(&home, ws, 6) {
         None => {
@@ -479,7 +487,7 @@ pub async fn run(opts: Options, command_line: String) -> anyhow::Result<()> {
         for tool in &tools {
             let in_list = match tool {
                 Tool::MemoryHybrid { .. } => opts.hybrid_sizes.contains(&notes),
-                Tool::Memory { .. } => true,
+                Tool::Memory { .. } | Tool::MemoryServer { .. } => true,
                 _ => opts.sizes.contains(&notes) || user.is_some(),
             };
             if !in_list {

@@ -16,6 +16,9 @@ pub struct NodeProgram {
 pub enum Tool {
     /// The `memory` binary, keyword-only (`provider: "none"`).
     Memory { bin: PathBuf },
+    /// The same binary and settings with the shared server running (`memory server start`) before the
+    /// searches: each `memory search` is still its own process, answered by the server.
+    MemoryServer { bin: PathBuf },
     /// memory-rs hybrid (vector + keyword) with the seeded embedder, through `memory-bench harness`.
     MemoryHybrid { bench: PathBuf },
     Qmd(NodeProgram),
@@ -26,7 +29,7 @@ pub enum Tool {
 impl Tool {
     pub fn engine(&self) -> &'static str {
         match self {
-            Tool::Memory { .. } | Tool::MemoryHybrid { .. } => "memory-rs",
+            Tool::Memory { .. } | Tool::MemoryServer { .. } | Tool::MemoryHybrid { .. } => "memory-rs",
             Tool::Qmd(_) => "QMD",
             Tool::OpenClaw { .. } => "OpenClaw",
         }
@@ -35,6 +38,7 @@ impl Tool {
     pub fn mode(&self) -> &'static str {
         match self {
             Tool::MemoryHybrid { .. } => "hybrid",
+            Tool::MemoryServer { .. } => "keyword, server",
             _ => "keyword",
         }
     }
@@ -45,14 +49,17 @@ impl Tool {
 
     /// A fresh per-run home for this tool under `root`.
     pub fn home(&self, root: &Path, notes: usize) -> PathBuf {
-        root.join(format!("{}-{}-{notes}", self.engine().to_lowercase(), self.mode()))
+        let mode: String = self.mode().chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+        root.join(format!("{}-{mode}-{notes}", self.engine().to_lowercase()))
     }
 
     /// Prepare the tool's home (config files).
     pub fn prepare(&self, home: &Path, ws: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(home.join("home"))?;
         match self {
-            Tool::Memory { .. } => std::fs::write(home.join("memory.json5"), r#"{"memory":{"search":{"provider":"none"}}}"#),
+            Tool::Memory { .. } | Tool::MemoryServer { .. } => {
+                std::fs::write(home.join("memory.json5"), r#"{"memory":{"search":{"provider":"none"}}}"#)
+            }
             Tool::OpenClaw { .. } => {
                 let cfg = serde_json::json!({
                     "agents": {"defaults": {"workspace": ws}},
@@ -66,7 +73,7 @@ impl Tool {
 
     fn base(&self, home: &Path, ws: &Path) -> Command {
         match self {
-            Tool::Memory { bin } => {
+            Tool::Memory { bin } | Tool::MemoryServer { bin } => {
                 let mut c = Command::new(bin);
                 c.arg("--workspace").arg(ws).arg("--state-dir").arg(home.join("state")).arg("--config").arg(home.join("memory.json5"));
                 isolated(c, home)
@@ -84,7 +91,7 @@ impl Tool {
     pub fn cold_index(&self, home: &Path, ws: &Path) -> Command {
         let mut c = self.base(home, ws);
         match self {
-            Tool::Memory { .. } => c.args(["index", "--json"]),
+            Tool::Memory { .. } | Tool::MemoryServer { .. } => c.args(["index", "--json"]),
             Tool::MemoryHybrid { .. } => c.arg("index"),
             Tool::Qmd(_) => c.args(["collection", "add"]).arg(ws).args(["--name", "bench", "--mask", "**/*.md"]),
             Tool::OpenClaw { .. } => c.args(["memory", "index"]),
@@ -96,7 +103,7 @@ impl Tool {
     pub fn reindex(&self, home: &Path, ws: &Path) -> Command {
         let mut c = self.base(home, ws);
         match self {
-            Tool::Memory { .. } => c.args(["index", "--json"]),
+            Tool::Memory { .. } | Tool::MemoryServer { .. } => c.args(["index", "--json"]),
             Tool::MemoryHybrid { .. } => c.arg("index"),
             Tool::Qmd(_) => c.arg("update"),
             Tool::OpenClaw { .. } => c.args(["memory", "index"]),
@@ -109,7 +116,7 @@ impl Tool {
         let mut c = self.base(home, ws);
         let n = max_results.to_string();
         match self {
-            Tool::Memory { .. } => c.args(["search", query, "--json", "--max-results", &n]),
+            Tool::Memory { .. } | Tool::MemoryServer { .. } => c.args(["search", query, "--json", "--max-results", &n]),
             Tool::MemoryHybrid { .. } => c.args(["search", query, "--max-results", &n]),
             Tool::Qmd(_) => c.args(["search", query, "--json", "-n", &n, "-c", "bench"]),
             Tool::OpenClaw { .. } => c.args(["memory", "search", "--json", "--max-results", &n, query]),
@@ -134,7 +141,8 @@ impl Tool {
                 c.args(["search-stdin", "--max-results", &n]);
                 Some(c)
             }
-            Tool::Qmd(_) => None,
+            // The server's engine answers in-process exactly as the keyword row's does.
+            Tool::Qmd(_) | Tool::MemoryServer { .. } => None,
             Tool::OpenClaw { program, driver } => {
                 // The driver takes OpenClaw's package folder (the entry script sits at its root).
                 let pkg = program.entry.parent().unwrap_or(Path::new("."));
@@ -143,6 +151,15 @@ impl Tool {
                 Some(isolated(c, home))
             }
         }
+    }
+
+    /// What runs before the whole-process searches and after them (the shared server's start and stop).
+    pub fn around_searches(&self, home: &Path, ws: &Path) -> Option<(Command, Command)> {
+        let Tool::MemoryServer { .. } = self else { return None };
+        let (mut start, mut stop) = (self.base(home, ws), self.base(home, ws));
+        start.args(["server", "start", "--idle-timeout", "3600"]);
+        stop.args(["server", "stop"]);
+        Some((start, stop))
     }
 
     /// Where the tool keeps its index, for the size on disk.
