@@ -4,12 +4,14 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{MockServer, Recorded, Reply};
 use providers::catalogue::{self, Protocol, Provider, CATALOGUE};
 use providers::{
-    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, HttpOptions, RemoteProvider,
+    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, HttpOptions, RemoteProvider,
     RemoteSettings,
 };
 use serde_json::{json, Value};
@@ -573,4 +575,96 @@ fn provider_defaults() {
     let p = RemoteProvider::new(entry("ollama"), RemoteSettings::default()).unwrap();
     assert_eq!((p.model(), p.dimensions(), p.base_url()), ("nomic-embed-text", Some(768), "http://127.0.0.1:11434"));
     assert_eq!(p.limits().max_tokens, 8000);
+}
+
+/// Like [`answer`], but a request that says it embeds a query (an input type or task type naming one) gets vectors
+/// with a third component, so a provider that tells queries from documents shows it in its vectors.
+fn answer_by_purpose(kind: Kind, rec: &Recorded) -> Reply {
+    let says_query = |v: &Value| v.as_str().is_some_and(|t| t.to_ascii_lowercase().contains("query"));
+    let query = match kind.protocol {
+        Protocol::Gemini if rec.path.ends_with(":embedContent") => says_query(&rec.body["taskType"]),
+        Protocol::Gemini => rec.body["requests"].as_array().unwrap().iter().all(|r| says_query(&r["taskType"])),
+        Protocol::OpenAi | Protocol::Ollama => says_query(&rec.body["input_type"]),
+    };
+    let vectors: Vec<Vec<f32>> = texts_in(kind, rec)
+        .iter()
+        .map(|t| {
+            let mut v = vector_for(t, DIMS);
+            v[2] = if query { 1.0 } else { 0.0 };
+            v
+        })
+        .collect();
+    Reply::json(200, success_body(kind, rec, &vectors))
+}
+
+/// Every catalogue provider against its wire format keeps the provider contract; Gemini's and Voyage's input
+/// types (and an OpenAI-compatible server's, when asked for) tell queries from documents, the others' do not.
+#[tokio::test]
+async fn every_provider_honours_the_provider_contract() {
+    for kind in CATALOGUE {
+        let server = MockServer::start(move |rec, _| answer_by_purpose(kind, rec)).await;
+        let p = provider(kind, &server);
+        let purposes_differ = matches!(kind.id, "gemini" | "voyage");
+        common::contract::check(&p, common::contract::Expect { purposes_differ }).await;
+    }
+    let kind = entry("openai-compatible");
+    let server = MockServer::start(move |rec, _| answer_by_purpose(kind, rec)).await;
+    let mut s = settings(kind, &server);
+    s.send_input_type = true;
+    let p = RemoteProvider::new(kind, s).unwrap();
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+}
+
+/// The fallback keeps the contract with its primary answering, and again once it switched to its secondary.
+#[tokio::test]
+async fn fallback_honours_the_provider_contract_before_and_after_switching() {
+    let down = Arc::new(AtomicBool::new(false));
+    let primary_kind = entry("voyage");
+    let primary_down = down.clone();
+    let primary = MockServer::start(move |rec, _| {
+        if primary_down.load(Ordering::SeqCst) {
+            Reply::json(400, error_body(primary_kind, 400, "bad request"))
+        } else {
+            answer_by_purpose(primary_kind, rec)
+        }
+    })
+    .await;
+    let secondary_kind = entry("ollama");
+    let secondary = MockServer::start(move |rec, _| answer_by_purpose(secondary_kind, rec)).await;
+    let p = FallbackProvider::new(Arc::new(provider(primary_kind, &primary)), Arc::new(provider(secondary_kind, &secondary)));
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+    assert!(secondary.requests().is_empty(), "the secondary answered while the primary worked");
+
+    down.store(true, Ordering::SeqCst);
+    assert!(p.embed_query("t0 q").await.is_err(), "the failing call reports the failure");
+    assert!(p.is_switched());
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    assert_eq!(p.id(), "ollama");
+}
+
+/// A provider added as one catalogue entry, as docs/providers.md shows it: it is reached over its protocol,
+/// reports its own id, reads its key variable and keeps the contract.
+#[tokio::test]
+async fn an_openai_compatible_service_is_one_entry() {
+    static TOGETHER: Provider = Provider {
+        id: "together",
+        default_model: Some("bge-base"),
+        dimensions: &[("bge-base", DIMS)],
+        base_url: "https://api.together.xyz/v1",
+        key_env: Some("TOGETHER_API_KEY"),
+        key_required: true,
+        config_entries: &["together"],
+        self_hosted: false,
+        custom_apis: &[],
+        ..catalogue::OPENAI_COMPATIBLE
+    };
+    let server = MockServer::start(|rec, _| answer_by_purpose(&TOGETHER, rec)).await;
+    let p = provider(&TOGETHER, &server);
+    assert_eq!((p.id(), p.model()), ("together", "bge-base"));
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    let rec = &server.requests()[0];
+    assert_eq!(rec.path, "/v1/embeddings");
+    assert_eq!(rec.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    let err = RemoteProvider::new(&TOGETHER, RemoteSettings::default()).unwrap_err();
+    assert!(err.to_string().contains("TOGETHER_API_KEY"), "{err}");
 }
