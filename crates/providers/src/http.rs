@@ -207,11 +207,6 @@ impl HttpClient {
         self.send(reqwest::Method::POST, url, Some(("application/json".into(), payload))).await
     }
 
-    /// GET `url` (batch status, file contents), with the same retries as [`post_json`](Self::post_json).
-    pub async fn get(&self, url: &str) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
-        self.send(reqwest::Method::GET, url, None).await
-    }
-
     /// One request with retries on 429 / 408 / 5xx / timeouts / connection errors. `body` is
     /// (content type, bytes).
     pub async fn send(

@@ -3,6 +3,8 @@
 //! - [`from_config`]: `memory.search.provider` (`auto`, `openai`, `openai-compatible`, `gemini`, `voyage`,
 //!   `mistral`, `ollama`, `local`, `none`) and `memory.search.fallback` to an [`EmbeddingProvider`], or `None`
 //!   for keyword-only search.
+//! - [`catalogue`]: every remote provider, one entry each (protocol, default model and widths, keys, input types,
+//!   batch API); [`RemoteProvider`] is built from an entry and speaks its protocol (`wire`, one module each).
 //! - [`RemoteProvider`]: the HTTP APIs (token-budget batching, a few requests in flight, retries with backoff on
 //!   429 / 5xx / timeouts, strict checking of the answers).
 //! - [`LocalProvider`]: a BERT sentence-embedding model run in-process from a folder (candle + tokenizers).
@@ -15,11 +17,14 @@
 
 pub mod batch;
 pub mod batching;
+pub mod catalogue;
+mod client;
 pub mod fallback;
 pub mod http;
 pub mod local;
 pub mod remote;
 mod resolve;
+mod wire;
 
 pub use batch::BatchSettings;
 pub use batching::{estimate_tokens, plan_batches, BatchLimits};
@@ -27,8 +32,9 @@ pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};
 pub use local::{model_folder_present, reranker_from_config, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts};
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
-pub use remote::{known_dimensions, RemoteKind, RemoteProvider, RemoteSettings};
+pub use catalogue::Provider;
+pub use remote::{RemoteProvider, RemoteSettings};
+pub use wire::gemini::is_multimodal_model;
 pub use resolve::{
-    auto_choice, from_config, from_config_with, provider_note, unavailable_reason, EnvLookup, ResolveOptions, AUTO_REMOTE_ORDER, LOCAL_MODEL_ENV,
-    PROVIDER_NAMES,
+    auto_choice, from_config, from_config_with, provider_note, unavailable_reason, EnvLookup, ResolveOptions, LOCAL_MODEL_ENV, PROVIDER_NAMES,
 };

@@ -1,164 +1,51 @@
-//! The HTTP embedding providers (SPEC §7): `openai`, `openai-compatible`, `gemini`, `voyage`, `mistral`, `ollama`.
+//! The HTTP embedding providers (SPEC §7): every entry of [`crate::catalogue`].
 //!
-//! One type, [`RemoteProvider`], speaks each API's wire format; the shared part splits the texts into requests
-//! by a token budget, runs a few requests at once, and checks every answer (one vector per text, in order, all of
-//! the provider's width) before zeroing non-finite values and L2-normalising.
+//! One type, [`RemoteProvider`], speaks each provider's wire protocol through [`crate::wire`]; the shared part
+//! splits the texts into requests by a token budget, runs a few requests at once, and checks every answer (one
+//! vector per text, in order, all of the provider's width) before zeroing non-finite values and L2-normalising.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memory_core::embedding::{
-    sanitize_and_normalize, BatchEmbedder, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, MediaInput,
-};
-use serde_json::{json, Value};
+use memory_core::embedding::{BatchEmbedder, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, MediaInput};
 use tokio::task::JoinSet;
-use tracing::{debug, info};
+use tracing::debug;
 
 use crate::batch::{BatchRunner, BatchSettings};
 use crate::batching::{plan_batches, BatchLimits};
-use crate::http::{join_url, truncate, ApiKey, HttpClient, HttpOptions, HttpStatusError};
-
-/// Which HTTP API a [`RemoteProvider`] speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RemoteKind {
-    OpenAi,
-    OpenAiCompatible,
-    Gemini,
-    Voyage,
-    Mistral,
-    Ollama,
-}
-
-impl RemoteKind {
-    pub const ALL: [RemoteKind; 6] = [
-        RemoteKind::OpenAi,
-        RemoteKind::OpenAiCompatible,
-        RemoteKind::Gemini,
-        RemoteKind::Voyage,
-        RemoteKind::Mistral,
-        RemoteKind::Ollama,
-    ];
-
-    /// The provider id used in config (`memory.search.provider`) and in the index identity.
-    pub fn id(self) -> &'static str {
-        match self {
-            RemoteKind::OpenAi => "openai",
-            RemoteKind::OpenAiCompatible => "openai-compatible",
-            RemoteKind::Gemini => "gemini",
-            RemoteKind::Voyage => "voyage",
-            RemoteKind::Mistral => "mistral",
-            RemoteKind::Ollama => "ollama",
-        }
-    }
-
-    pub fn from_id(id: &str) -> Option<Self> {
-        RemoteKind::ALL.into_iter().find(|k| k.id() == id)
-    }
-
-    /// Default base URL (the path prefix the endpoint paths are joined to).
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            RemoteKind::OpenAi => "https://api.openai.com/v1",
-            RemoteKind::OpenAiCompatible => "http://127.0.0.1:1234/v1",
-            RemoteKind::Gemini => "https://generativelanguage.googleapis.com/v1beta",
-            RemoteKind::Voyage => "https://api.voyageai.com/v1",
-            RemoteKind::Mistral => "https://api.mistral.ai/v1",
-            RemoteKind::Ollama => "http://127.0.0.1:11434",
-        }
-    }
-
-    /// Default model; `openai-compatible` has none (the server decides what it serves).
-    pub fn default_model(self) -> Option<&'static str> {
-        match self {
-            RemoteKind::OpenAi => Some("text-embedding-3-small"),
-            RemoteKind::OpenAiCompatible => None,
-            RemoteKind::Gemini => Some("gemini-embedding-001"),
-            RemoteKind::Voyage => Some("voyage-4-large"),
-            RemoteKind::Mistral => Some("mistral-embed"),
-            RemoteKind::Ollama => Some("nomic-embed-text"),
-        }
-    }
-
-    /// Environment variable holding the API key.
-    pub fn api_key_env(self) -> Option<&'static str> {
-        match self {
-            RemoteKind::OpenAi => Some("OPENAI_API_KEY"),
-            RemoteKind::Gemini => Some("GEMINI_API_KEY"),
-            RemoteKind::Voyage => Some("VOYAGE_API_KEY"),
-            RemoteKind::Mistral => Some("MISTRAL_API_KEY"),
-            RemoteKind::OpenAiCompatible | RemoteKind::Ollama => None,
-        }
-    }
-
-    /// Whether a call without an API key is pointless.
-    pub fn requires_api_key(self) -> bool {
-        matches!(self, RemoteKind::OpenAi | RemoteKind::Gemini | RemoteKind::Voyage | RemoteKind::Mistral)
-    }
-
-    /// Texts per request the API accepts.
-    fn max_items(self) -> usize {
-        match self {
-            RemoteKind::OpenAi => 2048,
-            RemoteKind::Gemini => 100,
-            RemoteKind::Voyage => 1000,
-            RemoteKind::Mistral => 512,
-            RemoteKind::OpenAiCompatible | RemoteKind::Ollama => 256,
-        }
-    }
-}
-
-impl fmt::Display for RemoteKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-/// Known vector widths of models (the API's default output size). Unknown models learn it from the first answer.
-pub fn known_dimensions(kind: RemoteKind, model: &str) -> Option<usize> {
-    let base = model.strip_prefix("models/").unwrap_or(model);
-    let base = if kind == RemoteKind::Ollama { base.split(':').next().unwrap_or(base) } else { base };
-    let dims = match (kind, base) {
-        (RemoteKind::OpenAi, "text-embedding-3-small") => 1536,
-        (RemoteKind::OpenAi, "text-embedding-3-large") => 3072,
-        (RemoteKind::OpenAi, "text-embedding-ada-002") => 1536,
-        (RemoteKind::Gemini, "gemini-embedding-001") => 3072,
-        (RemoteKind::Gemini, "gemini-embedding-2-preview") => 3072,
-        (RemoteKind::Gemini, "text-embedding-004") => 768,
-        (RemoteKind::Voyage, "voyage-4-large" | "voyage-4" | "voyage-4-lite" | "voyage-3-large" | "voyage-3.5") => 1024,
-        (RemoteKind::Mistral, "mistral-embed") => 1024,
-        (RemoteKind::Ollama, "nomic-embed-text") => 768,
-        (RemoteKind::Ollama, "mxbai-embed-large") => 1024,
-        (RemoteKind::Ollama, "all-minilm") => 384,
-        _ => return None,
-    };
-    Some(dims)
-}
+use crate::catalogue::Provider;
+use crate::client::Client;
+use crate::http::{ApiKey, HttpClient, HttpOptions};
+use crate::wire::{self, InputTypes, Wire, WireSettings};
 
 /// Everything a [`RemoteProvider`] is built from. `Debug` shows header names only.
 #[derive(Clone, Default)]
 pub struct RemoteSettings {
-    /// Model; `None` for the kind's default (required for `openai-compatible`).
+    /// Model; `None` for the provider's default (required when it has none, as `openai-compatible`).
     pub model: Option<String>,
-    /// Base URL; `None` for the kind's default.
+    /// Base URL; `None` for the provider's default.
     pub base_url: Option<String>,
     pub api_key: Option<ApiKey>,
     /// Extra request headers (for example OpenRouter's `HTTP-Referer`). Values are treated as secrets.
     pub headers: BTreeMap<String, String>,
-    /// Expected vector width, for models not in [`known_dimensions`]; otherwise learnt from the first answer.
+    /// Expected vector width, for models not in the catalogue ([`Provider::dimensions`]); otherwise learnt from
+    /// the first answer.
     pub dimensions: Option<usize>,
-    /// `openai-compatible` only: send `input_type: "query" | "document"` (servers that embed them differently).
+    /// Send the provider's [`OnRequest`](crate::catalogue::InputTypeRule::OnRequest) input types
+    /// (`openai-compatible`: `input_type: "query" | "document"`, for servers that embed them differently).
     pub send_input_type: bool,
     /// `memory.search.queryInputType` / `documentInputType` (each falling back to `inputType`): the
-    /// `input_type` sent by OpenAI-like APIs (Voyage, OpenAI, compatible servers) or Gemini's `taskType`.
+    /// `input_type` sent by OpenAI-like APIs or Gemini's `taskType`, as the provider's
+    /// [`InputTypeRule`](crate::catalogue::InputTypeRule) says.
     pub query_input_type: Option<String>,
     pub document_input_type: Option<String>,
     pub http: HttpOptions,
     /// `None` for the defaults (8,000 estimated tokens, the API's item cap, 4 in flight).
     pub limits: Option<BatchLimits>,
-    /// Provider batch jobs for large backfills (`openai`, `gemini`, `voyage`); `None` for synchronous calls only.
+    /// Provider batch jobs for large backfills (providers with a [`Provider::batch`] API); `None` for synchronous
+    /// calls only.
     pub batch: Option<BatchSettings>,
     /// Ask for vectors of this width: Gemini's `outputDimensionality` (e.g. 768 / 1536 / 3072 for
     /// `gemini-embedding-2-preview`), OpenAI's and compatible servers' `dimensions`.
@@ -184,52 +71,10 @@ impl fmt::Debug for RemoteSettings {
     }
 }
 
-pub(crate) enum Wire {
-    /// OpenAI's `POST {base}/embeddings {model, input}`; also Mistral, Voyage and compatible servers.
-    OpenAiLike { url: String, input_type: InputTypes, dimensions: Option<usize> },
-    /// `models/{m}:embedContent` for one text, `:batchEmbedContents` for several.
-    Gemini { single_url: String, batch_url: String, model_ref: String, output_dims: Option<usize>, tasks: InputTypes },
-    /// `/api/embed {model, input}`; `/api/embeddings {model, prompt}` once the server turned out to be older.
-    Ollama { embed_url: String, legacy_url: String, legacy: AtomicBool },
-}
-
-/// What a request says it embeds, per purpose; `None`: nothing is sent for that purpose.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct InputTypes {
-    pub query: Option<String>,
-    pub document: Option<String>,
-}
-
-impl InputTypes {
-    fn new(query: Option<&str>, document: Option<&str>) -> Self {
-        let clean = |s: Option<&str>| s.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
-        InputTypes { query: clean(query), document: clean(document) }
-    }
-
-    fn or(self, query: &str, document: &str) -> Self {
-        InputTypes { query: self.query.or(Some(query.into())), document: self.document.or(Some(document.into())) }
-    }
-
-    pub(crate) fn for_purpose(&self, purpose: EmbeddingPurpose) -> Option<&str> {
-        match purpose {
-            EmbeddingPurpose::Query => self.query.as_deref(),
-            EmbeddingPurpose::Document => self.document.as_deref(),
-        }
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) kind: RemoteKind,
-    pub(crate) model: String,
-    wire: Wire,
-    pub(crate) http: HttpClient,
-    expected_dims: Option<usize>,
-    learned_dims: AtomicUsize,
+struct Inner {
+    client: Arc<Client>,
+    wire: Box<dyn Wire>,
     limits: BatchLimits,
-    pub(crate) fingerprint: String,
-    pub(crate) base_url: String,
-    /// `gemini`: the `outputDimensionality` sent with every request.
-    pub(crate) output_dims: Option<usize>,
 }
 
 /// An HTTP embedding provider. Cheap to clone (shared state).
@@ -242,112 +87,75 @@ pub struct RemoteProvider {
 impl fmt::Debug for RemoteProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RemoteProvider")
-            .field("provider", &self.inner.kind.id())
-            .field("model", &self.inner.model)
-            .field("base_url", &self.inner.base_url)
+            .field("provider", &self.inner.client.id())
+            .field("model", &self.inner.client.model())
+            .field("base_url", &self.inner.client.base_url())
             .field("dimensions", &self.dimensions())
             .field("limits", &self.inner.limits)
-            .field("http", &self.inner.http)
+            .field("http", self.inner.client.http())
             .finish()
     }
 }
 
 impl RemoteProvider {
-    pub fn new(kind: RemoteKind, settings: RemoteSettings) -> Result<Self, EmbeddingError> {
-        let not_configured =
-            |message: String| EmbeddingError::NotConfigured { provider: kind.id().to_string(), message };
+    pub fn new(provider: &'static Provider, settings: RemoteSettings) -> Result<Self, EmbeddingError> {
+        let id = provider.reported_id();
+        let not_configured = |message: String| EmbeddingError::NotConfigured { provider: id.to_string(), message };
         let model = match settings.model.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
             Some(m) => m.to_string(),
-            None => kind
-                .default_model()
+            None => provider
+                .default_model
                 .ok_or_else(|| not_configured("a model name is required (memory.search.model)".into()))?
                 .to_string(),
         };
-        if kind.requires_api_key() && settings.api_key.is_none() {
-            let env = kind.api_key_env().unwrap_or("");
-            return Err(not_configured(format!(
-                "no API key (memory.search.remote.apiKey, models.providers.{}.apiKey or {env})",
-                kind.id()
-            )));
+        if provider.key_required && settings.api_key.is_none() {
+            let env = provider.key_env.unwrap_or("");
+            return Err(not_configured(format!("no API key (memory.search.remote.apiKey, models.providers.{id}.apiKey or {env})")));
         }
         let base_url = settings
             .base_url
             .as_deref()
             .map(str::trim)
             .filter(|b| !b.is_empty())
-            .unwrap_or(kind.default_base_url())
+            .unwrap_or(provider.base_url)
             .trim_end_matches('/')
             .to_string();
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(not_configured(format!("base URL `{base_url}` must start with http:// or https://")));
         }
-        let auth = match (&settings.api_key, kind) {
-            (None, _) => Vec::new(),
-            (Some(k), RemoteKind::Gemini) => vec![("x-goog-api-key", k.expose().to_string())],
-            (Some(k), _) => vec![("authorization", format!("Bearer {}", k.expose()))],
-        };
-        let http = HttpClient::new(kind.id(), auth, &settings.headers, settings.http.clone())?;
-        let model_ref = model.strip_prefix("models/").unwrap_or(&model).to_string();
-        let configured = InputTypes::new(settings.query_input_type.as_deref(), settings.document_input_type.as_deref());
-        let url = join_url(&base_url, "embeddings");
-        let dims = settings.output_dimensionality;
-        let wire = match kind {
-            RemoteKind::Gemini => Wire::Gemini {
-                single_url: join_url(&base_url, &format!("models/{model_ref}:embedContent")),
-                batch_url: join_url(&base_url, &format!("models/{model_ref}:batchEmbedContents")),
-                model_ref: format!("models/{model_ref}"),
-                output_dims: settings.output_dimensionality,
-                tasks: configured.clone().or("RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT"),
-            },
-            RemoteKind::Ollama => Wire::Ollama {
-                embed_url: join_url(&base_url, "api/embed"),
-                legacy_url: join_url(&base_url, "api/embeddings"),
-                legacy: AtomicBool::new(false),
-            },
-            RemoteKind::Voyage => Wire::OpenAiLike { url, input_type: configured.or("query", "document"), dimensions: None },
-            RemoteKind::OpenAiCompatible => {
-                let input_type = if settings.send_input_type { configured.or("query", "document") } else { configured };
-                Wire::OpenAiLike { url, input_type, dimensions: dims }
-            }
-            RemoteKind::OpenAi => Wire::OpenAiLike { url, input_type: configured, dimensions: dims },
-            RemoteKind::Mistral => Wire::OpenAiLike { url, input_type: InputTypes::default(), dimensions: None },
-        };
-        let output_dims = if kind == RemoteKind::Gemini { settings.output_dimensionality } else { None };
-        let dims_asked = if kind == RemoteKind::Gemini { output_dims } else if let Wire::OpenAiLike { dimensions, .. } = &wire { *dimensions } else { None };
-        let expected_dims = settings.dimensions.or(dims_asked).or_else(|| known_dimensions(kind, &model));
-        let mut limits = settings.limits.unwrap_or(BatchLimits { max_items: kind.max_items(), ..BatchLimits::default() });
-        limits.max_items = limits.max_items.clamp(1, kind.max_items());
+        let auth = settings.api_key.iter().map(|k| wire::auth_header(provider.protocol, k.expose())).collect();
+        let http = HttpClient::new(id, auth, &settings.headers, settings.http.clone())?;
+        let output_dims = settings.output_dimensionality.filter(|_| provider.sends_dimensions);
+        let input_types = InputTypes::resolve(
+            provider.input_types,
+            settings.query_input_type.as_deref(),
+            settings.document_input_type.as_deref(),
+            settings.send_input_type,
+        );
+        let wire = wire::build(provider.protocol, WireSettings { base_url: &base_url, model: &model, input_types, output_dims });
+        let mut limits = settings.limits.unwrap_or(BatchLimits { max_items: provider.max_items, ..BatchLimits::default() });
+        limits.max_items = limits.max_items.clamp(1, provider.max_items);
         limits.concurrency = limits.concurrency.max(1);
-        let fingerprint = fingerprint(kind, &model, expected_dims, &base_url, &wire);
-        let inner = Arc::new(Inner {
-            kind,
-            model,
-            wire,
-            http,
-            expected_dims,
-            learned_dims: AtomicUsize::new(0),
-            limits,
-            fingerprint,
-            base_url,
-            output_dims,
-        });
-        let batch = match settings.batch {
-            Some(b) if BatchRunner::supports(kind) => Some(Arc::new(BatchRunner::new(inner.clone(), b))),
-            Some(_) => {
-                tracing::warn!(provider = kind.id(), "memory.search.remote.batch: this provider has no batch API; using synchronous requests");
+        let client = Client::new(provider, model, base_url, http).with_widths(output_dims, settings.dimensions);
+        let client = Arc::new(client.with_fingerprint(wire.as_ref()));
+        let batch = match (settings.batch, provider.batch) {
+            (Some(b), Some(protocol)) => Some(Arc::new(BatchRunner::new(client.clone(), protocol, b))),
+            (Some(_), None) => {
+                tracing::warn!(provider = id, "memory.search.remote.batch: this provider has no batch API; using synchronous requests");
                 None
             }
-            None => None,
+            (None, _) => None,
         };
-        Ok(RemoteProvider { inner, batch })
+        Ok(RemoteProvider { inner: Arc::new(Inner { client, wire, limits }), batch })
     }
 
-    pub fn kind(&self) -> RemoteKind {
-        self.inner.kind
+    /// The provider's catalogue entry.
+    pub fn entry(&self) -> &'static Provider {
+        self.inner.client.provider()
     }
 
     pub fn base_url(&self) -> &str {
-        &self.inner.base_url
+        self.inner.client.base_url()
     }
 
     pub fn limits(&self) -> BatchLimits {
@@ -355,320 +163,36 @@ impl RemoteProvider {
     }
 }
 
-/// What changes vectors: provider, model, width, and how queries and documents are told apart. The base URL
-/// counts for self-hosted servers (`openai-compatible`, `ollama`: another server may serve another model under
-/// the same name) but not for the vendors' APIs (a proxy in front of OpenAI serves the same vectors). Keys and
-/// headers never enter it.
-fn fingerprint(kind: RemoteKind, model: &str, dims: Option<usize>, base_url: &str, wire: &Wire) -> String {
-    let dims = dims.map(|d| d.to_string()).unwrap_or_else(|| "auto".into());
-    let mut s = format!("v1;provider={};model={};dims={dims}", kind.id(), model);
-    match wire {
-        // The historical form for the default types, so existing indexes keep their identity.
-        Wire::OpenAiLike { input_type, .. } if *input_type == InputTypes::new(Some("query"), Some("document")) => {
-            s.push_str(";input_type=query/document")
-        }
-        Wire::OpenAiLike { input_type: InputTypes { query: None, document: None }, .. } => {}
-        Wire::OpenAiLike { input_type, .. } => s.push_str(&format!(
-            ";input_type={}/{}",
-            input_type.query.as_deref().unwrap_or("-"),
-            input_type.document.as_deref().unwrap_or("-")
-        )),
-        Wire::Gemini { tasks, .. } => s.push_str(&format!(
-            ";taskType={}/{}",
-            tasks.query.as_deref().unwrap_or(""),
-            tasks.document.as_deref().unwrap_or("")
-        )),
-        _ => {}
-    }
-    if matches!(kind, RemoteKind::OpenAiCompatible | RemoteKind::Ollama) {
-        s.push_str(";base=");
-        s.push_str(base_url);
-    }
-    memory_core::sha256_hex(s.as_bytes())
-}
-
 impl Inner {
-    pub(crate) fn permanent(&self, message: impl Into<String>) -> EmbeddingError {
-        EmbeddingError::Permanent { provider: self.kind.id().to_string(), message: self.http.scrub(&message.into()) }
-    }
-
-    pub(crate) fn status_error(&self, e: HttpStatusError) -> EmbeddingError {
-        e.into_embedding_error(self.kind.id())
-    }
-
-    pub(crate) async fn post(&self, url: &str, body: &Value) -> Result<Value, EmbeddingError> {
-        match self.http.post_json(url, body).await? {
-            Ok(bytes) => parse_json(&bytes).map_err(|e| self.permanent(format!("malformed response: {e}"))),
-            Err(status) => Err(self.status_error(status)),
-        }
-    }
-
-    /// One request's worth of texts to raw vectors, in input order.
-    async fn call(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        match &self.wire {
-            Wire::OpenAiLike { url, input_type, dimensions } => {
-                let mut body = json!({ "model": self.model, "input": texts });
-                if let Some(d) = dimensions {
-                    body["dimensions"] = json!(d);
-                }
-                if let Some(t) = input_type.for_purpose(purpose) {
-                    body["input_type"] = json!(t);
-                }
-                let v = self.post(url, &body).await?;
-                self.parse_openai(&v, texts.len())
-            }
-            Wire::Gemini { single_url, batch_url, model_ref, output_dims, tasks } => {
-                let task = tasks.for_purpose(purpose).unwrap_or("RETRIEVAL_DOCUMENT");
-                let request = |t: &String| {
-                    let mut r = json!({ "model": model_ref, "content": { "parts": [{ "text": t }] }, "taskType": task });
-                    if let Some(d) = output_dims {
-                        r["outputDimensionality"] = json!(d);
-                    }
-                    r
-                };
-                if texts.len() == 1 {
-                    let v = self.post(single_url, &request(&texts[0])).await?;
-                    let values = v
-                        .get("embedding")
-                        .and_then(|e| e.get("values"))
-                        .ok_or_else(|| self.permanent("malformed response: no `embedding.values`"))?;
-                    Ok(vec![self.floats(values)?])
-                } else {
-                    let body = json!({ "requests": texts.iter().map(request).collect::<Vec<_>>() });
-                    let v = self.post(batch_url, &body).await?;
-                    let list = v
-                        .get("embeddings")
-                        .and_then(Value::as_array)
-                        .ok_or_else(|| self.permanent("malformed response: no `embeddings` array"))?;
-                    list.iter()
-                        .map(|e| {
-                            let values = e
-                                .get("values")
-                                .ok_or_else(|| self.permanent("malformed response: an embedding has no `values`"))?;
-                            self.floats(values)
-                        })
-                        .collect()
-                }
-            }
-            Wire::Ollama { embed_url, legacy_url, legacy } => {
-                if !legacy.load(Ordering::Relaxed) {
-                    let body = json!({ "model": self.model, "input": texts });
-                    match self.http.post_json(embed_url, &body).await? {
-                        Ok(bytes) => {
-                            let v = parse_json(&bytes).map_err(|e| self.permanent(format!("malformed response: {e}")))?;
-                            let list = v
-                                .get("embeddings")
-                                .and_then(Value::as_array)
-                                .ok_or_else(|| self.permanent("malformed response: no `embeddings` array"))?;
-                            return list.iter().map(|e| self.floats(e)).collect();
-                        }
-                        Err(e) if e.status == 404 && !is_missing_model(&e) => {
-                            info!(url = %embed_url, "ollama has no /api/embed; using the older /api/embeddings");
-                            legacy.store(true, Ordering::Relaxed);
-                        }
-                        Err(e) if e.status == 404 => {
-                            return Err(self.permanent(format!(
-                                "model `{}` not found on the server ({}); pull it first (`ollama pull {}`)",
-                                self.model,
-                                e.message(),
-                                self.model
-                            )))
-                        }
-                        Err(e) => return Err(self.status_error(e)),
-                    }
-                }
-                let mut out = Vec::with_capacity(texts.len());
-                for t in texts {
-                    let v = self.post(legacy_url, &json!({ "model": self.model, "prompt": t })).await?;
-                    let values =
-                        v.get("embedding").ok_or_else(|| self.permanent("malformed response: no `embedding`"))?;
-                    out.push(self.floats(values)?);
-                }
-                Ok(out)
-            }
-        }
-    }
-
-    /// `{data: [{embedding, index}]}`, ordered by `index` when every item has one.
-    fn parse_openai(&self, v: &Value, n: usize) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        let data = v
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| self.permanent("malformed response: no `data` array"))?;
-        if data.len() != n {
-            return Err(self.permanent(format!("returned {} vectors for {n} texts", data.len())));
-        }
-        let indices: Option<Vec<usize>> =
-            data.iter().map(|d| d.get("index").and_then(Value::as_u64).map(|i| i as usize)).collect();
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
-        for (pos, d) in data.iter().enumerate() {
-            let slot = match &indices {
-                Some(ix) => ix[pos],
-                None => pos,
-            };
-            let values = d
-                .get("embedding")
-                .ok_or_else(|| self.permanent("malformed response: an item has no `embedding`"))?;
-            let cell = out
-                .get_mut(slot)
-                .ok_or_else(|| self.permanent(format!("response index {slot} out of range for {n} texts")))?;
-            if cell.is_some() {
-                return Err(self.permanent(format!("response index {slot} appears twice")));
-            }
-            *cell = Some(self.floats(values)?);
-        }
-        Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
-    }
-
-    /// A JSON array of numbers; `null` (how a non-finite value arrives) becomes NaN, zeroed later.
-    pub(crate) fn floats(&self, v: &Value) -> Result<Vec<f32>, EmbeddingError> {
-        let arr = v.as_array().ok_or_else(|| self.permanent("malformed response: an embedding is not an array"))?;
-        arr.iter()
-            .map(|x| match x {
-                Value::Number(n) => n.as_f64().map(|f| f as f32).ok_or_else(|| self.permanent("malformed number")),
-                Value::Null => Ok(f32::NAN),
-                other => Err(self.permanent(format!("malformed response: `{}` in an embedding", truncate(&other.to_string(), 40)))),
-            })
-            .collect()
-    }
-
-    /// One vector per text, all of the provider's width; then sanitised and normalised.
-    fn check(&self, mut vectors: Vec<Vec<f32>>, n: usize) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        if vectors.len() != n {
-            return Err(self.permanent(format!("returned {} vectors for {n} texts", vectors.len())));
-        }
-        for v in vectors.iter_mut() {
-            self.check_one(v)?;
-        }
-        Ok(vectors)
-    }
-
-    /// One vector of the provider's width, sanitised and normalised in place.
-    pub(crate) fn check_one(&self, v: &mut [f32]) -> Result<(), EmbeddingError> {
-        if v.is_empty() {
-            return Err(self.permanent("returned an empty vector"));
-        }
-        let want = match self.expected_dims {
-            Some(d) => d,
-            None => match self.learned_dims.compare_exchange(0, v.len(), Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => {
-                    debug!(provider = self.kind.id(), model = %self.model, dims = v.len(), "learnt vector width");
-                    v.len()
-                }
-                Err(existing) => existing,
-            },
-        };
-        if v.len() != want {
-            return Err(self.permanent(format!(
-                "returned a vector of {} dimensions, expected {want} for model `{}`",
-                v.len(),
-                self.model
-            )));
-        }
-        sanitize_and_normalize(v);
-        Ok(())
-    }
-
-    async fn embed_range(self: Arc<Self>, texts: Arc<Vec<String>>, range: std::ops::Range<usize>, purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+    async fn embed_range(
+        self: Arc<Self>,
+        texts: Arc<Vec<String>>,
+        range: std::ops::Range<usize>,
+        purpose: EmbeddingPurpose,
+    ) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         let slice = &texts[range.clone()];
-        debug!(provider = self.kind.id(), texts = slice.len(), "embedding request");
-        let raw = self.call(slice, purpose).await?;
-        self.check(raw, slice.len())
+        debug!(provider = self.client.id(), texts = slice.len(), "embedding request");
+        let raw = self.wire.embed(&self.client, slice, purpose).await?;
+        self.client.check(raw, slice.len())
     }
-}
-
-/// Models that embed images and audio beside text.
-pub fn is_multimodal_model(model: &str) -> bool {
-    let m = model.strip_prefix("models/").unwrap_or(model);
-    memory_core::config::MULTIMODAL_MODELS.contains(&m)
-}
-
-/// Standard base64 with padding (RFC 4648), for inline media.
-pub(crate) fn base64(data: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(data)
-}
-
-fn is_missing_model(e: &HttpStatusError) -> bool {
-    let m = e.message().to_lowercase();
-    m.contains("model") && (m.contains("not found") || m.contains("pull"))
-}
-
-/// JSON, tolerating the bare `NaN` / `Infinity` / `-Infinity` some servers (Python's json module) emit: they
-/// become `null`, which [`Inner::floats`] turns into a zeroed value.
-pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, String> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(v) => Ok(v),
-        Err(first) => {
-            let text = String::from_utf8_lossy(bytes);
-            let fixed = replace_non_finite_literals(&text);
-            if fixed == text {
-                return Err(first.to_string());
-            }
-            serde_json::from_str::<Value>(&fixed).map_err(|_| first.to_string())
-        }
-    }
-}
-
-fn replace_non_finite_literals(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            rest = &rest[c.len_utf8()..];
-            continue;
-        }
-        if c == '"' {
-            in_string = true;
-        } else {
-            let mut replaced = false;
-            for lit in ["-Infinity", "Infinity", "NaN"] {
-                if rest.starts_with(lit) {
-                    out.push_str("null");
-                    rest = &rest[lit.len()..];
-                    replaced = true;
-                    break;
-                }
-            }
-            if replaced {
-                continue;
-            }
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
 }
 
 #[async_trait]
 impl EmbeddingProvider for RemoteProvider {
     fn id(&self) -> &str {
-        self.inner.kind.id()
+        self.inner.client.id()
     }
 
     fn model(&self) -> &str {
-        &self.inner.model
+        self.inner.client.model()
     }
 
     fn dimensions(&self) -> Option<usize> {
-        self.inner.expected_dims.or_else(|| match self.inner.learned_dims.load(Ordering::SeqCst) {
-            0 => None,
-            d => Some(d),
-        })
+        self.inner.client.dimensions()
     }
 
     fn fingerprint(&self) -> String {
-        self.inner.fingerprint.clone()
+        self.inner.client.fingerprint().to_string()
     }
 
     fn batch(&self) -> Option<&dyn BatchEmbedder> {
@@ -676,41 +200,13 @@ impl EmbeddingProvider for RemoteProvider {
     }
 
     fn supports_media(&self) -> bool {
-        self.inner.kind == RemoteKind::Gemini && is_multimodal_model(&self.inner.model)
+        self.inner.wire.embeds_media(self.model())
     }
 
-    /// Gemini `models/{m}:embedContent` with `content.parts[{inline_data: {mime_type, data}}]` (base64), one
-    /// request per file (files are large; a few in flight).
+    /// Images and audio, over protocols that embed them (Gemini's multimodal models).
     async fn embed_media(&self, media: &[MediaInput]) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        let Wire::Gemini { single_url, model_ref, output_dims, .. } = &self.inner.wire else {
-            return Err(self.inner.permanent("this provider does not embed images or audio"));
-        };
-        if !self.supports_media() {
-            return Err(EmbeddingError::NotConfigured {
-                provider: self.id().to_string(),
-                message: format!("model `{}` does not embed images or audio (use gemini-embedding-2-preview)", self.inner.model),
-            });
-        }
-        let mut out = Vec::with_capacity(media.len());
-        for m in media {
-            let mut body = json!({
-                "model": model_ref,
-                "content": { "parts": [{ "inline_data": { "mime_type": m.mime_type, "data": base64(&m.data) } }] },
-                "taskType": "RETRIEVAL_DOCUMENT",
-            });
-            if let Some(d) = output_dims {
-                body["outputDimensionality"] = json!(d);
-            }
-            let v = self.inner.post(single_url, &body).await?;
-            let values = v
-                .get("embedding")
-                .and_then(|e| e.get("values"))
-                .ok_or_else(|| self.inner.permanent("malformed response: no `embedding.values`"))?;
-            let mut vector = self.inner.floats(values)?;
-            self.inner.check_one(&mut vector)?;
-            out.push(vector);
-        }
-        Ok(out)
+        let raw = self.inner.wire.embed_media(&self.inner.client, media).await?;
+        self.inner.client.check(raw, media.len())
     }
 
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
@@ -741,13 +237,13 @@ impl EmbeddingProvider for RemoteProvider {
                 }
                 Some(Err(join)) => {
                     set.abort_all();
-                    return Err(self.inner.permanent(format!("embedding task failed: {join}")));
+                    return Err(self.inner.client.permanent(format!("embedding task failed: {join}")));
                 }
             }
         }
         let mut out = Vec::with_capacity(texts.len());
         for r in results {
-            out.extend(r.ok_or_else(|| self.inner.permanent("a batch produced no result"))?);
+            out.extend(r.ok_or_else(|| self.inner.client.permanent("a batch produced no result"))?);
         }
         Ok(out)
     }
@@ -756,21 +252,7 @@ impl EmbeddingProvider for RemoteProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (input, want) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
-            assert_eq!(base64(input.as_bytes()), want);
-        }
-        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
-    }
-
-    #[test]
-    fn non_finite_literals_become_null_outside_strings() {
-        let t = r#"{"a":[1.0,NaN,-Infinity,Infinity],"s":"NaN \" Infinity"}"#;
-        assert_eq!(replace_non_finite_literals(t), r#"{"a":[1.0,null,null,null],"s":"NaN \" Infinity"}"#);
-        assert!(parse_json(b"{not json").is_err());
-    }
+    use crate::catalogue::get;
 
     #[test]
     fn fingerprint_depends_on_what_changes_vectors_only() {
@@ -787,19 +269,62 @@ mod tests {
             .unwrap()
             .fingerprint()
         };
-        let a = mk(RemoteKind::OpenAi, "text-embedding-3-small", "https://api.openai.com/v1", "k1");
-        assert_eq!(a, mk(RemoteKind::OpenAi, "text-embedding-3-small", "https://proxy.example/v1", "k2"));
-        assert_ne!(a, mk(RemoteKind::OpenAi, "text-embedding-3-large", "https://api.openai.com/v1", "k1"));
-        let c1 = mk(RemoteKind::OpenAiCompatible, "m", "http://127.0.0.1:1234/v1", "");
-        assert_ne!(c1, mk(RemoteKind::OpenAiCompatible, "m", "http://127.0.0.1:8000/v1", ""));
+        let a = mk(get("openai").unwrap(), "text-embedding-3-small", "https://api.openai.com/v1", "k1");
+        assert_eq!(a, mk(get("openai").unwrap(), "text-embedding-3-small", "https://proxy.example/v1", "k2"));
+        assert_ne!(a, mk(get("openai").unwrap(), "text-embedding-3-large", "https://api.openai.com/v1", "k1"));
+        let c1 = mk(get("openai-compatible").unwrap(), "m", "http://127.0.0.1:1234/v1", "");
+        assert_ne!(c1, mk(get("openai-compatible").unwrap(), "m", "http://127.0.0.1:8000/v1", ""));
+    }
+
+    /// Fingerprints are index identities: they keep the exact text they had before the catalogue, so no index
+    /// is rebuilt by this code's shape.
+    #[test]
+    fn fingerprints_keep_their_historical_text() {
+        let none = |_: &mut RemoteSettings| {};
+        let typed = |s: &mut RemoteSettings| {
+            s.query_input_type = Some("search_query".into());
+            s.document_input_type = Some("search_document".into());
+        };
+        let model = |s: &mut RemoteSettings| s.model = Some("m".into());
+        let on_request = |s: &mut RemoteSettings| {
+            model(s);
+            s.send_input_type = true;
+        };
+        let query_only = |s: &mut RemoteSettings| {
+            model(s);
+            s.query_input_type = Some("q".into());
+        };
+        let width = |s: &mut RemoteSettings| s.output_dimensionality = Some(256);
+        let lm = "base=http://127.0.0.1:1234/v1";
+        let cases: [(&str, &dyn Fn(&mut RemoteSettings), String); 13] = [
+            ("openai", &none, "provider=openai;model=text-embedding-3-small;dims=1536".into()),
+            ("openai", &typed, "provider=openai;model=text-embedding-3-small;dims=1536;input_type=search_query/search_document".into()),
+            ("openai", &width, "provider=openai;model=text-embedding-3-small;dims=256".into()),
+            ("openai-compatible", &model, format!("provider=openai-compatible;model=m;dims=auto;{lm}")),
+            ("openai-compatible", &on_request, format!("provider=openai-compatible;model=m;dims=auto;input_type=query/document;{lm}")),
+            ("openai-compatible", &query_only, format!("provider=openai-compatible;model=m;dims=auto;input_type=q/-;{lm}")),
+            ("lmstudio", &model, format!("provider=openai-compatible;model=m;dims=auto;{lm}")),
+            ("deepinfra", &model, "provider=openai-compatible;model=m;dims=auto;base=https://api.deepinfra.com/v1/openai".into()),
+            ("gemini", &none, "provider=gemini;model=gemini-embedding-001;dims=3072;taskType=RETRIEVAL_QUERY/RETRIEVAL_DOCUMENT".into()),
+            ("gemini", &typed, "provider=gemini;model=gemini-embedding-001;dims=3072;taskType=search_query/search_document".into()),
+            ("voyage", &none, "provider=voyage;model=voyage-4-large;dims=1024;input_type=query/document".into()),
+            ("mistral", &typed, "provider=mistral;model=mistral-embed;dims=1024".into()),
+            ("ollama", &typed, "provider=ollama;model=nomic-embed-text;dims=768;base=http://127.0.0.1:11434".into()),
+        ];
+        for (id, settings, text) in cases {
+            let mut s = RemoteSettings { api_key: ApiKey::new("k"), ..Default::default() };
+            settings(&mut s);
+            let got = RemoteProvider::new(get(id).unwrap(), s).unwrap().fingerprint();
+            assert_eq!(got, memory_core::sha256_hex(format!("v1;{text}").as_bytes()), "{id}: v1;{text}");
+        }
     }
 
     #[test]
     fn missing_key_and_model_are_not_configured() {
-        let e = RemoteProvider::new(RemoteKind::Voyage, RemoteSettings::default()).unwrap_err();
+        let e = RemoteProvider::new(get("voyage").unwrap(), RemoteSettings::default()).unwrap_err();
         assert!(matches!(e, EmbeddingError::NotConfigured { .. }), "{e}");
         assert!(e.to_string().contains("VOYAGE_API_KEY"));
-        let e = RemoteProvider::new(RemoteKind::OpenAiCompatible, RemoteSettings::default()).unwrap_err();
+        let e = RemoteProvider::new(get("openai-compatible").unwrap(), RemoteSettings::default()).unwrap_err();
         assert!(e.to_string().contains("memory.search.model"), "{e}");
     }
 }

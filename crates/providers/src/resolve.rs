@@ -11,37 +11,13 @@ use tracing::{info, warn};
 use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
 use crate::local::{model_folder_present, LocalModelError, LocalOptions, LocalProvider};
-use crate::remote::{RemoteKind, RemoteProvider, RemoteSettings};
+use crate::catalogue::{self, Provider, CATALOGUE};
+use crate::remote::{RemoteProvider, RemoteSettings};
 
 /// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
 pub const LOCAL_MODEL_ENV: &str = "MEMORY_LOCAL_MODEL";
 
-/// Every value `memory.search.provider` accepts (besides the id of a custom `models.providers.<id>`).
-pub const PROVIDER_NAMES: [&str; 14] = [
-    "auto",
-    "openai",
-    "openai-compatible",
-    "gemini",
-    "voyage",
-    "mistral",
-    "ollama",
-    "local",
-    "none",
-    "lmstudio",
-    "deepinfra",
-    "bedrock",
-    "amazon-bedrock",
-    "github-copilot",
-];
-
-/// OpenClaw provider ids that have no embedding API memory-rs can call, and why.
-pub fn unavailable_reason(name: &str) -> Option<&'static str> {
-    match name {
-        "bedrock" | "amazon-bedrock" => Some("AWS Bedrock needs SigV4-signed requests, which memory-rs does not make"),
-        "github-copilot" => Some("GitHub Copilot offers no embedding API to other programs"),
-        _ => None,
-    }
-}
+pub use crate::catalogue::{unavailable_reason, PROVIDER_NAMES};
 
 /// What answers when the configured provider cannot (`unavailable_reason`), for `memory status`.
 pub fn provider_note(config: &Config) -> Option<String> {
@@ -54,54 +30,26 @@ pub fn provider_note(config: &Config) -> Option<String> {
     Some(format!("embedding provider `{name}` is not available in memory-rs ({why}); {instead}"))
 }
 
-/// How a provider id is reached: the wire format, the `models.providers` entries that may hold its key and URL,
-/// its default base URL and the environment variable with its key.
+/// How a provider id is reached: the catalogue entry it is built from, the `models.providers` entries that may
+/// hold its key and URL, and the environment variable with its key.
 struct Target {
-    kind: RemoteKind,
+    provider: &'static Provider,
     entries: Vec<String>,
-    default_base: Option<&'static str>,
     key_env: Option<&'static str>,
 }
 
-/// A custom `models.providers.<id>.api` to the wire format it speaks, for embeddings.
-fn kind_for_api(api: &str) -> Option<RemoteKind> {
-    match api {
-        "google-generative-ai" | "google-gemini" | "gemini" => Some(RemoteKind::Gemini),
-        "ollama" => Some(RemoteKind::Ollama),
-        a if a.starts_with("openai") || a == "azure-openai-responses" || a == "mistral" => Some(RemoteKind::OpenAiCompatible),
-        _ => None,
-    }
-}
-
+/// The catalogue entry `name`, or a custom `models.providers.<name>` with the entry of the API it speaks.
 fn target(name: &str, config: &Config) -> Result<Target, String> {
-    let t = |kind, entries: &[&str], default_base, key_env| Target {
-        kind,
-        entries: entries.iter().map(|e| e.to_string()).collect(),
-        default_base,
-        key_env,
-    };
-    Ok(match name {
-        "lmstudio" => t(RemoteKind::OpenAiCompatible, &["lmstudio"], Some("http://127.0.0.1:1234/v1"), Some("LMSTUDIO_API_KEY")),
-        "deepinfra" => t(RemoteKind::OpenAiCompatible, &["deepinfra"], Some("https://api.deepinfra.com/v1/openai"), Some("DEEPINFRA_API_KEY")),
-        // OpenClaw keeps Gemini's key under `models.providers.google`.
-        "gemini" => t(RemoteKind::Gemini, &["gemini", "google"], None, RemoteKind::Gemini.api_key_env()),
-        other => match RemoteKind::from_id(other) {
-            Some(kind) => t(kind, &[other], None, kind.api_key_env()),
-            None => {
-                let Some(entry) = config.models.providers.get(other) else { return Err(format!("unknown provider `{other}`")) };
-                let api = entry.api.as_deref().unwrap_or("openai-completions");
-                let kind = kind_for_api(api).ok_or_else(|| {
-                    format!("models.providers.{other}.api is `{api}`, which has no embedding API memory-rs speaks (openai-*, google-generative-ai, ollama)")
-                })?;
-                Target { kind, entries: vec![other.to_string()], default_base: None, key_env: None }
-            }
-        },
-    })
+    if let Some(provider) = catalogue::get(name) {
+        return Ok(Target { provider, entries: provider.config_entries.iter().map(|e| e.to_string()).collect(), key_env: provider.key_env });
+    }
+    let Some(entry) = config.models.providers.get(name) else { return Err(format!("unknown provider `{name}`")) };
+    let api = entry.api.as_deref().unwrap_or("openai-completions");
+    let provider = catalogue::for_custom_api(api).ok_or_else(|| {
+        format!("models.providers.{name}.api is `{api}`, which has no embedding API memory-rs speaks (openai-*, google-generative-ai, ollama)")
+    })?;
+    Ok(Target { provider, entries: vec![name.to_string()], key_env: None })
 }
-
-/// The order `auto` tries remote providers in, after `local`.
-pub const AUTO_REMOTE_ORDER: [RemoteKind; 4] =
-    [RemoteKind::OpenAi, RemoteKind::Gemini, RemoteKind::Voyage, RemoteKind::Mistral];
 
 /// Where environment variables come from (the process, or a map in tests).
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -237,10 +185,7 @@ pub fn auto_choice(config: &Config, env: EnvLookup<'_>) -> Option<&'static str> 
     if local_model_dir(search, env).is_some_and(|d| model_folder_present(&d)) {
         return Some("local");
     }
-    AUTO_REMOTE_ORDER
-        .into_iter()
-        .find(|k| api_key(*k, Role::Primary, config, env).is_some())
-        .map(RemoteKind::id)
+    CATALOGUE.iter().filter(|p| p.auto).find(|p| api_key(p, Role::Primary, config, env).is_some()).map(|p| p.id)
 }
 
 fn normalize_name(s: &str) -> String {
@@ -262,18 +207,17 @@ fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf>
         .map(|p| memory_core::paths::expand_home(&p))
 }
 
-/// The key for `kind`: `memory.search.remote.apiKey` (primary only), `models.providers.<id>.apiKey`, then the
-/// environment variable.
-fn api_key(kind: RemoteKind, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
-    let entries: Vec<String> = if kind == RemoteKind::Gemini { vec!["gemini".into(), "google".into()] } else { vec![kind.id().into()] };
-    target_key(&entries, kind.api_key_env(), role, config, env)
+/// The key for `provider`: `memory.search.remote.apiKey` (primary only), `models.providers.<entry>.apiKey`, then
+/// the environment variable.
+fn api_key(provider: &Provider, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
+    target_key(provider.config_entries, provider.key_env, role, config, env)
 }
 
-fn target_key(entries: &[String], key_env: Option<&str>, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
+fn target_key<E: AsRef<str>>(entries: &[E], key_env: Option<&str>, role: Role, config: &Config, env: EnvLookup<'_>) -> Option<ApiKey> {
     let secret = |s: Option<&memory_core::config::SecretString>| non_empty(s.map(|k| k.expose().to_string()).as_ref());
     let remote = (role == Role::Primary).then(|| secret(config.memory.search.remote.api_key.as_ref())).flatten();
     remote
-        .or_else(|| entries.iter().find_map(|e| secret(config.models.providers.get(e).and_then(|p| p.api_key.as_ref()))))
+        .or_else(|| entries.iter().find_map(|e| secret(config.models.providers.get(e.as_ref()).and_then(|p| p.api_key.as_ref()))))
         .or_else(|| key_env.and_then(|v| non_empty(env(v).as_ref())))
         .and_then(ApiKey::new)
 }
@@ -340,31 +284,32 @@ fn build(
     }
     let target = target(name, config)
         .map_err(|message| BuildError { key: provider_key.into(), message, missing: false, unavailable: false })?;
-    let kind = target.kind;
+    let provider = target.provider;
     let entry = target.entries.iter().find_map(|e| config.models.providers.get(e));
     let exposed = |h: &std::collections::BTreeMap<String, memory_core::config::SecretString>| {
         h.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect::<std::collections::BTreeMap<String, String>>()
     };
     let mut headers = entry.map(|e| exposed(&e.headers)).unwrap_or_default();
-    let mut base_url = non_empty(entry.and_then(|e| e.base_url.as_ref())).or(target.default_base.map(str::to_string));
+    let mut base_url = non_empty(entry.and_then(|e| e.base_url.as_ref()));
     let mut model = None;
     if role == Role::Primary {
         headers.extend(exposed(&search.remote.headers));
         base_url = non_empty(search.remote.base_url.as_ref()).or(base_url);
         model = non_empty(search.model.as_ref());
     }
-    if kind == RemoteKind::Ollama && base_url.is_none() {
-        base_url = non_empty(env("OLLAMA_HOST").as_ref()).map(|h| ollama_host_url(&h));
+    if let (None, Some(var)) = (&base_url, provider.host_env) {
+        base_url = non_empty(env(var).as_ref()).map(|h| host_url(&h, provider.base_url));
     }
-    if kind == RemoteKind::OpenAiCompatible && model.is_none() {
+    if provider.default_model.is_none() && model.is_none() {
+        let id = provider.reported_id();
         let (key, message) = match role {
-            Role::Primary => ("memory.search.model", "provider `openai-compatible` needs a model name"),
+            Role::Primary => ("memory.search.model", format!("provider `{id}` needs a model name")),
             Role::Fallback => (
                 "memory.search.fallback",
-                "`openai-compatible` needs a model name and memory.search.model applies to the primary provider only",
+                format!("`{id}` needs a model name and memory.search.model applies to the primary provider only"),
             ),
         };
-        return Err(BuildError { key: key.into(), message: message.into(), missing: false, unavailable: false });
+        return Err(BuildError { key: key.into(), message, missing: false, unavailable: false });
     }
     let settings = RemoteSettings {
         model,
@@ -383,22 +328,22 @@ fn build(
         },
         ..RemoteSettings::default()
     };
-    match RemoteProvider::new(kind, settings) {
+    match RemoteProvider::new(provider, settings) {
         Ok(p) => Ok(Arc::new(p)),
         Err(EmbeddingError::NotConfigured { message, .. }) if message.starts_with("no API key") => {
-            let env_var = kind.api_key_env().unwrap_or_default();
+            let env_var = provider.key_env.unwrap_or_default();
+            let id = provider.reported_id();
             let key = match role {
                 Role::Primary => "memory.search.remote.apiKey".to_string(),
-                Role::Fallback => format!("models.providers.{}.apiKey", kind.id()),
+                Role::Fallback => format!("models.providers.{id}.apiKey"),
             };
             Err(BuildError {
                 key,
                 message: format!(
-                    "provider `{}` needs an API key: set {} or the environment variable {env_var}",
-                    kind.id(),
+                    "provider `{id}` needs an API key: set {} or the environment variable {env_var}",
                     match role {
-                        Role::Primary => format!("memory.search.remote.apiKey, models.providers.{}.apiKey", kind.id()),
-                        Role::Fallback => format!("models.providers.{}.apiKey", kind.id()),
+                        Role::Primary => format!("memory.search.remote.apiKey, models.providers.{id}.apiKey"),
+                        Role::Fallback => format!("models.providers.{id}.apiKey"),
                     }
                 ),
                 missing: true,
@@ -416,16 +361,23 @@ fn build(
     }
 }
 
-/// `OLLAMA_HOST` may be `host:port`, `0.0.0.0`, or a URL.
-fn ollama_host_url(host: &str) -> String {
+/// A server address from the environment (`OLLAMA_HOST`): `host:port`, `0.0.0.0`, or a URL; without a port,
+/// the port of the provider's default base URL.
+fn host_url(host: &str, default_base: &str) -> String {
     let with_scheme = if host.contains("://") { host.to_string() } else { format!("http://{host}") };
     let url = with_scheme.replace("://0.0.0.0", "://127.0.0.1");
-    let authority = url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
-    if authority.contains(':') || authority.starts_with('[') {
-        url
-    } else {
-        format!("{}:11434", url.trim_end_matches('/'))
+    if authority(&url).contains(':') || authority(&url).starts_with('[') {
+        return url;
     }
+    match authority(default_base).rsplit_once(':') {
+        Some((_, port)) => format!("{}:{port}", url.trim_end_matches('/')),
+        None => url,
+    }
+}
+
+/// The `host[:port]` of a URL.
+fn authority(url: &str) -> &str {
+    url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("")
 }
 
 #[cfg(test)]
@@ -434,8 +386,9 @@ mod tests {
 
     #[test]
     fn ollama_host_forms() {
-        assert_eq!(ollama_host_url("0.0.0.0"), "http://127.0.0.1:11434");
-        assert_eq!(ollama_host_url("10.0.0.5:8080"), "http://10.0.0.5:8080");
-        assert_eq!(ollama_host_url("https://ollama.example"), "https://ollama.example:11434");
+        let ollama = catalogue::get("ollama").unwrap().base_url;
+        assert_eq!(host_url("0.0.0.0", ollama), "http://127.0.0.1:11434");
+        assert_eq!(host_url("10.0.0.5:8080", ollama), "http://10.0.0.5:8080");
+        assert_eq!(host_url("https://ollama.example", ollama), "https://ollama.example:11434");
     }
 }

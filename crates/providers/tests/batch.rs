@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use common::{MockServer, Recorded, Reply};
 use memory_core::embedding::{run_batch, BatchItem, BatchOutcome};
-use providers::{
-    ApiKey, BatchSettings, EmbeddingProvider, HttpOptions, RemoteKind, RemoteProvider, RemoteSettings,
-};
+use providers::catalogue::{self, Protocol, Provider};
+use providers::{ApiKey, BatchSettings, EmbeddingProvider, HttpOptions, RemoteProvider, RemoteSettings};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-batch-SECRET-9876543210";
@@ -41,10 +40,10 @@ fn batch_settings(per_job: usize, wait: bool) -> BatchSettings {
     }
 }
 
-fn provider(kind: RemoteKind, server: &MockServer, batch: BatchSettings) -> RemoteProvider {
-    let base = match kind {
-        RemoteKind::Gemini => format!("{}/v1beta", server.url()),
-        _ => format!("{}/v1", server.url()),
+fn provider(kind: &'static Provider, server: &MockServer, batch: BatchSettings) -> RemoteProvider {
+    let base = match kind.protocol {
+        Protocol::Gemini => format!("{}/v1beta", server.url()),
+        Protocol::OpenAi | Protocol::Ollama => format!("{}/v1", server.url()),
     };
     RemoteProvider::new(
         kind,
@@ -197,7 +196,7 @@ fn count(server: &MockServer, method: &str, path: &str) -> usize {
 #[tokio::test]
 async fn openai_batch_wire_format_partial_failure_and_cache_delivery() {
     let (server, _fake) = files_server(FilesFake { final_status: "completed", polls_before_done: 1, reject: vec!["hash01".into()], ..Default::default() }).await;
-    let p = provider(RemoteKind::OpenAi, &server, batch_settings(3, true));
+    let p = provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("jobs.json");
     let all = items(5);
@@ -238,7 +237,7 @@ async fn failing_twice_disables_the_batch_api_for_the_run() {
     let (server, _fake) = files_server(FilesFake { final_status: "failed", ..Default::default() }).await;
     let mut settings = batch_settings(1, true);
     settings.concurrency = 1;
-    let p = provider(RemoteKind::OpenAi, &server, settings);
+    let p = provider(catalogue::get("openai").unwrap(), &server, settings);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("jobs.json");
     let (vectors, outcome) = run(&p, &items(4), &state).await;
@@ -264,7 +263,7 @@ async fn failing_twice_disables_the_batch_api_for_the_run() {
 #[tokio::test]
 async fn expired_batch_keeps_its_partial_output_and_counts_as_a_failure() {
     let (server, _fake) = files_server(FilesFake { final_status: "expired", expired_keep: 2, ..Default::default() }).await;
-    let p = provider(RemoteKind::OpenAi, &server, batch_settings(10, true));
+    let p = provider(catalogue::get("openai").unwrap(), &server, batch_settings(10, true));
     let dir = tempfile::tempdir().unwrap();
     let (vectors, outcome) = run(&p, &items(4), &dir.path().join("jobs.json")).await;
     assert_eq!(vectors.len(), 2, "{outcome:?}");
@@ -282,7 +281,7 @@ async fn resume_after_the_run_is_dropped_mid_batch_polls_instead_of_resubmitting
     let all = items(6);
 
     // First run: two jobs submitted, then the run is dropped while they are in progress.
-    let p1 = provider(RemoteKind::OpenAi, &server, batch_settings(3, true));
+    let p1 = provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true));
     let (task_items, task_state) = (all.clone(), state.clone());
     let task = tokio::spawn(async move {
         let _ = run(&p1, &task_items, &task_state).await;
@@ -299,7 +298,7 @@ async fn resume_after_the_run_is_dropped_mid_batch_polls_instead_of_resubmitting
 
     // Second run (a new provider, as after a restart): the jobs finish; nothing is uploaded again.
     fake.lock().unwrap().hold = false;
-    let p2 = provider(RemoteKind::OpenAi, &server, batch_settings(3, true));
+    let p2 = provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true));
     let (vectors, outcome) = run(&p2, &all, &state).await;
     assert_eq!(vectors.len(), 6);
     assert_eq!(outcome.jobs_resumed, 2);
@@ -314,7 +313,7 @@ async fn without_wait_jobs_are_left_pending_and_collected_by_a_later_run() {
     let (server, fake) = files_server(FilesFake { final_status: "completed", hold: true, ..Default::default() }).await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("jobs.json");
-    let p = provider(RemoteKind::OpenAi, &server, batch_settings(2, false));
+    let p = provider(catalogue::get("openai").unwrap(), &server, batch_settings(2, false));
     let (vectors, outcome) = run(&p, &items(3), &state).await;
     assert!(vectors.is_empty());
     assert_eq!(outcome.pending.len(), 3);
@@ -330,7 +329,7 @@ async fn without_wait_jobs_are_left_pending_and_collected_by_a_later_run() {
 #[tokio::test]
 async fn voyage_batch_wire_format() {
     let (server, _fake) = files_server(FilesFake { voyage: true, final_status: "completed", ..Default::default() }).await;
-    let p = provider(RemoteKind::Voyage, &server, batch_settings(10, true));
+    let p = provider(catalogue::get("voyage").unwrap(), &server, batch_settings(10, true));
     let dir = tempfile::tempdir().unwrap();
     let (vectors, outcome) = run(&p, &items(2), &dir.path().join("jobs.json")).await;
     assert_eq!(vectors.len(), 2, "{outcome:?}");
@@ -388,7 +387,7 @@ async fn gemini_async_batch_embed_content() {
         Reply::json(404, "{}")
     })
     .await;
-    let p = provider(RemoteKind::Gemini, &server, batch_settings(10, true));
+    let p = provider(catalogue::get("gemini").unwrap(), &server, batch_settings(10, true));
     let dir = tempfile::tempdir().unwrap();
     let (vectors, outcome) = run(&p, &items(3), &dir.path().join("jobs.json")).await;
     assert_eq!(vectors.len(), 2, "{outcome:?}");
@@ -441,7 +440,7 @@ mod engine {
         }
         let (server, fake) = files_server(FilesFake { final_status: "completed", hold: true, ..Default::default() }).await;
 
-        let engine = open(ws.path(), state.path(), provider(RemoteKind::OpenAi, &server, batch_settings(3, true))).await;
+        let engine = open(ws.path(), state.path(), provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true))).await;
         let sync = tokio::spawn(async move {
             let _ = engine.sync(SyncOptions::default()).await;
         });
@@ -455,7 +454,7 @@ mod engine {
         assert_eq!(count(&server, "POST", "/v1/files"), 2);
 
         fake.lock().unwrap().hold = false;
-        let engine = open(ws.path(), state.path(), provider(RemoteKind::OpenAi, &server, batch_settings(3, true))).await;
+        let engine = open(ws.path(), state.path(), provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true))).await;
         let report = engine.sync(SyncOptions::default()).await.unwrap();
         assert_eq!(report.chunks_embedded, 5, "{report:?}");
         assert_eq!(count(&server, "POST", "/v1/files"), 2, "resumed, not resubmitted");
@@ -486,7 +485,7 @@ mod engine {
         let (server, _fake) = files_server(FilesFake { final_status: "failed", ..Default::default() }).await;
         let mut settings = batch_settings(1, true);
         settings.concurrency = 1;
-        let engine = open(ws.path(), state.path(), provider(RemoteKind::OpenAi, &server, settings)).await;
+        let engine = open(ws.path(), state.path(), provider(catalogue::get("openai").unwrap(), &server, settings)).await;
         let report = engine.sync(SyncOptions::default()).await.unwrap();
         assert_eq!(report.chunks_embedded, 4, "{report:?}");
         assert!(report.warnings.iter().any(|w| w.contains("disabled for this run")), "{:?}", report.warnings);
@@ -506,7 +505,7 @@ async fn keys_echoed_by_a_failing_batch_api_are_scrubbed_from_errors_and_status(
         Reply::json(401, json!({"error": {"message": format!("Incorrect API key provided: {key}")}}).to_string())
     })
     .await;
-    let p = provider(RemoteKind::OpenAi, &server, batch_settings(1, true));
+    let p = provider(catalogue::get("openai").unwrap(), &server, batch_settings(1, true));
     let dir = tempfile::tempdir().unwrap();
     let (_, outcome) = run(&p, &items(3), &dir.path().join("jobs.json")).await;
     assert_eq!(outcome.jobs_failed, 2);

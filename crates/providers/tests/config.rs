@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::{MockServer, Reply};
 use memory_core::config::ModelProviderConfig;
 use memory_core::{Config, MemoryError};
-use providers::{auto_choice, from_config, from_config_with, EmbeddingPurpose, HttpOptions, ResolveOptions};
+use providers::catalogue::CATALOGUE;
+use providers::{auto_choice, from_config, from_config_with, EmbeddingPurpose, HttpOptions, ResolveOptions, PROVIDER_NAMES};
 use serde_json::json;
 
 fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -85,6 +86,26 @@ fn auto_prefers_local_then_openai_gemini_voyage_mistral() {
     let env = env_of(&[("OPENAI_API_KEY", "k1"), ("MEMORY_LOCAL_MODEL", dir.to_str().unwrap())]);
     let p = resolve(&c, &env).unwrap().unwrap();
     assert_eq!((p.id(), p.model(), p.dimensions()), ("local", "all-MiniLM-L6-v2", Some(384)));
+}
+
+/// Every catalogue entry is a `memory.search.provider` value, built with its default model and its key variable.
+#[test]
+fn every_catalogue_provider_is_accepted_by_name() {
+    for p in CATALOGUE {
+        assert!(PROVIDER_NAMES.contains(&p.id), "{p}");
+        let mut c = config(p.id);
+        if p.default_model.is_none() {
+            c.memory.search.model = Some("m".into());
+        }
+        let env = env_of(&p.key_env.map(|k| (k, "key")).into_iter().collect::<Vec<_>>());
+        let built = resolve(&c, &env).unwrap_or_else(|e| panic!("{p}: {e}")).unwrap();
+        assert_eq!((built.id(), built.model()), (p.reported_id(), p.default_model.unwrap_or("m")), "{p}");
+        assert_eq!(built.dimensions(), p.default_model.and_then(|m| p.known_dimensions(m)), "{p}");
+        if p.key_required {
+            let err = resolve(&c, &env_of(&[])).err().unwrap_or_else(|| panic!("{p}: built without a key"));
+            assert_eq!(config_key(err), "memory.search.remote.apiKey", "{p}");
+        }
+    }
 }
 
 #[test]

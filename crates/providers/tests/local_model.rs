@@ -26,6 +26,12 @@ fn s(t: &str) -> String {
     t.to_string()
 }
 
+/// The provider contract on a model without prompts: queries and documents embed alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honours_the_provider_contract() {
+    common::contract::check(model().await.as_ref(), common::contract::Expect { purposes_differ: false }).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paraphrase_cosine_matches_the_reference() {
     let m = model().await;

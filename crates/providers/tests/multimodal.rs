@@ -13,7 +13,7 @@ use common::{MockServer, Reply};
 use memory_builtin::BuiltinFactory;
 use memory_core::registry::OpenContext;
 use memory_core::{Config, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
-use providers::{ApiKey, HttpOptions, RemoteKind, RemoteProvider, RemoteSettings};
+use providers::{catalogue, ApiKey, HttpOptions, RemoteProvider, RemoteSettings};
 use serde_json::{json, Value};
 
 const KEY: &str = "gm-SECRET-key-123456";
@@ -79,7 +79,7 @@ async fn images_and_audio_under_extra_paths_are_embedded_and_found_by_text_queri
     )
     .unwrap();
     let provider = RemoteProvider::new(
-        RemoteKind::Gemini,
+        catalogue::get("gemini").unwrap(),
         RemoteSettings {
             model: Some("gemini-embedding-2-preview".into()),
             base_url: Some(format!("{}/v1beta", server.url())),

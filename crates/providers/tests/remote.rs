@@ -4,11 +4,14 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{MockServer, Recorded, Reply};
+use providers::catalogue::{self, Protocol, Provider, CATALOGUE};
 use providers::{
-    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, HttpOptions, RemoteKind, RemoteProvider,
+    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, HttpOptions, RemoteProvider,
     RemoteSettings,
 };
 use serde_json::{json, Value};
@@ -26,22 +29,25 @@ fn fast_http() -> HttpOptions {
     }
 }
 
-fn model_of(kind: RemoteKind) -> &'static str {
-    match kind {
-        RemoteKind::OpenAiCompatible => "test-model",
-        k => k.default_model().unwrap(),
+type Kind = &'static Provider;
+
+fn entry(id: &str) -> Kind {
+    catalogue::get(id).unwrap()
+}
+
+fn model_of(kind: Kind) -> &'static str {
+    kind.default_model.unwrap_or("test-model")
+}
+
+fn base_url(kind: Kind, server: &MockServer) -> String {
+    match kind.protocol {
+        Protocol::Gemini => format!("{}/v1beta", server.url()),
+        Protocol::Ollama => server.url(),
+        Protocol::OpenAi => format!("{}/v1", server.url()),
     }
 }
 
-fn base_url(kind: RemoteKind, server: &MockServer) -> String {
-    match kind {
-        RemoteKind::Gemini => format!("{}/v1beta", server.url()),
-        RemoteKind::Ollama => server.url(),
-        _ => format!("{}/v1", server.url()),
-    }
-}
-
-fn settings(kind: RemoteKind, server: &MockServer) -> RemoteSettings {
+fn settings(kind: Kind, server: &MockServer) -> RemoteSettings {
     RemoteSettings {
         model: Some(model_of(kind).into()),
         base_url: Some(base_url(kind, server)),
@@ -52,25 +58,25 @@ fn settings(kind: RemoteKind, server: &MockServer) -> RemoteSettings {
     }
 }
 
-fn provider(kind: RemoteKind, server: &MockServer) -> RemoteProvider {
+fn provider(kind: Kind, server: &MockServer) -> RemoteProvider {
     RemoteProvider::new(kind, settings(kind, server)).unwrap()
 }
 
 /// The texts a recorded request carries, per wire format.
-fn texts_in(kind: RemoteKind, rec: &Recorded) -> Vec<String> {
+fn texts_in(kind: Kind, rec: &Recorded) -> Vec<String> {
     let strs = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
-    match kind {
-        RemoteKind::Gemini if rec.path.ends_with(":embedContent") => {
+    match kind.protocol {
+        Protocol::Gemini if rec.path.ends_with(":embedContent") => {
             vec![rec.body["content"]["parts"][0]["text"].as_str().unwrap().to_string()]
         }
-        RemoteKind::Gemini => rec.body["requests"]
+        Protocol::Gemini => rec.body["requests"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| r["content"]["parts"][0]["text"].as_str().unwrap().to_string())
             .collect(),
-        RemoteKind::Ollama if rec.path == "/api/embeddings" => vec![rec.body["prompt"].as_str().unwrap().to_string()],
-        _ => strs(&rec.body["input"]),
+        Protocol::Ollama if rec.path == "/api/embeddings" => vec![rec.body["prompt"].as_str().unwrap().to_string()],
+        Protocol::Ollama | Protocol::OpenAi => strs(&rec.body["input"]),
     }
 }
 
@@ -100,15 +106,15 @@ fn assert_close(got: &[f32], want: &[f32]) {
 }
 
 /// A success body in the provider's format for the given vectors.
-fn success_body(kind: RemoteKind, rec: &Recorded, vectors: &[Vec<f32>]) -> String {
-    match kind {
-        RemoteKind::Gemini if rec.path.ends_with(":embedContent") => json!({ "embedding": { "values": vectors[0] } }).to_string(),
-        RemoteKind::Gemini => {
+fn success_body(kind: Kind, rec: &Recorded, vectors: &[Vec<f32>]) -> String {
+    match kind.protocol {
+        Protocol::Gemini if rec.path.ends_with(":embedContent") => json!({ "embedding": { "values": vectors[0] } }).to_string(),
+        Protocol::Gemini => {
             json!({ "embeddings": vectors.iter().map(|v| json!({ "values": v })).collect::<Vec<_>>() }).to_string()
         }
-        RemoteKind::Ollama if rec.path == "/api/embeddings" => json!({ "embedding": vectors[0] }).to_string(),
-        RemoteKind::Ollama => json!({ "model": model_of(kind), "embeddings": vectors, "total_duration": 1 }).to_string(),
-        _ => json!({
+        Protocol::Ollama if rec.path == "/api/embeddings" => json!({ "embedding": vectors[0] }).to_string(),
+        Protocol::Ollama => json!({ "model": model_of(kind), "embeddings": vectors, "total_duration": 1 }).to_string(),
+        Protocol::OpenAi => json!({
             "object": "list",
             "data": vectors.iter().enumerate().map(|(i, v)| json!({ "object": "embedding", "index": i, "embedding": v })).collect::<Vec<_>>(),
             "model": model_of(kind),
@@ -118,21 +124,21 @@ fn success_body(kind: RemoteKind, rec: &Recorded, vectors: &[Vec<f32>]) -> Strin
     }
 }
 
-fn answer(kind: RemoteKind, rec: &Recorded, dims: usize) -> Reply {
+fn answer(kind: Kind, rec: &Recorded, dims: usize) -> Reply {
     let vectors: Vec<Vec<f32>> = texts_in(kind, rec).iter().map(|t| vector_for(t, dims)).collect();
     Reply::json(200, success_body(kind, rec, &vectors))
 }
 
 /// An error body as each API shapes it.
-fn error_body(kind: RemoteKind, status: u16, message: &str) -> String {
-    match kind {
-        RemoteKind::OpenAi | RemoteKind::OpenAiCompatible => {
+fn error_body(kind: Kind, status: u16, message: &str) -> String {
+    match (kind.protocol, kind.id) {
+        (Protocol::Gemini, _) => json!({ "error": { "code": status, "message": message, "status": "UNAUTHENTICATED" } }),
+        (Protocol::Ollama, _) => json!({ "error": message }),
+        (_, "voyage") => json!({ "detail": message }),
+        (_, "mistral") => json!({ "message": message, "request_id": "r1" }),
+        (Protocol::OpenAi, _) => {
             json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": status.to_string() } })
         }
-        RemoteKind::Gemini => json!({ "error": { "code": status, "message": message, "status": "UNAUTHENTICATED" } }),
-        RemoteKind::Voyage => json!({ "detail": message }),
-        RemoteKind::Mistral => json!({ "message": message, "request_id": "r1" }),
-        RemoteKind::Ollama => json!({ "error": message }),
     }
     .to_string()
 }
@@ -141,22 +147,22 @@ fn texts(n: usize, pad: usize) -> Vec<String> {
     (0..n).map(|i| format!("t{i} {}", "x".repeat(pad))).collect()
 }
 
-fn expected_path(kind: RemoteKind, n_texts: usize) -> String {
-    match kind {
-        RemoteKind::Gemini if n_texts == 1 => "/v1beta/models/gemini-embedding-001:embedContent".into(),
-        RemoteKind::Gemini => "/v1beta/models/gemini-embedding-001:batchEmbedContents".into(),
-        RemoteKind::Ollama => "/api/embed".into(),
-        _ => "/v1/embeddings".into(),
+fn expected_path(kind: Kind, n_texts: usize) -> String {
+    match kind.protocol {
+        Protocol::Gemini if n_texts == 1 => "/v1beta/models/gemini-embedding-001:embedContent".into(),
+        Protocol::Gemini => "/v1beta/models/gemini-embedding-001:batchEmbedContents".into(),
+        Protocol::Ollama => "/api/embed".into(),
+        Protocol::OpenAi => "/v1/embeddings".into(),
     }
 }
 
-fn assert_request_shape(kind: RemoteKind, rec: &Recorded, purpose: EmbeddingPurpose) {
+fn assert_request_shape(kind: Kind, rec: &Recorded, purpose: EmbeddingPurpose) {
     let n = texts_in(kind, rec).len();
     assert_eq!(rec.method, "POST", "{kind}");
     assert_eq!(rec.path, expected_path(kind, n), "{kind}");
     assert!(rec.header("content-type").unwrap().starts_with("application/json"), "{kind}");
-    match kind {
-        RemoteKind::Gemini => {
+    match kind.protocol {
+        Protocol::Gemini => {
             assert_eq!(rec.header("x-goog-api-key"), Some(KEY));
             assert_eq!(rec.header("authorization"), None);
             let task = match purpose {
@@ -177,7 +183,7 @@ fn assert_request_shape(kind: RemoteKind, rec: &Recorded, purpose: EmbeddingPurp
             assert_eq!(rec.header("authorization"), Some(format!("Bearer {KEY}").as_str()), "{kind}");
             assert_eq!(rec.body["model"], model_of(kind), "{kind}");
             let input_type = rec.body.get("input_type");
-            if kind == RemoteKind::Voyage {
+            if kind.id == "voyage" {
                 let want = if purpose == EmbeddingPurpose::Query { "query" } else { "document" };
                 assert_eq!(input_type, Some(&json!(want)));
             } else {
@@ -189,10 +195,10 @@ fn assert_request_shape(kind: RemoteKind, rec: &Recorded, purpose: EmbeddingPurp
 
 #[tokio::test]
 async fn happy_path_every_provider() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
         let p = provider(kind, &server);
-        assert_eq!(p.id(), kind.id());
+        assert_eq!(p.id(), kind.reported_id());
         assert_eq!(p.dimensions(), Some(DIMS));
         let input = texts(3, 10);
         let out = p.embed(&input, EmbeddingPurpose::Document).await.unwrap();
@@ -215,7 +221,7 @@ async fn happy_path_every_provider() {
 
 #[tokio::test]
 async fn batches_by_token_budget_with_bounded_concurrency_every_provider() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server =
             MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_millis(40))).await;
         let mut s = settings(kind, &server);
@@ -246,7 +252,7 @@ async fn batches_by_token_budget_with_bounded_concurrency_every_provider() {
 
 #[tokio::test]
 async fn default_budget_is_eight_thousand_tokens() {
-    let kind = RemoteKind::OpenAi;
+    let kind = entry("openai");
     let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
     let p = provider(kind, &server);
     let out = p.embed(&texts(45, 1595), EmbeddingPurpose::Document).await.unwrap();
@@ -258,7 +264,7 @@ async fn default_budget_is_eight_thousand_tokens() {
 
 #[tokio::test]
 async fn unauthorized_is_permanent_not_retried_and_hides_the_key() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         // Some APIs echo the key back in the error message: it must not reach ours.
         let server = MockServer::start(move |_, _| {
             Reply::json(401, error_body(kind, 401, &format!("Incorrect API key provided: {KEY}")))
@@ -278,7 +284,7 @@ async fn unauthorized_is_permanent_not_retried_and_hides_the_key() {
 
 #[tokio::test]
 async fn rate_limited_then_success_honours_retry_after() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server = MockServer::start(move |rec, n| {
             if n == 0 {
                 Reply::json(429, error_body(kind, 429, "Rate limit reached")).header("retry-after-ms", "250")
@@ -301,7 +307,7 @@ async fn rate_limited_then_success_honours_retry_after() {
 
 #[tokio::test]
 async fn retry_after_in_seconds_is_honoured() {
-    let kind = RemoteKind::Gemini;
+    let kind = entry("gemini");
     let server = MockServer::start(move |rec, n| {
         if n == 0 {
             Reply::json(429, error_body(kind, 429, "Resource has been exhausted")).header("Retry-After", "1")
@@ -319,7 +325,7 @@ async fn retry_after_in_seconds_is_honoured() {
 
 #[tokio::test]
 async fn server_error_exhausts_three_retries_with_backoff() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server = MockServer::start(move |_, _| Reply::json(500, error_body(kind, 500, "internal error"))).await;
         let p = provider(kind, &server);
         let started = Instant::now();
@@ -338,7 +344,7 @@ async fn server_error_exhausts_three_retries_with_backoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_is_retried_then_transient() {
     let mut handles = Vec::new();
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         handles.push(tokio::spawn(async move {
             let server =
                 MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_secs(3))).await;
@@ -363,7 +369,7 @@ async fn timeout_is_retried_then_transient() {
 
 #[tokio::test]
 async fn malformed_json_is_permanent() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server = MockServer::start(move |_, _| Reply::json(200, "{\"data\": [{\"embedding\": [0.1, ")).await;
         let p = provider(kind, &server);
         let err = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
@@ -379,7 +385,7 @@ async fn malformed_json_is_permanent() {
 
 #[tokio::test]
 async fn wrong_dimensions_are_an_error() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS + 1)).await;
         let err = provider(kind, &server).embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
         assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
@@ -390,7 +396,7 @@ async fn wrong_dimensions_are_an_error() {
 #[tokio::test]
 async fn known_model_width_is_enforced() {
     // text-embedding-3-small is 1536 wide: a 4-wide answer is a broken server, not a new model.
-    let kind = RemoteKind::OpenAi;
+    let kind = entry("openai");
     let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS)).await;
     let mut s = settings(kind, &server);
     s.dimensions = None;
@@ -402,8 +408,8 @@ async fn known_model_width_is_enforced() {
 
 #[tokio::test]
 async fn wrong_vector_count_is_an_error() {
-    for kind in RemoteKind::ALL {
-        if kind == RemoteKind::Ollama {
+    for kind in CATALOGUE {
+        if kind.protocol == Protocol::Ollama {
             continue; // covered below with its own body
         }
         let server = MockServer::start(move |rec, _| {
@@ -417,21 +423,21 @@ async fn wrong_vector_count_is_an_error() {
         assert!(err.to_string().contains("2 vectors for 3 texts"), "{kind}: {err}");
     }
     let server = MockServer::start(|_, _| Reply::json(200, r#"{"model":"m","embeddings":[[1,0,0,0]]}"#)).await;
-    let err = provider(RemoteKind::Ollama, &server).embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap_err();
+    let err = provider(entry("ollama"), &server).embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap_err();
     assert!(err.to_string().contains("1 vectors for 3 texts"), "{err}");
 }
 
 #[tokio::test]
 async fn non_finite_values_are_zeroed_then_normalised() {
-    for kind in RemoteKind::ALL {
+    for kind in CATALOGUE {
         // Python's json module writes NaN / Infinity literals; others send null.
         let server = MockServer::start(move |rec, _| {
             let one = "[NaN, 3.0, 4.0, Infinity]";
-            let body = match kind {
-                RemoteKind::Gemini if rec.path.ends_with(":embedContent") => format!(r#"{{"embedding":{{"values":{one}}}}}"#),
-                RemoteKind::Gemini => format!(r#"{{"embeddings":[{{"values":{one}}},{{"values":[null,3,4,-Infinity]}}]}}"#),
-                RemoteKind::Ollama => format!(r#"{{"embeddings":[{one},[null,3,4,-Infinity]]}}"#),
-                _ => format!(
+            let body = match kind.protocol {
+                Protocol::Gemini if rec.path.ends_with(":embedContent") => format!(r#"{{"embedding":{{"values":{one}}}}}"#),
+                Protocol::Gemini => format!(r#"{{"embeddings":[{{"values":{one}}},{{"values":[null,3,4,-Infinity]}}]}}"#),
+                Protocol::Ollama => format!(r#"{{"embeddings":[{one},[null,3,4,-Infinity]]}}"#),
+                Protocol::OpenAi => format!(
                     r#"{{"data":[{{"index":0,"embedding":{one}}},{{"index":1,"embedding":[null,3,4,-Infinity]}}]}}"#
                 ),
             };
@@ -447,7 +453,7 @@ async fn non_finite_values_are_zeroed_then_normalised() {
 
 #[tokio::test]
 async fn openai_orders_vectors_by_index() {
-    let kind = RemoteKind::OpenAi;
+    let kind = entry("openai");
     let server = MockServer::start(move |rec, _| {
         let items: Vec<Value> = texts_in(kind, rec)
             .iter()
@@ -466,9 +472,9 @@ async fn openai_orders_vectors_by_index() {
 
 #[tokio::test]
 async fn openai_compatible_without_key_sends_custom_headers_and_learns_the_width() {
-    let server = MockServer::start(|rec, n| answer(RemoteKind::OpenAiCompatible, rec, if n < 2 { 6 } else { 7 })).await;
+    let server = MockServer::start(|rec, n| answer(entry("openai-compatible"), rec, if n < 2 { 6 } else { 7 })).await;
     let p = RemoteProvider::new(
-        RemoteKind::OpenAiCompatible,
+        entry("openai-compatible"),
         RemoteSettings {
             model: Some("nomic-embed-text-v1.5".into()),
             base_url: Some(format!("{}/v1/", server.url())),
@@ -496,11 +502,11 @@ async fn openai_compatible_without_key_sends_custom_headers_and_learns_the_width
 
 #[tokio::test]
 async fn openai_compatible_input_type_on_request() {
-    let server = MockServer::start(|rec, _| answer(RemoteKind::OpenAiCompatible, rec, DIMS)).await;
-    let mut s = settings(RemoteKind::OpenAiCompatible, &server);
+    let server = MockServer::start(|rec, _| answer(entry("openai-compatible"), rec, DIMS)).await;
+    let mut s = settings(entry("openai-compatible"), &server);
     s.send_input_type = true;
-    let plain_fp = provider(RemoteKind::OpenAiCompatible, &server).fingerprint();
-    let p = RemoteProvider::new(RemoteKind::OpenAiCompatible, s).unwrap();
+    let plain_fp = provider(entry("openai-compatible"), &server).fingerprint();
+    let p = RemoteProvider::new(entry("openai-compatible"), s).unwrap();
     assert_ne!(p.fingerprint(), plain_fp, "query/document distinction changes vectors");
     p.embed_query("t0 q").await.unwrap();
     p.embed(&texts(1, 1), EmbeddingPurpose::Document).await.unwrap();
@@ -513,11 +519,11 @@ async fn openai_compatible_input_type_on_request() {
 async fn ollama_falls_back_to_the_older_embeddings_endpoint() {
     let server = MockServer::start(|rec, _| match rec.path.as_str() {
         "/api/embed" => Reply::text(404, "404 page not found"),
-        "/api/embeddings" => answer(RemoteKind::Ollama, rec, DIMS),
+        "/api/embeddings" => answer(entry("ollama"), rec, DIMS),
         _ => Reply::text(500, "unexpected path"),
     })
     .await;
-    let p = provider(RemoteKind::Ollama, &server);
+    let p = provider(entry("ollama"), &server);
     let out = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
     assert_close(&out[0], &expected(0));
     assert_close(&out[1], &expected(1));
@@ -536,7 +542,7 @@ async fn ollama_missing_model_is_permanent_without_fallback_probe() {
         Reply::json(404, r#"{"error":"model \"nomic-embed-text\" not found, try pulling it first"}"#)
     })
     .await;
-    let err = provider(RemoteKind::Ollama, &server).embed(&texts(1, 5), EmbeddingPurpose::Document).await.unwrap_err();
+    let err = provider(entry("ollama"), &server).embed(&texts(1, 5), EmbeddingPurpose::Document).await.unwrap_err();
     assert!(matches!(err, EmbeddingError::Permanent { .. }), "{err}");
     assert!(err.to_string().contains("ollama pull nomic-embed-text"), "{err}");
     assert_eq!(server.requests().len(), 1);
@@ -553,23 +559,112 @@ async fn connection_refused_is_transient() {
         ..Default::default()
     };
     s.http.max_retries = 1;
-    let err = RemoteProvider::new(RemoteKind::Mistral, s).unwrap().embed_query("t0 q").await.unwrap_err();
+    let err = RemoteProvider::new(entry("mistral"), s).unwrap().embed_query("t0 q").await.unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(err.to_string().contains("connection failed"), "{err}");
 }
 
 #[test]
 fn provider_defaults() {
-    for kind in RemoteKind::ALL {
-        assert_eq!(RemoteKind::from_id(kind.id()), Some(kind));
-    }
-    let p = RemoteProvider::new(RemoteKind::Gemini, RemoteSettings { api_key: ApiKey::new(KEY), ..Default::default() }).unwrap();
+    let p = RemoteProvider::new(entry("gemini"), RemoteSettings { api_key: ApiKey::new(KEY), ..Default::default() }).unwrap();
     assert_eq!(p.model(), "gemini-embedding-001");
     assert_eq!(p.dimensions(), Some(3072));
     assert_eq!(p.base_url(), "https://generativelanguage.googleapis.com/v1beta");
-    let p = RemoteProvider::new(RemoteKind::OpenAiCompatible, RemoteSettings { model: Some("m".into()), ..Default::default() }).unwrap();
+    let p = RemoteProvider::new(entry("openai-compatible"), RemoteSettings { model: Some("m".into()), ..Default::default() }).unwrap();
     assert_eq!(p.base_url(), "http://127.0.0.1:1234/v1");
-    let p = RemoteProvider::new(RemoteKind::Ollama, RemoteSettings::default()).unwrap();
+    let p = RemoteProvider::new(entry("ollama"), RemoteSettings::default()).unwrap();
     assert_eq!((p.model(), p.dimensions(), p.base_url()), ("nomic-embed-text", Some(768), "http://127.0.0.1:11434"));
     assert_eq!(p.limits().max_tokens, 8000);
+}
+
+/// Like [`answer`], but a request that says it embeds a query (an input type or task type naming one) gets vectors
+/// with a third component, so a provider that tells queries from documents shows it in its vectors.
+fn answer_by_purpose(kind: Kind, rec: &Recorded) -> Reply {
+    let says_query = |v: &Value| v.as_str().is_some_and(|t| t.to_ascii_lowercase().contains("query"));
+    let query = match kind.protocol {
+        Protocol::Gemini if rec.path.ends_with(":embedContent") => says_query(&rec.body["taskType"]),
+        Protocol::Gemini => rec.body["requests"].as_array().unwrap().iter().all(|r| says_query(&r["taskType"])),
+        Protocol::OpenAi | Protocol::Ollama => says_query(&rec.body["input_type"]),
+    };
+    let vectors: Vec<Vec<f32>> = texts_in(kind, rec)
+        .iter()
+        .map(|t| {
+            let mut v = vector_for(t, DIMS);
+            v[2] = if query { 1.0 } else { 0.0 };
+            v
+        })
+        .collect();
+    Reply::json(200, success_body(kind, rec, &vectors))
+}
+
+/// Every catalogue provider against its wire format keeps the provider contract; Gemini's and Voyage's input
+/// types (and an OpenAI-compatible server's, when asked for) tell queries from documents, the others' do not.
+#[tokio::test]
+async fn every_provider_honours_the_provider_contract() {
+    for kind in CATALOGUE {
+        let server = MockServer::start(move |rec, _| answer_by_purpose(kind, rec)).await;
+        let p = provider(kind, &server);
+        let purposes_differ = matches!(kind.id, "gemini" | "voyage");
+        common::contract::check(&p, common::contract::Expect { purposes_differ }).await;
+    }
+    let kind = entry("openai-compatible");
+    let server = MockServer::start(move |rec, _| answer_by_purpose(kind, rec)).await;
+    let mut s = settings(kind, &server);
+    s.send_input_type = true;
+    let p = RemoteProvider::new(kind, s).unwrap();
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+}
+
+/// The fallback keeps the contract with its primary answering, and again once it switched to its secondary.
+#[tokio::test]
+async fn fallback_honours_the_provider_contract_before_and_after_switching() {
+    let down = Arc::new(AtomicBool::new(false));
+    let primary_kind = entry("voyage");
+    let primary_down = down.clone();
+    let primary = MockServer::start(move |rec, _| {
+        if primary_down.load(Ordering::SeqCst) {
+            Reply::json(400, error_body(primary_kind, 400, "bad request"))
+        } else {
+            answer_by_purpose(primary_kind, rec)
+        }
+    })
+    .await;
+    let secondary_kind = entry("ollama");
+    let secondary = MockServer::start(move |rec, _| answer_by_purpose(secondary_kind, rec)).await;
+    let p = FallbackProvider::new(Arc::new(provider(primary_kind, &primary)), Arc::new(provider(secondary_kind, &secondary)));
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+    assert!(secondary.requests().is_empty(), "the secondary answered while the primary worked");
+
+    down.store(true, Ordering::SeqCst);
+    assert!(p.embed_query("t0 q").await.is_err(), "the failing call reports the failure");
+    assert!(p.is_switched());
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    assert_eq!(p.id(), "ollama");
+}
+
+/// A provider added as one catalogue entry, as docs/providers.md shows it: it is reached over its protocol,
+/// reports its own id, reads its key variable and keeps the contract.
+#[tokio::test]
+async fn an_openai_compatible_service_is_one_entry() {
+    static TOGETHER: Provider = Provider {
+        id: "together",
+        default_model: Some("bge-base"),
+        dimensions: &[("bge-base", DIMS)],
+        base_url: "https://api.together.xyz/v1",
+        key_env: Some("TOGETHER_API_KEY"),
+        key_required: true,
+        config_entries: &["together"],
+        self_hosted: false,
+        custom_apis: &[],
+        ..catalogue::OPENAI_COMPATIBLE
+    };
+    let server = MockServer::start(|rec, _| answer_by_purpose(&TOGETHER, rec)).await;
+    let p = provider(&TOGETHER, &server);
+    assert_eq!((p.id(), p.model()), ("together", "bge-base"));
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    let rec = &server.requests()[0];
+    assert_eq!(rec.path, "/v1/embeddings");
+    assert_eq!(rec.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    let err = RemoteProvider::new(&TOGETHER, RemoteSettings::default()).unwrap_err();
+    assert!(err.to_string().contains("TOGETHER_API_KEY"), "{err}");
 }

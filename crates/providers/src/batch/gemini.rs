@@ -15,20 +15,16 @@ use memory_core::embedding::{BatchItem, EmbeddingError};
 use serde_json::{json, Value};
 
 use super::{BatchApi, Finished};
-use crate::http::join_url;
-use crate::remote::{parse_json, Inner};
+use crate::client::Client;
+use crate::wire::gemini::{model_ref, request, text_parts, DOCUMENT_TASK};
 
 pub(crate) struct GeminiBatch {
-    inner: Arc<Inner>,
+    client: Arc<Client>,
 }
 
 impl GeminiBatch {
-    pub fn new(inner: Arc<Inner>) -> Self {
-        GeminiBatch { inner }
-    }
-
-    fn model_ref(&self) -> String {
-        format!("models/{}", self.inner.model.strip_prefix("models/").unwrap_or(&self.inner.model))
+    pub fn new(client: Arc<Client>) -> Self {
+        GeminiBatch { client }
     }
 }
 
@@ -52,14 +48,11 @@ fn inlined(v: &Value) -> Option<&Vec<Value>> {
 #[async_trait]
 impl BatchApi for GeminiBatch {
     async fn submit(&self, items: &[BatchItem]) -> Result<String, EmbeddingError> {
-        let model = self.model_ref();
+        let model = model_ref(self.client.model());
         let requests: Vec<Value> = items
             .iter()
             .map(|i| {
-                let mut request = json!({ "model": model, "content": { "parts": [{ "text": i.text }] }, "taskType": "RETRIEVAL_DOCUMENT" });
-                if let Some(d) = self.inner.output_dims {
-                    request["outputDimensionality"] = json!(d);
-                }
+                let request = request(&model, text_parts(&i.text), Some(DOCUMENT_TASK), self.client.output_dims());
                 json!({ "request": request, "metadata": { "key": i.hash } })
             })
             .collect();
@@ -70,21 +63,16 @@ impl BatchApi for GeminiBatch {
                 "inputConfig": { "requests": { "requests": requests } },
             }
         });
-        let url = join_url(&self.inner.base_url, &format!("{model}:asyncBatchEmbedContent"));
-        let op = self.inner.post(&url, &body).await?;
+        let op = self.client.post(&self.client.url(&format!("{model}:asyncBatchEmbedContent")), &body).await?;
         op.get("name")
             .or_else(|| op.get("metadata").and_then(|m| m.get("name")))
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| self.inner.permanent("asyncBatchEmbedContent response has no `name`"))
+            .ok_or_else(|| self.client.permanent("asyncBatchEmbedContent response has no `name`"))
     }
 
     async fn poll(&self, job_id: &str) -> Result<Option<Finished>, EmbeddingError> {
-        let url = join_url(&self.inner.base_url, job_id);
-        let v = match self.inner.http.get(&url).await? {
-            Ok(bytes) => parse_json(&bytes).map_err(|e| self.inner.permanent(format!("malformed batch status: {e}")))?,
-            Err(status) => return Err(self.inner.status_error(status)),
-        };
+        let v = self.client.parse(&self.client.get(&self.client.url(job_id)).await?, "malformed batch status")?;
         let state = state_of(&v);
         let kind = state.trim_start_matches("BATCH_STATE_").trim_start_matches("JOB_STATE_");
         let op_error = v.get("error").filter(|e| !e.is_null());
@@ -118,7 +106,7 @@ impl BatchApi for GeminiBatch {
                         continue;
                     }
                     let values = r.get("response").and_then(|x| x.get("embedding")).and_then(|e| e.get("values"));
-                    match values.map(|x| self.inner.floats(x)) {
+                    match values.map(|x| self.client.floats(x)) {
                         Some(Ok(vector)) => fin.vectors.push((key, vector)),
                         Some(Err(e)) => fin.rejected.push((key, e.to_string())),
                         None => fin.rejected.push((key, "no embedding.values in the response".into())),

@@ -25,7 +25,8 @@ use memory_core::embedding::{BatchDelivery, BatchEmbedder, BatchItem, BatchOutco
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
-use crate::remote::{Inner, RemoteKind};
+use crate::catalogue::BatchProtocol;
+use crate::client::Client;
 use state::{JobRecord, StateFile};
 
 /// Failures of the batch API after which it is disabled for the rest of the run.
@@ -96,7 +97,7 @@ pub(crate) trait BatchApi: Send + Sync {
 
 /// Runs documents through a provider's batch API (see the module docs).
 pub struct BatchRunner {
-    inner: Arc<Inner>,
+    client: Arc<Client>,
     api: Box<dyn BatchApi>,
     settings: BatchSettings,
     failures: Mutex<Vec<String>>,
@@ -105,7 +106,7 @@ pub struct BatchRunner {
 impl fmt::Debug for BatchRunner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BatchRunner")
-            .field("provider", &self.inner.kind.id())
+            .field("provider", &self.client.id())
             .field("settings", &self.settings)
             .field("disabled", &self.disabled_reason().is_some())
             .finish()
@@ -113,18 +114,14 @@ impl fmt::Debug for BatchRunner {
 }
 
 impl BatchRunner {
-    /// Whether `kind` has a batch API this crate speaks.
-    pub fn supports(kind: RemoteKind) -> bool {
-        matches!(kind, RemoteKind::OpenAi | RemoteKind::Voyage | RemoteKind::Gemini)
-    }
-
-    pub(crate) fn new(inner: Arc<Inner>, settings: BatchSettings) -> BatchRunner {
-        let api: Box<dyn BatchApi> = match inner.kind {
-            RemoteKind::Gemini => Box::new(gemini::GeminiBatch::new(inner.clone())),
-            RemoteKind::Voyage => Box::new(openai::FilesBatch::voyage(inner.clone())),
-            _ => Box::new(openai::FilesBatch::openai(inner.clone())),
+    /// Batch jobs of `protocol` for the provider `client` calls.
+    pub(crate) fn new(client: Arc<Client>, protocol: BatchProtocol, settings: BatchSettings) -> BatchRunner {
+        let api: Box<dyn BatchApi> = match protocol {
+            BatchProtocol::GeminiAsync => Box::new(gemini::GeminiBatch::new(client.clone())),
+            BatchProtocol::VoyageFiles => Box::new(openai::FilesBatch::voyage(client.clone())),
+            BatchProtocol::OpenAiFiles => Box::new(openai::FilesBatch::openai(client.clone())),
         };
-        BatchRunner { inner, api, settings, failures: Mutex::new(Vec::new()) }
+        BatchRunner { client, api, settings, failures: Mutex::new(Vec::new()) }
     }
 
     fn per_job(&self) -> usize {
@@ -137,20 +134,20 @@ impl BatchRunner {
 
     /// Count one failure of the batch API; returns the warning for the sync report.
     fn fail(&self, outcome: &mut BatchOutcome, what: String) {
-        let what = self.inner.http.scrub(&what);
+        let what = self.client.scrub(&what);
         outcome.jobs_failed += 1;
         let count = {
             let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
             f.push(what.clone());
             f.len()
         };
-        warn!(provider = self.inner.kind.id(), failures = count, reason = %what, "batch embedding job failed");
-        outcome.warnings.push(format!("{} batch job failed: {what}", self.inner.kind.id()));
+        warn!(provider = self.client.id(), failures = count, reason = %what, "batch embedding job failed");
+        outcome.warnings.push(format!("{} batch job failed: {what}", self.client.id()));
         if count == MAX_BATCH_FAILURES {
-            warn!(provider = self.inner.kind.id(), "batch API failed twice; disabled for this run, embedding synchronously");
+            warn!(provider = self.client.id(), "batch API failed twice; disabled for this run, embedding synchronously");
             outcome.warnings.push(format!(
                 "{} batch API disabled for this run after {MAX_BATCH_FAILURES} failures; embedding synchronously",
-                self.inner.kind.id()
+                self.client.id()
             ));
         }
     }
@@ -159,7 +156,7 @@ impl BatchRunner {
     fn deliver(&self, fin: &mut Finished, deliver: &UnboundedSender<BatchDelivery>, outcome: &mut BatchOutcome) -> usize {
         let mut good = Vec::with_capacity(fin.vectors.len());
         for (hash, mut v) in fin.vectors.drain(..) {
-            match self.inner.check_one(&mut v) {
+            match self.client.check_one(&mut v) {
                 Ok(()) => good.push((hash, v)),
                 Err(e) => fin.rejected.push((hash, e.to_string())),
             }
@@ -168,10 +165,10 @@ impl BatchRunner {
             let (hash, why) = &fin.rejected[0];
             outcome.warnings.push(format!(
                 "{} batch job rejected {} item(s) (embedded synchronously instead), e.g. {}: {}",
-                self.inner.kind.id(),
+                self.client.id(),
                 fin.rejected.len(),
                 hash.chars().take(12).collect::<String>(),
-                self.inner.http.scrub(why)
+                self.client.scrub(why)
             ));
         }
         let n = good.len();
@@ -203,7 +200,7 @@ impl BatchEmbedder for BatchRunner {
             outcome.warnings.push(reason);
             return outcome;
         }
-        let fingerprint = self.inner.fingerprint.clone();
+        let fingerprint = self.client.fingerprint().to_string();
         let wanted: HashMap<&str, &BatchItem> = items.iter().map(|i| (i.hash.as_str(), i)).collect();
         let mut state = match StateFile::load(state_file) {
             Ok(s) => s,
@@ -232,7 +229,7 @@ impl BatchEmbedder for BatchRunner {
         });
         outcome.jobs_resumed = active.len();
         if !active.is_empty() {
-            info!(provider = self.inner.kind.id(), jobs = active.len(), "resuming batch embedding jobs of an earlier run");
+            info!(provider = self.client.id(), jobs = active.len(), "resuming batch embedding jobs of an earlier run");
         }
         let todo: Vec<BatchItem> = items.iter().filter(|i| !covered.contains(&i.hash)).cloned().collect();
         let mut queue: std::collections::VecDeque<Vec<BatchItem>> = todo.chunks(self.per_job()).map(|c| c.to_vec()).collect();
@@ -246,9 +243,9 @@ impl BatchEmbedder for BatchRunner {
                 let Some(job_items) = queue.pop_front() else { break };
                 match self.api.submit(&job_items).await {
                     Ok(id) => {
-                        info!(provider = self.inner.kind.id(), job = %id, items = job_items.len(), "batch embedding job submitted");
+                        info!(provider = self.client.id(), job = %id, items = job_items.len(), "batch embedding job submitted");
                         let record = JobRecord {
-                            provider: self.inner.kind.id().to_string(),
+                            provider: self.client.id().to_string(),
                             fingerprint: fingerprint.clone(),
                             id,
                             hashes: job_items.iter().map(|i| i.hash.clone()).collect(),
@@ -285,7 +282,7 @@ impl BatchEmbedder for BatchRunner {
                     Ok(None) => still.push(job),
                     Ok(Some(mut fin)) => {
                         let n = self.deliver(&mut fin, &deliver, &mut outcome);
-                        info!(provider = self.inner.kind.id(), job = %job.id, vectors = n, rejected = fin.rejected.len(), "batch embedding job finished");
+                        info!(provider = self.client.id(), job = %job.id, vectors = n, rejected = fin.rejected.len(), "batch embedding job finished");
                         if let Some(why) = fin.failure.take() {
                             self.fail(&mut outcome, format!("job {}: {why}", job.id));
                         }
@@ -335,7 +332,7 @@ impl BatchEmbedder for BatchRunner {
         (f.len() >= MAX_BATCH_FAILURES).then(|| {
             format!(
                 "{} batch API disabled for this run after {} failures (last: {}); indexing embeds synchronously",
-                self.inner.kind.id(),
+                self.client.id(),
                 f.len(),
                 f.last().map(String::as_str).unwrap_or("")
             )

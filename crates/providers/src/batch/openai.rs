@@ -18,25 +18,20 @@ use memory_core::embedding::{BatchItem, EmbeddingError};
 use serde_json::{json, Value};
 
 use super::{multipart, BatchApi, Finished};
-use crate::http::join_url;
-use crate::remote::{parse_json, Inner};
+use crate::client::{parse_json, Client};
 
 pub(crate) struct FilesBatch {
-    inner: Arc<Inner>,
+    client: Arc<Client>,
     voyage: bool,
 }
 
 impl FilesBatch {
-    pub fn openai(inner: Arc<Inner>) -> Self {
-        FilesBatch { inner, voyage: false }
+    pub fn openai(client: Arc<Client>) -> Self {
+        FilesBatch { client, voyage: false }
     }
 
-    pub fn voyage(inner: Arc<Inner>) -> Self {
-        FilesBatch { inner, voyage: true }
-    }
-
-    fn url(&self, path: &str) -> String {
-        join_url(&self.inner.base_url, path)
+    pub fn voyage(client: Arc<Client>) -> Self {
+        FilesBatch { client, voyage: true }
     }
 
     fn line(&self, item: &BatchItem) -> Value {
@@ -47,20 +42,8 @@ impl FilesBatch {
                 "custom_id": item.hash,
                 "method": "POST",
                 "url": "/v1/embeddings",
-                "body": { "model": self.inner.model, "input": item.text },
+                "body": { "model": self.client.model(), "input": item.text },
             })
-        }
-    }
-
-    async fn get_json(&self, url: &str) -> Result<Value, EmbeddingError> {
-        let bytes = self.get_bytes(url).await?;
-        parse_json(&bytes).map_err(|e| self.inner.permanent(format!("malformed response from {url}: {e}")))
-    }
-
-    async fn get_bytes(&self, url: &str) -> Result<Vec<u8>, EmbeddingError> {
-        match self.inner.http.get(url).await? {
-            Ok(bytes) => Ok(bytes),
-            Err(status) => Err(self.inner.status_error(status)),
         }
     }
 
@@ -90,7 +73,7 @@ impl FilesBatch {
                 .and_then(Value::as_array)
                 .and_then(|d| d.first())
                 .and_then(|d| d.get("embedding"));
-            match values.map(|v| self.inner.floats(v)) {
+            match values.map(|v| self.client.floats(v)) {
                 Some(Ok(vector)) => fin.vectors.push((id, vector)),
                 Some(Err(e)) => fin.rejected.push((id, e.to_string())),
                 None => fin.rejected.push((id, "no embedding in the output line".into())),
@@ -111,35 +94,34 @@ impl BatchApi for FilesBatch {
     async fn submit(&self, items: &[BatchItem]) -> Result<String, EmbeddingError> {
         let mut jsonl = Vec::new();
         for item in items {
-            serde_json::to_writer(&mut jsonl, &self.line(item)).map_err(|e| self.inner.permanent(e.to_string()))?;
+            serde_json::to_writer(&mut jsonl, &self.line(item)).map_err(|e| self.client.permanent(e.to_string()))?;
             jsonl.push(b'\n');
         }
         let (content_type, body) = multipart(&[("purpose", "batch")], "file", "memory-embeddings.jsonl", "application/jsonl", &jsonl);
-        let file = match self.inner.http.send(reqwest::Method::POST, &self.url("files"), Some((content_type, body))).await? {
-            Ok(bytes) => parse_json(&bytes).map_err(|e| self.inner.permanent(format!("malformed file upload response: {e}")))?,
-            Err(status) => return Err(self.inner.status_error(status)),
-        };
+        let file = self.client.send(reqwest::Method::POST, &self.client.url("files"), Some((content_type, body))).await?;
+        let file = self.client.parse(&file, "malformed file upload response")?;
         let file_id = file
             .get("id")
             .and_then(Value::as_str)
-            .ok_or_else(|| self.inner.permanent("file upload response has no `id`"))?;
+            .ok_or_else(|| self.client.permanent("file upload response has no `id`"))?;
         let mut create = json!({ "input_file_id": file_id, "endpoint": "/v1/embeddings" });
         if self.voyage {
             create["completion_window"] = json!("12h");
-            create["request_params"] = json!({ "model": self.inner.model, "input_type": "document" });
+            create["request_params"] = json!({ "model": self.client.model(), "input_type": "document" });
         } else {
             create["completion_window"] = json!("24h");
         }
-        let batch = self.inner.post(&self.url("batches"), &create).await?;
+        let batch = self.client.post(&self.client.url("batches"), &create).await?;
         batch
             .get("id")
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| self.inner.permanent("batch creation response has no `id`"))
+            .ok_or_else(|| self.client.permanent("batch creation response has no `id`"))
     }
 
     async fn poll(&self, job_id: &str) -> Result<Option<Finished>, EmbeddingError> {
-        let batch = self.get_json(&self.url(&format!("batches/{job_id}"))).await?;
+        let url = self.client.url(&format!("batches/{job_id}"));
+        let batch = self.client.parse(&self.client.get(&url).await?, &format!("malformed response from {url}"))?;
         let status = batch.get("status").and_then(Value::as_str).unwrap_or("");
         let failure = match status {
             "completed" => None,
@@ -156,12 +138,12 @@ impl BatchApi for FilesBatch {
             "expired" => Some("expired before completing (partial output kept)".to_string()),
             "cancelled" => Some("cancelled".to_string()),
             "validating" | "in_progress" | "finalizing" | "cancelling" => return Ok(None),
-            other => return Err(self.inner.permanent(format!("unknown batch status `{other}`"))),
+            other => return Err(self.client.permanent(format!("unknown batch status `{other}`"))),
         };
         let mut fin = Finished { failure, ..Default::default() };
         for key in ["output_file_id", "error_file_id"] {
             if let Some(file) = batch.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                let bytes = self.get_bytes(&self.url(&format!("files/{file}/content"))).await?;
+                let bytes = self.client.get(&self.client.url(&format!("files/{file}/content"))).await?;
                 self.read_lines(&String::from_utf8_lossy(&bytes), &mut fin);
             }
         }

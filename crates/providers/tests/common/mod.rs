@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod contract;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
