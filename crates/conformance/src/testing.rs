@@ -62,7 +62,7 @@ pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Op
 pub struct Xorshift(pub u64);
 
 impl Xorshift {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -71,7 +71,7 @@ impl Xorshift {
 
     /// Uniform-ish in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 }
 

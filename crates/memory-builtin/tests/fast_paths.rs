@@ -20,7 +20,7 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0.next()
+        self.0.next_u64()
     }
 
     /// Vectors clustered around a few directions, as a model's are (pure noise would make every cosine ~0).

@@ -542,7 +542,7 @@ fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
         _ => false,
     };
     // A long `index` someone watches keeps its progress bars: it runs here.
-    let ask_server = !cli.no_server && !(progress && matches!(job, Job::Index { .. }));
+    let ask_server = !cli.no_server && (!progress || !matches!(job, Job::Index { .. }));
     if ask_server && server::client::present(&state_dir) {
         if let Job::Append { text, written: written @ None, .. } = &mut job {
             // Written here, once; the server (or this process, if the server fails) only indexes it.

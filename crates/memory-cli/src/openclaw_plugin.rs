@@ -242,7 +242,7 @@ fn installed_at(state: Option<&Path>, plugins: &Value) -> Option<PathBuf> {
         .as_array()?
         .iter()
         .filter_map(|p| p.as_str())
-        .map(|p| memory_core::paths::expand_home(p))
+        .map(memory_core::paths::expand_home)
         .find(|d| manifest_id(d).as_deref() == Some(PLUGIN_ID))
 }
 

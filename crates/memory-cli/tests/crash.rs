@@ -52,8 +52,11 @@ fn run_json(mut c: Command) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// The ranked (path, start line, end line) hits of each query.
+type Hits = Vec<Vec<(String, u64, u64)>>;
+
 /// What the index answers: file and chunk counts and the ranked (path, lines) of each query.
-fn snapshot(ws: &Path, state: &Path) -> (u64, u64, Vec<Vec<(String, u64, u64)>>) {
+fn snapshot(ws: &Path, state: &Path) -> (u64, u64, Hits) {
     let st = run_json({
         let mut c = memory(ws, state);
         c.args(["status", "--json"]);

@@ -532,7 +532,7 @@ mod tests {
         let schema = data_schema(Some(2));
         let b = rows_to_batch(&schema, &[Row::file(&file), Row::chunk(&c, &file), Row::chunk(&c2, &file)]).unwrap();
         assert_eq!(b.num_rows(), 3);
-        let cands = batches_to_candidates(&[b.clone()]).unwrap();
+        let cands = batches_to_candidates(std::slice::from_ref(&b)).unwrap();
         assert_eq!(cands[1].importance, Some(8));
         assert_eq!(cands[1].file_mtime_ms, 7);
         let files = batches_to_files(&[b]).unwrap();
@@ -575,7 +575,7 @@ mod tests {
         assert_eq!((g.chunk_id.as_str(), g.path.as_str(), g.start_line, g.end_line), ("c1", c.path.as_str(), 3, 9));
         assert_eq!((g.text.as_str(), g.importance, g.file_mtime_ms, g.source), (c.text.as_str(), None, 7, Source::Memory));
         let touched = with_mtime(&b, 99).unwrap();
-        let got = batches_to_candidates(&[touched.clone()]).unwrap();
+        let got = batches_to_candidates(std::slice::from_ref(&touched)).unwrap();
         assert_eq!((got[0].file_mtime_ms, got[0].text.as_str()), (99, c.text.as_str()));
         assert_eq!(col::<Int64Array>(&touched, COL_MTIME).unwrap().value(0), 99);
     }

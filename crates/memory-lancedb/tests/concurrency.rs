@@ -151,7 +151,7 @@ async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
         // A confirmed file must be found; check the newest ones every time and all of them now and then.
         let n = files.len();
         let sample: Vec<&(String, String)> =
-            if searches % 5 == 0 { files.iter().collect() } else { files.iter().skip(n.saturating_sub(3)).collect() };
+            if searches.is_multiple_of(5) { files.iter().collect() } else { files.iter().skip(n.saturating_sub(3)).collect() };
         for (path, _latest) in sample {
             let tok = &path_word(path);
             let found = find(&b, tok).await?;

@@ -363,8 +363,7 @@ mod tests {
 
     #[test]
     fn a_block_written_in_code_reads_back_the_same() {
-        let mut q = QmdConfig::default();
-        q.search_mode = SearchMode::Query;
+        let mut q = QmdConfig { search_mode: SearchMode::Query, ..QmdConfig::default() };
         q.update.interval = Some(Duration::from_millis(100));
         q.update.embed_interval = None;
         q.update.debounce = Duration::ZERO;

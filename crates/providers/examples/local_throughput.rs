@@ -18,7 +18,7 @@ fn chunk(seed: usize, chars: usize) -> String {
     while s.len() < chars {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         s.push_str(WORDS[(x >> 33) % WORDS.len()]);
-        s.push(if (x >> 20) % 11 == 0 { '\n' } else { ' ' });
+        s.push(if (x >> 20).is_multiple_of(11) { '\n' } else { ' ' });
     }
     s.truncate(chars);
     s

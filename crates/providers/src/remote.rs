@@ -296,7 +296,8 @@ mod tests {
         };
         let width = |s: &mut RemoteSettings| s.output_dimensionality = Some(256);
         let lm = "base=http://127.0.0.1:1234/v1";
-        let cases: [(&str, &dyn Fn(&mut RemoteSettings), String); 13] = [
+        type Case<'a> = (&'a str, &'a dyn Fn(&mut RemoteSettings), String);
+        let cases: [Case; 13] = [
             ("openai", &none, "provider=openai;model=text-embedding-3-small;dims=1536".into()),
             ("openai", &typed, "provider=openai;model=text-embedding-3-small;dims=1536;input_type=search_query/search_document".into()),
             ("openai", &width, "provider=openai;model=text-embedding-3-small;dims=256".into()),

@@ -335,7 +335,7 @@ mod tests {
                 codes.extend_from_slice(&scratch);
             }
             // The extremes: every product at +-127 x 127, where an i16 pair sum would overflow if codes were -128.
-            codes.extend(std::iter::repeat(127i8).take(dims));
+            codes.extend(std::iter::repeat_n(127i8, dims));
             codes.extend(q.iter().map(|x| if *x < 0 { 127 } else { -127 }));
             let n = codes.len() / dims;
             let mut out = vec![0i32; n];
@@ -366,7 +366,7 @@ mod tests {
                 quantize(&q, &mut codes_q).unwrap();
                 for k in [1, 7, 64, 500, n, n + 5] {
                     for only in [None, Some(1u8)] {
-                        let keep = |t: SourceTag| only.map_or(true, |o| o == t);
+                        let keep = |t: SourceTag| only.is_none_or(|o| o == t);
                         let mut all: Vec<(f32, usize)> = (0..n)
                             .filter(|slot| keep(qv.sources[*slot]))
                             .map(|slot| (plain_dot(&codes_q, &qv.codes[slot * dims..(slot + 1) * dims]) as f32 * qv.scales[slot], slot))

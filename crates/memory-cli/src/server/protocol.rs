@@ -75,6 +75,7 @@ pub struct Envelope {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
+#[allow(clippy::large_enum_variant, reason = "one request per connection, read once")]
 pub enum Request {
     /// Run a job on the engine for this workspace, agent and config.
     #[serde(rename_all = "camelCase")]

@@ -29,13 +29,12 @@ impl Resolver<'_> {
     /// Resolve every string and secret reference under `v` in place; `path` is the key as the user wrote it.
     pub fn resolve(&self, v: &mut Value, path: &str, d: &mut Diagnostics) {
         match v {
-            Value::String(s) => {
-                if s.contains("${") {
+            Value::String(s)
+                if s.contains("${") => {
                     if let Some(out) = self.substitute(s, path, d) {
                         *s = out;
                     }
                 }
-            }
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     self.resolve(item, &format!("{path}[{i}]"), d);
@@ -116,11 +115,11 @@ impl Resolver<'_> {
         let result = match source {
             "env" => (self.env)(id).filter(|v| !v.is_empty()).ok_or_else(|| format!("environment variable {id} (secret reference) is not set")),
             "file" => {
-                let Some(cfg) = provider_config() else { return None };
+                let cfg = provider_config()?;
                 read_file_secret(cfg, id)
             }
             "exec" => {
-                let Some(cfg) = provider_config() else { return None };
+                let cfg = provider_config()?;
                 run_exec_secret(cfg, provider, id, self.env)
             }
             other => Err(format!("unknown secret source `{other}` (env, file or exec)")),

@@ -395,7 +395,8 @@ mod tests {
         let search = serde_json::to_value(crate::config::SearchConfig::default()).unwrap();
         leaves(&search, "", &mut model);
         // Free-form maps serialise as objects (empty by default): the schema declares them as leaves.
-        for map in ["remote.headers"] {
+        {
+            let map = "remote.headers";
             model.retain(|k| !k.starts_with(&format!("{map}.")));
             model.insert(map.to_string());
         }

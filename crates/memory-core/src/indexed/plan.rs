@@ -138,7 +138,7 @@ pub(crate) fn stale_for_search<'a>(
 fn in_key_order<'a, T, K: Ord + 'a>(items: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<&'a T> {
     let mut refs: Vec<&T> = items.iter().collect();
     if !refs.windows(2).all(|w| key(w[0]) <= key(w[1])) {
-        refs.sort_by(|a, b| key(*a).cmp(&key(*b)));
+        refs.sort_by_key(|a| key(*a));
     }
     refs
 }

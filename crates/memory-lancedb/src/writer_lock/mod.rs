@@ -25,6 +25,7 @@ use memory_core::Result;
 pub(crate) use lease::LeaseLock;
 
 /// How this index's writers are serialised.
+#[allow(clippy::large_enum_variant, reason = "one per open index, never moved in a hot path")]
 pub(crate) enum WriterLock {
     File(PathBuf),
     Lease(LeaseLock),
