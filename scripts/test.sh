@@ -20,4 +20,11 @@ report_skips() {
     rm -f "$MEMORY_TEST_SKIP_REPORT"
 }
 trap report_skips EXIT
+# Lints first when the whole suite runs (not for a filtered run): formatting, then clippy with warnings as errors.
+if [ "$#" -eq 0 ]; then
+    cargo fmt --all --check
+fi
 cargo test --workspace --features memory-cli/lancedb "$@"
+if [ "$#" -eq 0 ]; then
+    cargo clippy --workspace --all-targets --features memory-cli/lancedb -- -D warnings
+fi

@@ -4,6 +4,8 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+
 struct Env {
     ws: tempfile::TempDir,
     state: tempfile::TempDir,
@@ -20,16 +22,7 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_memory"))
-            .arg("--workspace")
-            .arg(self.ws.path())
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .args(args)
-            .env_remove("MEMORY_CONFIG")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
+        common::memory(self.ws.path(), self.state.path(), None).args(args).output().unwrap()
     }
 }
 

@@ -6,9 +6,11 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
 fn memory(ws: &Path, state: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_memory"));
-    c.arg("--workspace").arg(ws).arg("--state-dir").arg(state).env("RUST_LOG", "error").stdin(Stdio::null());
+    let mut c = common::memory(ws, state, None);
+    c.env("RUST_LOG", "error").stdin(Stdio::null());
     c
 }
 

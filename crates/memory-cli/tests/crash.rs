@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use conformance::testing::Xorshift;
 
+mod common;
+
 const NOTES: usize = 300;
 const QUERIES: &[&str] = &["gateway deploy", "billing invoice error", "what did alice say about the roadmap", "E4242", "kubernetes canary"];
 const WORDS: &[&str] = &[
@@ -41,8 +43,8 @@ fn workspace(dir: &Path) {
 }
 
 fn memory(ws: &Path, state: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_memory"));
-    c.arg("--workspace").arg(ws).arg("--state-dir").arg(state).env("RUST_LOG", "error").stdin(Stdio::null());
+    let mut c = common::memory(ws, state, None);
+    c.env("RUST_LOG", "error").stdin(Stdio::null());
     c
 }
 

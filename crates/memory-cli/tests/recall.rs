@@ -2,9 +2,11 @@
 //! KEY]...` and `memory search --project KEY` on the builtin engine (keyword-only: no embedding provider).
 
 use std::fs;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+
+mod common;
 
 struct Env {
     ws: tempfile::TempDir,
@@ -43,15 +45,8 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_memory"))
-            .arg("--workspace")
-            .arg(self.ws.path())
-            .arg("--state-dir")
-            .arg(self.state.path())
+        common::memory(self.ws.path(), self.state.path(), None)
             .args(args)
-            .env_remove("MEMORY_CONFIG")
-            .env_remove("OPENCLAW_CONFIG_PATH")
-            .env_remove("RUST_LOG")
             .output()
             .unwrap()
     }
