@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use crate::analysis::similarity_tokens;
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
-use crate::store::Candidate;
+use crate::store::{name_and_stem, Candidate};
 use crate::types::{SearchResult, Source};
 
 pub const SNIPPET_MAX_CHARS: usize = 700;
@@ -73,11 +73,10 @@ pub fn exact_path_tier(query: &str, path: &str) -> u8 {
     if q == path {
         return 3;
     }
-    let base = path.rsplit('/').next().unwrap_or(path);
-    if q == base {
+    let (name, stem) = name_and_stem(path);
+    if q == name {
         return 2;
     }
-    let stem = base.rsplit_once('.').map(|(s, _)| s).unwrap_or(base);
     if q == stem {
         return 1;
     }
