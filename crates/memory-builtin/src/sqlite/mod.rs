@@ -325,7 +325,9 @@ impl SqliteStore {
             args.extend(filter_args.iter().cloned().map(Into::into));
             let rows = st.query_map(params_from_iter(args), |r| {
                 let mut cand = candidate_row(r)?;
-                cand.bm25_rank = Some(r.get(8)?);
+                // FTS5's bm25() is negative, more negative = better: negated to `Candidate::keyword_score`'s
+                // direction (higher = better).
+                cand.keyword_score = Some(-r.get::<_, f64>(8)?);
                 Ok(cand)
             })?;
             let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
@@ -413,7 +415,7 @@ fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
         text: row.get(5)?,
         importance: row.get::<_, Option<i64>>(6)?.map(|n| n as u8),
         file_mtime_ms: row.get(7)?,
-        bm25_rank: None,
+        keyword_score: None,
         vector_score: None,
     })
 }

@@ -182,9 +182,12 @@ pub struct Candidate {
     pub importance: Option<u8>,
     /// Modification time of the file, for temporal decay of undated sources.
     pub file_mtime_ms: i64,
-    /// Keyword relevance in SQLite's convention: negative BM25, more negative = better. Stores whose BM25 is a
-    /// positive "higher is better" score pass `-score`.
-    pub bm25_rank: Option<f64>,
+    /// Keyword relevance as the store's engine scored the match: **higher is better**, positive for a match (a
+    /// BM25 score as BM25 is defined). This is the one place the direction is stated; each store converts its
+    /// engine's own number to it (SQLite's FTS5 `bm25()` is negative, more negative = better, so the SQLite
+    /// store negates it; LanceDB's `_score` already points this way), and ranking reads only this.
+    /// `None` for candidates no keyword search returned. Checked by `conformance::store_contract`.
+    pub keyword_score: Option<f64>,
     /// Cosine similarity, -1..1.
     pub vector_score: Option<f64>,
 }
