@@ -55,7 +55,7 @@ fn candidate(b: &mut Bytes, i: usize) -> Candidate {
         text: b.string(),
         importance: (flags & 2 != 0).then(|| b.u8()),
         file_mtime_ms: b.u64() as i64,
-        bm25_rank: (flags & 4 != 0).then(|| b.f64()),
+        keyword_score: (flags & 4 != 0).then(|| b.f64()),
         vector_score: (flags & 8 != 0).then(|| b.f64()),
     }
 }

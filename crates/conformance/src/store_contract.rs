@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use memory_core::identity::IndexIdentity;
-use memory_core::store::{ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use memory_core::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
 use memory_core::{ErrorKind, Result, Source};
 
 /// How the checks reach the store under test.
@@ -129,7 +129,7 @@ pub async fn run_all(harness: Arc<dyn StoreHarness>) -> ContractReport {
     run!(append_keeps_the_old_chunks);
     run!(touch_updates_only_the_record);
     run!(removal_drops_the_file_and_its_chunks);
-    run!(keyword_ranks_follow_the_negative_bm25_convention);
+    run!(keyword_scores_are_higher_for_better_matches);
     run!(searches_honour_source_filters);
     run!(files_named_matches_path_name_or_stem_only);
     run!(stored_vectors_round_trip);
@@ -331,8 +331,9 @@ pub async fn removal_drops_the_file_and_its_chunks(_: &dyn StoreHarness, storage
     Ok(Verdict::Passed)
 }
 
-/// `bm25_rank` follows SQLite's convention: negative, more negative is better, and results come best first.
-pub async fn keyword_ranks_follow_the_negative_bm25_convention(_: &dyn StoreHarness, storage: Arc<dyn IndexStorage>, _: PathBuf) -> CheckResult {
+/// `keyword_score` points the way `Candidate::keyword_score` states: positive for a match, higher for the better
+/// match, and results come best first. A store that passes its engine's number the other way round fails here.
+pub async fn keyword_scores_are_higher_for_better_matches(_: &dyn StoreHarness, storage: Arc<dyn IndexStorage>, _: PathBuf) -> CheckResult {
     let store = step("open_live", storage.open_live().await)?;
     let files = vec![
         file(Source::Memory, "strong.md", &["kiwi kiwi kiwi orchard"], 1),
@@ -341,11 +342,7 @@ pub async fn keyword_ranks_follow_the_negative_bm25_convention(_: &dyn StoreHarn
     ];
     step("apply", store.apply(upserts(files)).await)?;
     let hits = step("keyword_search()", store.keyword_search(&query("kiwi"), 10, &[]).await)?;
-    let order: Vec<&str> = hits.iter().map(|c| c.path.as_str()).collect();
-    ensure!(order == ["strong.md", "weak.md"], "expected [strong.md, weak.md], got {order:?}");
-    let ranks: Vec<f64> = hits.iter().map(|c| c.bm25_rank.unwrap_or(f64::NAN)).collect();
-    ensure!(ranks.iter().all(|r| *r < 0.0), "keyword ranks must be negative (more negative = better): {ranks:?}");
-    ensure!(ranks[0].total_cmp(&ranks[1]).is_lt(), "the better match must have the more negative rank: {ranks:?}");
+    better_match_scores_higher(&hits, "strong.md", "weak.md")?;
     ensure!(hits.iter().all(|c| c.vector_score.is_none()), "keyword candidates carry a vector score");
     let limited = step("keyword_search(limit 1)", store.keyword_search(&query("kiwi"), 1, &[]).await)?;
     ensure!(limited.len() == 1 && limited[0].path == "strong.md", "limit 1 did not return the best match: {limited:?}");
@@ -353,6 +350,17 @@ pub async fn keyword_ranks_follow_the_negative_bm25_convention(_: &dyn StoreHarn
     let odd = KeywordQuery { terms: vec!["NEAR".into(), "kiwi*".into(), "\"".into(), "OR".into()] };
     step("keyword_search() with syntax-like terms", store.keyword_search(&odd, 10, &[]).await)?;
     Ok(Verdict::Passed)
+}
+
+/// The hits of a query that `better` matches better than `worse` (and nothing else matches): exactly these two, in
+/// that order, with positive keyword scores, the better one's higher.
+fn better_match_scores_higher(hits: &[Candidate], better: &str, worse: &str) -> std::result::Result<(), String> {
+    let order: Vec<&str> = hits.iter().map(|c| c.path.as_str()).collect();
+    ensure!(order == [better, worse], "expected [{better}, {worse}], got {order:?}");
+    let scores: Vec<f64> = hits.iter().map(|c| c.keyword_score.unwrap_or(f64::NAN)).collect();
+    ensure!(scores.iter().all(|s| *s > 0.0), "keyword scores must be positive for a match (higher = better): {scores:?}");
+    ensure!(scores[0] > scores[1], "the better match must have the higher keyword score: {scores:?}");
+    Ok(())
 }
 
 /// Keyword and vector search return only the requested sources (all when none is given).
@@ -422,7 +430,7 @@ pub async fn stored_vectors_round_trip(_: &dyn StoreHarness, storage: Arc<dyn In
     // total_cmp: a NaN score fails too.
     ensure!((score - 1.0).abs().total_cmp(&1e-3).is_lt(), "cosine of identical unit vectors should be 1, got {score}");
     ensure!(hits.windows(2).all(|w| w[0].vector_score >= w[1].vector_score), "vector hits are not best first");
-    ensure!(hits.iter().all(|h| h.bm25_rank.is_none()), "vector candidates carry a keyword rank");
+    ensure!(hits.iter().all(|h| h.keyword_score.is_none()), "vector candidates carry a keyword score");
     let a_hit = hits.iter().find(|h| h.chunk_id == a.id).ok_or("the other vector is missing from the hits")?;
     ensure!(a_hit.importance == Some(7) && a_hit.start_line == 1 && a_hit.end_line == 2 && a_hit.text == "vector one", "candidate fields did not round trip: {a_hit:?}");
     match store.vector_search(&axis(0, dims + 1), 10, &[]).await {
@@ -567,4 +575,37 @@ async fn writer_lock_on_one_thread(harness: Arc<dyn StoreHarness>) -> CheckResul
     ensure!(step("writer_lock after both released", first.writer_lock(false).await)?.is_some(), "no guard after release");
     drop(dir);
     Ok(Verdict::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(path: &str, keyword_score: f64) -> Candidate {
+        Candidate {
+            chunk_id: path.into(),
+            source: Source::Memory,
+            path: path.into(),
+            start_line: 1,
+            end_line: 1,
+            text: String::new(),
+            importance: None,
+            file_mtime_ms: 1,
+            keyword_score: Some(keyword_score),
+            vector_score: None,
+        }
+    }
+
+    #[test]
+    fn the_keyword_score_check_fails_a_store_whose_scores_point_the_wrong_way() {
+        assert_eq!(better_match_scores_higher(&[hit("strong.md", 2.5), hit("weak.md", 0.7)], "strong.md", "weak.md"), Ok(()));
+        // SQLite's own convention (negative, more negative = better), passed through unconverted.
+        let e = better_match_scores_higher(&[hit("strong.md", -2.5), hit("weak.md", -0.7)], "strong.md", "weak.md").unwrap_err();
+        assert!(e.contains("must be positive"), "{e}");
+        // Positive, but the better match scored lower.
+        let e = better_match_scores_higher(&[hit("strong.md", 0.7), hit("weak.md", 2.5)], "strong.md", "weak.md").unwrap_err();
+        assert!(e.contains("higher keyword score"), "{e}");
+        let e = better_match_scores_higher(&[hit("weak.md", 0.7), hit("strong.md", 2.5)], "strong.md", "weak.md").unwrap_err();
+        assert!(e.contains("expected [strong.md, weak.md]"), "{e}");
+    }
 }

@@ -347,11 +347,12 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                 Some(_) => return None, // a row without a usable vector
                 None => None,
             };
-            Some((score.filter(|s| s.is_valid(i)).map(|s| -(s.value(i) as f64)), vector_score))
+            // `_score` is BM25 as LanceDB computes it, higher = better: `Candidate::keyword_score`'s direction.
+            Some((score.filter(|s| s.is_valid(i)).map(|s| s.value(i) as f64), vector_score))
         };
         if let Some(cards) = opt_col::<StringArray>(b, COL_CARD) {
             for i in 0..b.num_rows() {
-                let Some((bm25_rank, vector_score)) = scores(i) else { continue };
+                let Some((keyword_score, vector_score)) = scores(i) else { continue };
                 let (c, text) = Card::decode(cards.value(i))?;
                 out.push(Candidate {
                     chunk_id: c.id,
@@ -362,7 +363,7 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                     text: text.to_string(),
                     importance: c.importance.map(|v| v.clamp(0, 255) as u8),
                     file_mtime_ms: c.mtime,
-                    bm25_rank,
+                    keyword_score,
                     vector_score,
                 });
             }
@@ -377,7 +378,7 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
         let importance = col::<Int32Array>(b, COL_IMPORTANCE)?;
         let mtime = col::<Int64Array>(b, COL_MTIME)?;
         for i in 0..b.num_rows() {
-            let Some((bm25_rank, vector_score)) = scores(i) else { continue };
+            let Some((keyword_score, vector_score)) = scores(i) else { continue };
             out.push(Candidate {
                 chunk_id: id.value(i).to_string(),
                 source: parse_source(source.value(i))?,
@@ -387,7 +388,7 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                 text: text.value(i).to_string(),
                 importance: importance.is_valid(i).then(|| importance.value(i).clamp(0, 255) as u8),
                 file_mtime_ms: mtime.value(i),
-                bm25_rank,
+                keyword_score,
                 vector_score,
             });
         }

@@ -164,7 +164,7 @@ async fn rows_added_after_the_fts_index_are_found() {
             .await
             .unwrap();
         assert_eq!(k.len(), 1);
-        assert!(k[0].bm25_rank.unwrap() < 0.0);
+        assert!(k[0].keyword_score.unwrap() > 0.0);
         assert!(store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Sessions]).await.unwrap().is_empty());
         // Keyword-only store: vector search is unavailable, not an error of another kind.
         let e = store.vector_search(&[0.0; 4], 5, &[]).await.unwrap_err();

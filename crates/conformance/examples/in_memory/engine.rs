@@ -57,7 +57,7 @@ fn candidate(c: &ChunkRecord, files: &BTreeMap<(Source, String), FileRecord>) ->
         text: c.text.clone(),
         importance: c.importance,
         file_mtime_ms: files.get(&(c.source, c.path.clone())).map(|f| f.mtime_ms).unwrap_or(0),
-        bm25_rank: None,
+        keyword_score: None,
         vector_score: None,
     }
 }
@@ -125,8 +125,8 @@ impl ChunkStore for MemStore {
         Ok(out)
     }
 
-    /// BM25 over the chunks' analysed terms; any query term may match. Ranks follow SQLite's convention
-    /// (negative, more negative is better), as `Candidate::bm25_rank` asks.
+    /// BM25 over the chunks' analysed terms; any query term may match. The score is BM25 itself (higher is
+    /// better), as `Candidate::keyword_score` asks.
     async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
         let st = self.state.lock().unwrap();
         let docs: Vec<(&ChunkRecord, Vec<&str>, Vec<&str>)> = st
@@ -170,7 +170,7 @@ impl ChunkStore for MemStore {
         Ok(scored
             .into_iter()
             .take(limit)
-            .map(|(s, c)| Candidate { bm25_rank: Some(-s), ..candidate(c, &st.files) })
+            .map(|(s, c)| Candidate { keyword_score: Some(s), ..candidate(c, &st.files) })
             .collect())
     }
 

@@ -16,7 +16,7 @@ use std::sync::{Mutex, Once};
 
 use async_trait::async_trait;
 use memory_core::identity::IndexIdentity;
-use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::store::{name_and_stem, Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
 use memory_core::{MemoryError, Result, Source};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use tracing::warn;
@@ -325,7 +325,9 @@ impl SqliteStore {
             args.extend(filter_args.iter().cloned().map(Into::into));
             let rows = st.query_map(params_from_iter(args), |r| {
                 let mut cand = candidate_row(r)?;
-                cand.bm25_rank = Some(r.get(8)?);
+                // FTS5's bm25() is negative, more negative = better: negated to `Candidate::keyword_score`'s
+                // direction (higher = better).
+                cand.keyword_score = Some(-r.get::<_, f64>(8)?);
                 Ok(cand)
             })?;
             let mut out: Vec<Candidate> = rows.collect::<rusqlite::Result<_>>()?;
@@ -413,7 +415,7 @@ fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
         text: row.get(5)?,
         importance: row.get::<_, Option<i64>>(6)?.map(|n| n as u8),
         file_mtime_ms: row.get(7)?,
-        bm25_rank: None,
+        keyword_score: None,
         vector_score: None,
     })
 }
@@ -459,16 +461,19 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
-        // Indexed equality on path, name and stem; the shared tiers decide the order. The path is looked up
-        // under each source: `path = ?` alone cannot use the (source, path) key, and one unindexed arm makes
-        // SQLite scan every file record for the whole OR (4 ms at 50,000 notes, for every one-word query).
-        let rows = self.read("find files by name", |c| {
+        // Indexed equality on path, name and stem (the columns hold `store::name_and_stem`); ranking decides the
+        // order. The path is looked up under each source: `path = ?` alone cannot use the (source, path) key, and
+        // one unindexed arm makes SQLite scan every file record for the whole OR (4 ms at 50,000 notes, for every
+        // one-word query).
+        if query.is_empty() {
+            return Ok(Vec::new()); // names no file (`store::is_named`), though a dot file's stem column is empty
+        }
+        self.read("find files by name", |c| {
             let mut st = c.prepare_cached(FILES_NAMED_SQL)?;
             let [a, b] = Source::ALL.map(Source::as_str);
             let rows = st.query_map(params![query, a, b], file_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
-        Ok(rows.into_iter().filter(|f| memory_core::ranking::exact_path_tier(query, &f.path) > 0).collect())
+        })
     }
 
     async fn apply(&self, batch: SyncBatch) -> Result<()> {
@@ -497,7 +502,7 @@ impl ChunkStore for SqliteStore {
                 if replace {
                     schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
                 }
-                let (name, stem) = schema::name_and_stem(&f.path);
+                let (name, stem) = name_and_stem(&f.path);
                 tx.execute(
                     "INSERT INTO files(source, path, hash, size, mtime_ms, name, stem) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT(source, path) DO UPDATE SET hash = excluded.hash, size = excluded.size, mtime_ms = excluded.mtime_ms",

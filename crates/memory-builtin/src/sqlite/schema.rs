@@ -1,6 +1,7 @@
 //! Tables: meta (identity, last sync...), files, chunks, chunks_fts (FTS5, contentless), chunks_vec (vec0,
 //! created with the first vector, with vec_f32 and the change log vec_log), embedding_cache, chunk_count.
 
+use memory_core::store::name_and_stem;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Create or migrate the schema, in one IMMEDIATE transaction so that processes opening a new index at the same
@@ -89,13 +90,6 @@ pub(crate) fn chunk_count(c: &Connection) -> rusqlite::Result<u64> {
         Some(n) => Ok(n.max(0) as u64),
         None => c.query_row("SELECT count(*) FROM chunks", [], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64),
     }
-}
-
-/// (basename, stem) of an index path.
-pub(crate) fn name_and_stem(path: &str) -> (&str, &str) {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
-    (name, stem)
 }
 
 /// Width of the vector table, `None` before the first vector.

@@ -4,119 +4,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-
+use super::fakes::*;
 use super::*;
-use crate::types::{SearchResult, Source};
-
-#[derive(Debug, Clone)]
-enum Mode {
-    Ok,
-    Fail(fn(String) -> MemoryError),
-    Hang(Duration),
-}
-
-#[derive(Default)]
-struct Counters {
-    search: AtomicUsize,
-    get: AtomicUsize,
-    sync: AtomicUsize,
-    closed: AtomicUsize,
-    reset: AtomicUsize,
-}
-
-struct FakeEngine {
-    name: &'static str,
-    mode: Arc<Mutex<Mode>>,
-    calls: Arc<Counters>,
-}
-
-impl FakeEngine {
-    fn new(name: &'static str) -> (Self, Arc<Mutex<Mode>>, Arc<Counters>) {
-        let mode = Arc::new(Mutex::new(Mode::Ok));
-        let calls = Arc::new(Counters::default());
-        (FakeEngine { name, mode: mode.clone(), calls: calls.clone() }, mode, calls)
-    }
-
-    async fn behave(&self) -> Result<()> {
-        let mode = self.mode.lock().unwrap().clone();
-        match mode {
-            Mode::Ok => Ok(()),
-            Mode::Fail(f) => Err(f(format!("{} is broken", self.name))),
-            Mode::Hang(d) => {
-                tokio::time::sleep(d).await;
-                Err(MemoryError::Unavailable(format!("{} timed out", self.name)))
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl MemoryBackend for FakeEngine {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn capabilities(&self) -> Capabilities {
-        // The primary in these tests has vectors, the fallback has not: capabilities tell who answers.
-        Capabilities { keyword: true, vector: self.name != "builtin", ..Default::default() }
-    }
-    async fn reset(&self) -> Result<()> {
-        self.calls.reset.fetch_add(1, Ordering::SeqCst);
-        self.behave().await
-    }
-    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        self.calls.search.fetch_add(1, Ordering::SeqCst);
-        self.behave().await?;
-        Ok(SearchResponse {
-            results: vec![SearchResult {
-                path: format!("{}.md", self.name),
-                start_line: 1,
-                end_line: 1,
-                score: 1.0,
-                snippet: request.query.clone(),
-                source: Source::Memory,
-                vector_score: None,
-                text_score: None,
-                citation: None,
-                snippet_start_line: None,
-                snippet_end_line: None,
-            }],
-            mode: Some("keyword".into()),
-            warnings: vec![],
-        })
-    }
-    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
-        self.calls.get.fetch_add(1, Ordering::SeqCst);
-        self.behave().await?;
-        Ok(GetResponse { path: request.path.clone(), text: self.name.to_string(), from: 1, lines: 1, total_lines: 1, ..Default::default() })
-    }
-    async fn sync(&self, _options: SyncOptions) -> Result<SyncReport> {
-        self.calls.sync.fetch_add(1, Ordering::SeqCst);
-        self.behave().await?;
-        Ok(SyncReport { files_scanned: 1, ..Default::default() })
-    }
-    async fn status(&self) -> Result<Status> {
-        self.behave().await?;
-        Ok(Status { backend: self.name.into(), ..Default::default() })
-    }
-    async fn close(&self) -> Result<()> {
-        self.calls.closed.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
-fn unavailable(m: String) -> MemoryError {
-    MemoryError::Unavailable(m)
-}
-fn internal(m: String) -> MemoryError {
-    MemoryError::Internal(format!("unparsable output: {m}"))
-}
-fn refused(m: String) -> MemoryError {
-    MemoryError::Refused(m)
-}
-fn invalid(m: String) -> MemoryError {
-    MemoryError::InvalidInput(m)
-}
+use crate::backend::MemoryBackend;
+use crate::error::{ErrorKind, MemoryError};
+use crate::types::{GetRequest, RecallRequest, SearchRequest, SyncOptions};
 
 fn policy(ms: u64, max_ms: u64) -> FallbackPolicy {
     FallbackPolicy {
@@ -259,24 +151,6 @@ async fn both_failing_is_an_error_naming_both() {
     assert!(msg.contains("qmd is broken") && msg.contains("builtin is broken"), "{msg}");
 }
 
-struct CountingOpener {
-    opened: Arc<AtomicUsize>,
-    calls: Arc<Mutex<Option<Arc<Counters>>>>,
-}
-
-#[async_trait]
-impl FallbackOpener for CountingOpener {
-    fn name(&self) -> &str {
-        "builtin"
-    }
-    async fn open(&self) -> Result<Box<dyn MemoryBackend>> {
-        self.opened.fetch_add(1, Ordering::SeqCst);
-        let (engine, _, calls) = FakeEngine::new("builtin");
-        *self.calls.lock().unwrap() = Some(calls);
-        Ok(Box::new(engine))
-    }
-}
-
 #[tokio::test]
 async fn a_lazy_fallback_is_opened_once_and_synced_before_answering() {
     let opened = Arc::new(AtomicUsize::new(0));
@@ -312,44 +186,6 @@ async fn sync_keeps_an_open_fallback_fresh() {
     assert_eq!(s.fallback_calls.sync.load(Ordering::SeqCst), 1);
 }
 
-/// A factory whose engine opens only once `ok` is set.
-struct FlakyFactory {
-    ok: Arc<std::sync::atomic::AtomicBool>,
-    opens: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl BackendFactory for FlakyFactory {
-    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
-        self.opens.fetch_add(1, Ordering::SeqCst);
-        if self.ok.load(Ordering::SeqCst) {
-            Ok(Box::new(FakeEngine::new("qmd").0))
-        } else {
-            Err(MemoryError::Unavailable("qmd not found: set memory.qmd.command".into()))
-        }
-    }
-}
-
-struct FakeBuiltinFactory;
-
-#[async_trait]
-impl BackendFactory for FakeBuiltinFactory {
-    async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
-        Ok(Box::new(FakeEngine::new("builtin").0))
-    }
-}
-
-fn test_ctx() -> OpenContext {
-    OpenContext {
-        config: Arc::new(crate::config::Config::default()),
-        workspace: std::env::temp_dir(),
-        state_dir: std::env::temp_dir(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    }
-}
-
 #[tokio::test]
 async fn a_primary_that_cannot_open_starts_in_fallback_and_opens_later() {
     let ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -379,14 +215,7 @@ async fn a_primary_that_cannot_open_starts_in_fallback_and_opens_later() {
 
 #[tokio::test]
 async fn a_primary_with_a_bad_config_is_an_error() {
-    struct BadConfig;
-    #[async_trait]
-    impl BackendFactory for BadConfig {
-        async fn open(&self, _ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
-            Err(MemoryError::config("memory.qmd.searchMode", "`fast` is not one of search, vsearch, query"))
-        }
-    }
-    let e = FallbackManager::open("qmd", Arc::new(BadConfig), "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100))
+    let e = FallbackManager::open("qmd", Arc::new(BadConfigFactory), "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100))
         .await
         .err()
         .unwrap();

@@ -228,14 +228,15 @@ impl IndexedBackend {
         };
         let mut by_id: HashMap<String, Candidate> = keyword.into_iter().map(|c| (c.chunk_id.clone(), c)).collect();
         for e in expanded {
-            let er = e.bm25_rank.unwrap_or(0.0) * PRF_WEIGHT;
+            let es = e.keyword_score.unwrap_or(0.0) * PRF_WEIGHT;
             by_id
                 .entry(e.chunk_id.clone())
-                .and_modify(|c| c.bm25_rank = Some(c.bm25_rank.unwrap_or(0.0) + er))
-                .or_insert_with(|| Candidate { bm25_rank: Some(er), ..e });
+                .and_modify(|c| c.keyword_score = Some(c.keyword_score.unwrap_or(0.0) + es))
+                .or_insert_with(|| Candidate { keyword_score: Some(es), ..e });
         }
         let mut merged: Vec<Candidate> = by_id.into_values().collect();
-        merged.sort_by(|a, b| a.bm25_rank.unwrap_or(0.0).total_cmp(&b.bm25_rank.unwrap_or(0.0)).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
+        // Best (highest keyword score) first.
+        merged.sort_by(|a, b| b.keyword_score.unwrap_or(0.0).total_cmp(&a.keyword_score.unwrap_or(0.0)).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
         merged.truncate(limit);
         merged
     }

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use crate::analysis::similarity_tokens;
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
-use crate::store::Candidate;
+use crate::store::{name_and_stem, Candidate};
 use crate::types::{SearchResult, Source};
 
 pub const SNIPPET_MAX_CHARS: usize = 700;
@@ -20,17 +20,18 @@ const DAY_MS: f64 = 86_400_000.0;
 /// at least 0.1 / 1.1 = 0.09.
 pub const MIN_MATCH_BM25: f64 = 0.1;
 
-/// BM25 rank to a 0..1 text score. SQLite's ranks are negative (more negative = better): r = -rank +
-/// [`MIN_MATCH_BM25`], score = r / (1 + r). A positive rank scores 1 / (1 + rank).
-pub fn bm25_rank_to_score(rank: f64) -> f64 {
-    if !rank.is_finite() {
+/// A candidate's keyword score (`Candidate::keyword_score`, higher = better) to a 0..1 text score: r = score +
+/// [`MIN_MATCH_BM25`], text = r / (1 + r). A score of zero or below (no store gives one for a match; feedback
+/// can) maps to 1 / (1 - score), as it always has.
+pub fn keyword_text_score(score: f64) -> f64 {
+    if !score.is_finite() {
         return 0.0;
     }
-    if rank < 0.0 {
-        let r = -rank + MIN_MATCH_BM25;
+    if score > 0.0 {
+        let r = score + MIN_MATCH_BM25;
         r / (1.0 + r)
     } else {
-        1.0 / (1.0 + rank)
+        1.0 / (1.0 - score)
     }
 }
 
@@ -73,11 +74,10 @@ pub fn exact_path_tier(query: &str, path: &str) -> u8 {
     if q == path {
         return 3;
     }
-    let base = path.rsplit('/').next().unwrap_or(path);
-    if q == base {
+    let (name, stem) = name_and_stem(path);
+    if q == name {
         return 2;
     }
-    let stem = base.rsplit_once('.').map(|(s, _)| s).unwrap_or(base);
     if q == stem {
         return 1;
     }
@@ -268,8 +268,8 @@ fn contains_at_boundary(haystack: &str, needle: &str) -> bool {
     false
 }
 
-/// The text scores of one hybrid search's keyword candidates. The best candidate scores `bm25_rank_to_score` of its
-/// rank (SPEC §5); the others score in proportion to their BM25 against it.
+/// The text scores of one hybrid search's keyword candidates. The best candidate scores `keyword_text_score` of its
+/// keyword score (SPEC §5); the others score in proportion to their BM25 against it.
 ///
 /// Why not r / (1 + r) for every candidate: BM25 sums over the query's terms, so questions of several words give
 /// ranks of 10-30, where r / (1 + r) is 0.91-0.97 for a chunk matching one term and one matching them all alike.
@@ -278,16 +278,16 @@ fn contains_at_boundary(haystack: &str, needle: &str) -> bool {
 /// 0.389 vs 0.398 with all-MiniLM-L6-v2). In proportion to the best, the text leg keeps its order and spread
 /// while the best match keeps the absolute score that min-score selection reads.
 pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
-    // Candidates carry SQLite's convention (more negative = better); strength is the positive BM25.
-    let strength = |c: &Candidate| c.bm25_rank.filter(|r| r.is_finite() && *r < 0.0).map_or(0.0, |r| -r + MIN_MATCH_BM25);
+    // Strength: a matching candidate's keyword score (higher = better) with the match offset.
+    let strength = |c: &Candidate| c.keyword_score.filter(|s| s.is_finite() && *s > 0.0).map_or(0.0, |s| s + MIN_MATCH_BM25);
     let best = keyword.iter().map(strength).fold(0.0, f64::max);
-    // `best` already carries the match offset: map it as bm25_rank_to_score does, without adding it twice.
+    // `best` already carries the match offset: map it as keyword_text_score does, without adding it twice.
     let best_score = best / (1.0 + best);
     keyword
         .iter()
-        .map(|c| match c.bm25_rank {
-            Some(r) if r < 0.0 && best > 0.0 => best_score * strength(c) / best,
-            Some(r) => bm25_rank_to_score(r),
+        .map(|c| match c.keyword_score {
+            Some(s) if s > 0.0 && best > 0.0 => best_score * strength(c) / best,
+            Some(s) => keyword_text_score(s),
             None => 0.0,
         })
         .collect()
@@ -384,7 +384,7 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Opti
     let mut order = Vec::new();
     // Alone, the text leg keeps the SPEC mapping for every candidate (same order, and min-score keeps meaning
     // what it meant); only beside cosine similarities does its spread matter.
-    let text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.bm25_rank.map_or(0.0, bm25_rank_to_score)).collect() };
+    let text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.keyword_score.map_or(0.0, keyword_text_score)).collect() };
     // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
     // are used as they are.
     let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };

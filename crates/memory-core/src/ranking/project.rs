@@ -71,7 +71,7 @@ mod tests {
             text: text.into(),
             importance: None,
             file_mtime_ms: 0,
-            bm25_rank: None,
+            keyword_score: None,
             vector_score: None,
         }
     }

@@ -11,7 +11,7 @@ fn cand(id: &str, path: &str, text: &str) -> Candidate {
         text: text.into(),
         importance: None,
         file_mtime_ms: 0,
-        bm25_rank: None,
+        keyword_score: None,
         vector_score: None,
     }
 }
@@ -36,20 +36,20 @@ fn opts() -> RankingOptions {
 }
 
 #[test]
-fn bm25_rank_normalisation() {
-    assert_eq!(bm25_rank_to_score(0.0), 1.0);
-    assert_eq!(bm25_rank_to_score(1.0), 0.5);
-    assert!((bm25_rank_to_score(-1.0) - 1.1 / 2.1).abs() < 1e-12);
-    assert!((bm25_rank_to_score(-3.0) - 3.1 / 4.1).abs() < 1e-12);
-    assert_eq!(bm25_rank_to_score(f64::NAN), 0.0);
+fn keyword_score_normalisation() {
+    assert_eq!(keyword_text_score(0.0), 1.0);
+    assert_eq!(keyword_text_score(-1.0), 0.5);
+    assert!((keyword_text_score(1.0) - 1.1 / 2.1).abs() < 1e-12);
+    assert!((keyword_text_score(3.0) - 3.1 / 4.1).abs() < 1e-12);
+    assert_eq!(keyword_text_score(f64::NAN), 0.0);
     // A match whose idf collapsed (a word in half the notes of a two-note workspace) still reads as a match.
-    assert!(bm25_rank_to_score(-1e-6) > 0.09);
-    let tiny = |r: f64| Candidate { bm25_rank: Some(r), ..crate::ranking::tests::candidate_for_floor() };
-    let scores = text_scores(&[tiny(-1e-6), tiny(-2e-6)]);
+    assert!(keyword_text_score(1e-6) > 0.09);
+    let tiny = |s: f64| Candidate { keyword_score: Some(s), ..crate::ranking::tests::candidate_for_floor() };
+    let scores = text_scores(&[tiny(1e-6), tiny(2e-6)]);
     assert!(scores.iter().all(|s| *s > 0.09), "{scores:?}");
     // ...and matches keep their order.
     assert!(scores[1] > scores[0], "{scores:?}");
-    assert!(bm25_rank_to_score(-2e-6) > bm25_rank_to_score(-1e-6));
+    assert!(keyword_text_score(2e-6) > keyword_text_score(1e-6));
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn undated_file_outside_memory_decays_by_mtime() {
 #[test]
 fn merge_weights_and_normalises() {
     let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-0.9); // text (0.9 + 0.1) / 2 = 0.5
+    k.keyword_score = Some(0.9); // text (0.9 + 0.1) / 2 = 0.5
     let mut v = cand("a", "memory/a.md", "alpha");
     v.vector_score = Some(1.0);
     let mut v2 = cand("b", "memory/b.md", "beta");
@@ -117,7 +117,7 @@ fn merge_weights_and_normalises() {
     // keeps its cosine, the others in proportion above the floor, at or below it 0; the cosine itself is what
     // the result reports.
     let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-0.9);
+    k.keyword_score = Some(0.9);
     let vector = vec![cand_with_vec("a", 0.9), cand_with_vec("c", 0.7), cand_with_vec("b", 0.5)];
     let calibrated = vector_scores(&vector, Some(0.5));
     assert_eq!(calibrated.len(), 3);
@@ -154,7 +154,7 @@ fn cand_with_vec(id: &str, v: f64) -> Candidate {
 #[test]
 fn keyword_only_scores_by_text() {
     let mut k = cand("a", "memory/a.md", "alpha");
-    k.bm25_rank = Some(-2.9);
+    k.keyword_score = Some(2.9);
     let items = merge(vec![k], vec![], None, 0.7, 0.3);
     assert!((items[0].score - 0.75).abs() < 1e-12);
 }
@@ -165,9 +165,9 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
     // r / (1 + r) alone they would score 0.968 and 0.857: nearly alike.
     let mut all = cand("all", "memory/all.md", "all terms");
     // (BM25 as stored, less the match offset every matching chunk gets.)
-    all.bm25_rank = Some(-30.0 + MIN_MATCH_BM25);
+    all.keyword_score = Some(30.0 - MIN_MATCH_BM25);
     let mut one = cand("one", "memory/one.md", "one term");
-    one.bm25_rank = Some(-6.0 + MIN_MATCH_BM25);
+    one.keyword_score = Some(6.0 - MIN_MATCH_BM25);
     let t = text_scores(&[all.clone(), one.clone()]);
     assert!((t[0] - 30.0 / 31.0).abs() < 1e-12, "the best keeps its SPEC score");
     assert!((t[1] - (30.0 / 31.0) * 6.0 / 30.0).abs() < 1e-12, "the others in proportion: {t:?}");
@@ -191,8 +191,8 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
     // (0.45-0.50, the model's floor for unrelated text at 0.05); "y" holds every rare word of the question, "x"
     // is the vector leg's (barely) best and matches part of it. At the configured 0.7 / 0.3 a fixed-weight merge
     // puts "x" first (0.53 vs 0.47); scaled by how decisive each leg is, the keyword match leads.
-    let mut keyword = vec![kw("y", "memory/2023-05-08.md", "y", -12.0), kw("x", "memory/2023-05-09.md", "x", -8.0)];
-    keyword.extend((0..8).map(|i| kw(&format!("o{i}"), &format!("memory/o{i}.md"), "o", -1.0)));
+    let mut keyword = vec![kw("y", "memory/2023-05-08.md", "y", 12.0), kw("x", "memory/2023-05-09.md", "x", 8.0)];
+    keyword.extend((0..8).map(|i| kw(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 1.0)));
     let mut vector = vec![vec_cand("x", "memory/2023-05-09.md", "x", 0.50), vec_cand("y", "memory/2023-05-08.md", "y", 0.30)];
     vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 0.45 + 0.005 * i as f64)));
     let items = merge(keyword.clone(), vector.clone(), Some(0.05), 0.7, 0.3);
@@ -203,7 +203,7 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
 
     // The other way round (a paraphrase: the vector leg picks one chunk out clearly, the keyword leg matches a
     // common word everywhere alike): the vector leg leads.
-    let keyword: Vec<Candidate> = (0..10).map(|i| kw(&format!("k{i}"), &format!("memory/k{i}.md"), "k", -3.0 - 0.01 * i as f64)).collect();
+    let keyword: Vec<Candidate> = (0..10).map(|i| kw(&format!("k{i}"), &format!("memory/k{i}.md"), "k", 3.0 + 0.01 * i as f64)).collect();
     let mut vector = vec![vec_cand("p", "memory/p.md", "p", 0.80)];
     vector.extend((0..9).map(|i| vec_cand(&format!("k{i}"), &format!("memory/k{i}.md"), "k", 0.15)));
     let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 11);
@@ -236,7 +236,7 @@ fn a_keyword_leg_that_matched_few_of_the_candidates_is_measured_with_the_rest_at
     // Four near-identical notes match the words; the vector leg returns them and two unrelated notes. Among its
     // matches alone the keyword leg would look flat and the vector leg's unrelated tail would make it look
     // decisive; over the same six candidates the keyword leg's zeros count too.
-    let keyword: Vec<Candidate> = (0..4).map(|i| kw(&format!("m{i}"), &format!("memory/m{i}.md"), "m", -5.0 - 0.1 * i as f64)).collect();
+    let keyword: Vec<Candidate> = (0..4).map(|i| kw(&format!("m{i}"), &format!("memory/m{i}.md"), "m", 5.0 + 0.1 * i as f64)).collect();
     let mut vector: Vec<Candidate> = (0..4).map(|i| vec_cand(&format!("m{i}"), &format!("memory/m{i}.md"), "m", 0.75 - 0.03 * i as f64)).collect();
     vector.extend((0..2).map(|i| vec_cand(&format!("u{i}"), &format!("memory/u{i}.md"), "u", 0.15)));
     let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 6);
@@ -290,7 +290,7 @@ fn selection_applies_min_score_then_backfills_keyword_hits() {
 #[test]
 fn exact_path_hit_ranks_first_even_below_min_score() {
     let mut k = cand("a", "memory/other.md", "gateway");
-    k.bm25_rank = Some(-10.0);
+    k.keyword_score = Some(10.0);
     let first = cand("f", "memory/2026-11-29.md", "unrelated text");
     let res = rank(vec![k], vec![], vec![(first, 1)], "2026-11-29", &opts());
     assert_eq!(res[0].path, "memory/2026-11-29.md");
@@ -302,7 +302,7 @@ fn citations_and_snippet_cap() {
     assert_eq!(citation("memory/a.md", 3, 3), "memory/a.md#L3");
     assert_eq!(citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
     let mut c = cand("a", "memory/a.md", "text");
-    c.bm25_rank = Some(-1.0);
+    c.keyword_score = Some(1.0);
     let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::On);
     assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
     let off = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::Off);
@@ -318,7 +318,7 @@ fn results_say_which_lines_their_snippet_shows() {
     let mut c = cand("a", "memory/2026-01-02.md", &lines.join("\n"));
     c.start_line = 10;
     c.end_line = 50;
-    c.bm25_rank = Some(-3.0);
+    c.keyword_score = Some(3.0);
     let r = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "always canary", Citations::Auto);
     assert!(r[0].snippet.ends_with("- Deploys go through the canary cluster first, always"), "{:?}", r[0].snippet);
     assert!(r[0].snippet.chars().count() <= SNIPPET_MAX_CHARS);
@@ -344,7 +344,7 @@ pub(crate) fn candidate_for_floor() -> Candidate {
         text: "a".into(),
         importance: None,
         file_mtime_ms: 0,
-        bm25_rank: None,
+        keyword_score: None,
         vector_score: None,
     }
 }
@@ -356,7 +356,7 @@ fn non_finite_signals_never_reach_the_scores() {
     v.vector_score = Some(f64::NAN);
     let mut k = candidate_for_floor();
     k.chunk_id = "k".into();
-    k.bm25_rank = Some(f64::NEG_INFINITY);
+    k.keyword_score = Some(f64::INFINITY);
     let opts = RankingOptions {
         max_results: 5,
         min_score: 0.0,
@@ -421,7 +421,7 @@ fn exact_matches_respect_word_boundaries() {
 }
 
 fn kw(id: &str, path: &str, text: &str, bm25: f64) -> Candidate {
-    Candidate { bm25_rank: Some(bm25), ..cand(id, path, text) }
+    Candidate { keyword_score: Some(bm25), ..cand(id, path, text) }
 }
 
 fn vec_cand(id: &str, path: &str, text: &str, cos: f64) -> Candidate {
@@ -432,7 +432,7 @@ fn vec_cand(id: &str, path: &str, text: &str, cos: f64) -> Candidate {
 fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
     let o = RankingOptions { min_score: 0.0, ..opts() };
     // Keyword finds the ticket; vectors like two other tickets better.
-    let keyword = vec![kw("t", "memory/tickets.md", "INC-20931: export timed out", -4.0)];
+    let keyword = vec![kw("t", "memory/tickets.md", "INC-20931: export timed out", 4.0)];
     let vector = vec![
         vec_cand("a", "memory/a.md", "INC-21007: amounts counted twice", 0.9),
         vec_cand("b", "memory/b.md", "FEAT-388: dark mode", 0.85),
@@ -443,9 +443,9 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
     // Without the exact string in the query the merged score decides, as before: with the keyword leg matching
     // all three alike, the vector leg's clear first choice leads.
     let flat = vec![
-        kw("t", "memory/tickets.md", "INC-20931: export timed out", -4.0),
-        kw("a", "memory/a.md", "INC-21007: amounts counted twice", -3.9),
-        kw("b", "memory/b.md", "FEAT-388: dark mode", -3.95),
+        kw("t", "memory/tickets.md", "INC-20931: export timed out", 4.0),
+        kw("a", "memory/a.md", "INC-21007: amounts counted twice", 3.9),
+        kw("b", "memory/b.md", "FEAT-388: dark mode", 3.95),
     ];
     let r = rank(flat, vector.clone(), vec![], "export ticket", &o);
     assert_eq!(r[0].path, "memory/a.md");
@@ -464,7 +464,7 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
 #[test]
 fn keyword_only_ranking_is_not_reordered_by_exact_matches() {
     let o = RankingOptions { min_score: 0.0, ..opts() };
-    let keyword = vec![kw("a", "memory/a.md", "v2 14 3 release notes", -6.0), kw("b", "memory/b.md", "v2.14.3", -2.0)];
+    let keyword = vec![kw("a", "memory/a.md", "v2 14 3 release notes", 6.0), kw("b", "memory/b.md", "v2.14.3", 2.0)];
     let r = rank(keyword, vec![], vec![], "v2.14.3", &o);
     assert_eq!(r[0].path, "memory/a.md");
 }
@@ -473,17 +473,17 @@ fn keyword_only_ranking_is_not_reordered_by_exact_matches() {
 fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     let o = RankingOptions { min_score: 0.0, ..opts() };
     let keyword = vec![
-        kw("old", "memory/2026-03-02.md", "the backend uses MySQL", -3.0),
-        kw("new", "memory/2026-09-18.md", "the backend moved to PostgreSQL", -2.9),
-        kw("ever", "MEMORY.md", "databases", -1.0),
+        kw("old", "memory/2026-03-02.md", "the backend uses MySQL", 3.0),
+        kw("new", "memory/2026-09-18.md", "the backend moved to PostgreSQL", 2.9),
+        kw("ever", "MEMORY.md", "databases", 1.0),
     ];
     let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
     assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
     // A clearly better older match stays first.
     let keyword2 = vec![
-        kw("old", "memory/2026-03-02.md", "x", -6.0),
-        kw("new", "memory/2026-09-18.md", "y", -2.0),
-        kw("ever", "MEMORY.md", "z", -0.5),
+        kw("old", "memory/2026-03-02.md", "x", 6.0),
+        kw("new", "memory/2026-09-18.md", "y", 2.0),
+        kw("ever", "MEMORY.md", "z", 0.5),
     ];
     let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");

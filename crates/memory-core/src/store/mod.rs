@@ -149,6 +149,20 @@ pub struct ChunkRecord {
     pub embedding: Option<Vec<f32>>,
 }
 
+/// (basename, stem) of an index path: what [`ChunkStore::files_named`] compares a query with besides the path.
+pub fn name_and_stem(path: &str) -> (&str, &str) {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = name.rsplit_once('.').map(|(s, _)| s).unwrap_or(name);
+    (name, stem)
+}
+
+/// True when `query` is the path, its basename or its stem (plain equality). An empty query names no file (a
+/// dot file's stem is empty).
+pub fn is_named(query: &str, path: &str) -> bool {
+    let (name, stem) = name_and_stem(path);
+    !query.is_empty() && (query == path || query == name || query == stem)
+}
+
 /// A keyword query: analysed terms, any of which may match (OR). Stores must quote each term as a literal;
 /// user text never reaches query syntax.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,9 +182,12 @@ pub struct Candidate {
     pub importance: Option<u8>,
     /// Modification time of the file, for temporal decay of undated sources.
     pub file_mtime_ms: i64,
-    /// Keyword relevance in SQLite's convention: negative BM25, more negative = better. Stores whose BM25 is a
-    /// positive "higher is better" score pass `-score`.
-    pub bm25_rank: Option<f64>,
+    /// Keyword relevance as the store's engine scored the match: **higher is better**, positive for a match (a
+    /// BM25 score as BM25 is defined). This is the one place the direction is stated; each store converts its
+    /// engine's own number to it (SQLite's FTS5 `bm25()` is negative, more negative = better, so the SQLite
+    /// store negates it; LanceDB's `_score` already points this way), and ranking reads only this.
+    /// `None` for candidates no keyword search returned. Checked by `conformance::store_contract`.
+    pub keyword_score: Option<f64>,
     /// Cosine similarity, -1..1.
     pub vector_score: Option<f64>,
 }
@@ -224,10 +241,11 @@ pub trait ChunkStore: Send + Sync {
         Ok(self.files().await?.into_iter().filter(|f| wanted.contains(&(f.source, f.path.as_str()))).collect())
     }
 
-    /// Files whose path, basename or stem equals `query` (exact-path tiers). The default scans `files()`;
-    /// stores with an index on paths should narrow it.
+    /// Files whose path, basename or stem equals `query` ([`is_named`]), in no particular order: which of them
+    /// comes first is ranking's decision (`ranking::exact_path_tier`), not the store's. The default scans
+    /// `files()`; stores with an index on paths should narrow it.
     async fn files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
-        Ok(self.files().await?.into_iter().filter(|f| crate::ranking::exact_path_tier(query, &f.path) > 0).collect())
+        Ok(self.files().await?.into_iter().filter(|f| is_named(query, &f.path)).collect())
     }
 
     async fn apply(&self, batch: SyncBatch) -> Result<()>;
@@ -344,4 +362,24 @@ pub trait IndexStorage: Send + Sync {
     }
     /// Human-readable location.
     fn location(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_named, name_and_stem};
+
+    #[test]
+    fn a_file_is_named_by_its_path_basename_or_stem_only() {
+        assert_eq!(name_and_stem("memory/notes/rust.txt.md"), ("rust.txt.md", "rust.txt"));
+        assert_eq!(name_and_stem("README"), ("README", "README"));
+        for q in ["memory/rust.md", "rust.md", "rust"] {
+            assert!(is_named(q, "memory/rust.md"), "{q}");
+        }
+        for q in ["memory", "rus", "md", "memory/rust", " rust"] {
+            assert!(!is_named(q, "memory/rust.md"), "{q}");
+        }
+        // A dot file's stem is empty, and an empty query names nothing.
+        assert_eq!(name_and_stem("memory/.hidden").1, "");
+        assert!(!is_named("", "memory/.hidden"));
+    }
 }

@@ -505,7 +505,7 @@ impl ChunkStore for LanceStore {
             q = q.only_if(f);
         }
         let mut out = batches_to_candidates(&self.collect("keyword search", q).await?)?;
-        out.sort_by(|a, b| a.bm25_rank.partial_cmp(&b.bm25_rank).unwrap_or(std::cmp::Ordering::Equal));
+        out.sort_by(|a, b| b.keyword_score.partial_cmp(&a.keyword_score).unwrap_or(std::cmp::Ordering::Equal));
         out.truncate(limit);
         Ok(out)
     }
