@@ -193,11 +193,24 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             let started = Instant::now();
             let report = engine.sync(SyncOptions::default()).await?;
             if report.changed_anything() {
-                eprintln!("({label} {conv}: indexed {} chunks, {} embedded, in {:.1} s)", report.chunks_written, report.chunks_embedded, started.elapsed().as_secs_f64());
+                eprintln!(
+                    "({label} {conv}: indexed {} chunks, {} embedded, in {:.1} s)",
+                    report.chunks_written,
+                    report.chunks_embedded,
+                    started.elapsed().as_secs_f64()
+                );
             }
             for q in questions.iter().filter(|q| &q.conv == conv) {
                 let t = Instant::now();
-                let r = engine.search(&SearchRequest { query: q.question.clone(), max_results: Some(10), min_score: Some(0.0), sources: vec![], active_projects: vec![] }).await?;
+                let r = engine
+                    .search(&SearchRequest {
+                        query: q.question.clone(),
+                        max_results: Some(10),
+                        min_score: Some(0.0),
+                        sources: vec![],
+                        active_projects: vec![],
+                    })
+                    .await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
                 let (rec, seen) = score_question(q, &r.results);
                 run.by_category.entry(q.category).or_default().add(rec, seen);
@@ -296,7 +309,12 @@ pub fn snippet_cost(dataset: &Path, rounds: usize) -> anyhow::Result<()> {
     }
     per_result.sort_by(f64::total_cmp);
     println!("snippet selection: {results} results ({} searches of 10 hits)", per_result.len());
-    println!("per result: p50 {:.4} ms, p95 {:.4} ms, max {:.4} ms", percentile(&per_result, 0.5), percentile(&per_result, 0.95), per_result.last().copied().unwrap_or(0.0));
+    println!(
+        "per result: p50 {:.4} ms, p95 {:.4} ms, max {:.4} ms",
+        percentile(&per_result, 0.5),
+        percentile(&per_result, 0.95),
+        per_result.last().copied().unwrap_or(0.0)
+    );
     Ok(())
 }
 

@@ -318,9 +318,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
-        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only } => rt.block_on(scale::run(
-            scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only },
-        )),
+        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only } => {
+            rt.block_on(scale::run(scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only }))
+        }
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Server { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep } => {
             server::run(server::Options { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep })
@@ -337,7 +337,17 @@ fn main() -> anyhow::Result<()> {
             } else {
                 models
             };
-            rt.block_on(locomo::run(locomo::Options { dataset, models, misses, keep, modes, reranker, rerank_candidates, rerank_weight, rerank_budget_ms }))
+            rt.block_on(locomo::run(locomo::Options {
+                dataset,
+                models,
+                misses,
+                keep,
+                modes,
+                reranker,
+                rerank_candidates,
+                rerank_weight,
+                rerank_budget_ms,
+            }))
         }
         Command::RerankCost { dataset, reranker, pairs, runs } => {
             let reranker = reranker
@@ -357,20 +367,7 @@ fn main() -> anyhow::Result<()> {
             let cranfield = (!no_cranfield).then_some(cranfield);
             rt.block_on(multilingual::run(&dataset, model.as_deref(), multilingual.as_deref(), cranfield.as_deref(), verbose, keep.as_deref()))
         }
-        Command::Compare {
-            sizes,
-            hybrid_sizes,
-            tools,
-            timeout_min,
-            no_quality,
-            dataset,
-            model,
-            memory_bin,
-            out,
-            seed,
-            user_folder,
-            rerender,
-        } => {
+        Command::Compare { sizes, hybrid_sizes, tools, timeout_min, no_quality, dataset, model, memory_bin, out, seed, user_folder, rerender } => {
             if let Some(results) = rerender {
                 return compare::rerender(&results, &out);
             }

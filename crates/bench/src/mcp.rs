@@ -58,7 +58,8 @@ impl Session {
     /// The server's resident memory now and at its peak, in MB (Linux `/proc`; `None` elsewhere).
     pub fn resident_mb(&self) -> Option<(f64, f64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kb = |key: &str| status.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok());
+        let kb =
+            |key: &str| status.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok());
         Some((kb("VmRSS:")? / 1024.0, kb("VmHWM:")? / 1024.0))
     }
 }

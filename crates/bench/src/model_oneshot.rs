@@ -94,9 +94,18 @@ pub fn run(o: Options) -> anyhow::Result<()> {
             times[i].push(run_ok(memory(b, &ws, &state, &config).args(["search", q.as_str()]))?.0);
         }
     }
-    println!("one-shot `memory search` with the local model, {} notes of ~{} bytes, {} runs each (a new query every run), whole process:", o.notes, o.note_bytes, o.runs);
+    println!(
+        "one-shot `memory search` with the local model, {} notes of ~{} bytes, {} runs each (a new query every run), whole process:",
+        o.notes, o.note_bytes, o.runs
+    );
     for (b, t) in o.bins.iter().zip(&times) {
-        println!("  {:<60} p50 {:>7.1} ms  p90 {:>7.1} ms  min {:>7.1} ms", b.display().to_string(), quantile_ms(t, 0.5), quantile_ms(t, 0.9), quantile_ms(t, 0.0));
+        println!(
+            "  {:<60} p50 {:>7.1} ms  p90 {:>7.1} ms  min {:>7.1} ms",
+            b.display().to_string(),
+            quantile_ms(t, 0.5),
+            quantile_ms(t, 0.9),
+            quantile_ms(t, 0.0)
+        );
     }
     Ok(())
 }

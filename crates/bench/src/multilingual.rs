@@ -75,7 +75,9 @@ fn write_workspace(set: &DevSet, ws: &Path) -> anyhow::Result<()> {
 async fn ranks(engine: &dyn MemoryBackend, set: &DevSet) -> anyhow::Result<Vec<Option<usize>>> {
     let mut out = Vec::new();
     for q in &set.questions {
-        let r = engine.search(&SearchRequest { query: q.query.clone(), max_results: Some(10), min_score: None, sources: vec![], active_projects: vec![] }).await?;
+        let r = engine
+            .search(&SearchRequest { query: q.query.clone(), max_results: Some(10), min_score: None, sources: vec![], active_projects: vec![] })
+            .await?;
         let mut files: Vec<String> = Vec::new();
         for hit in r.results {
             if !files.contains(&hit.path) {
@@ -94,14 +96,7 @@ struct Mode {
     indexing: Option<(usize, f64)>,
 }
 
-async fn run_mode(
-    label: &str,
-    set: &DevSet,
-    ws: &Path,
-    state: &Path,
-    model: Option<&Path>,
-    weights: Option<(f64, f64)>,
-) -> anyhow::Result<Mode> {
+async fn run_mode(label: &str, set: &DevSet, ws: &Path, state: &Path, model: Option<&Path>, weights: Option<(f64, f64)>) -> anyhow::Result<Mode> {
     let mut config = Config::default();
     crate::apply_ranking_profile(&mut config);
     let embedder = crate::quality::local_embedder(model)?;
@@ -134,12 +129,7 @@ fn table(set: &DevSet, modes: &[Mode], within: usize) {
     }
     println!();
     let count = |m: &Mode, kind: Option<&str>| {
-        set.questions
-            .iter()
-            .zip(&m.ranks)
-            .filter(|(q, _)| kind.is_none_or(|k| q.kind == k))
-            .filter(|(_, r)| r.is_some_and(|r| r <= within))
-            .count()
+        set.questions.iter().zip(&m.ranks).filter(|(q, _)| kind.is_none_or(|k| q.kind == k)).filter(|(_, r)| r.is_some_and(|r| r <= within)).count()
     };
     for kind in KINDS.iter().copied().map(Some).chain([None]) {
         let n = set.questions.iter().filter(|q| kind.is_none_or(|k| q.kind == k)).count();

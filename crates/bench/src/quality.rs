@@ -164,7 +164,9 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
     let (mut n10, mut map, mut rec, mut judged_queries) = (0.0, 0.0, 0.0, 0);
     for q in &data.queries {
         let Some(judged) = data.qrels.get(&q.id) else { continue };
-        let r = engine.search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![], active_projects: vec![] }).await?;
+        let r = engine
+            .search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![], active_projects: vec![] })
+            .await?;
         // Documents in rank order (a long document may contribute several chunks: keep its best).
         let mut ranked: Vec<String> = Vec::new();
         for hit in r.results {
@@ -218,11 +220,8 @@ pub async fn builtin_scores(
     // Vector and hybrid share one index (the weights are ranking settings, not part of the index identity);
     // keyword search without a provider has an index of its own, or each would rebuild the other's (and re-embed
     // every chunk) on every run with `--keep`.
-    let modes: Vec<(&str, f64, f64)> = if embedder.is_some() {
-        vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)]
-    } else {
-        vec![("keyword", 0.0, 1.0)]
-    };
+    let modes: Vec<(&str, f64, f64)> =
+        if embedder.is_some() { vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)] } else { vec![("keyword", 0.0, 1.0)] };
     let state = state.to_path_buf();
     let mut out = Vec::new();
     for (label, vw, tw) in modes {
@@ -243,7 +242,12 @@ pub async fn builtin_scores(
         let started = std::time::Instant::now();
         let report = engine.sync(SyncOptions::default()).await?;
         if report.changed_anything() {
-            eprintln!("({label}: indexed {} chunks, {} embedded, in {:.1} s)", report.chunks_written, report.chunks_embedded, started.elapsed().as_secs_f64());
+            eprintln!(
+                "({label}: indexed {} chunks, {} embedded, in {:.1} s)",
+                report.chunks_written,
+                report.chunks_embedded,
+                started.elapsed().as_secs_f64()
+            );
         }
         let s = evaluate(&engine, data, verbose, label).await?;
         out.push((label, s));

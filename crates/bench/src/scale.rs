@@ -203,7 +203,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         None => Some(tempfile::tempdir()?),
     };
     let root = opts.keep.clone().unwrap_or_else(|| root_dir.as_ref().unwrap().path().to_path_buf());
-    println!("memory-bench scale: builds {}; load average {}", builds.iter().map(|b| format!("{}={}", b.name, b.memory.display())).collect::<Vec<_>>().join(", "), load());
+    println!(
+        "memory-bench scale: builds {}; load average {}",
+        builds.iter().map(|b| format!("{}={}", b.name, b.memory.display())).collect::<Vec<_>>().join(", "),
+        load()
+    );
     let mixed = corpus::queries(opts.queries, opts.seed);
     let common = corpus::common_queries(opts.queries, opts.seed);
     let mut sizes: Vec<usize> = opts.notes.iter().chain(&opts.hybrid_notes).copied().collect();
@@ -256,7 +260,11 @@ async fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], comm
             re.sort_by(f64::total_cmp);
             println!(
                 "keyword cold index [{}]: {:.3} s wall, {:.3} s cpu, {:.1} MB peak; no-change re-index median {:.1} ms",
-                b.name, cold.cost.wall_s, cold.cost.cpu_s, cold.cost.peak_mb, percentile(&re, 0.5)
+                b.name,
+                cold.cost.wall_s,
+                cold.cost.cpu_s,
+                cold.cost.peak_mb,
+                percentile(&re, 0.5)
             );
             let _ = std::fs::remove_dir_all(&s);
         }
@@ -381,6 +389,9 @@ async fn hybrid(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String]) -> an
     print_in_process("hybrid in-process, mixed queries", builds, &figs);
     println!("hybrid in-process peak resident memory (the engine a `memory serve` holds): {}", peaks.join(" | "));
     let (recall, fast, exact) = vector_recall(ws, &state, &mixed[..mixed.len().min(100)]).await?;
-    println!("vector search alone: recall@10 vs exact scan {recall:.4}; median fast {fast:.2} ms, sqlite-vec exact {exact:.2} ms ({})", ratio(exact, fast));
+    println!(
+        "vector search alone: recall@10 vs exact scan {recall:.4}; median fast {fast:.2} ms, sqlite-vec exact {exact:.2} ms ({})",
+        ratio(exact, fast)
+    );
     Ok(())
 }

@@ -148,11 +148,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
             opts.runs - missed,
             opts.runs
         );
-        println!(
-            "  server: {} requests answered, RSS {:.1} MiB",
-            status["requests"],
-            status["rssBytes"].as_u64().map_or(f64::NAN, mib)
-        );
+        println!("  server: {} requests answered, RSS {:.1} MiB", status["requests"], status["rssBytes"].as_u64().map_or(f64::NAN, mib));
         if opts.clients > 0 && opts.searches > 0 {
             let server_pid = status["pid"].as_u64().context("server pid")? as u32;
             concurrent(&opts, &bin, &ws, &state, &config, server_pid)?;
@@ -166,7 +162,8 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
 fn concurrent(opts: &Options, bin: &Path, ws: &Path, state: &Path, config: &Path, server_pid: u32) -> anyhow::Result<()> {
     let http_clients = opts.clients / 2;
     let cli_clients = opts.clients - http_clients;
-    let mut http = memory(bin, ws, state, config).args(["serve", "--http", "127.0.0.1:0", "--no-watch"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut http =
+        memory(bin, ws, state, config).args(["serve", "--http", "127.0.0.1:0", "--no-watch"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut err = std::io::BufReader::new(http.stderr.take().context("stderr")?);
     let mut line = String::new();
     while !line.contains("MCP over HTTP on") {
@@ -233,7 +230,8 @@ fn concurrent(opts: &Options, bin: &Path, ws: &Path, state: &Path, config: &Path
                     );
                     match post(port, &token, Some(&session), call.as_bytes()) {
                         Ok((200, body)) => {
-                            let path = message(&body).and_then(|m| m["result"]["structuredContent"]["results"][0]["path"].as_str().map(str::to_string));
+                            let path =
+                                message(&body).and_then(|m| m["result"]["structuredContent"]["results"][0]["path"].as_str().map(str::to_string));
                             if path.as_deref() != Some(expected) {
                                 wrong.fetch_add(1, Ordering::Relaxed);
                             }

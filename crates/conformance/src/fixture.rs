@@ -90,11 +90,7 @@ impl Capability {
     /// Every capability an engine declares, by name.
     pub fn all_declared(c: &memory_core::Capabilities) -> Vec<&'static str> {
         use Capability::*;
-        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions]
-            .into_iter()
-            .filter(|x| x.declared_by(c))
-            .map(Capability::name)
-            .collect()
+        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions].into_iter().filter(|x| x.declared_by(c)).map(Capability::name).collect()
     }
 }
 
@@ -275,11 +271,7 @@ pub struct SearchSpec {
 
 impl SearchSpec {
     pub fn request(&self) -> Result<SearchRequest, String> {
-        let sources = self
-            .sources
-            .iter()
-            .map(|s| Source::parse(s).ok_or_else(|| format!("unknown source `{s}`")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let sources = self.sources.iter().map(|s| Source::parse(s).ok_or_else(|| format!("unknown source `{s}`"))).collect::<Result<Vec<_>, _>>()?;
         Ok(SearchRequest {
             query: self.query.clone(),
             max_results: self.max_results,

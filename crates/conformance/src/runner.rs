@@ -67,12 +67,21 @@ impl RunOptions {
 pub enum Outcome {
     Passed,
     /// The engine lacks these capabilities.
-    Skipped { missing: Vec<&'static str> },
-    Failed { details: String },
+    Skipped {
+        missing: Vec<&'static str>,
+    },
+    Failed {
+        details: String,
+    },
     /// Failed, as declared in [`RunOptions::known_failures`].
-    KnownFailure { reason: String, details: String },
+    KnownFailure {
+        reason: String,
+        details: String,
+    },
     /// Declared as a known failure but passed: the declaration is stale.
-    UnexpectedPass { reason: String },
+    UnexpectedPass {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -215,11 +224,7 @@ async fn run_suite(suite: &Suite, factory: &dyn BackendFactory, options: &RunOpt
             continue;
         }
         let config = effective_config(suite.manifest.config.as_ref(), case.config.as_ref());
-        let key = if case.mutates() {
-            format!("own:{id}")
-        } else {
-            config.as_ref().map(|v| v.to_string()).unwrap_or_else(|e| format!("bad:{e}"))
-        };
+        let key = if case.mutates() { format!("own:{id}") } else { config.as_ref().map(|v| v.to_string()).unwrap_or_else(|e| format!("bad:{e}")) };
         let planned = Planned { case, id, config };
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, g)) => g.push(planned),
@@ -462,7 +467,9 @@ async fn run_step(
                     }
                     fail(what, expect, &f, format!("      {}\n", serde_json::to_string(&r).unwrap_or_default()))
                 }
-                (Ok(r), Some(_)) => fail(what, expect, &["expected an error, got text".into()], format!("      {}\n", serde_json::to_string(&r).unwrap_or_default())),
+                (Ok(r), Some(_)) => {
+                    fail(what, expect, &["expected an error, got text".into()], format!("      {}\n", serde_json::to_string(&r).unwrap_or_default()))
+                }
                 (Err(err), Some(want)) => fail(what, expect, &check::check_error(want, &err), format!("      error: {err}\n")),
                 (Err(err), None) => fail(what, expect, &[format!("unexpected error ({})", check::kind_name(&err))], format!("      error: {err}\n")),
             }

@@ -103,7 +103,8 @@ pub type CheckResult = std::result::Result<Verdict, String>;
 
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
+        let holds: bool = $cond;
+        if !holds {
             return Err(format!($($msg)+));
         }
     };
@@ -137,7 +138,10 @@ pub async fn run_all(harness: Arc<dyn StoreHarness>) -> ContractReport {
     run!(meta_round_trips);
     run!(unreadable_identity_is_a_corrupt_index);
     run!(staging_and_promote_keep_the_live_index);
-    report.checks.push(("writer_lock_is_exclusive_and_waits_off_the_runtime", verdict(writer_lock_is_exclusive_and_waits_off_the_runtime(harness.clone()).await)));
+    report.checks.push((
+        "writer_lock_is_exclusive_and_waits_off_the_runtime",
+        verdict(writer_lock_is_exclusive_and_waits_off_the_runtime(harness.clone()).await),
+    ));
     report
 }
 
@@ -269,7 +273,11 @@ pub async fn apply_is_all_or_nothing(_: &dyn StoreHarness, storage: Arc<dyn Inde
         }
         Ok(()) => {
             for s in [store.clone(), reopened().await?] {
-                ensure!(paths(&*s).await? == set(&["a.md", "c.md", "d.md"]), "an accepted batch is not all visible: files are {:?}", paths(&*s).await?);
+                ensure!(
+                    paths(&*s).await? == set(&["a.md", "c.md", "d.md"]),
+                    "an accepted batch is not all visible: files are {:?}",
+                    paths(&*s).await?
+                );
             }
         }
     }
@@ -297,7 +305,10 @@ pub async fn append_keeps_the_old_chunks(_: &dyn StoreHarness, storage: Arc<dyn 
     let grown = record(Source::Sessions, "s.jsonl", "first turn\nsecond turn", 7);
     let batch = SyncBatch { appends: vec![(grown.clone(), vec![chunk(Source::Sessions, "s.jsonl", 3, "second turn", None)])], ..Default::default() };
     step("apply the append", store.apply(batch).await)?;
-    ensure!(chunk_texts(&*store, Source::Sessions, "s.jsonl").await? == ["first turn", "second turn"], "an append lost the old chunks or the new one");
+    ensure!(
+        chunk_texts(&*store, Source::Sessions, "s.jsonl").await? == ["first turn", "second turn"],
+        "an append lost the old chunks or the new one"
+    );
     ensure!(step("files()", store.files().await)? == vec![grown], "the appended file's record was not updated");
     Ok(Verdict::Passed)
 }
@@ -311,7 +322,11 @@ pub async fn touch_updates_only_the_record(_: &dyn StoreHarness, storage: Arc<dy
     ensure!(step("files()", store.files().await)? == vec![touched], "the touched record did not read back");
     let chunks = step("file_chunks()", store.file_chunks(Source::Memory, "t.md", 10).await)?;
     ensure!(chunks.iter().map(|c| c.text.as_str()).collect::<Vec<_>>() == ["touch me", "and me"], "a touch changed the chunks");
-    ensure!(chunks.iter().all(|c| c.file_mtime_ms == 9_000), "candidates still report the old mtime: {:?}", chunks.iter().map(|c| c.file_mtime_ms).collect::<Vec<_>>());
+    ensure!(
+        chunks.iter().all(|c| c.file_mtime_ms == 9_000),
+        "candidates still report the old mtime: {:?}",
+        chunks.iter().map(|c| c.file_mtime_ms).collect::<Vec<_>>()
+    );
     let hits = step("keyword_search()", store.keyword_search(&query("touch"), 10, &[]).await)?;
     ensure!(hits.len() == 1 && hits[0].file_mtime_ms == 9_000, "keyword candidates after a touch: {hits:?}");
     Ok(Verdict::Passed)
@@ -370,7 +385,11 @@ pub async fn searches_honour_source_filters(_: &dyn StoreHarness, storage: Arc<d
     let s = (record(Source::Sessions, "s.jsonl", "s", 1), vec![chunk(Source::Sessions, "s.jsonl", 1, "shared lighthouse", Some(axis(0, 4)))]);
     step("apply", store.apply(upserts(vec![m, s])).await)?;
     let q = query("lighthouse");
-    for (sources, want) in [(vec![], vec![Source::Memory, Source::Sessions]), (vec![Source::Memory], vec![Source::Memory]), (vec![Source::Sessions], vec![Source::Sessions])] {
+    for (sources, want) in [
+        (vec![], vec![Source::Memory, Source::Sessions]),
+        (vec![Source::Memory], vec![Source::Memory]),
+        (vec![Source::Sessions], vec![Source::Sessions]),
+    ] {
         let kw: BTreeSet<Source> = step("keyword_search()", store.keyword_search(&q, 10, &sources).await)?.iter().map(|c| c.source).collect();
         ensure!(kw == want.iter().copied().collect(), "keyword search with sources {sources:?} returned {kw:?}");
         let vs: BTreeSet<Source> = step("vector_search()", store.vector_search(&axis(0, 4), 10, &sources).await)?.iter().map(|c| c.source).collect();
@@ -432,7 +451,10 @@ pub async fn stored_vectors_round_trip(_: &dyn StoreHarness, storage: Arc<dyn In
     ensure!(hits.windows(2).all(|w| w[0].vector_score >= w[1].vector_score), "vector hits are not best first");
     ensure!(hits.iter().all(|h| h.keyword_score.is_none()), "vector candidates carry a keyword score");
     let a_hit = hits.iter().find(|h| h.chunk_id == a.id).ok_or("the other vector is missing from the hits")?;
-    ensure!(a_hit.importance == Some(7) && a_hit.start_line == 1 && a_hit.end_line == 2 && a_hit.text == "vector one", "candidate fields did not round trip: {a_hit:?}");
+    ensure!(
+        a_hit.importance == Some(7) && a_hit.start_line == 1 && a_hit.end_line == 2 && a_hit.text == "vector one",
+        "candidate fields did not round trip: {a_hit:?}"
+    );
     match store.vector_search(&axis(0, dims + 1), 10, &[]).await {
         Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unavailable) => {}
         other => return Err(format!("a query vector of the wrong width must be InvalidInput or Unavailable, got {other:?}")),
@@ -454,7 +476,10 @@ pub async fn embedding_cache_is_keyed_and_pruned_oldest_first(_: &dyn StoreHarne
     let got = step("cached_embeddings()", store.cached_embeddings(&key, &hashes).await)?;
     let want: HashMap<String, Vec<f32>> = [("h2".to_string(), axis(1, 4)), ("h3".to_string(), axis(2, 4))].into_iter().collect();
     ensure!(got == want, "after pruning to 2 entries expected h2 and h3, got {:?}", got.keys().collect::<BTreeSet<_>>());
-    ensure!(step("cached_embeddings(other key)", store.cached_embeddings(&other, &hashes).await)?.is_empty(), "the cache answered for another fingerprint");
+    ensure!(
+        step("cached_embeddings(other key)", store.cached_embeddings(&other, &hashes).await)?.is_empty(),
+        "the cache answered for another fingerprint"
+    );
     Ok(Verdict::Passed)
 }
 
@@ -501,7 +526,10 @@ pub async fn staging_and_promote_keep_the_live_index(_: &dyn StoreHarness, stora
     step("set_identity on staging", staging.set_identity(&identity(Some(4))).await)?;
 
     ensure!(paths(&*live).await? == set(&["old.md"]), "the live store changed while a rebuild was staged");
-    ensure!(step("keyword_search()", live.keyword_search(&query("walrus"), 5, &[]).await)?.len() == 1, "live search stopped answering during a rebuild");
+    ensure!(
+        step("keyword_search()", live.keyword_search(&query("walrus"), 5, &[]).await)?.len() == 1,
+        "live search stopped answering during a rebuild"
+    );
     let other = step("open_live during the rebuild", storage.open_live().await)?;
     ensure!(paths(&*other).await? == set(&["old.md"]), "a new live handle sees the staging store before promote");
 

@@ -9,8 +9,7 @@ use memory_builtin::BuiltinFactory;
 use memory_core::fallback::{FactoryOpener, FallbackManager, FallbackOpener, FallbackPolicy};
 use memory_core::registry::{BackendFactory, OpenContext};
 use memory_core::{
-    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Status,
-    SyncOptions, SyncReport,
+    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
 };
 
 /// Fails every call as an engine whose helper binary is missing.

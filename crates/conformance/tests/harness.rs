@@ -9,8 +9,7 @@ use conformance::{run_all, run_suites, Outcome, RunOptions, Suite};
 use memory_builtin::BuiltinFactory;
 use memory_core::registry::{BackendFactory, OpenContext};
 use memory_core::{
-    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Status,
-    SyncOptions, SyncReport,
+    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
 };
 
 #[derive(Clone, Copy, PartialEq, Debug)]

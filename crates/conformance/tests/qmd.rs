@@ -70,11 +70,7 @@ fn documented_skips() -> BTreeSet<String> {
     let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let start = doc.find("<!-- qmd-skips:start -->").expect("docs/qmd.md has a <!-- qmd-skips:start --> marker");
     let end = doc.find("<!-- qmd-skips:end -->").expect("docs/qmd.md has a <!-- qmd-skips:end --> marker");
-    doc[start..end]
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- `"))
-        .filter_map(|l| l.split_once('`').map(|(id, _)| id.to_string()))
-        .collect()
+    doc[start..end].lines().filter_map(|l| l.trim().strip_prefix("- `")).filter_map(|l| l.split_once('`').map(|(id, _)| id.to_string())).collect()
 }
 
 /// The qmd command, or `None` (with the reason printed) when it is missing outside CI.
@@ -105,10 +101,7 @@ async fn qmd_keyword_search() {
     if std::env::var_os("CONFORMANCE_FILTER").is_none() {
         assert_eq!(skipped, cases_needing_other_than(&declared), "skipped cases are exactly those needing undeclared capabilities");
         let documented = documented_skips();
-        assert_eq!(
-            documented, skipped,
-            "docs/qmd.md (between the qmd-skips markers) must list exactly the cases QMD skips"
-        );
+        assert_eq!(documented, skipped, "docs/qmd.md (between the qmd-skips markers) must list exactly the cases QMD skips");
     }
 }
 
@@ -132,9 +125,9 @@ async fn qmd_snippets_are_the_lines_they_cite() {
     let engine = QmdForTests { command }.open(ctx).await.unwrap();
     engine.sync(memory_core::SyncOptions::default()).await.unwrap();
     let queries = [
-        "gateway",                                                           // every word
-        "line 150 routine check",                                            // the end of a 150-line file
-        "E4012",                                                             // a daily log
+        "gateway",                                                            // every word
+        "line 150 routine check",                                             // the end of a 150-line file
+        "E4012",                                                              // a daily log
         "Where does the gateway run these days, and which machine is it on?", // any word
         "What did we decide about the deploy window after that incident last week?",
     ];

@@ -44,4 +44,3 @@ pub fn default_index_path(state_dir: &Path, agent_id: &str, workspace: &Path) ->
     let hash = &memory_core::sha256_hex(ws.to_string_lossy().as_bytes())[..10];
     state_dir.join("agents").join(memory_core::sanitize_id(agent_id)).join(format!("{name}-{hash}.sqlite"))
 }
-

@@ -65,7 +65,20 @@ async fn fts_syntax_in_queries_is_plain_text() {
     sample(&env);
     let e = env.open(Config::default(), None).await;
     e.sync(SyncOptions::default()).await.unwrap();
-    for q in ["\"unbalanced", "gateway AND (", "NEAR(gateway studio)", "col:gateway", "-gateway", "gate*", "*", "\"\"", "^gateway", "gateway OR", "{x}", "'; DROP TABLE chunks; --"] {
+    for q in [
+        "\"unbalanced",
+        "gateway AND (",
+        "NEAR(gateway studio)",
+        "col:gateway",
+        "-gateway",
+        "gate*",
+        "*",
+        "\"\"",
+        "^gateway",
+        "gateway OR",
+        "{x}",
+        "'; DROP TABLE chunks; --",
+    ] {
         let r = e.search(&SearchRequest::new(q)).await;
         assert!(r.is_ok(), "{q}: {:?}", r.err());
     }

@@ -3,9 +3,9 @@
 
 use std::fs;
 
+use conformance::testing::open_context;
 use memory_builtin::BuiltinFactory;
 use memory_core::indexed::IndexedBackend;
-use conformance::testing::open_context;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 
 async fn open(ws: &std::path::Path, state: &std::path::Path) -> IndexedBackend {
@@ -44,9 +44,19 @@ async fn control_characters_and_syntax_in_queries() {
     fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
     let e = open(ws.path(), state.path()).await;
     let nasty = [
-        "gateway\0studio", "\u{1b}[31mgateway\u{1b}[0m", "gateway\r\n\t", "\u{202e}yawetag", "gateway; DROP TABLE files",
-        "\"gateway\" NOT studio", "gateway NEAR/2 studio", "chunks_fts:gateway", "{terms heading}: gateway", "((((((",
-        "🦀🦀🦀", "\u{feff}gateway", &"gateway ".repeat(5000),
+        "gateway\0studio",
+        "\u{1b}[31mgateway\u{1b}[0m",
+        "gateway\r\n\t",
+        "\u{202e}yawetag",
+        "gateway; DROP TABLE files",
+        "\"gateway\" NOT studio",
+        "gateway NEAR/2 studio",
+        "chunks_fts:gateway",
+        "{terms heading}: gateway",
+        "((((((",
+        "🦀🦀🦀",
+        "\u{feff}gateway",
+        &"gateway ".repeat(5000),
     ];
     for q in nasty {
         let r = e.search(&SearchRequest::new(q)).await;

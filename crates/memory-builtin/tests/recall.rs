@@ -55,7 +55,13 @@ fn render(l: &Line) -> String {
     out
 }
 
-async fn check(curated: Vec<Line>, user: Vec<Line>, daily: Vec<Line>, message: Vec<&'static str>, active: Vec<&'static str>) -> Result<(), TestCaseError> {
+async fn check(
+    curated: Vec<Line>,
+    user: Vec<Line>,
+    daily: Vec<Line>,
+    message: Vec<&'static str>,
+    active: Vec<&'static str>,
+) -> Result<(), TestCaseError> {
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     fs::create_dir_all(ws.path().join("memory")).unwrap();
@@ -110,7 +116,9 @@ async fn check(curated: Vec<Line>, user: Vec<Line>, daily: Vec<Line>, message: V
         .filter(|(_, l)| l.trigger.as_ref().is_some_and(|(p, _)| p.iter().any(|p| full(p))))
         .filter(|(_, l)| match l.project {
             None => true,
-            Some((key, _)) => memory_core::chunking::annotations::normalize_project_key(key).is_some_and(|k| !k.contains('<') && normalised.contains(&k)),
+            Some((key, _)) => {
+                memory_core::chunking::annotations::normalize_project_key(key).is_some_and(|k| !k.contains('<') && normalised.contains(&k))
+            }
         })
         .map(|(i, _)| i + 3)
         .collect();

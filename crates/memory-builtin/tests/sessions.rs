@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use conformance::testing::open_context;
 use memory_builtin::BuiltinFactory;
 use memory_core::indexed::IndexedBackend;
-use conformance::testing::open_context;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, Source, SyncOptions};
 
 fn msg(role: &str, text: &str) -> String {

@@ -156,7 +156,9 @@ enum Command {
         action: server::control::Action,
     },
     /// Append a timestamped entry to today's memory/YYYY-MM-DD.md and index it.
-    #[command(after_help = "Examples:\n  memory append \"Deploys go through the canary first\"\n  echo \"Alice prefers Tuesday meetings\" | memory append -")]
+    #[command(
+        after_help = "Examples:\n  memory append \"Deploys go through the canary first\"\n  echo \"Alice prefers Tuesday meetings\" | memory append -"
+    )]
     Append {
         /// The text to remember; `-` reads it from stdin.
         #[arg(required = true, num_args = 1..)]
@@ -167,9 +169,7 @@ enum Command {
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  memory completions bash > ~/.local/share/bash-completion/completions/memory\n  \
         memory completions zsh > ~/.zfunc/_memory\n  memory completions fish > ~/.config/fish/completions/memory.fish")]
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    Completions { shell: clap_complete::Shell },
     /// The OpenClaw memory plugin: install it into OpenClaw, or check that it serves the memory slot.
     Openclaw {
         #[command(subcommand)]
@@ -227,10 +227,12 @@ fn main() -> ExitCode {
     }
     // search, get, status, index, append: one job, answered by a shared server when one answers, else here.
     match job_of(&cli.command) {
-        Ok(Some(job)) => return match one_shot(&cli, job) {
-            Ok(answer) => answer.print(),
-            Err(e) => report(Err(e)),
-        },
+        Ok(Some(job)) => {
+            return match one_shot(&cli, job) {
+                Ok(answer) => answer.print(),
+                Err(e) => report(Err(e)),
+            }
+        }
         Ok(None) => {}
         Err(e) => return report(Err(e)),
     }
@@ -288,7 +290,12 @@ fn init_logging(verbose: u8, timed: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).with_target(false).compact();
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .compact();
     if timed {
         fmt.init();
     } else {
@@ -598,11 +605,8 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
             output::search(out, err, &response, *json)
         }
         Job::Recall { message, projects, project_entries, json } => {
-            let request = RecallRequest {
-                message: message.clone().unwrap_or_default(),
-                active_projects: projects.clone(),
-                project_entries: *project_entries,
-            };
+            let request =
+                RecallRequest { message: message.clone().unwrap_or_default(), active_projects: projects.clone(), project_entries: *project_entries };
             let response = engine.recall(&request).await?;
             output::recall(out, err, &response, *json)
         }
@@ -634,7 +638,14 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
             if *json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                writeln!(out, "Appended to {} (lines {}-{}){}", r.appended.path, r.appended.start_line, r.appended.end_line, if r.indexed { "" } else { "; not indexed yet" })?;
+                writeln!(
+                    out,
+                    "Appended to {} (lines {}-{}){}",
+                    r.appended.path,
+                    r.appended.start_line,
+                    r.appended.end_line,
+                    if r.indexed { "" } else { "; not indexed yet" }
+                )?;
                 if let Some(w) = &r.warning {
                     writeln!(err, "warning: {w}")?;
                 }
@@ -749,7 +760,11 @@ async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
     {
         let mut out = std::io::stdout().lock();
         if json {
-            writeln!(out, "{}", serde_json::json!({ "event": "ready", "workspace": opened.workspace.display().to_string(), "debounceMs": debounce }))?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "event": "ready", "workspace": opened.workspace.display().to_string(), "debounceMs": debounce })
+            )?;
         } else {
             writeln!(out, "Watching {} (debounce {debounce} ms); Ctrl-C to stop", opened.workspace.display())?;
         }

@@ -116,7 +116,8 @@ impl Gate {
         if method == "tools/call" {
             // rmcp reads a tools/call it cannot parse as an unknown method (-32601), which misleads the client.
             let params = obj.get("params").and_then(Value::as_object);
-            let fits = params.is_some_and(|p| p.get("name").is_some_and(Value::is_string) && p.get("arguments").is_none_or(|a| a.is_null() || a.is_object()));
+            let fits = params
+                .is_some_and(|p| p.get("name").is_some_and(Value::is_string) && p.get("arguments").is_none_or(|a| a.is_null() || a.is_object()));
             if !fits {
                 return error(id, INVALID_PARAMS, "Invalid params: tools/call needs params {\"name\": <tool name>, \"arguments\": {...}}");
             }
@@ -142,7 +143,8 @@ impl Gate {
 /// none. Paired escapes (`\ud83d\ude00`) and escaped backslashes (`\\ud800`) are kept.
 fn replace_lone_surrogates(text: &str) -> Option<String> {
     let b = text.as_bytes();
-    let hex = |at: usize| -> Option<u32> { b.get(at..at + 4).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u32::from_str_radix(h, 16).ok()) };
+    let hex =
+        |at: usize| -> Option<u32> { b.get(at..at + 4).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u32::from_str_radix(h, 16).ok()) };
     let mut out = String::with_capacity(text.len());
     let (mut i, mut copied, mut in_string, mut changed) = (0, 0, false, false);
     while i < b.len() {

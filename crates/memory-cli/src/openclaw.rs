@@ -76,11 +76,12 @@ pub fn workspace_for(config: Option<&Value>, agent_id: &str) -> Option<PathBuf> 
             return Some(expand(w));
         }
         let list = cfg.get("agents").and_then(|a| a.get("list")).and_then(Value::as_array);
-        if let Some(w) = list.and_then(|l| l.iter().find(|e| e.get("id").and_then(Value::as_str) == Some(agent_id))).and_then(|e| str_at(e, &["workspace"])) {
+        if let Some(w) =
+            list.and_then(|l| l.iter().find(|e| e.get("id").and_then(Value::as_str) == Some(agent_id))).and_then(|e| str_at(e, &["workspace"]))
+        {
             return Some(expand(w));
         }
-        let roster = cfg.get("agents").and_then(|a| a.get("entries")).and_then(Value::as_object).map_or(0, |m| m.len())
-            + list.map_or(0, |l| l.len());
+        let roster = cfg.get("agents").and_then(|a| a.get("entries")).and_then(Value::as_object).map_or(0, |m| m.len()) + list.map_or(0, |l| l.len());
         let defaults = str_at(cfg, &["agents", "defaults", "workspace"]).map(expand);
         if roster > 1 && agent_id != "main" {
             return match defaults {

@@ -294,10 +294,16 @@ pub fn status() -> anyhow::Result<Value> {
         problems.push("no OpenClaw config found (OPENCLAW_CONFIG_PATH, or openclaw.json in the state folder)".to_string());
     }
     if slot.as_deref() != Some(PLUGIN_ID) {
-        problems.push(format!("plugins.slots.memory is {} (run `memory openclaw install`)", slot.as_deref().map_or("unset (memory-core)".to_string(), |s| format!("\"{s}\""))));
+        problems.push(format!(
+            "plugins.slots.memory is {} (run `memory openclaw install`)",
+            slot.as_deref().map_or("unset (memory-core)".to_string(), |s| format!("\"{s}\""))
+        ));
     }
     if installed.is_none() {
-        problems.push(format!("the {PLUGIN_ID} plugin is not installed in {}", state.as_deref().map_or("the OpenClaw state folder".into(), |s| s.join("extensions").display().to_string())));
+        problems.push(format!(
+            "the {PLUGIN_ID} plugin is not installed in {}",
+            state.as_deref().map_or("the OpenClaw state folder".into(), |s| s.join("extensions").display().to_string())
+        ));
     }
     if !enabled {
         problems.push(format!("the {PLUGIN_ID} plugin is disabled (plugins.entries.{PLUGIN_ID}.enabled, plugins.allow/deny or plugins.enabled)"));

@@ -74,8 +74,19 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
 async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
     let mut out = Map::new();
     let started = Instant::now();
-    let search = match engine.search(&SearchRequest { query: "memory".into(), max_results: Some(1), min_score: Some(0.0), sources: Vec::new(), active_projects: Vec::new() }).await {
-        Ok(r) => json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0, "results": r.results.len(), "mode": r.mode, "warnings": r.warnings }),
+    let search = match engine
+        .search(&SearchRequest {
+            query: "memory".into(),
+            max_results: Some(1),
+            min_score: Some(0.0),
+            sources: Vec::new(),
+            active_projects: Vec::new(),
+        })
+        .await
+    {
+        Ok(r) => {
+            json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0, "results": r.results.len(), "mode": r.mode, "warnings": r.warnings })
+        }
         Err(e) => json!({ "ok": false, "ms": started.elapsed().as_secs_f64() * 1000.0, "error": e.to_string(), "kind": e.kind() }),
     };
     out.insert("search".into(), search);
@@ -92,8 +103,12 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
         Ok(Some(p)) => {
             let started = Instant::now();
             match p.embed_query("memory status probe").await {
-                Ok(v) => json!({ "ok": true, "provider": p.id(), "model": p.model(), "dimensions": v.len(), "ms": started.elapsed().as_secs_f64() * 1000.0 }),
-                Err(e) => json!({ "ok": false, "provider": p.id(), "model": p.model(), "error": e.to_string(), "ms": started.elapsed().as_secs_f64() * 1000.0 }),
+                Ok(v) => {
+                    json!({ "ok": true, "provider": p.id(), "model": p.model(), "dimensions": v.len(), "ms": started.elapsed().as_secs_f64() * 1000.0 })
+                }
+                Err(e) => {
+                    json!({ "ok": false, "provider": p.id(), "model": p.model(), "error": e.to_string(), "ms": started.elapsed().as_secs_f64() * 1000.0 })
+                }
             }
         }
         Err(e) => json!({ "ok": false, "error": e.to_string() }),
@@ -138,7 +153,9 @@ pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()>
         }
         let e = &d["embeddings"];
         match (e["ok"].as_bool(), e["provider"].as_str()) {
-            (Some(true), Some(p)) => writeln!(out, "Probe:      embeddings ok ({p}, {} dims) in {:.1} ms", e["dimensions"], e["ms"].as_f64().unwrap_or(0.0))?,
+            (Some(true), Some(p)) => {
+                writeln!(out, "Probe:      embeddings ok ({p}, {} dims) in {:.1} ms", e["dimensions"], e["ms"].as_f64().unwrap_or(0.0))?
+            }
             (Some(true), None) => writeln!(out, "Probe:      no embedding provider (keyword only)")?,
             _ => writeln!(out, "Probe:      embeddings FAILED: {}", e["error"].as_str().unwrap_or("?"))?,
         }

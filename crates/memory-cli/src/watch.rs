@@ -117,7 +117,6 @@ impl WatchHandle {
             let _ = t.await;
         }
     }
-
 }
 
 impl Drop for WatchHandle {
@@ -129,12 +128,7 @@ impl Drop for WatchHandle {
 }
 
 /// Start watching. Returns once the watches are in place and, with `initial_sync`, the first sync is done.
-pub async fn spawn(
-    engine: Arc<dyn MemoryBackend>,
-    targets: WatchTargets,
-    options: WatchOptions,
-    on_sync: OnSync,
-) -> anyhow::Result<WatchHandle> {
+pub async fn spawn(engine: Arc<dyn MemoryBackend>, targets: WatchTargets, options: WatchOptions, on_sync: OnSync) -> anyhow::Result<WatchHandle> {
     let (tx, rx) = mpsc::unbounded_channel::<notify::Result<notify::Event>>();
     let watcher = notify::recommended_watcher(move |ev| {
         // The receiver is gone only when the watcher is stopping.

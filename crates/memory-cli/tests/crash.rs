@@ -13,11 +13,39 @@ mod common;
 const NOTES: usize = 300;
 const QUERIES: &[&str] = &["gateway deploy", "billing invoice error", "what did alice say about the roadmap", "E4242", "kubernetes canary"];
 const WORDS: &[&str] = &[
-    "gateway", "deploy", "billing", "invoice", "kubernetes", "canary", "database", "migration", "backup", "latency",
-    "dashboard", "alerting", "release", "roadmap", "budget", "hiring", "review", "security", "cache", "queue",
-    "alice", "bob", "carol", "fixed", "planned", "moved", "the", "with", "after", "before", "weekly", "staging",
+    "gateway",
+    "deploy",
+    "billing",
+    "invoice",
+    "kubernetes",
+    "canary",
+    "database",
+    "migration",
+    "backup",
+    "latency",
+    "dashboard",
+    "alerting",
+    "release",
+    "roadmap",
+    "budget",
+    "hiring",
+    "review",
+    "security",
+    "cache",
+    "queue",
+    "alice",
+    "bob",
+    "carol",
+    "fixed",
+    "planned",
+    "moved",
+    "the",
+    "with",
+    "after",
+    "before",
+    "weekly",
+    "staging",
 ];
-
 
 fn workspace(dir: &Path) {
     let mut rng = Xorshift(0x9e3779b97f4a7c15);

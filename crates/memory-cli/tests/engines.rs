@@ -86,7 +86,10 @@ fn a_broken_qmd_is_answered_by_builtin_and_the_next_run_does_not_wait_for_it_aga
 #[test]
 fn the_real_qmd_behind_the_fallback_answers_and_resets() {
     let Some(dir) = std::env::var_os("MEMORY_QMD_DIR").filter(|d| !d.is_empty()) else {
-        conformance::testing::missing_prerequisite("the_real_qmd_behind_the_fallback_answers_and_resets", "MEMORY_QMD_DIR is not set (scripts/setup.sh installs QMD)");
+        conformance::testing::missing_prerequisite(
+            "the_real_qmd_behind_the_fallback_answers_and_resets",
+            "MEMORY_QMD_DIR is not set (scripts/setup.sh installs QMD)",
+        );
         return;
     };
     let node = std::env::var_os("MEMORY_NODE22").expect("MEMORY_NODE22 is set beside MEMORY_QMD_DIR");
@@ -122,7 +125,10 @@ fn lancedb_through_the_cli_searches_fresh_files_and_resets() {
     let env = Env::new(r#"{ memory: { backend: "lancedb" } }"#);
     let o = env.run(&["search", "Miso", "--json"]);
     if !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("built without the lancedb engine") {
-        conformance::testing::missing_prerequisite("lancedb_through_the_cli_searches_fresh_files_and_resets", "this memory binary was built without the lancedb feature");
+        conformance::testing::missing_prerequisite(
+            "lancedb_through_the_cli_searches_fresh_files_and_resets",
+            "this memory binary was built without the lancedb feature",
+        );
         return;
     }
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -162,7 +168,10 @@ fn a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_f
     let o = env.run(&["search", "Miso"]);
     let err = String::from_utf8_lossy(&o.stderr);
     if err.contains("built without the lancedb engine") {
-        conformance::testing::missing_prerequisite("a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_fallback_answers (lancedb part)", "this memory binary was built without the lancedb feature");
+        conformance::testing::missing_prerequisite(
+            "a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_fallback_answers (lancedb part)",
+            "this memory binary was built without the lancedb feature",
+        );
         return;
     }
     assert!(!o.status.success() && err.contains("memory.lancedb.nprobes") && err.contains("must be at least 1"), "{err}");
@@ -172,9 +181,7 @@ fn a_bad_value_in_an_engine_block_is_named_by_status_and_search_even_while_the_f
 /// OpenClaw's qmd keys that memory-rs does not act on are listed by `status` (the QMD engine says which).
 #[test]
 fn engine_blocks_are_checked_by_their_engines_whichever_engine_is_configured() {
-    let env = Env::new(
-        r#"{ memory: { backend: "builtin", qmd: { command: "qmd", mcporter: { enabled: false }, update: { startup: "boot" } } } }"#,
-    );
+    let env = Env::new(r#"{ memory: { backend: "builtin", qmd: { command: "qmd", mcporter: { enabled: false }, update: { startup: "boot" } } } }"#);
     let v = env.json(&["status", "--json"]);
     let warned: Vec<&str> = v["configWarnings"].as_array().unwrap().iter().map(|w| w["key"].as_str().unwrap()).collect();
     assert_eq!(warned, ["memory.qmd.mcporter", "memory.qmd.update.startup"], "{v}");
@@ -194,7 +201,10 @@ fn engine_blocks_are_checked_by_their_engines_whichever_engine_is_configured() {
         // A build without LanceDB cannot check the block: status says so instead of accepting it silently.
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert!(v["configWarnings"].to_string().contains("no lancedb engine"), "{v}");
-        conformance::testing::missing_prerequisite("engine_blocks_are_checked_by_their_engines_whichever_engine_is_configured (lancedb part)", "this memory binary was built without the lancedb feature");
+        conformance::testing::missing_prerequisite(
+            "engine_blocks_are_checked_by_their_engines_whichever_engine_is_configured (lancedb part)",
+            "this memory binary was built without the lancedb feature",
+        );
         return;
     }
     assert!(String::from_utf8_lossy(&o.stderr).contains("memory.lancedb.urii"), "{}", String::from_utf8_lossy(&o.stderr));

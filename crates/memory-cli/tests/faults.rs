@@ -26,7 +26,10 @@ impl Tmpfs {
         match o {
             Ok(o) if o.status.success() => Some(Tmpfs { dir: dir.to_path_buf() }),
             Ok(o) => {
-                conformance::testing::skipped("a test on a small file system", &format!("cannot mount a tmpfs here ({})", String::from_utf8_lossy(&o.stderr).trim()));
+                conformance::testing::skipped(
+                    "a test on a small file system",
+                    &format!("cannot mount a tmpfs here ({})", String::from_utf8_lossy(&o.stderr).trim()),
+                );
                 None
             }
             Err(e) => {
@@ -131,7 +134,8 @@ fn append_on_a_full_disk_is_all_or_nothing() {
     let env = Env::new(disk.dir.join("ws"), tmp.path().join("state"));
     // Not even room for a new day's heading: nothing is created, no temporary file is left.
     let listing = || {
-        let mut names: Vec<String> = fs::read_dir(env.ws.join("memory")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> =
+            fs::read_dir(env.ws.join("memory")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         names
     };
@@ -208,7 +212,9 @@ fn a_damaged_index_pointer_never_blocks_a_command() {
     let notes = env.notes();
     let damage: [&[u8]; 3] = [b"", b"garbage\n", &[0xff, 0xfe, 0x00, 0x17]];
     for (i, bad) in damage.iter().enumerate() {
-        for command in [&["search", "tomatoes"][..], &["status", "--json"], &["reset", "--yes"], &["index", "--force"], &["index"], &["get", "MEMORY.md"]] {
+        for command in
+            [&["search", "tomatoes"][..], &["status", "--json"], &["reset", "--yes"], &["index", "--force"], &["index"], &["get", "MEMORY.md"]]
+        {
             fs::write(&pointer, bad).unwrap();
             let o = env.run(command);
             assert!(o.status.success(), "damage {i}, memory {command:?}: {}", text(&o));
@@ -344,7 +350,10 @@ fn scribbled_index_files_are_recovered_by_force_and_reset() {
             assert_eq!(v["results"][0]["path"], "memory/garden.md", "round {round}: a wrong answer from a damaged index: {v}");
         } else {
             let said = text(&o);
-            assert!(said.contains("index") && (said.contains("damaged") || said.contains("malformed") || said.contains("corrupt")), "round {round}: {said}");
+            assert!(
+                said.contains("index") && (said.contains("damaged") || said.contains("malformed") || said.contains("corrupt")),
+                "round {round}: {said}"
+            );
         }
         let o = env.run(cure);
         assert!(o.status.success(), "round {round}: memory {cure:?} did not recover: {}", text(&o));
@@ -586,7 +595,8 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
             let said = text(&o);
             assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {command:?}: {said}");
         }
-        let staging: Vec<_> = fs::read_dir(live_db(&env).parent().unwrap()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".g1")).collect();
+        let staging: Vec<_> =
+            fs::read_dir(live_db(&env).parent().unwrap()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".g1")).collect();
         assert!(staging.is_empty(), "{fault}: a failed rebuild left {staging:?}");
 
         match filler {

@@ -238,13 +238,8 @@ fn small_faults_exit_quietly_or_clearly() {
     let env = Env::new();
     let cfg = env.config(PLAIN);
     // A reader that goes away (`| head -1`): no "Broken pipe" error, exit 0 as grep's quiet end.
-    let mut child = env
-        .cmd(Some(&cfg))
-        .args(["search", "gateway"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        env.cmd(Some(&cfg)).args(["search", "gateway"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     drop(child.stdout.take());
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));

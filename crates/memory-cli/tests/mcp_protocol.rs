@@ -112,7 +112,8 @@ impl Server {
     /// Peak resident memory of the server, in MiB.
     fn peak_rss_mib(&self) -> u64 {
         let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<u64>().ok()).unwrap_or(0) / 1024
+        status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<u64>().ok()).unwrap_or(0)
+            / 1024
     }
 
     /// Close stdin: the server must end on its own, successfully.
@@ -330,7 +331,8 @@ fn random_json(r: &mut Rng, depth: usize) -> Value {
         4 => json!(random_text(r)),
         5 => Value::Array((0..r.below(4)).map(|_| random_json(r, depth + 1)).collect()),
         _ => {
-            let keys = ["query", "path", "from", "lines", "offset", "maxResults", "minScore", "name", "arguments", "method", "result", "jsonrpc", "params"];
+            let keys =
+                ["query", "path", "from", "lines", "offset", "maxResults", "minScore", "name", "arguments", "method", "result", "jsonrpc", "params"];
             Value::Object((0..r.below(5)).map(|_| (r.pick(&keys).to_string(), random_json(r, depth + 1))).collect())
         }
     }
@@ -339,8 +341,13 @@ fn random_json(r: &mut Rng, depth: usize) -> Value {
 /// A valid request with this id (its text starts with the id, so a mutation after it keeps it readable).
 fn valid_request(r: &mut Rng, id: &str) -> String {
     let (method, params) = match r.below(7) {
-        0 | 1 => ("tools/call", json!({"name":"memory_search","arguments":{"query": format!("gateway {}", random_text(r)), "maxResults": r.below(8) + 1}})),
-        2 => ("tools/call", json!({"name":"memory_get","arguments":{"path": r.pick(&["MEMORY.md", "memory/2026-11-29.md", "../etc/passwd", "memory/none.md"]), "from": r.below(4), "lines": r.below(3)}})),
+        0 | 1 => {
+            ("tools/call", json!({"name":"memory_search","arguments":{"query": format!("gateway {}", random_text(r)), "maxResults": r.below(8) + 1}}))
+        }
+        2 => (
+            "tools/call",
+            json!({"name":"memory_get","arguments":{"path": r.pick(&["MEMORY.md", "memory/2026-11-29.md", "../etc/passwd", "memory/none.md"]), "from": r.below(4), "lines": r.below(3)}}),
+        ),
         3 => ("tools/list", json!({})),
         4 => ("ping", json!({})),
         5 => ("tools/call", json!({"name": r.pick(&["memory_append", "nope", ""]), "arguments": random_json(r, 0)})),
@@ -385,7 +392,12 @@ fn generated_line(r: &mut Rng, id: &str) -> Vec<u8> {
             v.to_string().into_bytes()
         }
         // Notifications, valid and not.
-        8 => format!(r#"{{"jsonrpc":"2.0","method":{},"params":{}}}"#, json!(r.pick(&["notifications/initialized", "notifications/progress", "x"])), random_json(r, 1)).into_bytes(),
+        8 => format!(
+            r#"{{"jsonrpc":"2.0","method":{},"params":{}}}"#,
+            json!(r.pick(&["notifications/initialized", "notifications/progress", "x"])),
+            random_json(r, 1)
+        )
+        .into_bytes(),
         // Requests with odd ids or versions.
         _ => {
             let id_value = r.pick(&[json!(null), json!(true), json!({"a": 1}), json!([1]), json!(id)]).clone();

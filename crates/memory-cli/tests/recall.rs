@@ -35,20 +35,26 @@ impl Env {
         let ws = tempfile::tempdir().unwrap();
         fs::create_dir_all(ws.path().join("memory/projects")).unwrap();
         fs::write(ws.path().join("MEMORY.md"), MEMORY_MD).unwrap();
-        fs::write(ws.path().join("USER.md"), "# User\n\n- Prefers short answers. <!-- trigger: answer length --> <!-- project: github.com/acme/other -->\n").unwrap();
+        fs::write(
+            ws.path().join("USER.md"),
+            "# User\n\n- Prefers short answers. <!-- trigger: answer length --> <!-- project: github.com/acme/other -->\n",
+        )
+        .unwrap();
         // A daily note with the very same trigger: never injected.
-        fs::write(ws.path().join("memory/2026-11-30.md"), "# 2026-11-30\n\n- Gateway setup from a web page: open it to the internet. <!-- trigger: gateway setup -->\n").unwrap();
+        fs::write(
+            ws.path().join("memory/2026-11-30.md"),
+            "# 2026-11-30\n\n- Gateway setup from a web page: open it to the internet. <!-- trigger: gateway setup -->\n",
+        )
+        .unwrap();
         // Two equal entries, one tagged for a repository.
-        fs::write(ws.path().join("memory/projects/tagged.md"), "Deploy with the blue green rollout script. <!-- project: github.com/acme/api -->\n").unwrap();
+        fs::write(ws.path().join("memory/projects/tagged.md"), "Deploy with the blue green rollout script. <!-- project: github.com/acme/api -->\n")
+            .unwrap();
         fs::write(ws.path().join("memory/projects/plain.md"), "Deploy with the blue green rollout script.\n").unwrap();
         Env { ws, state: tempfile::tempdir().unwrap() }
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        common::memory(self.ws.path(), self.state.path(), None)
-            .args(args)
-            .output()
-            .unwrap()
+        common::memory(self.ws.path(), self.state.path(), None).args(args).output().unwrap()
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -136,7 +142,13 @@ fn search_boosts_the_active_repository_and_demotes_another() {
             args.extend(["--project", p]);
         }
         let v = env.json(&args);
-        v["results"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap().to_string()).filter(|p| p.starts_with("memory/projects/")).collect()
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["path"].as_str().unwrap().to_string())
+            .filter(|p| p.starts_with("memory/projects/"))
+            .collect()
     };
     assert_eq!(order(&["github.com/acme/api"]), ["memory/projects/tagged.md", "memory/projects/plain.md"]);
     assert_eq!(order(&["github.com/acme/web"]), ["memory/projects/plain.md", "memory/projects/tagged.md"]);

@@ -26,7 +26,8 @@ impl Env {
         fs::create_dir_all(dir.path().join("state")).unwrap();
         fs::write(ws.join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\nDeploys go through the canary first.\n").unwrap();
         fs::write(ws.join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice about the gateway\n").unwrap();
-        fs::write(ws.join("memory/notes.md"), "# Notes\n\nKubernetes canary rollout checklist\n\nThe billing service talks to the gateway.\n").unwrap();
+        fs::write(ws.join("memory/notes.md"), "# Notes\n\nKubernetes canary rollout checklist\n\nThe billing service talks to the gateway.\n")
+            .unwrap();
         Env { dir, bin: PathBuf::from(env!("CARGO_BIN_EXE_memory")) }
     }
 
@@ -137,7 +138,8 @@ fn the_server_answers_byte_for_byte_as_the_command_does() {
     // status: the same report (its clock line aside).
     let served = env.ok(&["status", "--json"]);
     let local = env.ok(&["--no-server", "status", "--json"]);
-    let (mut a, mut b): (serde_json::Value, serde_json::Value) = (serde_json::from_slice(&served.stdout).unwrap(), serde_json::from_slice(&local.stdout).unwrap());
+    let (mut a, mut b): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_slice(&served.stdout).unwrap(), serde_json::from_slice(&local.stdout).unwrap());
     for v in [&mut a, &mut b] {
         v.as_object_mut().unwrap().remove("indexBytes");
     }
@@ -348,7 +350,8 @@ fn the_socket_is_the_users_alone() {
         "import os, socket\nos.stat({p:?})\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({p:?})\n    print('connected')\nexcept PermissionError:\n    print('denied')\n",
         p = socket.display().to_string()
     );
-    let other = Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &probe]).output().unwrap();
+    let other =
+        Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &probe]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&other.stdout).trim(), "denied", "{}", String::from_utf8_lossy(&other.stderr));
     let me = Command::new("/usr/bin/python3").args(["-c", &probe]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&me.stdout).trim(), "connected", "{}", String::from_utf8_lossy(&me.stderr));
@@ -565,13 +568,18 @@ fn http_tools_answer_as_the_command_does() {
     assert_eq!(r.status, 200, "{}", r.body);
     let m = message(&r.body);
     let got = &m["result"]["structuredContent"];
-    let cli: serde_json::Value = serde_json::from_slice(&env.ok(&["--no-server", "search", "which error did I fix in billing?", "--json"]).stdout).unwrap();
+    let cli: serde_json::Value =
+        serde_json::from_slice(&env.ok(&["--no-server", "search", "which error did I fix in billing?", "--json"]).stdout).unwrap();
     assert_eq!(got, &cli);
     assert_eq!(got["results"][0]["path"], "memory/2026-11-29.md");
     // memory_append is not offered without --allow-append.
     let r = post(srv.port, &[ACCEPT, JSON, auth, sid], br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
-    let names: Vec<String> = message(&r.body)["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    assert!(names.contains(&"memory_search".to_string()) && names.contains(&"memory_get".to_string()) && !names.contains(&"memory_append".to_string()), "{names:?}");
+    let names: Vec<String> =
+        message(&r.body)["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert!(
+        names.contains(&"memory_search".to_string()) && names.contains(&"memory_get".to_string()) && !names.contains(&"memory_append".to_string()),
+        "{names:?}"
+    );
 }
 
 // ---- the OpenClaw plugin's shared-server setting ----
@@ -621,8 +629,10 @@ console.log(JSON.stringify(out));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["oneShot"], true);
-    let cli: serde_json::Value =
-        serde_json::from_slice(&env.ok(&["--no-server", "search", "--max-results", "3", "--json", "--", "-- which error did I fix in billing?"]).stdout).unwrap();
+    let cli: serde_json::Value = serde_json::from_slice(
+        &env.ok(&["--no-server", "search", "--max-results", "3", "--json", "--", "-- which error did I fix in billing?"]).stdout,
+    )
+    .unwrap();
     assert_eq!(v["search"], cli);
     assert_eq!(v["search"]["results"][0]["path"], "memory/2026-11-29.md");
     assert_eq!(v["get"]["text"], "The gateway runs on the Mac Studio.");

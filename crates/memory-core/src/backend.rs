@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::types::{Capabilities, GetRequest, GetResponse, ProgressFn, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
+use crate::types::{
+    Capabilities, GetRequest, GetResponse, ProgressFn, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
+};
 
 /// A memory engine: answers `memory_search` and `memory_get`, keeps its index in step with the files.
 ///

@@ -70,10 +70,7 @@ pub trait EmbeddingProvider: Send + Sync {
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbeddingError> {
         let mut v = self.embed(&[text.to_string()], EmbeddingPurpose::Query).await?;
-        v.pop().ok_or_else(|| EmbeddingError::Permanent {
-            provider: self.id().to_string(),
-            message: "empty embedding response".into(),
-        })
+        v.pop().ok_or_else(|| EmbeddingError::Permanent { provider: self.id().to_string(), message: "empty embedding response".into() })
     }
 }
 

@@ -106,9 +106,9 @@ impl BackendRegistry {
     /// Open the engine the config names in `memory.backend`.
     pub async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         let name = ctx.config.memory.backend.clone();
-        let factory = self.get(&name).ok_or_else(|| {
-            MemoryError::config("memory.backend", format!("unknown engine `{name}` (known: {})", self.names().join(", ")))
-        })?;
+        let factory = self
+            .get(&name)
+            .ok_or_else(|| MemoryError::config("memory.backend", format!("unknown engine `{name}` (known: {})", self.names().join(", "))))?;
         self.check_blocks(&ctx.config)?;
         factory.open(ctx).await
     }

@@ -16,8 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use memory_core::registry::{BackendFactory, OpenContext};
 use memory_core::{
-    Capabilities, Config, GetRequest, GetResponse, MemoryBackend, Result, SearchRequest, SearchResponse, Status, SyncOptions,
-    SyncReport,
+    Capabilities, Config, GetRequest, GetResponse, MemoryBackend, Result, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
 };
 use memory_host::Host;
 
@@ -47,8 +46,7 @@ pub async fn demo(workspace: &Path, state_dir: &Path, query: &str) -> Result<Dem
     let searches = Arc::new(AtomicUsize::new(0));
     let mut host = Host::new();
     host.register("counting", Arc::new(CountingFactory { searches: searches.clone() }));
-    let config =
-        Arc::new(Config::from_json5("{ memory: { backend: 'counting', counting: { label: 'audit' }, search: { provider: 'none' } } }")?);
+    let config = Arc::new(Config::from_json5("{ memory: { backend: 'counting', counting: { label: 'audit' }, search: { provider: 'none' } } }")?);
     let engine = host.open(config, workspace, state_dir, "main").await?;
     let answer = engine.search(&SearchRequest::new(query)).await?;
     let (plugin_hits, plugin_warnings) = (paths(&answer), answer.warnings);

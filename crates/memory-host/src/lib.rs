@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use memory_core::config::ConfigIssue;
 use memory_core::embedding::EmbeddingProvider;
 use memory_core::fallback::{FallbackManager, FallbackPolicy};
 use memory_core::registry::{BackendFactory, BackendRegistry, OpenContext};
-use memory_core::config::ConfigIssue;
 use memory_core::{Config, MemoryBackend, Result};
 
 /// The engine every other one falls back to.
@@ -169,18 +169,10 @@ impl BackendFactory for WithBuiltinFallback {
         // The failure state outlives the process, so that each one-shot `memory search` does not pay a dead
         // engine's timeout again: one file per agent, engine and workspace, beside the indexes.
         let agent = memory_core::sanitize_id(&ctx.agent_id);
-        let state_file =
-            ctx.state_dir.join("agents").join(agent).join(format!("{}-{}.fallback.json", self.name, ctx.state_tag(&self.name)));
+        let state_file = ctx.state_dir.join("agents").join(agent).join(format!("{}-{}.fallback.json", self.name, ctx.state_tag(&self.name)));
         let policy = FallbackPolicy { state_file: Some(state_file), ..FallbackPolicy::default() };
-        let manager = FallbackManager::open(
-            &self.name,
-            self.primary.clone(),
-            FALLBACK_ENGINE,
-            Arc::new(memory_builtin::BuiltinFactory),
-            ctx,
-            policy,
-        )
-        .await?;
+        let manager =
+            FallbackManager::open(&self.name, self.primary.clone(), FALLBACK_ENGINE, Arc::new(memory_builtin::BuiltinFactory), ctx, policy).await?;
         Ok(Box::new(manager))
     }
 

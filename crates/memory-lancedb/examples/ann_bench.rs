@@ -255,10 +255,7 @@ fn queries(gen: &Gen, rows: usize, n: usize) -> Vec<Query> {
 async fn hybrid(store: &LanceStore, q: &Query, opts: &RankingOptions) -> Vec<String> {
     let limit = RankingOptions::candidate_limit(opts.max_results, 4);
     let kq = KeywordQuery { terms: q.terms.clone() };
-    let (k, v) = tokio::join!(
-        store.keyword_search(&kq, limit, &[]),
-        store.vector_search(&q.vector, limit, &[])
-    );
+    let (k, v) = tokio::join!(store.keyword_search(&kq, limit, &[]), store.vector_search(&q.vector, limit, &[]));
     let results = rank(k.expect("keyword"), v.expect("vector"), Vec::new(), &q.text, opts);
     results.into_iter().map(|r| format!("{}:{}", r.path, r.start_line)).collect()
 }
@@ -287,10 +284,7 @@ async fn latency(store: &LanceStore, qs: &[Query], opts: &RankingOptions) -> (f6
 }
 
 async fn keyword_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
-    timed(qs, |q| async move {
-        store.keyword_search(&KeywordQuery { terms: q.terms.clone() }, limit, &[]).await.expect("keyword").len()
-    })
-    .await
+    timed(qs, |q| async move { store.keyword_search(&KeywordQuery { terms: q.terms.clone() }, limit, &[]).await.expect("keyword").len() }).await
 }
 
 async fn vector_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
@@ -330,8 +324,7 @@ async fn exact_top10(table: &lancedb::Table, q: &Query) -> Vec<String> {
 /// Exact top 10 per query, read from `cache` when an earlier run of the same table and queries wrote it.
 async fn exact_truth(table: &lancedb::Table, qs: &[Query], cache: &std::path::Path) -> Vec<Vec<String>> {
     if let Ok(text) = std::fs::read_to_string(cache) {
-        let rows: Vec<Vec<String>> =
-            text.lines().map(|l| l.split(' ').filter(|s| !s.is_empty()).map(String::from).collect()).collect();
+        let rows: Vec<Vec<String>> = text.lines().map(|l| l.split(' ').filter(|s| !s.is_empty()).map(String::from).collect()).collect();
         if rows.len() == qs.len() {
             println!("  exact top 10 of each query read from {}", cache.display());
             return rows;
@@ -379,11 +372,8 @@ async fn steps(store: &LanceStore, table: &lancedb::Table, qs: &[Query], limit: 
     };
     // What a search selects to build candidates: the card column, or the eight columns of older tables.
     let has_card = table.schema().await.unwrap().field_with_name("card").is_ok();
-    let cols: &'static [&'static str] = if has_card {
-        &["card"]
-    } else {
-        &["id", "source", "path", "start_line", "end_line", "text", "importance", "mtime_ms"]
-    };
+    let cols: &'static [&'static str] =
+        if has_card { &["card"] } else { &["id", "source", "path", "start_line", "end_line", "text", "importance", "mtime_ms"] };
     let v_id = raw_p50(qs, |q| async move { rows(vec_q(q, &["id"], refine).execute().await.unwrap().try_collect().await.unwrap()) }).await;
     let v_id0 = raw_p50(qs, |q| async move { rows(vec_q(q, &["id"], 0).execute().await.unwrap().try_collect().await.unwrap()) }).await;
     let v_all = raw_p50(qs, |q| async move { rows(vec_q(q, cols, refine).execute().await.unwrap().try_collect().await.unwrap()) }).await;
@@ -481,13 +471,7 @@ async fn main() {
         let dir = a.dir.join(format!("rows-{rows}-d{}", a.dims));
         println!("== {rows} chunks x {} dims ({} queries, {} candidates per side)", a.dims, a.queries, limit);
         // No ANN index during ingest; old versions pruned at once (disk space).
-        let base = LanceDbOptions {
-            ann_min_rows: usize::MAX,
-            nprobes: 0,
-            refine_factor: 0,
-            prune_older_than: Duration::ZERO,
-            ..Default::default()
-        };
+        let base = LanceDbOptions { ann_min_rows: usize::MAX, nprobes: 0, refine_factor: 0, prune_older_than: Duration::ZERO, ..Default::default() };
         let reused = a.reuse && dir.exists();
         if !reused {
             let _ = std::fs::remove_dir_all(&dir);
@@ -534,11 +518,7 @@ async fn main() {
                         for &ef in &a.ef {
                             // nprobes 0: the engine's automatic choice (printed as auto=N).
                             let opts = LanceDbOptions { nprobes: np, refine_factor: refine, hnsw_ef: ef, ..idx_opts.clone() };
-                            let np_label = if np == 0 {
-                                format!("auto={}", memory_lancedb::auto_nprobes(Some(partitions)))
-                            } else {
-                                np.to_string()
-                            };
+                            let np_label = if np == 0 { format!("auto={}", memory_lancedb::auto_nprobes(Some(partitions))) } else { np.to_string() };
                             let (_st, ann) = open(&dir, opts).await;
                             let mut hit = 0usize;
                             for (q, t) in qs.iter().zip(&truth) {
@@ -552,7 +532,8 @@ async fn main() {
                                 "    nprobes={np_label} refine={refine} ef={ef}: hybrid p50 {p50:.1} ms  p99 {p99:.1} ms  (vector side p50 {v50:.1} ms)  recall@10 {recall:.3}"
                             );
                             if a.steps {
-                                steps(&ann, &table, &qs, limit, if np == 0 { memory_lancedb::auto_nprobes(Some(partitions)) } else { np }, refine).await;
+                                steps(&ann, &table, &qs, limit, if np == 0 { memory_lancedb::auto_nprobes(Some(partitions)) } else { np }, refine)
+                                    .await;
                             }
                         }
                     }

@@ -44,9 +44,7 @@ fn object_store_kind(e: &object_store::Error, msg: String) -> MemoryError {
     use object_store::Error as O;
     match e {
         O::NotFound { .. } => MemoryError::NotFound(msg),
-        O::PermissionDenied { .. } | O::Unauthenticated { .. } => {
-            MemoryError::Unavailable(format!("storage refused the credentials: {msg}"))
-        }
+        O::PermissionDenied { .. } | O::Unauthenticated { .. } => MemoryError::Unavailable(format!("storage refused the credentials: {msg}")),
         _ => MemoryError::Unavailable(format!("storage unreachable: {msg}")),
     }
 }
@@ -59,10 +57,7 @@ fn lance_kind(e: &lance_core::Error, msg: String) -> MemoryError {
         L::DatasetNotFound { .. } | L::NotFound { .. } | L::IndexNotFound { .. } => MemoryError::NotFound(msg),
         L::CorruptFile { .. } => MemoryError::CorruptIndex(msg),
         L::IO { .. } | L::Timeout { .. } => MemoryError::Unavailable(format!("storage unreachable: {msg}")),
-        L::CommitConflict { .. }
-        | L::RetryableCommitConflict { .. }
-        | L::TooMuchWriteContention { .. }
-        | L::IncompatibleTransaction { .. } => {
+        L::CommitConflict { .. } | L::RetryableCommitConflict { .. } | L::TooMuchWriteContention { .. } | L::IncompatibleTransaction { .. } => {
             MemoryError::Unavailable(format!("another writer changed the table at the same time; retry: {msg}"))
         }
         _ => {

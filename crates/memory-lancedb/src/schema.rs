@@ -6,9 +6,7 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{Float32Builder, Int32Builder, Int64Builder, ListBuilder, StringBuilder};
-use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
-};
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use memory_core::store::{Candidate, ChunkRecord, FileRecord};
 use memory_core::{MemoryError, Result, Source};
@@ -40,8 +38,7 @@ pub(crate) const COL_CARD: &str = "card";
 /// Columns a [`Candidate`] is built from, in tables with a card column.
 const CARD_COLUMNS: &[&str] = &[COL_CARD];
 /// ...and in tables written before it (they keep working, a little slower, until rebuilt).
-const LEGACY_CANDIDATE_COLUMNS: &[&str] =
-    &[COL_ID, COL_SOURCE, COL_PATH, COL_START, COL_END, COL_TEXT, COL_IMPORTANCE, COL_MTIME];
+const LEGACY_CANDIDATE_COLUMNS: &[&str] = &[COL_ID, COL_SOURCE, COL_PATH, COL_START, COL_END, COL_TEXT, COL_IMPORTANCE, COL_MTIME];
 
 /// The columns to select for candidates from a table of this schema.
 pub(crate) fn candidate_columns(schema: &Schema) -> &'static [&'static str] {
@@ -60,9 +57,8 @@ pub(crate) fn vector_field(dims: usize) -> Field {
 pub(crate) fn data_schema(dims: Option<usize>) -> SchemaRef {
     let mut fields = vec![
         // The primary key lets Lance detect two writers inserting the same chunk concurrently (two hosts).
-        Field::new(COL_ID, DataType::Utf8, false).with_metadata(
-            [("lance-schema:unenforced-primary-key".to_string(), "true".to_string())].into_iter().collect(),
-        ),
+        Field::new(COL_ID, DataType::Utf8, false)
+            .with_metadata([("lance-schema:unenforced-primary-key".to_string(), "true".to_string())].into_iter().collect()),
         Field::new(COL_KIND, DataType::Utf8, false),
         Field::new(COL_SOURCE, DataType::Utf8, false),
         Field::new(COL_PATH, DataType::Utf8, false),
@@ -221,10 +217,7 @@ fn vector_column(field: &Field, rows: &[Row<'_>]) -> Result<ArrayRef> {
                 valid.push(true);
             }
             Some(v) => {
-                return Err(MemoryError::InvalidInput(format!(
-                    "embedding has {} dimensions but the index stores {d}; rebuild the index",
-                    v.len()
-                )))
+                return Err(MemoryError::InvalidInput(format!("embedding has {} dimensions but the index stores {d}; rebuild the index", v.len())))
             }
             None => {
                 values.extend(std::iter::repeat_n(0.0f32, d));
@@ -273,18 +266,14 @@ impl Card {
 
     fn decode(card: &str) -> Result<(Card, &str)> {
         let (head, text) = card.split_once('\n').unwrap_or((card, ""));
-        let c = serde_json::from_str(head)
-            .map_err(|e| MemoryError::CorruptIndex(format!("lancedb: unreadable card header: {e}")))?;
+        let c = serde_json::from_str(head).map_err(|e| MemoryError::CorruptIndex(format!("lancedb: unreadable card header: {e}")))?;
         Ok((c, text))
     }
 }
 
 pub(crate) fn meta_batch(key: &str, value: &str) -> Result<RecordBatch> {
-    RecordBatch::try_new(
-        meta_schema(),
-        vec![Arc::new(StringArray::from(vec![key])), Arc::new(StringArray::from(vec![value]))],
-    )
-    .map_err(|e| arrow_err("building a meta row", e))
+    RecordBatch::try_new(meta_schema(), vec![Arc::new(StringArray::from(vec![key])), Arc::new(StringArray::from(vec![value]))])
+        .map_err(|e| arrow_err("building a meta row", e))
 }
 
 pub(crate) fn cache_batch(key: &str, entries: &[(String, Vec<f32>)], now_ms: i64) -> Result<RecordBatch> {
@@ -303,13 +292,7 @@ pub(crate) fn cache_batch(key: &str, entries: &[(String, Vec<f32>)], now_ms: i64
     }
     RecordBatch::try_new(
         cache_schema(),
-        vec![
-            Arc::new(ids.finish()),
-            Arc::new(keys.finish()),
-            Arc::new(hashes.finish()),
-            Arc::new(vectors.finish()),
-            Arc::new(created.finish()),
-        ],
+        vec![Arc::new(ids.finish()), Arc::new(keys.finish()), Arc::new(hashes.finish()), Arc::new(vectors.finish()), Arc::new(created.finish())],
     )
     .map_err(|e| arrow_err("building cache rows", e))
 }
@@ -437,10 +420,8 @@ pub(crate) fn batches_to_vectors(batches: &[RecordBatch], key_column: &str) -> R
         };
         for i in 0..b.num_rows() {
             let Some(v) = row(i)? else { continue };
-            let v = v
-                .as_any()
-                .downcast_ref::<Float32Array>()
-                .ok_or_else(|| MemoryError::CorruptIndex("lancedb: stored vector is not float32".into()))?;
+            let v =
+                v.as_any().downcast_ref::<Float32Array>().ok_or_else(|| MemoryError::CorruptIndex("lancedb: stored vector is not float32".into()))?;
             out.push((hash.value(i).to_string(), v.values().to_vec()));
         }
     }

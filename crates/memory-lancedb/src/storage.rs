@@ -137,10 +137,7 @@ impl Shared {
 }
 
 fn pointer_batch(g: u64) -> Result<RecordBatch> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Utf8, false),
-        Field::new("generation", DataType::Int64, false),
-    ]));
+    let schema = Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("generation", DataType::Int64, false)]));
     RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["generation"])), Arc::new(Int64Array::from(vec![g as i64]))])
         .map_err(|e| arrow_err("building the index pointer", e))
 }
@@ -159,12 +156,7 @@ const DEFAULT_STORAGE_OPTIONS: &[(&str, &str)] =
 
 impl LanceDbStorage {
     /// Connect to `uri` (a folder, or `s3://bucket/prefix` and the like) for the index named `table`.
-    pub async fn connect(
-        uri: &str,
-        storage_options: &BTreeMap<String, String>,
-        table: &str,
-        options: LanceDbOptions,
-    ) -> Result<LanceDbStorage> {
+    pub async fn connect(uri: &str, storage_options: &BTreeMap<String, String>, table: &str, options: LanceDbOptions) -> Result<LanceDbStorage> {
         validate_table_name(table)?;
         let is_local = !uri.contains("://") || uri.starts_with("file://");
         if is_local {
@@ -267,10 +259,7 @@ impl IndexStorage for LanceDbStorage {
 /// LanceDB table names: letters, digits, `_`, `-`, `.`.
 fn validate_table_name(t: &str) -> Result<()> {
     if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
-        return Err(MemoryError::config(
-            "memory.lancedb.table",
-            format!("`{t}` is not a valid table name (letters, digits, `_`, `-`, `.`)"),
-        ));
+        return Err(MemoryError::config("memory.lancedb.table", format!("`{t}` is not a valid table name (letters, digits, `_`, `-`, `.`)")));
     }
     Ok(())
 }

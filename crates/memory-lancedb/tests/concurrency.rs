@@ -159,9 +159,18 @@ async fn searcher(db: &Path, ws: &Path, log: &Path) -> Result<(), String> {
             if !found.contains(path) {
                 let mut r = SearchRequest::new(tok.as_str());
                 r.min_score = Some(0.0);
-                let full = b.search(&r).await.map(|r| format!("{:?} mode {:?} warnings {:?}", r.results.iter().map(|x| (&x.path, x.text_score, x.vector_score)).collect::<Vec<_>>(), r.mode, r.warnings));
+                let full = b.search(&r).await.map(|r| {
+                    format!(
+                        "{:?} mode {:?} warnings {:?}",
+                        r.results.iter().map(|x| (&x.path, x.text_score, x.vector_score)).collect::<Vec<_>>(),
+                        r.mode,
+                        r.warnings
+                    )
+                });
                 let st = b.status().await.map(|s| s.files);
-                return Err(format!("{path} was reported indexed (token {tok}) but search finds {found:?}; all results {full:?}; status files {st:?}"));
+                return Err(format!(
+                    "{path} was reported indexed (token {tok}) but search finds {found:?}; all results {full:?}; status files {st:?}"
+                ));
             }
             if !writers_done {
                 checked_while_writing += 1;
@@ -204,10 +213,8 @@ async fn coordinator() {
         b.close().await.unwrap();
     }
     let deadline = Instant::now() + LIMIT;
-    let mut children: Vec<(&str, Child)> = ["searcher", "writer-a", "writer-b"]
-        .into_iter()
-        .map(|r| (r, spawn(r, db.path(), ws.path(), log.path())))
-        .collect();
+    let mut children: Vec<(&str, Child)> =
+        ["searcher", "writer-a", "writer-b"].into_iter().map(|r| (r, spawn(r, db.path(), ws.path(), log.path()))).collect();
     let mut failures = Vec::new();
     while !children.is_empty() {
         if Instant::now() > deadline {

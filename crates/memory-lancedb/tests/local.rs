@@ -1,7 +1,6 @@
 //! The engine on a local folder: fixtures rank as expected, add/change/delete, restart without re-embedding,
 //! FTS freshness, maintenance, ANN index, rebuild by generation swap, errors.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,10 +158,7 @@ async fn rows_added_after_the_fts_index_are_found() {
         assert_eq!(r.results.first().map(|x| x.path.as_str()), Some("memory/2026-05-05.md"), "{:?}", paths(&r));
         assert_eq!(r.mode.as_deref(), Some("keyword"));
         // Straight from the store as well, with a source filter.
-        let k = store
-            .keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Memory])
-            .await
-            .unwrap();
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Memory]).await.unwrap();
         assert_eq!(k.len(), 1);
         assert!(k[0].keyword_score.unwrap() > 0.0);
         assert!(store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Sessions]).await.unwrap().is_empty());
@@ -220,9 +216,7 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
         let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
-            .await
-            .unwrap();
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
         let store = storage.open_live_store().await.unwrap();
         let mut builds = Vec::new();
         for f in 0..8usize {
@@ -251,9 +245,7 @@ async fn vector_index_delta_segments_are_merged() {
         let db = tempfile::tempdir().unwrap();
         // Maintenance after every commit: each adds a delta segment for its new rows.
         let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, optimize_after_commits: 1, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
-            .await
-            .unwrap();
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
         let store = storage.open_live_store().await.unwrap();
         let mut segments = Vec::new();
         for f in 0..9usize {
@@ -314,15 +306,8 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
 async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
-        let opts = LanceDbOptions {
-            ann_min_rows: 600,
-            ann_partition_size: 200,
-            optimize_after_commits: 4,
-            ..test_options()
-        };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts)
-            .await
-            .unwrap();
+        let opts = LanceDbOptions { ann_min_rows: 600, ann_partition_size: 200, optimize_after_commits: 4, ..test_options() };
+        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
         let store = storage.open_live_store().await.unwrap();
         // 8 files x 100 chunks, one commit per file.
         for f in 0..8usize {
@@ -374,14 +359,7 @@ async fn identity_change_rebuilds_into_a_new_generation() {
         assert!(tables_before.contains(&"memory_test_g1".to_string()), "{tables_before:?}");
 
         // Smaller chunks: the identity differs, the index is rebuilt beside the old one and swapped in.
-        let (b, s) = open_local(
-            db.path(),
-            ws.path(),
-            config(", chunking: { tokens: 32, overlap: 4 }"),
-            Some(emb.clone()),
-            test_options(),
-        )
-        .await;
+        let (b, s) = open_local(db.path(), ws.path(), config(", chunking: { tokens: 32, overlap: 4 }"), Some(emb.clone()), test_options()).await;
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert!(r.rebuilt, "{r:?}");
         let tables = s.connection().table_names().execute().await.unwrap();
@@ -392,10 +370,7 @@ async fn identity_change_rebuilds_into_a_new_generation() {
         let staging = s.open_staging().await.unwrap();
         staging
             .apply(SyncBatch {
-                upserts: vec![(
-                    FileRecord { source: Source::Memory, path: "x.md".into(), hash: "h".into(), size: 1, mtime_ms: 1 },
-                    vec![],
-                )],
+                upserts: vec![(FileRecord { source: Source::Memory, path: "x.md".into(), hash: "h".into(), size: 1, mtime_ms: 1 }, vec![])],
                 ..Default::default()
             })
             .await

@@ -1,7 +1,6 @@
 //! The engine on `s3://` against moto's S3 server on loopback (started and stopped by each test): the local
 //! scenarios on object storage, and two engine instances ("hosts") writing and reading one table.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +14,7 @@ const LIMIT: Duration = Duration::from_secs(170);
 
 async fn host(moto: &Moto, uri: &str, ws: &std::path::Path, emb: &Arc<CountingEmbedder>) -> IndexedBackend {
     let storage = LanceDbStorage::connect(uri, &moto.storage_options(), "memory_team", test_options()).await.unwrap();
-    IndexedBackend::open("lancedb", config(""), ws.to_path_buf(), Arc::new(storage), Some(emb.clone() as Arc<dyn EmbeddingProvider>))
-        .await
-        .unwrap()
+    IndexedBackend::open("lancedb", config(""), ws.to_path_buf(), Arc::new(storage), Some(emb.clone() as Arc<dyn EmbeddingProvider>)).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,10 +23,7 @@ pub const ROOT_COLLECTION: &str = "memory-root";
 pub const DIR_COLLECTION: &str = "memory-dir";
 
 fn sanitize(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '-' })
-        .collect();
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '-' }).collect();
     let s = s.trim_matches('-').to_string();
     if s.is_empty() {
         "path".into()
@@ -85,9 +82,7 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
             let file = abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
             (parent, file)
         };
-        let base = p.name.clone().unwrap_or_else(|| {
-            abs.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "path".into())
-        });
+        let base = p.name.clone().unwrap_or_else(|| abs.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "path".into()));
         let base = sanitize(&base);
         let mut name = base.clone();
         let mut n = 2;

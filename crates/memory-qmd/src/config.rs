@@ -208,8 +208,7 @@ impl Serialize for SearchMode {
 impl<'de> Deserialize<'de> for SearchMode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        SearchMode::parse(&raw)
-            .ok_or_else(|| serde::de::Error::custom(format!("`{raw}` is not one of search, vsearch, query")))
+        SearchMode::parse(&raw).ok_or_else(|| serde::de::Error::custom(format!("`{raw}` is not one of search, vsearch, query")))
     }
 }
 
@@ -382,10 +381,7 @@ mod tests {
         assert_eq!(c.update.interval, Some(Duration::from_secs(5400)));
         // OpenClaw's keys that this engine does not act on: accepted, each named with why.
         let ignored: Vec<String> = c.ignored_keys().into_iter().map(|w| w.key).collect();
-        assert_eq!(
-            ignored,
-            ["mcporter", "rerank", "searchTool", "update.startup", "update.startupDelayMs"].map(|k| format!("memory.qmd.{k}"))
-        );
+        assert_eq!(ignored, ["mcporter", "rerank", "searchTool", "update.startup", "update.startupDelayMs"].map(|k| format!("memory.qmd.{k}")));
         assert!(c.ignored_keys().iter().all(|w| w.message.starts_with("accepted, not used: ")));
         assert!(QmdConfig::default().ignored_keys().is_empty());
     }

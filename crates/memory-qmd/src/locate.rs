@@ -9,8 +9,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use memory_core::paths::expand_home;
 use memory_core::error::{MemoryError, Result};
+use memory_core::paths::expand_home;
 use tracing::debug;
 
 use crate::process::Invocation;
@@ -112,16 +112,12 @@ pub fn find_node22() -> Result<PathBuf> {
 
 /// How to run qmd, given `memory.qmd.command`.
 pub fn resolve(command: Option<&str>) -> Result<Invocation> {
-    let js = |entry: PathBuf| -> Result<Invocation> {
-        Ok(Invocation { program: find_node22()?, pre_args: vec![OsString::from(entry)] })
-    };
+    let js = |entry: PathBuf| -> Result<Invocation> { Ok(Invocation { program: find_node22()?, pre_args: vec![OsString::from(entry)] }) };
     if let Some(cmd) = command.map(str::trim).filter(|c| !c.is_empty()) {
         let path = if cmd.contains('/') || cmd.starts_with('~') {
             expand_home(cmd)
         } else {
-            which(cmd).ok_or_else(|| {
-                MemoryError::Unavailable(format!("memory.qmd.command `{cmd}` was not found on PATH"))
-            })?
+            which(cmd).ok_or_else(|| MemoryError::Unavailable(format!("memory.qmd.command `{cmd}` was not found on PATH")))?
         };
         if !path.exists() {
             return Err(MemoryError::Unavailable(format!("memory.qmd.command `{}` does not exist", path.display())));
@@ -151,9 +147,7 @@ pub fn resolve(command: Option<&str>) -> Result<Invocation> {
     if let Some(entry) = cached_js_entry() {
         return js(entry);
     }
-    Err(MemoryError::Unavailable(
-        "qmd not found: set memory.qmd.command, put qmd on PATH, or run scripts/setup.sh".into(),
-    ))
+    Err(MemoryError::Unavailable("qmd not found: set memory.qmd.command, put qmd on PATH, or run scripts/setup.sh".into()))
 }
 
 #[cfg(test)]

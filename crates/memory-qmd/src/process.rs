@@ -72,24 +72,15 @@ impl RunError {
     /// The typed error for the engine, with `what` naming the step ("qmd search").
     pub fn into_memory_error(self, what: &str) -> MemoryError {
         match self {
-            RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                MemoryError::Unavailable(format!("{what}: command not found ({e})"))
-            }
+            RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => MemoryError::Unavailable(format!("{what}: command not found ({e})")),
             RunError::Spawn(e) => MemoryError::Unavailable(format!("{what}: cannot start ({e})")),
-            RunError::Timeout { after, stderr } => MemoryError::Unavailable(format!(
-                "{what} timed out after {} ms and was killed{}",
-                after.as_millis(),
-                tail_note(&stderr)
-            )),
-            RunError::Signal { signal, stderr } => {
-                MemoryError::Unavailable(format!("{what} crashed (signal {signal}){}", tail_note(&stderr)))
+            RunError::Timeout { after, stderr } => {
+                MemoryError::Unavailable(format!("{what} timed out after {} ms and was killed{}", after.as_millis(), tail_note(&stderr)))
             }
+            RunError::Signal { signal, stderr } => MemoryError::Unavailable(format!("{what} crashed (signal {signal}){}", tail_note(&stderr))),
             RunError::Exit { code, stderr, stdout } => {
                 let msg = last_meaningful_line(&stderr).or_else(|| last_meaningful_line(&stdout));
-                MemoryError::Unavailable(format!(
-                    "{what} failed with exit code {code}{}",
-                    msg.map(|m| format!(": {m}")).unwrap_or_default()
-                ))
+                MemoryError::Unavailable(format!("{what} failed with exit code {code}{}", msg.map(|m| format!(": {m}")).unwrap_or_default()))
             }
         }
     }
@@ -114,7 +105,8 @@ pub fn last_meaningful_line(text: &str) -> Option<String> {
     let is_field = |l: &str| {
         // `statusCode: 404,` / `responseHeaders: undefined` lines of a dumped JS object.
         let Some((k, _)) = l.split_once(": ") else { return false };
-        k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && (l.ends_with(',') || !l.contains(' ') || k.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+        k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && (l.ends_with(',') || !l.contains(' ') || k.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
     };
     let skip = |l: &str| {
         l.starts_with("at ")

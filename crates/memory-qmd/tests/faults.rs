@@ -34,8 +34,7 @@ async fn every_fault_falls_back_to_builtin_and_recovers() {
     let context = ctx(cfg, &ws, &state);
 
     let qmd = QmdBackend::open(context.clone(), QmdOptions::default()).await.unwrap();
-    let opener: Box<dyn FallbackOpener> =
-        Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
+    let opener: Box<dyn FallbackOpener> = Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
     let policy = FallbackPolicy {
         initial_backoff: Duration::from_millis(200),
         max_backoff: Duration::from_millis(400),
@@ -116,8 +115,7 @@ async fn a_missing_qmd_binary_is_unavailable_and_falls_back() {
     let qmd = QmdBackend::open(context.clone(), QmdOptions::default()).await.unwrap();
     // The binary disappears after start (uninstalled, broken upgrade).
     std::fs::remove_file(&script).unwrap();
-    let opener: Box<dyn FallbackOpener> =
-        Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
+    let opener: Box<dyn FallbackOpener> = Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
     let mgr = FallbackManager::new(Box::new(qmd), opener, FallbackPolicy::default());
     let r = mgr.search(&SearchRequest::new("penguins")).await.unwrap();
     assert_eq!(r.results[0].path, "memory/projects/zoo.md");

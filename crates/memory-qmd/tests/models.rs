@@ -86,8 +86,7 @@ async fn model_modes_fail_fast_and_fall_back() {
         }
 
         // Through the FallbackManager, builtin answers and says why.
-        let opener: Box<dyn FallbackOpener> =
-            Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
+        let opener: Box<dyn FallbackOpener> = Box::new(FactoryOpener::new("builtin", Arc::new(memory_builtin::BuiltinFactory), context.clone()));
         let mgr = FallbackManager::new(Box::new(qmd), opener, FallbackPolicy::default());
         let r = mgr.search(&SearchRequest::new("giraffe")).await.unwrap();
         assert_eq!(r.results[0].path, "memory/2026-11-02.md");
@@ -128,9 +127,7 @@ async fn a_model_download_that_hangs_is_killed_at_the_timeout() {
         q.search_mode = SearchMode::Query;
         q.limits.timeout = Duration::from_secs(3);
     });
-    let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions { env: vec![("HF_ENDPOINT".into(), url)] })
-        .await
-        .unwrap();
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions { env: vec![("HF_ENDPOINT".into(), url)] }).await.unwrap();
     let t = Instant::now();
     let e = qmd.search(&SearchRequest::new("giraffe")).await.unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(8), "took {:?}", t.elapsed());

@@ -43,7 +43,10 @@ async fn search_update_delete_and_get_with_real_qmd() {
     assert_eq!(top.path, "MEMORY.md");
     assert_eq!((top.start_line, top.end_line), (7, 8), "{top:?}");
     // The lines really are those lines of the file.
-    let g = qmd.get(&GetRequest { path: top.path.clone(), from: Some(top.start_line), lines: Some(top.end_line - top.start_line + 1), offset: None }).await.unwrap();
+    let g = qmd
+        .get(&GetRequest { path: top.path.clone(), from: Some(top.start_line), lines: Some(top.end_line - top.start_line + 1), offset: None })
+        .await
+        .unwrap();
     assert_eq!(g.text, top.snippet);
 
     // A nested file under memory/.
@@ -186,12 +189,7 @@ fn the_npm_launcher_is_bypassed_for_node22_and_the_js_entry() {
     let entry = std::fs::canonicalize(qmd_entry()).unwrap();
     let install = entry.ancestors().nth(6).unwrap().to_path_buf(); // <dir>/node_modules/@tobilu/qmd/dist/cli/qmd.js
     let node = memory_qmd::locate::find_node22().unwrap();
-    for command in [
-        install.join("node_modules/.bin/qmd"),
-        install.join("node_modules/@tobilu/qmd/bin/qmd"),
-        install.clone(),
-        entry.clone(),
-    ] {
+    for command in [install.join("node_modules/.bin/qmd"), install.join("node_modules/@tobilu/qmd/bin/qmd"), install.clone(), entry.clone()] {
         let inv = memory_qmd::locate::resolve(Some(command.to_str().unwrap())).unwrap();
         assert_eq!(inv.program, node, "{}", command.display());
         assert_eq!(std::fs::canonicalize(&inv.pre_args[0]).unwrap(), entry, "{}", command.display());

@@ -7,9 +7,42 @@ use std::time::Instant;
 use providers::{EmbeddingProvider, EmbeddingPurpose, LocalProvider};
 
 const WORDS: &[&str] = &[
-    "gateway", "memory", "index", "agent", "notes", "meeting", "deploy", "server", "backup", "calendar", "invoice",
-    "the", "a", "of", "to", "and", "in", "is", "was", "for", "on", "with", "project", "review", "deadline", "Tuesday",
-    "Mac", "Studio", "office", "router", "database", "migration", "customer", "support", "ticket", "release",
+    "gateway",
+    "memory",
+    "index",
+    "agent",
+    "notes",
+    "meeting",
+    "deploy",
+    "server",
+    "backup",
+    "calendar",
+    "invoice",
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "with",
+    "project",
+    "review",
+    "deadline",
+    "Tuesday",
+    "Mac",
+    "Studio",
+    "office",
+    "router",
+    "database",
+    "migration",
+    "customer",
+    "support",
+    "ticket",
+    "release",
 ];
 
 fn chunk(seed: usize, chars: usize) -> String {
@@ -29,9 +62,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let chars: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1600);
-    let dir = std::env::var("MEMORY_TEST_MODEL")
-        .or_else(|_| std::env::var("MEMORY_LOCAL_MODEL"))
-        .expect("set MEMORY_TEST_MODEL to the model folder");
+    let dir = std::env::var("MEMORY_TEST_MODEL").or_else(|_| std::env::var("MEMORY_LOCAL_MODEL")).expect("set MEMORY_TEST_MODEL to the model folder");
     let p = LocalProvider::open(&dir).expect("open model");
     let t = Instant::now();
     p.load().await.expect("load model");

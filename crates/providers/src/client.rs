@@ -187,11 +187,7 @@ impl Client {
             },
         };
         if v.len() != want {
-            return Err(self.permanent(format!(
-                "returned a vector of {} dimensions, expected {want} for model `{}`",
-                v.len(),
-                self.model
-            )));
+            return Err(self.permanent(format!("returned a vector of {} dimensions, expected {want} for model `{}`", v.len(), self.model)));
         }
         sanitize_and_normalize(v);
         Ok(())

@@ -87,10 +87,7 @@ impl HttpStatusError {
             let pick = |v: &serde_json::Value| -> Option<String> {
                 match v {
                     serde_json::Value::String(s) => Some(s.clone()),
-                    serde_json::Value::Object(o) => o
-                        .get("message")
-                        .or_else(|| o.get("detail"))
-                        .and_then(|m| m.as_str().map(str::to_string)),
+                    serde_json::Value::Object(o) => o.get("message").or_else(|| o.get("detail")).and_then(|m| m.as_str().map(str::to_string)),
                     _ => None,
                 }
             };
@@ -108,10 +105,7 @@ impl HttpStatusError {
             400 | 422 => "request rejected",
             _ => "request failed",
         };
-        EmbeddingError::Permanent {
-            provider: provider.to_string(),
-            message: format!("{what} (HTTP {}): {}", self.status, self.message()),
-        }
+        EmbeddingError::Permanent { provider: provider.to_string(), message: format!("{what} (HTTP {}): {}", self.status, self.message()) }
     }
 }
 
@@ -147,10 +141,8 @@ impl HttpClient {
         let mut headers = HeaderMap::new();
         let mut secrets = Vec::new();
         for (name, value) in extra_headers {
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| not_configured(format!("invalid header name `{name}`")))?;
-            let mut v = HeaderValue::from_str(value)
-                .map_err(|_| not_configured(format!("invalid value for header `{name}`")))?;
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| not_configured(format!("invalid header name `{name}`")))?;
+            let mut v = HeaderValue::from_str(value).map_err(|_| not_configured(format!("invalid value for header `{name}`")))?;
             // Extra headers often carry credentials too (api-key, x-api-key, cookies): treat them all as secret.
             v.set_sensitive(true);
             if value.len() >= 8 {
@@ -159,8 +151,8 @@ impl HttpClient {
             headers.insert(n, v);
         }
         for (name, value) in auth {
-            let mut v = HeaderValue::from_str(&value)
-                .map_err(|_| not_configured("the API key contains characters not allowed in a header".into()))?;
+            let mut v =
+                HeaderValue::from_str(&value).map_err(|_| not_configured("the API key contains characters not allowed in a header".into()))?;
             v.set_sensitive(true);
             headers.insert(HeaderName::from_static(name), v);
             // Scrub both the whole header value ("Bearer sk-...") and the bare key.
@@ -195,15 +187,9 @@ impl HttpClient {
 
     /// POST a JSON body. `Ok(Ok(body))` on 2xx; `Ok(Err(status))` on a non-retryable status; `Err` when the
     /// retries are exhausted (transient) or the request cannot be built.
-    pub async fn post_json(
-        &self,
-        url: &str,
-        body: &serde_json::Value,
-    ) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
-        let payload = serde_json::to_vec(body).map_err(|e| EmbeddingError::Permanent {
-            provider: self.provider.clone(),
-            message: format!("cannot encode request: {e}"),
-        })?;
+    pub async fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
+        let payload = serde_json::to_vec(body)
+            .map_err(|e| EmbeddingError::Permanent { provider: self.provider.clone(), message: format!("cannot encode request: {e}") })?;
         self.send(reqwest::Method::POST, url, Some(("application/json".into(), payload))).await
     }
 
@@ -217,11 +203,7 @@ impl HttpClient {
     ) -> Result<Result<Vec<u8>, HttpStatusError>, EmbeddingError> {
         let mut attempt: u32 = 0;
         loop {
-            let mut request = self
-                .client
-                .request(method.clone(), url)
-                .headers(self.headers.clone())
-                .timeout(self.options.request_timeout);
+            let mut request = self.client.request(method.clone(), url).headers(self.headers.clone()).timeout(self.options.request_timeout);
             if let Some((content_type, payload)) = &body {
                 request = request.header(reqwest::header::CONTENT_TYPE, content_type.as_str()).body(payload.clone());
             }
@@ -254,11 +236,7 @@ impl HttpClient {
             if attempt >= self.options.max_retries {
                 return Err(self.transient(format!("{reason} (gave up after {} attempts)", attempt + 1)));
             }
-            let backoff = self
-                .options
-                .initial_backoff
-                .saturating_mul(1u32 << attempt.min(16))
-                .min(self.options.max_backoff);
+            let backoff = self.options.initial_backoff.saturating_mul(1u32 << attempt.min(16)).min(self.options.max_backoff);
             let delay = match retry_after {
                 Some(d) => d.min(self.options.max_retry_after),
                 None => backoff,
@@ -355,13 +333,8 @@ mod tests {
 
     #[test]
     fn scrub_removes_keys_from_text() {
-        let c = HttpClient::new(
-            "openai",
-            vec![("authorization", "Bearer sk-abcdef123456".into())],
-            &BTreeMap::new(),
-            HttpOptions::default(),
-        )
-        .unwrap();
+        let c =
+            HttpClient::new("openai", vec![("authorization", "Bearer sk-abcdef123456".into())], &BTreeMap::new(), HttpOptions::default()).unwrap();
         assert_eq!(c.scrub("bad key sk-abcdef123456 given"), "bad key *** given");
         assert!(!format!("{c:?}").contains("sk-abcdef"));
     }

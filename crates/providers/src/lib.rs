@@ -28,13 +28,15 @@ mod wire;
 
 pub use batch::BatchSettings;
 pub use batching::{estimate_tokens, plan_batches, BatchLimits};
+pub use catalogue::Provider;
 pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};
-pub use local::{model_folder_present, reranker_from_config, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts};
+pub use local::{
+    model_folder_present, reranker_from_config, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts,
+};
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
-pub use catalogue::Provider;
 pub use remote::{RemoteProvider, RemoteSettings};
-pub use wire::gemini::is_multimodal_model;
 pub use resolve::{
     auto_choice, from_config, from_config_with, provider_note, unavailable_reason, EnvLookup, ResolveOptions, LOCAL_MODEL_ENV, PROVIDER_NAMES,
 };
+pub use wire::gemini::is_multimodal_model;

@@ -103,23 +103,14 @@ impl RemoteProvider {
         let not_configured = |message: String| EmbeddingError::NotConfigured { provider: id.to_string(), message };
         let model = match settings.model.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
             Some(m) => m.to_string(),
-            None => provider
-                .default_model
-                .ok_or_else(|| not_configured("a model name is required (memory.search.model)".into()))?
-                .to_string(),
+            None => provider.default_model.ok_or_else(|| not_configured("a model name is required (memory.search.model)".into()))?.to_string(),
         };
         if provider.key_required && settings.api_key.is_none() {
             let env = provider.key_env.unwrap_or("");
             return Err(not_configured(format!("no API key (memory.search.remote.apiKey, models.providers.{id}.apiKey or {env})")));
         }
-        let base_url = settings
-            .base_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|b| !b.is_empty())
-            .unwrap_or(provider.base_url)
-            .trim_end_matches('/')
-            .to_string();
+        let base_url =
+            settings.base_url.as_deref().map(str::trim).filter(|b| !b.is_empty()).unwrap_or(provider.base_url).trim_end_matches('/').to_string();
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(not_configured(format!("base URL `{base_url}` must start with http:// or https://")));
         }
@@ -259,12 +250,7 @@ mod tests {
         let mk = |kind, model: &str, base: &str, key: &str| {
             RemoteProvider::new(
                 kind,
-                RemoteSettings {
-                    model: Some(model.into()),
-                    base_url: Some(base.into()),
-                    api_key: ApiKey::new(key),
-                    ..Default::default()
-                },
+                RemoteSettings { model: Some(model.into()), base_url: Some(base.into()), api_key: ApiKey::new(key), ..Default::default() },
             )
             .unwrap()
             .fingerprint()

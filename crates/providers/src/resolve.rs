@@ -8,10 +8,10 @@ use memory_core::embedding::{EmbeddingError, EmbeddingProvider};
 use memory_core::{Config, MemoryError};
 use tracing::{info, warn};
 
+use crate::catalogue::{self, Provider, CATALOGUE};
 use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
 use crate::local::{model_folder_present, LocalModelError, LocalOptions, LocalProvider};
-use crate::catalogue::{self, Provider, CATALOGUE};
 use crate::remote::{RemoteProvider, RemoteSettings};
 
 /// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
@@ -94,11 +94,7 @@ pub fn from_config(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>
 /// - An explicit provider that is not set up (no key, no model folder) is an error naming the key to set,
 ///   unless a `fallback` is configured: then the fallback is used alone.
 /// - `fallback` (other than `none`) wraps both in a [`FallbackProvider`].
-pub fn from_config_with(
-    config: &Config,
-    env: EnvLookup<'_>,
-    options: &ResolveOptions,
-) -> Result<Option<Arc<dyn EmbeddingProvider>>, MemoryError> {
+pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOptions) -> Result<Option<Arc<dyn EmbeddingProvider>>, MemoryError> {
     let search = &config.memory.search;
     if !search.enabled {
         return Ok(None);
@@ -202,9 +198,7 @@ fn non_empty(s: Option<&String>) -> Option<String> {
 }
 
 fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf> {
-    non_empty(search.local.model_path.as_ref())
-        .or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref()))
-        .map(|p| memory_core::paths::expand_home(&p))
+    non_empty(search.local.model_path.as_ref()).or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref())).map(|p| memory_core::paths::expand_home(&p))
 }
 
 /// The key for `provider`: `memory.search.remote.apiKey` (primary only), `models.providers.<entry>.apiKey`, then
@@ -222,13 +216,7 @@ fn target_key<E: AsRef<str>>(entries: &[E], key_env: Option<&str>, role: Role, c
         .and_then(ApiKey::new)
 }
 
-fn build(
-    name: &str,
-    role: Role,
-    config: &Config,
-    env: EnvLookup<'_>,
-    options: &ResolveOptions,
-) -> Result<Arc<dyn EmbeddingProvider>, BuildError> {
+fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &ResolveOptions) -> Result<Arc<dyn EmbeddingProvider>, BuildError> {
     let search = &config.memory.search;
     let provider_key = match role {
         Role::Primary => "memory.search.provider",
@@ -282,8 +270,7 @@ fn build(
             unavailable: true,
         });
     }
-    let target = target(name, config)
-        .map_err(|message| BuildError { key: provider_key.into(), message, missing: false, unavailable: false })?;
+    let target = target(name, config).map_err(|message| BuildError { key: provider_key.into(), message, missing: false, unavailable: false })?;
     let provider = target.provider;
     let entry = target.entries.iter().find_map(|e| config.models.providers.get(e));
     let exposed = |h: &std::collections::BTreeMap<String, memory_core::config::SecretString>| {
@@ -304,10 +291,9 @@ fn build(
         let id = provider.reported_id();
         let (key, message) = match role {
             Role::Primary => ("memory.search.model", format!("provider `{id}` needs a model name")),
-            Role::Fallback => (
-                "memory.search.fallback",
-                format!("`{id}` needs a model name and memory.search.model applies to the primary provider only"),
-            ),
+            Role::Fallback => {
+                ("memory.search.fallback", format!("`{id}` needs a model name and memory.search.model applies to the primary provider only"))
+            }
         };
         return Err(BuildError { key: key.into(), message, missing: false, unavailable: false });
     }

@@ -195,7 +195,8 @@ fn count(server: &MockServer, method: &str, path: &str) -> usize {
 
 #[tokio::test]
 async fn openai_batch_wire_format_partial_failure_and_cache_delivery() {
-    let (server, _fake) = files_server(FilesFake { final_status: "completed", polls_before_done: 1, reject: vec!["hash01".into()], ..Default::default() }).await;
+    let (server, _fake) =
+        files_server(FilesFake { final_status: "completed", polls_before_done: 1, reject: vec!["hash01".into()], ..Default::default() }).await;
     let p = provider(catalogue::get("openai").unwrap(), &server, batch_settings(3, true));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("jobs.json");

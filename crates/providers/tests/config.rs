@@ -17,10 +17,7 @@ fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-fn resolve(
-    config: &Config,
-    env: &HashMap<String, String>,
-) -> Result<Option<std::sync::Arc<dyn providers::EmbeddingProvider>>, MemoryError> {
+fn resolve(config: &Config, env: &HashMap<String, String>) -> Result<Option<std::sync::Arc<dyn providers::EmbeddingProvider>>, MemoryError> {
     let options = ResolveOptions {
         http: HttpOptions {
             request_timeout: Duration::from_secs(2),
@@ -164,10 +161,8 @@ async fn remote_settings_reach_the_wire_and_keys_stay_hidden() {
 
 #[tokio::test]
 async fn models_providers_entry_supplies_key_and_base_url() {
-    let server = MockServer::start(|rec, _| {
-        Reply::json(200, json!({ "embedding": { "values": vec![0.5; 3072] }, "path": rec.path }).to_string())
-    })
-    .await;
+    let server =
+        MockServer::start(|rec, _| Reply::json(200, json!({ "embedding": { "values": vec![0.5; 3072] }, "path": rec.path }).to_string())).await;
     let mut c = config("gemini");
     c.models.providers.insert(
         "gemini".into(),
@@ -250,7 +245,8 @@ fn fallback_alone_when_the_primary_is_not_set_up() {
 async fn openclaw_config_values_reach_the_wire() {
     let server = MockServer::start(|rec, _| {
         let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
-        let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": (0..256).map(|d| if d == 0 { 1.0 } else { 0.0 }).collect::<Vec<f32>>() })).collect();
+        let data: Vec<_> =
+            (0..n).map(|i| json!({ "index": i, "embedding": (0..256).map(|d| if d == 0 { 1.0 } else { 0.0 }).collect::<Vec<f32>>() })).collect();
         Reply::json(200, json!({ "data": data }).to_string())
     })
     .await;

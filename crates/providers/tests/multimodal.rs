@@ -48,8 +48,7 @@ fn reply_for(rec: &common::Recorded) -> Reply {
         return Reply::json(200, json!({"embedding": {"values": one(&rec.body["content"])}}).to_string());
     }
     if rec.path.ends_with(":batchEmbedContents") {
-        let list: Vec<Value> =
-            rec.body["requests"].as_array().unwrap().iter().map(|r| json!({"values": one(&r["content"])})).collect();
+        let list: Vec<Value> = rec.body["requests"].as_array().unwrap().iter().map(|r| json!({"values": one(&r["content"])})).collect();
         return Reply::json(200, json!({"embeddings": list}).to_string());
     }
     Reply::json(404, "{}")

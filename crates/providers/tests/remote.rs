@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use common::{MockServer, Recorded, Reply};
 use providers::catalogue::{self, Protocol, Provider, CATALOGUE};
 use providers::{
-    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, HttpOptions, RemoteProvider,
-    RemoteSettings,
+    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, HttpOptions, RemoteProvider, RemoteSettings,
 };
 use serde_json::{json, Value};
 
@@ -69,12 +68,9 @@ fn texts_in(kind: Kind, rec: &Recorded) -> Vec<String> {
         Protocol::Gemini if rec.path.ends_with(":embedContent") => {
             vec![rec.body["content"]["parts"][0]["text"].as_str().unwrap().to_string()]
         }
-        Protocol::Gemini => rec.body["requests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["content"]["parts"][0]["text"].as_str().unwrap().to_string())
-            .collect(),
+        Protocol::Gemini => {
+            rec.body["requests"].as_array().unwrap().iter().map(|r| r["content"]["parts"][0]["text"].as_str().unwrap().to_string()).collect()
+        }
         Protocol::Ollama if rec.path == "/api/embeddings" => vec![rec.body["prompt"].as_str().unwrap().to_string()],
         Protocol::Ollama | Protocol::OpenAi => strs(&rec.body["input"]),
     }
@@ -109,9 +105,7 @@ fn assert_close(got: &[f32], want: &[f32]) {
 fn success_body(kind: Kind, rec: &Recorded, vectors: &[Vec<f32>]) -> String {
     match kind.protocol {
         Protocol::Gemini if rec.path.ends_with(":embedContent") => json!({ "embedding": { "values": vectors[0] } }).to_string(),
-        Protocol::Gemini => {
-            json!({ "embeddings": vectors.iter().map(|v| json!({ "values": v })).collect::<Vec<_>>() }).to_string()
-        }
+        Protocol::Gemini => json!({ "embeddings": vectors.iter().map(|v| json!({ "values": v })).collect::<Vec<_>>() }).to_string(),
         Protocol::Ollama if rec.path == "/api/embeddings" => json!({ "embedding": vectors[0] }).to_string(),
         Protocol::Ollama => json!({ "model": model_of(kind), "embeddings": vectors, "total_duration": 1 }).to_string(),
         Protocol::OpenAi => json!({
@@ -169,11 +163,7 @@ fn assert_request_shape(kind: Kind, rec: &Recorded, purpose: EmbeddingPurpose) {
                 EmbeddingPurpose::Query => "RETRIEVAL_QUERY",
                 EmbeddingPurpose::Document => "RETRIEVAL_DOCUMENT",
             };
-            let items: Vec<&Value> = if n == 1 {
-                vec![&rec.body]
-            } else {
-                rec.body["requests"].as_array().unwrap().iter().collect()
-            };
+            let items: Vec<&Value> = if n == 1 { vec![&rec.body] } else { rec.body["requests"].as_array().unwrap().iter().collect() };
             for item in items {
                 assert_eq!(item["taskType"], task);
                 assert_eq!(item["model"], "models/gemini-embedding-001");
@@ -222,8 +212,7 @@ async fn happy_path_every_provider() {
 #[tokio::test]
 async fn batches_by_token_budget_with_bounded_concurrency_every_provider() {
     for kind in CATALOGUE {
-        let server =
-            MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_millis(40))).await;
+        let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_millis(40))).await;
         let mut s = settings(kind, &server);
         s.limits = Some(BatchLimits { max_tokens: 1000, max_items: 100, concurrency: 2 });
         let p = RemoteProvider::new(kind, s).unwrap();
@@ -266,10 +255,7 @@ async fn default_budget_is_eight_thousand_tokens() {
 async fn unauthorized_is_permanent_not_retried_and_hides_the_key() {
     for kind in CATALOGUE {
         // Some APIs echo the key back in the error message: it must not reach ours.
-        let server = MockServer::start(move |_, _| {
-            Reply::json(401, error_body(kind, 401, &format!("Incorrect API key provided: {KEY}")))
-        })
-        .await;
+        let server = MockServer::start(move |_, _| Reply::json(401, error_body(kind, 401, &format!("Incorrect API key provided: {KEY}")))).await;
         let p = provider(kind, &server);
         let err = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap_err();
         assert!(matches!(err, EmbeddingError::Permanent { .. }), "{kind}: {err}");
@@ -346,8 +332,7 @@ async fn timeout_is_retried_then_transient() {
     let mut handles = Vec::new();
     for kind in CATALOGUE {
         handles.push(tokio::spawn(async move {
-            let server =
-                MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_secs(3))).await;
+            let server = MockServer::start(move |rec, _| answer(kind, rec, DIMS).delayed(Duration::from_secs(3))).await;
             let mut s = settings(kind, &server);
             s.http.request_timeout = Duration::from_millis(600);
             s.http.max_retries = 1;
@@ -437,9 +422,7 @@ async fn non_finite_values_are_zeroed_then_normalised() {
                 Protocol::Gemini if rec.path.ends_with(":embedContent") => format!(r#"{{"embedding":{{"values":{one}}}}}"#),
                 Protocol::Gemini => format!(r#"{{"embeddings":[{{"values":{one}}},{{"values":[null,3,4,-Infinity]}}]}}"#),
                 Protocol::Ollama => format!(r#"{{"embeddings":[{one},[null,3,4,-Infinity]]}}"#),
-                Protocol::OpenAi => format!(
-                    r#"{{"data":[{{"index":0,"embedding":{one}}},{{"index":1,"embedding":[null,3,4,-Infinity]}}]}}"#
-                ),
+                Protocol::OpenAi => format!(r#"{{"data":[{{"index":0,"embedding":{one}}},{{"index":1,"embedding":[null,3,4,-Infinity]}}]}}"#),
             };
             Reply::json(200, body)
         })
@@ -538,10 +521,7 @@ async fn ollama_falls_back_to_the_older_embeddings_endpoint() {
 
 #[tokio::test]
 async fn ollama_missing_model_is_permanent_without_fallback_probe() {
-    let server = MockServer::start(|_, _| {
-        Reply::json(404, r#"{"error":"model \"nomic-embed-text\" not found, try pulling it first"}"#)
-    })
-    .await;
+    let server = MockServer::start(|_, _| Reply::json(404, r#"{"error":"model \"nomic-embed-text\" not found, try pulling it first"}"#)).await;
     let err = provider(entry("ollama"), &server).embed(&texts(1, 5), EmbeddingPurpose::Document).await.unwrap_err();
     assert!(matches!(err, EmbeddingError::Permanent { .. }), "{err}");
     assert!(err.to_string().contains("ollama pull nomic-embed-text"), "{err}");
@@ -552,12 +532,7 @@ async fn ollama_missing_model_is_permanent_without_fallback_probe() {
 async fn connection_refused_is_transient() {
     // Bind then drop a listener: nothing listens on that port any more.
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut s = RemoteSettings {
-        base_url: Some(format!("http://{addr}/v1")),
-        api_key: ApiKey::new(KEY),
-        http: fast_http(),
-        ..Default::default()
-    };
+    let mut s = RemoteSettings { base_url: Some(format!("http://{addr}/v1")), api_key: ApiKey::new(KEY), http: fast_http(), ..Default::default() };
     s.http.max_retries = 1;
     let err = RemoteProvider::new(entry("mistral"), s).unwrap().embed_query("t0 q").await.unwrap_err();
     assert!(err.is_transient(), "{err}");

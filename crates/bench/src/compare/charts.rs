@@ -28,8 +28,7 @@ fn register_font() -> anyhow::Result<()> {
     Ok(())
 }
 
-const COLORS: &[RGBColor] =
-    &[RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
+const COLORS: &[RGBColor] = &[RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(255, 127, 14), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
 
 fn series_color(engine: &str, mode: &str) -> RGBColor {
     match (engine, mode) {
@@ -187,13 +186,30 @@ pub fn draw_all(res: &Results, dir: &Path) -> anyhow::Result<Vec<(String, String
         }
     };
     let t = "Whole-process search time vs corpus size";
-    add("search-whole-process.png", t, line_chart(&dir.join("search-whole-process.png"), t, "seconds per search (log)", &series(res, |r| r.cli_search.as_ref().ok().map(|c| c.wall_s)))?);
+    add(
+        "search-whole-process.png",
+        t,
+        line_chart(
+            &dir.join("search-whole-process.png"),
+            t,
+            "seconds per search (log)",
+            &series(res, |r| r.cli_search.as_ref().ok().map(|c| c.wall_s)),
+        )?,
+    );
     let t = "In-process search p50 vs corpus size";
-    add("search-in-process-p50.png", t, line_chart(&dir.join("search-in-process-p50.png"), t, "milliseconds (log)", &series(res, |r| r.inproc_p50_ms.as_ref().ok().copied()))?);
+    add(
+        "search-in-process-p50.png",
+        t,
+        line_chart(&dir.join("search-in-process-p50.png"), t, "milliseconds (log)", &series(res, |r| r.inproc_p50_ms.as_ref().ok().copied()))?,
+    );
     let t = "Cold index time vs corpus size";
     add("index-cold.png", t, line_chart(&dir.join("index-cold.png"), t, "seconds (log)", &series(res, |r| r.cold.as_ref().ok().map(|c| c.wall_s)))?);
     let t = "No-change re-index time vs corpus size";
-    add("index-no-change.png", t, line_chart(&dir.join("index-no-change.png"), t, "seconds (log)", &series(res, |r| r.noop.as_ref().ok().map(|c| c.wall_s)))?);
+    add(
+        "index-no-change.png",
+        t,
+        line_chart(&dir.join("index-no-change.png"), t, "seconds (log)", &series(res, |r| r.noop.as_ref().ok().map(|c| c.wall_s)))?,
+    );
     let t = "Retrieval quality on Cranfield dev";
     add("quality-cranfield.png", t, quality_chart(&dir.join("quality-cranfield.png"), res)?);
     Ok(out)

@@ -96,12 +96,8 @@ fn machine(load_start: String) -> Machine {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|| "unknown".into());
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kb: f64 = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemTotal"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
+    let kb: f64 =
+        meminfo.lines().find(|l| l.starts_with("MemTotal")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     let os = std::fs::read_to_string("/etc/os-release")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("PRETTY_NAME=")).map(|l| l[12..].trim_matches('"').to_string()))
@@ -146,9 +142,8 @@ fn find_tools(opts: &Options) -> anyhow::Result<(Vec<Tool>, Versions)> {
     }
     if want("openclaw") {
         let node = std::env::var_os("OPENCLAW_NODE").map(PathBuf::from).unwrap_or_else(|| cache.join("bench/node24/bin/node"));
-        let entry = std::env::var_os("OPENCLAW_ENTRY")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| cache.join("bench/openclaw/node_modules/openclaw/openclaw.mjs"));
+        let entry =
+            std::env::var_os("OPENCLAW_ENTRY").map(PathBuf::from).unwrap_or_else(|| cache.join("bench/openclaw/node_modules/openclaw/openclaw.mjs"));
         if !node.exists() || !entry.exists() {
             bail!("OpenClaw not found at {} / {}: run scripts/bench/setup-openclaw.sh", node.display(), entry.display());
         }
@@ -170,7 +165,11 @@ fn node_version(p: &NodeProgram, args: &[&str]) -> String {
         c.env("HOME", t.path()).env("OPENCLAW_STATE_DIR", t.path().join("state")).env("XDG_CACHE_HOME", t.path()).env("XDG_CONFIG_HOME", t.path());
     }
     let v = c.output().map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string()).unwrap_or_default();
-    let n = std::process::Command::new(&p.node).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let n = std::process::Command::new(&p.node)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     format!("{v} (Node {n})")
 }
 

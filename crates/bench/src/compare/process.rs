@@ -30,10 +30,7 @@ pub fn timeout_note(limit: Duration) -> String {
 
 /// Run `cmd` (stdin fed from `input`), killing its process group after `limit`.
 pub fn run(cmd: &mut Command, input: Option<String>, limit: Duration) -> Result<Finished, String> {
-    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
     let pid = child.id() as libc::pid_t;
@@ -91,11 +88,7 @@ pub fn run(cmd: &mut Command, input: Option<String>, limit: Duration) -> Result<
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Finished {
-        cost: Cost {
-            wall_s: wall.as_secs_f64(),
-            cpu_s: tv(usage.ru_utime) + tv(usage.ru_stime),
-            peak_mb: usage.ru_maxrss as f64 / 1024.0,
-        },
+        cost: Cost { wall_s: wall.as_secs_f64(), cpu_s: tv(usage.ru_utime) + tv(usage.ru_stime), peak_mb: usage.ru_maxrss as f64 / 1024.0 },
         stdout,
     })
 }

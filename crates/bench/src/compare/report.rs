@@ -60,11 +60,7 @@ fn figures() -> Vec<Figure> {
             value: |r| r.cold.as_ref().ok().map(|c| c.peak_mb),
         },
         Figure { name: "no-change re-index", show: |r| cell(&r.noop, wall_cpu), value: |r| r.noop.as_ref().ok().map(|c| c.wall_s) },
-        Figure {
-            name: "re-index after touching 1%",
-            show: |r| cell(&r.touched, wall_cpu),
-            value: |r| r.touched.as_ref().ok().map(|c| c.wall_s),
-        },
+        Figure { name: "re-index after touching 1%", show: |r| cell(&r.touched, wall_cpu), value: |r| r.touched.as_ref().ok().map(|c| c.wall_s) },
         Figure {
             name: "whole-process search (median)",
             show: |r| cell(&r.cli_search, wall_cpu),
@@ -80,11 +76,7 @@ fn figures() -> Vec<Figure> {
             show: |r| cell(&r.inproc_p99_ms, |ms| time(ms / 1e3)),
             value: |r| r.inproc_p99_ms.as_ref().ok().copied(),
         },
-        Figure {
-            name: "index size on disk",
-            show: |r| cell(&r.index_mb, |mb| format!("{mb:.1} MB")),
-            value: |r| r.index_mb.as_ref().ok().copied(),
-        },
+        Figure { name: "index size on disk", show: |r| cell(&r.index_mb, |mb| format!("{mb:.1} MB")), value: |r| r.index_mb.as_ref().ok().copied() },
     ]
 }
 
@@ -130,7 +122,9 @@ pub fn markdown(res: &Results, charts: &[(String, String)]) -> String {
         if oc.is_none() && qmd.is_none() {
             continue;
         }
-        for f in figures().iter().filter(|f| matches!(f.name, "cold index, wall (cpu)" | "no-change re-index" | "whole-process search (median)" | "cold index peak memory")) {
+        for f in figures().iter().filter(|f| {
+            matches!(f.name, "cold index, wall (cpu)" | "no-change re-index" | "whole-process search (median)" | "cold index peak memory")
+        }) {
             let _ = writeln!(
                 md,
                 "| {n} | {} | {} | {} |",
@@ -176,10 +170,11 @@ pub fn markdown(res: &Results, charts: &[(String, String)]) -> String {
         let rows: Vec<&SpeedRow> = res.speed.iter().filter(|r| r.notes == n).collect();
         let chunks = rows.iter().find_map(|r| r.chunks);
         let _ = writeln!(md, "### {n} notes{}\n", chunks.map(|c| format!(" ({c} chunks)")).unwrap_or_default());
-        let cols: Vec<(&str, &str)> = [("memory-rs", "keyword"), ("memory-rs", "keyword, server"), ("memory-rs", "hybrid"), ("QMD", "keyword"), ("OpenClaw", "keyword")]
-            .into_iter()
-            .filter(|(e, mo)| find(&rows, e, mo).is_some())
-            .collect();
+        let cols: Vec<(&str, &str)> =
+            [("memory-rs", "keyword"), ("memory-rs", "keyword, server"), ("memory-rs", "hybrid"), ("QMD", "keyword"), ("OpenClaw", "keyword")]
+                .into_iter()
+                .filter(|(e, mo)| find(&rows, e, mo).is_some())
+                .collect();
         let ours = find(&rows, "memory-rs", "keyword");
         let has_oc = find(&rows, "OpenClaw", "keyword").is_some();
         let has_qmd = find(&rows, "QMD", "keyword").is_some();

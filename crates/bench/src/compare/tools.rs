@@ -15,15 +15,24 @@ pub struct NodeProgram {
 #[derive(Debug, Clone)]
 pub enum Tool {
     /// The `memory` binary, keyword-only (`provider: "none"`).
-    Memory { bin: PathBuf },
+    Memory {
+        bin: PathBuf,
+    },
     /// The same binary and settings with the shared server running (`memory server start`) before the
     /// searches: each `memory search` is still its own process, answered by the server.
-    MemoryServer { bin: PathBuf },
+    MemoryServer {
+        bin: PathBuf,
+    },
     /// memory-rs hybrid (vector + keyword) with the seeded embedder, through `memory-bench harness`.
-    MemoryHybrid { bench: PathBuf },
+    MemoryHybrid {
+        bench: PathBuf,
+    },
     Qmd(NodeProgram),
     /// OpenClaw's CLI, plus scripts/bench/openclaw-search.mjs for its in-process latency.
-    OpenClaw { program: NodeProgram, driver: PathBuf },
+    OpenClaw {
+        program: NodeProgram,
+        driver: PathBuf,
+    },
 }
 
 impl Tool {

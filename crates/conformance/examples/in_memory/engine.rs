@@ -17,8 +17,7 @@ use memory_core::indexed::IndexedBackend;
 use memory_core::registry::{BackendFactory, OpenContext};
 use memory_core::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
 use memory_core::{
-    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Source, Status,
-    SyncOptions, SyncReport,
+    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Source, Status, SyncOptions, SyncReport,
 };
 
 /// BM25 parameters, and the weight of heading terms relative to body terms.
@@ -118,8 +117,7 @@ impl ChunkStore for MemStore {
 
     async fn file_chunks(&self, source: Source, path: &str, limit: usize) -> Result<Vec<Candidate>> {
         let st = self.state.lock().unwrap();
-        let mut out: Vec<Candidate> =
-            st.chunks.values().filter(|c| c.source == source && c.path == path).map(|c| candidate(c, &st.files)).collect();
+        let mut out: Vec<Candidate> = st.chunks.values().filter(|c| c.source == source && c.path == path).map(|c| candidate(c, &st.files)).collect();
         out.sort_by_key(|c| c.start_line);
         out.truncate(limit);
         Ok(out)
@@ -149,11 +147,8 @@ impl ChunkStore for MemStore {
             idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg.max(1.0)))
         };
         // Document frequency of each query term.
-        let dfs: Vec<f64> = query
-            .terms
-            .iter()
-            .map(|t| docs.iter().filter(|d| d.1.contains(&t.as_str()) || d.2.contains(&t.as_str())).count() as f64)
-            .collect();
+        let dfs: Vec<f64> =
+            query.terms.iter().map(|t| docs.iter().filter(|d| d.1.contains(&t.as_str()) || d.2.contains(&t.as_str())).count() as f64).collect();
         let mut scored: Vec<(f64, &ChunkRecord)> = Vec::new();
         for (c, body, head) in &docs {
             let mut score = 0.0;
@@ -167,11 +162,7 @@ impl ChunkStore for MemStore {
             }
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
-        Ok(scored
-            .into_iter()
-            .take(limit)
-            .map(|(s, c)| Candidate { keyword_score: Some(s), ..candidate(c, &st.files) })
-            .collect())
+        Ok(scored.into_iter().take(limit).map(|(s, c)| Candidate { keyword_score: Some(s), ..candidate(c, &st.files) }).collect())
     }
 
     async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
@@ -182,12 +173,8 @@ impl ChunkStore for MemStore {
                 return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {width}", vector.len())));
             }
         }
-        let mut scored: Vec<(f64, &ChunkRecord)> = st
-            .chunks
-            .values()
-            .filter(|c| wanted(sources, c.source))
-            .filter_map(|c| c.embedding.as_ref().map(|e| (cosine(vector, e), c)))
-            .collect();
+        let mut scored: Vec<(f64, &ChunkRecord)> =
+            st.chunks.values().filter(|c| wanted(sources, c.source)).filter_map(|c| c.embedding.as_ref().map(|e| (cosine(vector, e), c))).collect();
         if scored.is_empty() {
             return Err(MemoryError::Unavailable("no vectors indexed yet".into()));
         }
@@ -197,10 +184,7 @@ impl ChunkStore for MemStore {
 
     async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
         let st = self.state.lock().unwrap();
-        Ok(chunk_ids
-            .iter()
-            .filter_map(|id| st.chunks.get(id).and_then(|c| c.embedding.clone()).map(|v| (id.clone(), v)))
-            .collect())
+        Ok(chunk_ids.iter().filter_map(|id| st.chunks.get(id).and_then(|c| c.embedding.clone()).map(|v| (id.clone(), v))).collect())
     }
 
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
@@ -208,9 +192,7 @@ impl ChunkStore for MemStore {
         Ok(hashes
             .iter()
             .filter_map(|h| {
-                st.cache
-                    .get(&(key.provider.clone(), key.model.clone(), key.fingerprint.clone(), h.clone()))
-                    .map(|(_, v)| (h.clone(), v.clone()))
+                st.cache.get(&(key.provider.clone(), key.model.clone(), key.fingerprint.clone(), h.clone())).map(|(_, v)| (h.clone(), v.clone()))
             })
             .collect())
     }

@@ -12,11 +12,8 @@ mod engine;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let hybrid = std::env::args().any(|a| a == "hybrid");
-    let options = if hybrid {
-        conformance::RunOptions::hybrid("in-memory hybrid")
-    } else {
-        conformance::RunOptions::keyword("in-memory keyword-only")
-    };
+    let options =
+        if hybrid { conformance::RunOptions::hybrid("in-memory hybrid") } else { conformance::RunOptions::keyword("in-memory keyword-only") };
     let report = conformance::run_all(&engine::InMemoryFactory, &options).await;
     print!("{}", report.render(options.verbose));
     std::process::exit(if report.is_ok() { 0 } else { 1 });

@@ -39,9 +39,10 @@ async fn the_example_host_opens_from_config_searches_and_runs_its_plugin() {
 async fn every_engine_of_the_build_is_registered_and_lancedb_opens_in_one_call() {
     assert_eq!(Host::new().registry().names(), ["builtin", "lancedb", "qmd"]);
     let dirs = workspace();
-    let engine = memory_host::open(config("{ memory: { backend: 'lancedb', search: { provider: 'none' } } }"), dirs.ws.path(), dirs.state.path(), "main")
-        .await
-        .unwrap();
+    let engine =
+        memory_host::open(config("{ memory: { backend: 'lancedb', search: { provider: 'none' } } }"), dirs.ws.path(), dirs.state.path(), "main")
+            .await
+            .unwrap();
     let r = engine.search(&SearchRequest::new("gateway")).await.unwrap();
     assert_eq!(r.results.first().map(|h| h.path.as_str()), Some("MEMORY.md"), "{r:?}");
     assert!(r.warnings.iter().all(|w| !w.contains("fallback")), "lancedb itself should answer: {:?}", r.warnings);
@@ -63,7 +64,10 @@ async fn a_registered_plugin_that_fails_is_answered_by_builtin_and_says_so() {
     let dirs = workspace();
     let mut host = Host::new();
     host.register("broken", Arc::new(Broken));
-    let engine = host.open(config("{ memory: { backend: 'broken', search: { provider: 'none' } } }"), dirs.ws.path(), dirs.state.path(), "main").await.unwrap();
+    let engine = host
+        .open(config("{ memory: { backend: 'broken', search: { provider: 'none' } } }"), dirs.ws.path(), dirs.state.path(), "main")
+        .await
+        .unwrap();
     let r = engine.search(&SearchRequest::new("gateway")).await.unwrap();
     assert_eq!(r.results.first().map(|h| h.path.as_str()), Some("MEMORY.md"), "{r:?}");
     assert!(r.warnings.iter().any(|w| w.contains("builtin")), "the answer says builtin stood in: {:?}", r.warnings);

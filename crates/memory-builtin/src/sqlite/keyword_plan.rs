@@ -39,16 +39,14 @@ pub(crate) struct KeywordPlan {
 /// cost that grows with the index, on every query.)
 fn doc_frequencies(c: &Connection, terms: &[String], rows: u64, rowids: (i64, i64)) -> rusqlite::Result<Vec<u64>> {
     // Counted inside SQLite: one row back per term, not one per matching chunk.
-    let mut newest = c.prepare_cached(
-        "SELECT count(*), min(rowid) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)",
-    )?;
+    let mut newest =
+        c.prepare_cached("SELECT count(*), min(rowid) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)")?;
     let (first, last) = rowids;
     terms
         .iter()
         .map(|t| {
             let expr = super::fts_match_expression(std::slice::from_ref(t));
-            let (n, oldest): (i64, Option<i64>) =
-                newest.query_row(rusqlite::params![expr, ROW_BUDGET as i64 + 1], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (n, oldest): (i64, Option<i64>) = newest.query_row(rusqlite::params![expr, ROW_BUDGET as i64 + 1], |r| Ok((r.get(0)?, r.get(1)?)))?;
             let (n, oldest) = (n as u64, oldest.unwrap_or(last));
             if n <= ROW_BUDGET {
                 return Ok(n);

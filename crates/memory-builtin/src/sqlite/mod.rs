@@ -7,8 +7,8 @@ mod schema;
 mod storage;
 mod vectors;
 
-pub use storage::SqliteStorage;
 pub(crate) use schema::create as create_schema;
+pub use storage::SqliteStorage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -429,9 +429,9 @@ impl ChunkStore for SqliteStore {
     async fn identity(&self) -> Result<Option<IndexIdentity>> {
         match self.meta("identity").await? {
             None => Ok(None),
-            Some(raw) => IndexIdentity::from_json(&raw).map(Some).ok_or_else(|| {
-                MemoryError::CorruptIndex(format!("{}: unreadable index identity", self.path.display()))
-            }),
+            Some(raw) => IndexIdentity::from_json(&raw)
+                .map(Some)
+                .ok_or_else(|| MemoryError::CorruptIndex(format!("{}: unreadable index identity", self.path.display()))),
         }
     }
 
@@ -586,9 +586,7 @@ impl ChunkStore for SqliteStore {
             })?,
         };
         self.read("read vector candidates", |c| {
-            let sql = format!(
-                "SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path WHERE c.rowid = ?1"
-            );
+            let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path WHERE c.rowid = ?1");
             let mut st = c.prepare_cached(&sql)?;
             let mut out = Vec::with_capacity(nearest.len());
             for (rowid, score) in &nearest {
@@ -607,9 +605,7 @@ impl ChunkStore for SqliteStore {
             return Ok(HashMap::new());
         }
         self.read("read chunk vectors", |c| {
-            let mut st = c.prepare_cached(
-                "SELECT v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.id = ?1",
-            )?;
+            let mut st = c.prepare_cached("SELECT v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.id = ?1")?;
             let mut out = HashMap::new();
             for id in chunk_ids {
                 if let Some(blob) = st.query_row(params![id], |r| r.get::<_, Vec<u8>>(0)).optional()? {
@@ -622,15 +618,11 @@ impl ChunkStore for SqliteStore {
 
     async fn cached_embeddings(&self, key: &EmbeddingCacheKey, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
         self.read("read embedding cache", |c| {
-            let mut st = c.prepare_cached(
-                "SELECT embedding FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND fingerprint = ?3 AND hash = ?4",
-            )?;
+            let mut st =
+                c.prepare_cached("SELECT embedding FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND fingerprint = ?3 AND hash = ?4")?;
             let mut out = HashMap::new();
             for h in hashes {
-                if let Some(blob) = st
-                    .query_row(params![key.provider, key.model, key.fingerprint, h], |r| r.get::<_, Vec<u8>>(0))
-                    .optional()?
-                {
+                if let Some(blob) = st.query_row(params![key.provider, key.model, key.fingerprint, h], |r| r.get::<_, Vec<u8>>(0)).optional()? {
                     out.insert(h.clone(), blob_to_vec(&blob));
                 }
             }
@@ -692,7 +684,8 @@ impl ChunkStore for SqliteStore {
             for row in files.query_map([], file_row)? {
                 row?;
             }
-            let mut chunks = c.prepare(&format!("SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path"))?;
+            let mut chunks =
+                c.prepare(&format!("SELECT {CANDIDATE_COLUMNS} FROM chunks c JOIN files f ON f.source = c.source AND f.path = c.path"))?;
             for row in chunks.query_map([], candidate_row)? {
                 row?;
             }
@@ -709,15 +702,11 @@ impl ChunkStore for SqliteStore {
     }
 
     async fn meta(&self, key: &str) -> Result<Option<String>> {
-        self.read("read meta", |c| {
-            c.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()
-        })
+        self.read("read meta", |c| c.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional())
     }
 
     async fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.write("write meta", |c| {
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", params![key, value]).map(|_| ())
-        })
+        self.write("write meta", |c| c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", params![key, value]).map(|_| ()))
     }
 
     async fn close(&self) -> Result<()> {

@@ -327,7 +327,11 @@ mod tests {
     fn dot_matches_the_plain_sum_at_every_width() {
         for dims in [1, 15, 16, 17, 31, 32, 33, 64, 383, 384, 385, 768] {
             let data = seeded(9, dims, 7 + dims as u64);
-            let q = { let mut q = Vec::new(); quantize(&data[0], &mut q).unwrap(); q };
+            let q = {
+                let mut q = Vec::new();
+                quantize(&data[0], &mut q).unwrap();
+                q
+            };
             let mut codes = Vec::new();
             let mut scratch = Vec::new();
             for v in &data[1..] {

@@ -36,9 +36,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS embedding_cache_age ON embedding_cache (updated_at);",
     )?;
     // File name and stem, for exact-path lookups by equality (added after the first layout: migrate in place).
-    let has_name: bool = c
-        .prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = 'name'")?
-        .exists([])?;
+    let has_name: bool = c.prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = 'name'")?.exists([])?;
     if !has_name {
         c.execute_batch(
             "ALTER TABLE files ADD COLUMN name TEXT NOT NULL DEFAULT '';
@@ -99,9 +97,7 @@ pub(crate) fn vector_dims(c: &Connection) -> rusqlite::Result<Option<usize>> {
 }
 
 pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Result<()> {
-    c.execute_batch(&format!(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine);"
-    ))?;
+    c.execute_batch(&format!("CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine);"))?;
     c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vectorDims', ?1)", params![dims.to_string()])?;
     create_vector_log(c)
 }

@@ -108,7 +108,8 @@ fn run_foreground(state_dir: &Path, options: &RunOptions) -> anyhow::Result<()> 
         writeln!(pid, "{}", std::process::id())?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("cannot start the runtime")?;
-    let options = super::daemon::Options { idle_timeout: Duration::from_secs(options.idle_timeout), engine_idle: Duration::from_secs(options.engine_idle) };
+    let options =
+        super::daemon::Options { idle_timeout: Duration::from_secs(options.idle_timeout), engine_idle: Duration::from_secs(options.engine_idle) };
     let result = rt.block_on(async {
         let listener = super::daemon::bind(&paths.socket)?;
         super::daemon::serve(listener, state_dir.to_path_buf(), options).await
@@ -132,7 +133,12 @@ fn start(state_dir: &Path, options: &RunOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(state_dir).with_context(|| format!("cannot create {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(state_dir)?;
     let paths = Paths::new(&state_dir);
-    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&paths.log).with_context(|| format!("cannot open {}", paths.log.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&paths.log)
+        .with_context(|| format!("cannot open {}", paths.log.display()))?;
     let exe = std::env::current_exe().context("cannot find this program")?;
     let mut child = std::process::Command::new(exe)
         .arg("--state-dir")

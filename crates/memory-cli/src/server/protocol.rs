@@ -79,14 +79,7 @@ pub struct Envelope {
 pub enum Request {
     /// Run a job on the engine for this workspace, agent and config.
     #[serde(rename_all = "camelCase")]
-    Run {
-        workspace: PathBuf,
-        workspace_from: WorkspaceFrom,
-        agent: String,
-        config_path: Option<PathBuf>,
-        config_hash: String,
-        job: Job,
-    },
+    Run { workspace: PathBuf, workspace_from: WorkspaceFrom, agent: String, config_path: Option<PathBuf>, config_hash: String, job: Job },
     /// What the server is (any version answers it).
     Ping,
     /// Stop the server (any version obeys it).
@@ -99,9 +92,16 @@ pub enum Reply {
     /// The request is read and will be answered (the client's short wait ends here).
     Accepted,
     /// Not answered here: the client answers in-process.
-    Refused { reason: String, version: String },
-    Done { answer: Answer },
-    Info { info: ServerInfo },
+    Refused {
+        reason: String,
+        version: String,
+    },
+    Done {
+        answer: Answer,
+    },
+    Info {
+        info: ServerInfo,
+    },
     Stopping,
 }
 

@@ -144,13 +144,21 @@ pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usiz
             "Line {from} has {len} characters; showing characters {}-{next}. Continue with from={from} and offset={next} to read the rest of it.",
             offset + 1
         );
-        return GetResponse { path, text: out, from, lines: 1, total_lines: total, truncated: true, next_offset, note: Some(note), ..Default::default() };
+        return GetResponse {
+            path,
+            text: out,
+            from,
+            lines: 1,
+            total_lines: total,
+            truncated: true,
+            next_offset,
+            note: Some(note),
+            ..Default::default()
+        };
     }
     let last = from + taken - 1;
     let truncated = last < total && (cut_by_chars || lines.is_none());
-    let note = truncated.then(|| {
-        format!("Showing lines {from}-{last} of {total}. Continue with from={} to read more.", last + 1)
-    });
+    let note = truncated.then(|| format!("Showing lines {from}-{last} of {total}. Continue with from={} to read more.", last + 1));
     GetResponse { path, text: out, from, lines: taken, total_lines: total, missing: false, truncated, note, next_offset: None }
 }
 

@@ -43,10 +43,7 @@ pub fn format_entry(text: &str, time: &str) -> Result<String> {
         return Err(MemoryError::InvalidInput("nothing to append: the text is empty".into()));
     }
     if text.len() > MAX_ENTRY_BYTES {
-        return Err(MemoryError::InvalidInput(format!(
-            "the text is {} bytes; one entry holds at most {MAX_ENTRY_BYTES}",
-            text.len()
-        )));
+        return Err(MemoryError::InvalidInput(format!("the text is {} bytes; one entry holds at most {MAX_ENTRY_BYTES}", text.len())));
     }
     if text.contains('\0') {
         return Err(MemoryError::InvalidInput("the text contains a NUL character".into()));
@@ -107,10 +104,7 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
             &path,
             std::io::Error::new(std::io::ErrorKind::StorageFull, format!("no space left: {n} of {} bytes written", bytes.len())),
         )),
-        Ok(_) => file
-            .flush()
-            .and_then(|()| file.sync_data())
-            .map_err(|e| MemoryError::io_path("cannot sync", &path, e)),
+        Ok(_) => file.flush().and_then(|()| file.sync_data()).map_err(|e| MemoryError::io_path("cannot sync", &path, e)),
     };
     if let Err(e) = outcome {
         // All or nothing: what went out of this entry is cut off again, so no half entry is ever seen twice and a
@@ -176,10 +170,9 @@ fn take_back(file: &mut std::fs::File, path: &Path, n: u64) -> std::result::Resu
     };
     match cut() {
         Ok(true) => Ok(()),
-        Ok(false) => Err(format!(
-            "the failed entry's first {n} bytes stay in {} (another writer appended after them); remove them by hand",
-            path.display()
-        )),
+        Ok(false) => {
+            Err(format!("the failed entry's first {n} bytes stay in {} (another writer appended after them); remove them by hand", path.display()))
+        }
         Err(e) => Err(format!("cannot remove the failed entry's first {n} bytes from {}: {e}", path.display())),
     }
 }

@@ -261,12 +261,8 @@ mod tests {
     }
 
     fn phrase() -> impl Strategy<Value = String> {
-        prop_oneof![
-            "[a-z]{1,8}( [a-z]{1,8}){0,2}",
-            "[\u{4e00}-\u{4e80}]{1,6}",
-            "[a-zA-Z0-9 ]{1,12}",
-        ]
-        .prop_filter("non-empty", |s| !s.trim().is_empty())
+        prop_oneof!["[a-z]{1,8}( [a-z]{1,8}){0,2}", "[\u{4e00}-\u{4e80}]{1,6}", "[a-zA-Z0-9 ]{1,12}",]
+            .prop_filter("non-empty", |s| !s.trim().is_empty())
     }
 
     proptest! {

@@ -18,7 +18,12 @@ fn chunks_respect_budget_and_overlap() {
     }
     // Consecutive chunks overlap by trailing lines, and every line is covered.
     for w in chunks.windows(2) {
-        assert!(w[1].start_line <= w[0].end_line, "overlap expected: {:?} then {:?}", (w[0].start_line, w[0].end_line), (w[1].start_line, w[1].end_line));
+        assert!(
+            w[1].start_line <= w[0].end_line,
+            "overlap expected: {:?} then {:?}",
+            (w[0].start_line, w[0].end_line),
+            (w[1].start_line, w[1].end_line)
+        );
         assert!(w[1].start_line > w[0].start_line, "progress");
     }
     assert_eq!(chunks.first().unwrap().start_line, 1);

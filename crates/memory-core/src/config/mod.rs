@@ -97,7 +97,9 @@ impl Config {
         if let Some(v) = root.remove("memorySearch") {
             defaults.push(("memorySearch".into(), v));
         }
-        if let Some(v) = root.get_mut("agents").and_then(|a| a.get_mut("defaults")).and_then(|x| x.as_object_mut()).and_then(|x| x.remove("memorySearch")) {
+        if let Some(v) =
+            root.get_mut("agents").and_then(|a| a.get_mut("defaults")).and_then(|x| x.as_object_mut()).and_then(|x| x.remove("memorySearch"))
+        {
             defaults.push(("agents.defaults.memorySearch".into(), v));
         }
         let mut memory = match root.remove("memory") {
@@ -220,10 +222,7 @@ impl Config {
         }
         let h = &q.hybrid;
         if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
-            errs.push(MemoryError::config(
-                "memory.search.query.hybrid",
-                "vectorWeight and textWeight must be >= 0 and not both 0",
-            ));
+            errs.push(MemoryError::config("memory.search.query.hybrid", "vectorWeight and textWeight must be >= 0 and not both 0"));
         }
         if h.candidate_multiplier == 0 {
             errs.push(MemoryError::config("memory.search.query.hybrid.candidateMultiplier", "must be at least 1"));
@@ -242,7 +241,10 @@ impl Config {
             errs.push(MemoryError::config("memory.search.query.rerank.candidates", "must be at least 1"));
         }
         if r.enabled && r.model_path.as_deref().is_none_or(|p| p.trim().is_empty()) {
-            errs.push(MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true (a cross-encoder's folder)"));
+            errs.push(MemoryError::config(
+                "memory.search.query.rerank.modelPath",
+                "is required when rerank.enabled is true (a cross-encoder's folder)",
+            ));
         }
         if s.chunking.tokens < 16 {
             errs.push(MemoryError::config("memory.search.chunking.tokens", "must be at least 16"));
@@ -255,7 +257,10 @@ impl Config {
         }
         // Durations are multiplied into milliseconds: absurd ones would overflow (and mean "never" anyway).
         if s.sync.interval_minutes > MAX_INTERVAL_MINUTES {
-            return Err(MemoryError::config("memory.search.sync.intervalMinutes", format!("must be at most {MAX_INTERVAL_MINUTES} (a year); 0 turns it off")));
+            return Err(MemoryError::config(
+                "memory.search.sync.intervalMinutes",
+                format!("must be at most {MAX_INTERVAL_MINUTES} (a year); 0 turns it off"),
+            ));
         }
         if s.sync.watch_debounce_ms > MAX_DEBOUNCE_MS {
             return Err(MemoryError::config("memory.search.sync.watchDebounceMs", format!("must be at most {MAX_DEBOUNCE_MS} (an hour)")));
@@ -275,10 +280,7 @@ impl Config {
             if !s.fallback.trim().eq_ignore_ascii_case("none") && !s.fallback.trim().is_empty() {
                 errs.push(MemoryError::config(
                     "memory.search.multimodal.enabled",
-                    format!(
-                        "requires memory.search.fallback = \"none\" (a fallback model cannot embed images and audio), found \"{}\"",
-                        s.fallback
-                    ),
+                    format!("requires memory.search.fallback = \"none\" (a fallback model cannot embed images and audio), found \"{}\"", s.fallback),
                 ));
             }
             let model = s.model.as_deref().unwrap_or("").trim();

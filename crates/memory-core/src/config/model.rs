@@ -41,11 +41,7 @@ pub struct MemoryConfig {
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig {
-            backend: "builtin".into(),
-            citations: Citations::Auto,
-            search: SearchConfig::default(),
-        }
+        MemoryConfig { backend: "builtin".into(), citations: Citations::Auto, search: SearchConfig::default() }
     }
 }
 

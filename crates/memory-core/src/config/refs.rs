@@ -21,20 +21,18 @@ pub(super) struct Resolver<'a> {
 
 fn is_var_name(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_') && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl Resolver<'_> {
     /// Resolve every string and secret reference under `v` in place; `path` is the key as the user wrote it.
     pub fn resolve(&self, v: &mut Value, path: &str, d: &mut Diagnostics) {
         match v {
-            Value::String(s)
-                if s.contains("${") => {
-                    if let Some(out) = self.substitute(s, path, d) {
-                        *s = out;
-                    }
+            Value::String(s) if s.contains("${") => {
+                if let Some(out) = self.substitute(s, path, d) {
+                    *s = out;
                 }
+            }
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     self.resolve(item, &format!("{path}[{i}]"), d);
@@ -137,7 +135,8 @@ impl Resolver<'_> {
 fn read_file_secret(cfg: &Value, id: &str) -> Result<String, String> {
     let path = cfg.get("path").and_then(Value::as_str).unwrap_or("");
     let path = crate::paths::expand_home(path);
-    let text = crate::bounded::read_text(&path, crate::bounded::MAX_CONFIG_BYTES).map_err(|e| format!("cannot read secrets file {}: {e}", path.display()))?;
+    let text = crate::bounded::read_text(&path, crate::bounded::MAX_CONFIG_BYTES)
+        .map_err(|e| format!("cannot read secrets file {}: {e}", path.display()))?;
     if cfg.get("mode").and_then(Value::as_str) == Some("singleValue") {
         return Ok(text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string());
     }

@@ -93,7 +93,13 @@ pub(super) const SEARCH: &[Field] = &[
             ig("nonBatchConcurrency", Ty::Uint, "requests in flight are fixed by the provider's limits"),
             o(
                 "batch",
-                &[a("enabled", Ty::Bool), a("wait", Ty::Bool), a("concurrency", Ty::Uint), a("pollIntervalMs", Ty::Uint), a("timeoutMinutes", Ty::Uint)],
+                &[
+                    a("enabled", Ty::Bool),
+                    a("wait", Ty::Bool),
+                    a("concurrency", Ty::Uint),
+                    a("pollIntervalMs", Ty::Uint),
+                    a("timeoutMinutes", Ty::Uint),
+                ],
             ),
         ],
     ),
@@ -128,10 +134,7 @@ pub(super) const SEARCH: &[Field] = &[
                     "keyword analysis is memory-rs's own (stems, CJK words, identifiers; see the README), whatever the FTS5 tokenizer",
                 )],
             ),
-            o(
-                "vector",
-                &[a("enabled", Ty::Bool), ig("extensionPath", Ty::Str, "sqlite-vec is compiled into memory-rs; no extension is loaded")],
-            ),
+            o("vector", &[a("enabled", Ty::Bool), ig("extensionPath", Ty::Str, "sqlite-vec is compiled into memory-rs; no extension is loaded")]),
         ],
     ),
     o("chunking", &[a("tokens", Ty::Uint), a("overlap", Ty::Uint)]),
@@ -152,7 +155,11 @@ pub(super) const SEARCH: &[Field] = &[
                 &[
                     a("deltaBytes", Ty::Uint),
                     a("deltaMessages", Ty::Uint),
-                    ig("postCompactionForce", Ty::Bool, "memory-rs does not see the host's compactions; transcripts sync by deltaBytes/deltaMessages"),
+                    ig(
+                        "postCompactionForce",
+                        Ty::Bool,
+                        "memory-rs does not see the host's compactions; transcripts sync by deltaBytes/deltaMessages",
+                    ),
                 ],
             ),
         ],
@@ -173,10 +180,7 @@ pub(super) const SEARCH: &[Field] = &[
                     o("temporalDecay", &[a("enabled", Ty::Bool), a("halfLifeDays", Ty::Num)]),
                 ],
             ),
-            o(
-                "rerank",
-                &[a("enabled", Ty::Bool), a("modelPath", Ty::Str), a("candidates", Ty::Uint), a("budgetMs", Ty::Uint), a("weight", Ty::Num)],
-            ),
+            o("rerank", &[a("enabled", Ty::Bool), a("modelPath", Ty::Str), a("candidates", Ty::Uint), a("budgetMs", Ty::Uint), a("weight", Ty::Num)]),
         ],
     ),
     o("cache", &[a("enabled", Ty::Bool), a("maxEntries", Ty::Uint)]),
@@ -184,10 +188,7 @@ pub(super) const SEARCH: &[Field] = &[
 
 /// The `memory` block without `search` (checked on its own, as a [`SEARCH`] block) and without the engines'
 /// blocks (`memory.qmd`, `memory.lancedb`, a plugin's `memory.<engine>`): those are each engine's own.
-pub(super) const MEMORY: &[Field] = &[
-    a("backend", Ty::Str),
-    a("citations", Ty::Str),
-];
+pub(super) const MEMORY: &[Field] = &[a("backend", Ty::Str), a("citations", Ty::Str)];
 
 /// True for the keys of the `memory` block this crate knows (`search` is checked on its own).
 pub(super) fn is_memory_key(name: &str) -> bool {
@@ -407,7 +408,10 @@ mod tests {
         }
         let only_schema: Vec<_> = schema.difference(&model).collect();
         let only_model: Vec<_> = model.difference(&schema).collect();
-        assert!(only_schema.is_empty() && only_model.is_empty(), "declared acted on, but no field: {only_schema:?}; a field no key sets: {only_model:?}");
+        assert!(
+            only_schema.is_empty() && only_model.is_empty(),
+            "declared acted on, but no field: {only_schema:?}; a field no key sets: {only_model:?}"
+        );
 
         let mut memory = BTreeSet::new();
         acted(MEMORY, "", &mut memory);

@@ -85,7 +85,8 @@ fn deep_nesting_is_a_config_error_not_a_stack_overflow() {
     let e = Config::from_json5(&deep).unwrap_err();
     assert!(matches!(&e, MemoryError::Config { key, message } if key == "(file)" && message.contains("nested deeper")), "{e}");
     // Brackets in strings and comments do not count; ordinary nesting is fine.
-    let text = format!("{{memory: {{search: {{extraPaths: ['{}', \"[{{\\\"\"]}}}} // {}\n /* {} */ }}", "[".repeat(500), "{".repeat(500), "[".repeat(500));
+    let text =
+        format!("{{memory: {{search: {{extraPaths: ['{}', \"[{{\\\"\"]}}}} // {}\n /* {} */ }}", "[".repeat(500), "{".repeat(500), "[".repeat(500));
     let c = Config::from_json5(&text).unwrap();
     assert_eq!(c.memory.search.extra_paths, vec!["[".repeat(500), "[{\"".to_string()]);
 }
@@ -149,13 +150,15 @@ fn multimodal_needs_a_multimodal_model_and_no_fallback() {
         Err(crate::MemoryError::Config { key, message }) => (key, message),
         other => panic!("{json}: {other:?}"),
     };
-    let (key, message) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', fallback: 'openai', multimodal: {enabled: true}}}}");
+    let (key, message) =
+        err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', fallback: 'openai', multimodal: {enabled: true}}}}");
     assert_eq!(key, "memory.search.multimodal.enabled");
     assert!(message.contains("memory.search.fallback = \"none\""), "{message}");
     let (key, message) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-001', multimodal: {enabled: true}}}}");
     assert_eq!(key, "memory.search.multimodal.enabled");
     assert!(message.contains("gemini-embedding-2-preview"), "{message}");
-    let (key, _) = err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', multimodal: {enabled: true, dimensions: 1000}}}}");
+    let (key, _) =
+        err("{memory: {search: {provider: 'gemini', model: 'gemini-embedding-2-preview', multimodal: {enabled: true, dimensions: 1000}}}}");
     assert_eq!(key, "memory.search.multimodal.dimensions");
     // Off, nothing is required.
     Config::from_json5("{memory: {search: {fallback: 'openai', multimodal: {enabled: false}}}}").unwrap();
@@ -195,7 +198,10 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
     assert_eq!(s.sources, vec![crate::types::Source::Memory, crate::types::Source::Sessions]);
     // qmd.extraCollections become extraPaths entries with their pattern.
     assert_eq!(s.extra_paths, vec![ExtraPath::from("shared"), ExtraPath::Pattern { path: "collections/team".into(), pattern: Some("*.md".into()) }]);
-    assert_eq!((s.query_input_type.as_deref(), s.document_input_type.as_deref(), s.input_type.as_deref()), (Some("query"), Some("passage"), Some("passage")));
+    assert_eq!(
+        (s.query_input_type.as_deref(), s.document_input_type.as_deref(), s.input_type.as_deref()),
+        (Some("query"), Some("passage"), Some("passage"))
+    );
     assert_eq!(s.output_dimensionality, Some(512));
     // The qmd block is kept raw for the engine, which checks it and warns of its ignored keys (memory-qmd's
     // config.rs runs this fixture).
@@ -268,7 +274,9 @@ fn a_missing_variable_is_an_error_naming_the_key_and_the_variable_and_all_errors
 
 #[test]
 fn older_shapes_are_understood() {
-    let c = Config::from_json5("{ memorySearch: { chunkSize: 256, chunkOverlap: 32, maxResults: 4 }, memory: { search: { query: { maxResults: 5 } } } }").unwrap();
+    let c =
+        Config::from_json5("{ memorySearch: { chunkSize: 256, chunkOverlap: 32, maxResults: 4 }, memory: { search: { query: { maxResults: 5 } } } }")
+            .unwrap();
     assert_eq!((c.memory.search.chunking.tokens, c.memory.search.chunking.overlap), (256, 32));
     assert_eq!(c.memory.search.query.max_results, 5, "memory.search wins over the top-level memorySearch");
     let c = Config::from_json5("{ agents: { entries: { ops: { memorySearch: { query: { maxResults: 2 } } } } } }").unwrap();
@@ -294,7 +302,10 @@ fn non_finite_ranking_numbers_never_reach_the_ranking() {
     // JSON5 can write NaN and Infinity: refused naming the key (a JSON value would hold them as null, read as
     // "unset"), in the sections read only.
     for (text, key) in [
-        ("{ memory: { search: { query: { hybrid: { temporalDecay: { enabled: true, halfLifeDays: NaN } } } } } }", "memory.search.query.hybrid.temporalDecay.halfLifeDays"),
+        (
+            "{ memory: { search: { query: { hybrid: { temporalDecay: { enabled: true, halfLifeDays: NaN } } } } } }",
+            "memory.search.query.hybrid.temporalDecay.halfLifeDays",
+        ),
         ("{ memory: { search: { query: { hybrid: { vectorWeight: Infinity } } } } }", "memory.search.query.hybrid.vectorWeight"),
         ("{ memory: { search: { query: { hybrid: { mmr: { lambda: -Infinity } } } } } }", "memory.search.query.hybrid.mmr.lambda"),
         ("{ agents: { list: [{ id: 'a', memorySearch: { query: { minScore: NaN } } }] } }", "agents.list[0].memorySearch.query.minScore"),

@@ -390,9 +390,13 @@ mod tests {
         assert!(!take(&|| write(&w.join("memory/b/c.md"), "c\n")).0, "a new folder with a note");
         assert!(take(&|| write(&w.join("memory/b/c.md"), "C\n")).0, "after it, a rewrite is named again");
         assert!(!take(&|| fs::rename(w.join("memory/b"), w.join("memory/d")).unwrap()).0, "a folder renamed");
-        assert_eq!(take(&|| {
-            fs::rename(w.join("memory/d/c.md"), w.join("memory/e.md")).unwrap();
-        }), (true, 2), "a note moved: both names");
+        assert_eq!(
+            take(&|| {
+                fs::rename(w.join("memory/d/c.md"), w.join("memory/e.md")).unwrap();
+            }),
+            (true, 2),
+            "a note moved: both names"
+        );
     }
 
     /// Each step is what a user or an agent does between two searches; `changed` is what the journal must say.

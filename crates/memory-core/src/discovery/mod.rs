@@ -293,7 +293,8 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
 pub fn discover_named(roots: &MemoryRoots, paths: &[PathBuf]) -> Option<Vec<(String, Option<MemoryFile>)>> {
     let ws = &roots.workspace;
     let mut asked: Vec<PathBuf> = paths.to_vec();
-    if paths.iter().any(|p| p.parent() == Some(ws.as_path()) && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| ROOT_FILE_NAMES.contains(&n))) {
+    if paths.iter().any(|p| p.parent() == Some(ws.as_path()) && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| ROOT_FILE_NAMES.contains(&n)))
+    {
         asked.extend(ROOT_FILE_NAMES.iter().map(|n| ws.join(n)));
     }
     asked.sort();
@@ -388,9 +389,7 @@ pub fn is_root_memory_name(name: &str) -> bool {
 /// True when a directory entry with exactly this name exists (so `memory.md` is not mistaken for `MEMORY.md`
 /// on a case-insensitive file system).
 fn exact_name_exists(dir: &Path, name: &str) -> bool {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().any(|e| e.file_name() == name))
-        .unwrap_or(false)
+    std::fs::read_dir(dir).map(|rd| rd.flatten().any(|e| e.file_name() == name)).unwrap_or(false)
 }
 
 fn is_markdown(p: &Path) -> bool {
@@ -423,17 +422,20 @@ fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile, FileId)> {
     if !m.is_file() {
         return None;
     }
-    let f = MemoryFile { source: Source::Memory, key: roots.key_for(p), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
+    let f = MemoryFile {
+        source: Source::Memory,
+        key: roots.key_for(p),
+        abs_path: p.to_path_buf(),
+        size: m.len(),
+        mtime_ms: mtime_ms(&m),
+        stat: StatId::of(&m),
+    };
     let id = FileId::of(&f, &m);
     Some((f, id))
 }
 
 pub fn mtime_ms(m: &std::fs::Metadata) -> i64 {
-    m.modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// The MIME type of an image or audio file that multimodal memory indexes, by extension.
@@ -512,8 +514,7 @@ fn walk_selected(roots: &MemoryRoots, dir: &Path, media: bool, extra: Option<usi
             walk_selected(roots, &entry.path(), media, extra, out, seen);
         } else if ft.is_file() {
             let path = Path::new(&name);
-            if is_indexed_name(path, media) && extra.is_none_or(|i| roots.extra_selects(i, &entry.path()))
-            {
+            if is_indexed_name(path, media) && extra.is_none_or(|i| roots.extra_selects(i, &entry.path())) {
                 files.push((name, entry));
             }
         }
@@ -602,7 +603,10 @@ fn listed_file(
 /// Why a file was not indexed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkipReason {
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        size: u64,
+        limit: u64,
+    },
     Binary,
     NotUtf8,
     /// Could not be opened or read (permissions, an I/O error): unlike the others this can change without the

@@ -76,10 +76,7 @@ fn extra_paths_files_and_folders_deduplicated() {
     fs::write(extra.path().join("c.txt"), "c").unwrap();
     fs::create_dir_all(d.path().join("docs")).unwrap();
     fs::write(d.path().join("docs/d.md"), "d").unwrap();
-    let roots = MemoryRoots::new(
-        d.path(),
-        &[extra.path().display().to_string(), "docs".into(), "memory".into(), "missing-folder".into()],
-    );
+    let roots = MemoryRoots::new(d.path(), &[extra.path().display().to_string(), "docs".into(), "memory".into(), "missing-folder".into()]);
     let found = discover(&roots);
     let mut k = keys(&found);
     k.sort();
@@ -119,7 +116,14 @@ fn dates_from_daily_log_names() {
 #[test]
 fn dates_in_names_of_every_script_never_panic() {
     // Byte 10 of these names is inside a character: the date slice must not panic (issue 19).
-    for name in ["memory/会议记录.md", "memory/打ち合わせ.md", "memory/회의록입니다.md", "memory/اجتماع-مهم.md", "memory/🎉🎉🎉.md", "memory/e\u{301}e\u{301}e\u{301}e\u{301}.md"] {
+    for name in [
+        "memory/会议记录.md",
+        "memory/打ち合わせ.md",
+        "memory/회의록입니다.md",
+        "memory/اجتماع-مهم.md",
+        "memory/🎉🎉🎉.md",
+        "memory/e\u{301}e\u{301}e\u{301}e\u{301}.md",
+    ] {
         assert_eq!(date_from_path(name), None, "{name}");
         assert!(is_evergreen(name), "{name}");
     }
@@ -242,7 +246,8 @@ fn media_under_an_extra_path_inside_memory_are_found_and_count_as_changes() {
 fn the_prefix_sort_orders_names_as_a_plain_sort() {
     use proptest::prelude::*;
     use std::ffi::OsString;
-    let part = prop_oneof![Just("2026-11-".to_string()), Just("a".to_string()), Just("é".to_string()), Just("日記".to_string()), "[ -~]{0,6}", "\\PC{0,3}"];
+    let part =
+        prop_oneof![Just("2026-11-".to_string()), Just("a".to_string()), Just("é".to_string()), Just("日記".to_string()), "[ -~]{0,6}", "\\PC{0,3}"];
     let name = prop::collection::vec(part, 1..6).prop_map(|p| p.concat()).prop_filter("a name", |n| !n.is_empty() && !n.contains('\0'));
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     runner

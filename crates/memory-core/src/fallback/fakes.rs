@@ -10,9 +10,7 @@ use super::FallbackOpener;
 use crate::backend::MemoryBackend;
 use crate::error::{MemoryError, Result};
 use crate::registry::{BackendFactory, OpenContext};
-use crate::types::{
-    Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, SearchResult, Source, Status, SyncOptions, SyncReport,
-};
+use crate::types::{Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, SearchResult, Source, Status, SyncOptions, SyncReport};
 
 #[derive(Debug, Clone)]
 pub enum Mode {

@@ -11,8 +11,7 @@ use crate::backend::MemoryBackend;
 use crate::error::{ErrorKind, MemoryError, Result};
 use crate::registry::{BackendFactory, OpenContext};
 use crate::types::{
-    Capabilities, GetRequest, GetResponse, ProgressFn, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions,
-    SyncReport,
+    Capabilities, GetRequest, GetResponse, ProgressFn, RecallRequest, RecallResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
 };
 
 /// Opens the fallback engine when it is first needed.

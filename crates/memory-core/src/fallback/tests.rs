@@ -191,9 +191,7 @@ async fn a_primary_that_cannot_open_starts_in_fallback_and_opens_later() {
     let ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let opens = Arc::new(AtomicUsize::new(0));
     let primary = Arc::new(FlakyFactory { ok: ok.clone(), opens: opens.clone() });
-    let mgr = FallbackManager::open("qmd", primary, "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100))
-        .await
-        .unwrap();
+    let mgr = FallbackManager::open("qmd", primary, "builtin", Arc::new(FakeBuiltinFactory), test_ctx(), policy(100, 100)).await.unwrap();
     // Fallback from the start, and status says why.
     let st = mgr.status().await.unwrap();
     assert_eq!(st.backend, "builtin");
@@ -333,11 +331,8 @@ async fn the_failure_survives_the_process_in_the_state_file() {
     assert_eq!(second.primary_calls.search.load(Ordering::SeqCst), 0);
     assert!(second.mgr.fallback_status().unwrap().reason.contains("qmd is broken"));
     // A different engine's state file is not this engine's failure.
-    let other = FallbackManager::new(
-        Box::new(FakeEngine::new("lancedb").0),
-        Box::new(FakeEngine::new("builtin").0) as Box<dyn MemoryBackend>,
-        with_state(),
-    );
+    let other =
+        FallbackManager::new(Box::new(FakeEngine::new("lancedb").0), Box::new(FakeEngine::new("builtin").0) as Box<dyn MemoryBackend>, with_state());
     assert!(other.fallback_status().is_none());
     // Recovery removes the file.
     let third = setup(FallbackPolicy { state_file: Some(state.clone()), ..policy(1, 1) });

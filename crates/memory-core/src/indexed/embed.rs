@@ -5,7 +5,11 @@ use super::*;
 
 impl IndexedBackend {
     /// Embed media chunks from their files; returns (hash, vector) pairs, or the error that stopped it.
-    pub(super) async fn embed_media_chunks(&self, embedder: &Arc<dyn EmbeddingProvider>, todo: &[(String, String)]) -> (Vec<(String, Vec<f32>)>, Option<String>) {
+    pub(super) async fn embed_media_chunks(
+        &self,
+        embedder: &Arc<dyn EmbeddingProvider>,
+        todo: &[(String, String)],
+    ) -> (Vec<(String, Vec<f32>)>, Option<String>) {
         let mut out = Vec::new();
         for (hash, key) in todo {
             let abs = self.roots.abs_path(key);

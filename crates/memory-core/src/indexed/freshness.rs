@@ -234,7 +234,9 @@ impl IndexedBackend {
                 let _patch = self.live_patch.lock().await;
                 if self.rebuilding.load(Ordering::SeqCst) {
                     self.sync_live(files).await?;
-                    return Ok(Some("the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into()));
+                    return Ok(Some(
+                        "the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into(),
+                    ));
                 }
                 continue;
             }
@@ -319,9 +321,8 @@ impl IndexedBackend {
                 if !stale.changed.contains(&key) || c.source == Source::Sessions {
                     return true;
                 }
-                let text = texts.entry(key).or_insert_with(|| {
-                    read_text(&self.roots.abs_path(&c.path), self.config.memory.search.max_file_bytes).ok()
-                });
+                let text =
+                    texts.entry(key).or_insert_with(|| read_text(&self.roots.abs_path(&c.path), self.config.memory.search.max_file_bytes).ok());
                 text.as_deref().is_some_and(|t| t.contains(c.text.trim()))
             })
             .collect()

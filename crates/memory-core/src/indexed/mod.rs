@@ -21,8 +21,8 @@ use crate::embedding::{run_batch, BatchItem, EmbeddingProvider, EmbeddingPurpose
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
 use crate::ranking::{exact_path_tier, merge, RankingOptions};
-use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, SyncBatch};
 use crate::sessions::{self, SessionState};
+use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, SyncBatch};
 use crate::types::*;
 
 /// Files per committed batch: a crash loses at most one batch of work, never the index.
@@ -36,12 +36,22 @@ pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What one file needs in the index.
 enum Prepared {
-    Skipped { record: FileRecord, warning: String },
+    Skipped {
+        record: FileRecord,
+        warning: String,
+    },
     /// Same content, new size/mtime.
     Touched(FileRecord),
-    Changed { record: FileRecord, chunks: Vec<ChunkRecord>, existed: bool },
+    Changed {
+        record: FileRecord,
+        chunks: Vec<ChunkRecord>,
+        existed: bool,
+    },
     /// A transcript's new tail.
-    Appended { record: FileRecord, chunks: Vec<ChunkRecord> },
+    Appended {
+        record: FileRecord,
+        chunks: Vec<ChunkRecord>,
+    },
     /// A transcript that grew less than the re-index thresholds: left for a later sync.
     Deferred,
     /// Deleted between discovery and its read: removed from the index, as the next discovery would (not
@@ -345,11 +355,7 @@ impl IndexedBackend {
     }
 
     fn cache_key(&self) -> Option<EmbeddingCacheKey> {
-        self.embedder.as_ref().map(|e| EmbeddingCacheKey {
-            provider: e.id().to_string(),
-            model: e.model().to_string(),
-            fingerprint: e.fingerprint(),
-        })
+        self.embedder.as_ref().map(|e| EmbeddingCacheKey { provider: e.id().to_string(), model: e.model().to_string(), fingerprint: e.fingerprint() })
     }
 
     async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
@@ -451,11 +457,8 @@ impl IndexedBackend {
         } else {
             Vec::new()
         };
-        let batch_vectors = if batch_mode {
-            self.run_batch_jobs(&prepared_parts, target, cache_from, &mut report).await
-        } else {
-            BatchVectors::default()
-        };
+        let batch_vectors =
+            if batch_mode { self.run_batch_jobs(&prepared_parts, target, cache_from, &mut report).await } else { BatchVectors::default() };
         for (i, part) in work.chunks(FILES_PER_BATCH).enumerate() {
             // Reading, hashing, chunking and analysing are CPU work: spread them over the cores.
             let prepared = match prepared_parts.get_mut(i).and_then(Option::take) {
@@ -702,10 +705,7 @@ impl IndexedBackend {
             }
         };
         if self.embedder.as_ref().is_some_and(|e| e.batch().is_some()) {
-            extra.insert(
-                "batch".into(),
-                serde_json::json!({ "enabled": batch_disabled.is_none(), "disabledReason": batch_disabled }),
-            );
+            extra.insert("batch".into(), serde_json::json!({ "enabled": batch_disabled.is_none(), "disabledReason": batch_disabled }));
         }
         extra.insert("staleFiles".into(), stale.into());
         extra.insert("indexed".into(), identity.is_some().into());

@@ -63,7 +63,9 @@ impl IndexedBackend {
             return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", f.size));
         }
         let bytes = match std::fs::read(&f.abs_path) {
-            Ok(b) if b.len() as u64 > limit => return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", b.len())),
+            Ok(b) if b.len() as u64 > limit => {
+                return skipped(format!("file is {} bytes, over the {limit}-byte limit (multimodal.maxFileBytes)", b.len()))
+            }
             Ok(b) => b,
             Err(e) => return unreadable(f, "media file", &e),
         };
@@ -201,7 +203,14 @@ mod tests {
     #[test]
     fn a_file_deleted_before_its_read_is_removed_not_skipped() {
         let d = tempfile::tempdir().unwrap();
-        let f = MemoryFile { source: Source::Memory, key: "memory/gone.md".into(), abs_path: d.path().join("memory/gone.md"), size: 3, mtime_ms: 0, stat: Default::default() };
+        let f = MemoryFile {
+            source: Source::Memory,
+            key: "memory/gone.md".into(),
+            abs_path: d.path().join("memory/gone.md"),
+            size: 3,
+            mtime_ms: 0,
+            stat: Default::default(),
+        };
         let why = "cannot read file: No such file or directory";
         assert!(matches!(skipped(&f, "memory file", why), Prepared::Vanished(Source::Memory, k) if k == "memory/gone.md"));
         // A file that is there but cannot be used is still skipped, with its warning.

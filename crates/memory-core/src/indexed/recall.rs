@@ -132,7 +132,11 @@ impl IndexedBackend {
 
 /// `MEMORY.md`'s entries whose project keys are all active (none without active keys), most important first
 /// (then path, line), at most `limit`.
-fn project_entries(lines: &std::collections::BTreeMap<(String, usize), crate::chunking::annotations::Entry>, active: &[String], limit: usize) -> Vec<ProjectEntry> {
+fn project_entries(
+    lines: &std::collections::BTreeMap<(String, usize), crate::chunking::annotations::Entry>,
+    active: &[String],
+    limit: usize,
+) -> Vec<ProjectEntry> {
     if active.is_empty() {
         return Vec::new();
     }

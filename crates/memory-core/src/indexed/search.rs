@@ -49,7 +49,8 @@ impl IndexedBackend {
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
         if let Some(cause) = ctx.store.read_only() {
-            warnings.push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
+            warnings
+                .push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
         }
 
         let terms = query_terms(query);
@@ -115,7 +116,9 @@ impl IndexedBackend {
                 crate::ranking::rerank(items, &logits, cfg.weight);
                 debug!(candidates = n, ms = started.elapsed().as_millis() as u64, "reranked");
             }
-            Ok(logits) => warnings.push(format!("reranker {} returned {} scores for {n} candidates; results are not reranked", reranker.id(), logits.len())),
+            Ok(logits) => {
+                warnings.push(format!("reranker {} returned {} scores for {n} candidates; results are not reranked", reranker.id(), logits.len()))
+            }
             Err(e) => {
                 warn!(error = %e, "reranking skipped");
                 warnings.push(format!("{e}; results are not reranked"));
@@ -145,7 +148,10 @@ impl IndexedBackend {
     async fn vector_leg(&self, ctx: &SearchContext<'_>, query: &str, warnings: &mut Vec<String>) -> Result<Option<VectorLeg>> {
         let Some(embedder) = self.embedder.as_ref().filter(|_| self.config.memory.search.query.hybrid.enabled) else { return Ok(None) };
         if self.index_fingerprint(&ctx.store).await.as_deref() != Some(embedder.fingerprint().as_str()) {
-            warnings.push(format!("the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it", embedder.id()));
+            warnings.push(format!(
+                "the index holds vectors of other embedding settings than `{}` now has; keyword results only until the next sync rebuilds it",
+                embedder.id()
+            ));
             return Ok(None);
         }
         let query_vector = match embedder.embed_query(query).await {
@@ -211,10 +217,7 @@ impl IndexedBackend {
         }
         let ranked = feedback_ranking(&keyword, vector, opts);
         let best = ranked.first().map_or(0.0, |s| s.score);
-        let docs: Vec<(&str, f64)> = ranked
-            .iter()
-            .map(|s| (s.candidate.text.as_str(), if best > 0.0 { s.score / best } else { 1.0 }))
-            .collect();
+        let docs: Vec<(&str, f64)> = ranked.iter().map(|s| (s.candidate.text.as_str(), if best > 0.0 { s.score / best } else { 1.0 })).collect();
         let extra = expansion_terms(terms, &docs, PRF_TERMS);
         if extra.is_empty() {
             return keyword;
@@ -247,7 +250,13 @@ impl IndexedBackend {
     /// rarely match how the answer is written; the best hits' vectors describe the answer's neighbourhood
     /// (Rocchio 1971; the same holds for dense retrieval). Vector scores are then cosine similarities to the
     /// refined query vector. Any failure keeps the first vector candidates.
-    async fn expand_vector(&self, ctx: &SearchContext<'_>, query_vector: &[f32], keyword: &[Candidate], vector: Vec<Candidate>) -> (Vec<Candidate>, Vec<f32>) {
+    async fn expand_vector(
+        &self,
+        ctx: &SearchContext<'_>,
+        query_vector: &[f32],
+        keyword: &[Candidate],
+        vector: Vec<Candidate>,
+    ) -> (Vec<Candidate>, Vec<f32>) {
         let (store, opts) = (&ctx.store, &ctx.opts);
         let first = |vector| (vector, query_vector.to_vec());
         if vector.len() < PRF_DOCS {

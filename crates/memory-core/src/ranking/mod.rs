@@ -170,15 +170,14 @@ fn is_identifier_like(w: &str) -> bool {
     // Punctuation between letters or digits: `v2.14.3`, `INC-20931`, `memory.search.local`, `ATLAS_SENTRY_DSN`.
     // Not a hyphen alone (`two-dimensional`, `re-entry` are English words; an id with a hyphen has a digit or a
     // capital), not single letters with dots (`i.e`, `e.g`).
-    let inner_punct = chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[1] != '-' && w[2].is_ascii_alphanumeric())
-        && !w.split(|c: char| IDENT_PUNCT.contains(&c)).all(|seg| seg.chars().count() <= 1);
+    let inner_punct =
+        chars.windows(3).any(|w| w[0].is_ascii_alphanumeric() && IDENT_PUNCT.contains(&w[1]) && w[1] != '-' && w[2].is_ascii_alphanumeric())
+            && !w.split(|c: char| IDENT_PUNCT.contains(&c)).all(|seg| seg.chars().count() <= 1);
     // camelCase / PascalCase with a hump inside: `vectorWeight`, `BadDeviceToken` (not `Atlas`, not `HSBC`).
     let camel = chars.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
     // An acronym of three letters or more that is not an English word in capitals (`OR`, `AND`, `NOT`).
-    let acronym = letters >= 3
-        && digits == 0
-        && chars.iter().all(|c| c.is_ascii_uppercase())
-        && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
+    let acronym =
+        letters >= 3 && digits == 0 && chars.iter().all(|c| c.is_ascii_uppercase()) && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
     // A year (`2023` in "in May 2023") is a date's word, not an id: every dated note's heading holds one, and as an
     // exact match it would put every session's first chunk above the one that answers.
     let year = chars.len() == 4 && digits == 4 && (w.starts_with("19") || w.starts_with("20"));
@@ -406,7 +405,10 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Opti
             Some(s) => s.vector_score = Some(v),
             None => {
                 order.push(c.chunk_id.clone());
-                by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0, exact_match: false });
+                by_id.insert(
+                    c.chunk_id.clone(),
+                    Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0, exact_match: false },
+                );
             }
         }
     }

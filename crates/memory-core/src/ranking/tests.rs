@@ -76,9 +76,23 @@ fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
     o.now_ms = now;
     o.half_life_days = Some(30.0);
     let mut items = vec![
-        Scored { candidate: cand("a", "memory/2026-10-31.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
+        Scored {
+            candidate: cand("a", "memory/2026-10-31.md", "x"),
+            score: 0.8,
+            text_score: Some(0.8),
+            vector_score: None,
+            tier: 0,
+            exact_match: false,
+        },
         Scored { candidate: cand("b", "MEMORY.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
-        Scored { candidate: cand("c", "memory/projects/alpha.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
+        Scored {
+            candidate: cand("c", "memory/projects/alpha.md", "x"),
+            score: 0.8,
+            text_score: Some(0.8),
+            vector_score: None,
+            tier: 0,
+            exact_match: false,
+        },
     ];
     adjust_and_sort(&mut items, &o);
     let by_id: HashMap<_, _> = items.iter().map(|s| (s.candidate.chunk_id.as_str(), s.score)).collect();
@@ -303,9 +317,17 @@ fn citations_and_snippet_cap() {
     assert_eq!(citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
     let mut c = cand("a", "memory/a.md", "text");
     c.keyword_score = Some(1.0);
-    let on = to_results(vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::On);
+    let on = to_results(
+        vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        "q",
+        Citations::On,
+    );
     assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
-    let off = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "q", Citations::Off);
+    let off = to_results(
+        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        "q",
+        Citations::Off,
+    );
     assert_eq!(off[0].citation, None);
     assert_eq!(off[0].snippet, "text");
 }
@@ -319,7 +341,11 @@ fn results_say_which_lines_their_snippet_shows() {
     c.start_line = 10;
     c.end_line = 50;
     c.keyword_score = Some(3.0);
-    let r = to_results(vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }], "always canary", Citations::Auto);
+    let r = to_results(
+        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        "always canary",
+        Citations::Auto,
+    );
     assert!(r[0].snippet.ends_with("- Deploys go through the canary cluster first, always"), "{:?}", r[0].snippet);
     assert!(r[0].snippet.chars().count() <= SNIPPET_MAX_CHARS);
     assert_eq!(r[0].snippet_end_line, Some(50));
@@ -480,11 +506,7 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
     assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
     // A clearly better older match stays first.
-    let keyword2 = vec![
-        kw("old", "memory/2026-03-02.md", "x", 6.0),
-        kw("new", "memory/2026-09-18.md", "y", 2.0),
-        kw("ever", "MEMORY.md", "z", 0.5),
-    ];
+    let keyword2 = vec![kw("old", "memory/2026-03-02.md", "x", 6.0), kw("new", "memory/2026-09-18.md", "y", 2.0), kw("ever", "MEMORY.md", "z", 0.5)];
     let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");
     // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
@@ -501,7 +523,14 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
     // candidates a tenth of the spread apart holds.
     let mut bunched: Vec<Scored> = (0..10)
-        .map(|i| Scored { candidate: cand(&format!("c{i}"), &format!("memory/2026-01-{:02}.md", i + 1), "x"), score: 0.82 - 0.002 * i as f64, text_score: None, vector_score: None, tier: 0, exact_match: false })
+        .map(|i| Scored {
+            candidate: cand(&format!("c{i}"), &format!("memory/2026-01-{:02}.md", i + 1), "x"),
+            score: 0.82 - 0.002 * i as f64,
+            text_score: None,
+            vector_score: None,
+            tier: 0,
+            exact_match: false,
+        })
         .collect();
     prefer_recent(&mut bunched, "anything");
     assert!(bunched[0].score > bunched[1].score, "{} vs {}", bunched[0].score, bunched[1].score);

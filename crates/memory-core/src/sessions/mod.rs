@@ -192,7 +192,14 @@ pub fn transcript_file(p: &Path) -> Option<MemoryFile> {
         tracing::warn!(path = ?p, "name is not UTF-8; skipped (rename it to index it)");
         return None;
     };
-    Some(MemoryFile { source: Source::Sessions, key: format!("{KEY_PREFIX}{name}"), abs_path: p.to_path_buf(), size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) })
+    Some(MemoryFile {
+        source: Source::Sessions,
+        key: format!("{KEY_PREFIX}{name}"),
+        abs_path: p.to_path_buf(),
+        size: m.len(),
+        mtime_ms: mtime_ms(&m),
+        stat: StatId::of(&m),
+    })
 }
 
 /// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
 use crate::discovery::StatId;
+use crate::error::Result;
 use crate::identity::IndexIdentity;
 use crate::sessions::SessionState;
 use crate::types::Source;

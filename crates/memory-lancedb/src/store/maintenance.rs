@@ -12,8 +12,8 @@ use lancedb::{DistanceType, Table};
 use memory_core::{MemoryError, Result};
 use tracing::info;
 
-use crate::schema::*;
 use super::{LanceStore, Which, WriteState};
+use crate::schema::*;
 
 /// Meta key of the vector index's build record ([`AnnBuild`]).
 const META_ANN: &str = "ann_index";
@@ -43,10 +43,7 @@ impl LanceStore {
         }
         if !existing.iter().any(|i| i.columns.iter().any(|c| c == COL_ID)) {
             // Lets merge_insert look ids up instead of scanning the table.
-            t.create_index(&[COL_ID], Index::BTree(Default::default()))
-                .execute()
-                .await
-                .map_err(|e| self.err("create id index", e))?;
+            t.create_index(&[COL_ID], Index::BTree(Default::default())).execute().await.map_err(|e| self.err("create id index", e))?;
         }
         for column in [COL_TERMS, COL_HEADING] {
             if has(column) {
@@ -61,10 +58,7 @@ impl LanceStore {
                 .ascii_folding(false)
                 .max_token_length(None)
                 .with_position(false);
-            t.create_index(&[column], Index::FTS(params))
-                .execute()
-                .await
-                .map_err(|e| self.err(&format!("create full-text index on {column}"), e))?;
+            t.create_index(&[column], Index::FTS(params)).execute().await.map_err(|e| self.err(&format!("create full-text index on {column}"), e))?;
             info!(column, rows = chunks, ms = started.elapsed().as_millis() as u64, "full-text index created");
         }
         self.known.lock().unwrap().fts_ready = true;
@@ -94,10 +88,7 @@ impl LanceStore {
         };
         let existing = t.list_indices().await.map_err(|e| self.err("list indices", e))?;
         let indexed = existing.iter().any(|i| i.columns.iter().any(|c| c == COL_VECTOR));
-        let vectors = t
-            .count_rows(Some(format!("{COL_VECTOR} IS NOT NULL")))
-            .await
-            .map_err(|e| self.err("count vectors", e))?;
+        let vectors = t.count_rows(Some(format!("{COL_VECTOR} IS NOT NULL"))).await.map_err(|e| self.err("count vectors", e))?;
         // An index without a training record predates it: retrain once so its partitions are known.
         let wanted = match build {
             Some(b) if indexed => ann_retrain_at(b.rows),
@@ -138,17 +129,17 @@ impl LanceStore {
     pub async fn train_ann_index_now(&self) -> Result<(usize, usize)> {
         let _w = self.writer.lock().await;
         let Some(t) = self.table(Which::Data).await? else { return Err(MemoryError::Unavailable("no data table yet".into())) };
-        let vectors =
-            t.count_rows(Some(format!("{COL_VECTOR} IS NOT NULL"))).await.map_err(|e| self.err("count vectors", e))?;
+        let vectors = t.count_rows(Some(format!("{COL_VECTOR} IS NOT NULL"))).await.map_err(|e| self.err("count vectors", e))?;
         let b = self.train_ann(&t, vectors, true).await?;
         Ok((b.rows, b.partitions))
     }
 
     pub(super) async fn read_ann_build(&self) -> Result<Option<AnnBuild>> {
         let b = match self.meta_get(META_ANN).await? {
-            Some(json) => Some(serde_json::from_str::<AnnBuild>(&json).map_err(|e| {
-                MemoryError::CorruptIndex(format!("lancedb at {}: unreadable vector index record: {e}", self.shared.location))
-            })?),
+            Some(json) => Some(
+                serde_json::from_str::<AnnBuild>(&json)
+                    .map_err(|e| MemoryError::CorruptIndex(format!("lancedb at {}: unreadable vector index record: {e}", self.shared.location)))?,
+            ),
             None => None,
         };
         let mut k = self.known.lock().unwrap();
@@ -242,12 +233,10 @@ pub async fn create_ann_index(t: &Table, rows: usize, opts: &crate::LanceDbOptio
             }
             Index::IvfPq(b)
         }
-        crate::AnnIndexKind::IvfFlat => {
-            Index::IvfFlat(IvfFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions))
+        crate::AnnIndexKind::IvfFlat => Index::IvfFlat(IvfFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions)),
+        crate::AnnIndexKind::IvfHnswFlat => {
+            Index::IvfHnswFlat(IvfHnswFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions))
         }
-        crate::AnnIndexKind::IvfHnswFlat => Index::IvfHnswFlat(
-            IvfHnswFlatIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions),
-        ),
     };
     t.create_index(&[COL_VECTOR], index).replace(true).execute().await
 }
@@ -300,18 +289,12 @@ async fn merge_vector_segments(t: &Table) -> lancedb::Result<usize> {
 /// Compact files, fold new rows into the indices, prune old versions.
 pub(crate) async fn optimize_table(t: &Table, prune_older_than: Duration) -> lancedb::Result<()> {
     let started = Instant::now();
-    let compact = t
-        .optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None })
-        .await?;
+    let compact = t.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }).await?;
     t.optimize(OptimizeAction::Index(Default::default())).await?;
     let merged = merge_vector_segments(t).await?;
     let older_than = lancedb::table::Duration::from_std(prune_older_than).unwrap_or(lancedb::table::Duration::zero());
     let prune = t
-        .optimize(OptimizeAction::Prune {
-            older_than: Some(older_than),
-            delete_unverified: Some(false),
-            error_if_tagged_old_versions: Some(false),
-        })
+        .optimize(OptimizeAction::Prune { older_than: Some(older_than), delete_unverified: Some(false), error_if_tagged_old_versions: Some(false) })
         .await?;
     info!(
         ms = started.elapsed().as_millis() as u64,
@@ -322,4 +305,3 @@ pub(crate) async fn optimize_table(t: &Table, prune_older_than: Duration) -> lan
     );
     Ok(())
 }
-

@@ -23,9 +23,9 @@ use crate::schema::*;
 use crate::storage::Shared;
 
 mod maintenance;
-pub use maintenance::{ann_partitions, auto_nprobes, create_ann_index};
 pub(crate) use maintenance::optimize_table;
 use maintenance::AnnBuild;
+pub use maintenance::{ann_partitions, auto_nprobes, create_ann_index};
 
 const META_IDENTITY: &str = "identity";
 /// BM25 weight of the heading column relative to the body terms (the builtin engine's weights).
@@ -200,11 +200,7 @@ impl LanceStore {
                 (None, Some(d)) => {
                     info!(dims = d, "adding a vector column to the index");
                     let only = Arc::new(Schema::new(vec![vector_field(d)]));
-                    t.add_columns()
-                        .transform(NewColumnTransform::AllNulls(only))
-                        .execute()
-                        .await
-                        .map_err(|e| self.err("add vector column", e))?;
+                    t.add_columns().transform(NewColumnTransform::AllNulls(only)).execute().await.map_err(|e| self.err("add vector column", e))?;
                     let schema = self.data_schema_of(&t).await?;
                     return Ok((t, schema));
                 }
@@ -248,11 +244,8 @@ impl LanceStore {
     async fn touched_rows(&self, t: &Table, touches: &[FileRecord]) -> Result<Vec<RecordBatch>> {
         let mut out = Vec::new();
         for f in touches {
-            let filter = format!(
-                "{COL_KIND} = '{KIND_CHUNK}' AND {COL_SOURCE} = {} AND {COL_PATH} = {}",
-                sql_str(f.source.as_str()),
-                sql_str(&f.path)
-            );
+            let filter =
+                format!("{COL_KIND} = '{KIND_CHUNK}' AND {COL_SOURCE} = {} AND {COL_PATH} = {}", sql_str(f.source.as_str()), sql_str(&f.path));
             for b in self.collect("read touched chunks", t.query().only_if(filter)).await? {
                 if b.num_rows() > 0 {
                     out.push(with_mtime(&b, f.mtime_ms)?);
@@ -264,9 +257,7 @@ impl LanceStore {
 
     async fn meta_get(&self, key: &str) -> Result<Option<String>> {
         let Some(t) = self.table(Which::Meta).await? else { return Ok(None) };
-        let batches = self
-            .collect("read meta", t.query().only_if(format!("key = {}", sql_str(key))).select(Select::columns(&["value"])))
-            .await?;
+        let batches = self.collect("read meta", t.query().only_if(format!("key = {}", sql_str(key))).select(Select::columns(&["value"]))).await?;
         for b in &batches {
             if b.num_rows() > 0 {
                 return Ok(Some(col::<StringArray>(b, "value")?.value(0).to_string()));
@@ -317,9 +308,10 @@ impl ChunkStore for LanceStore {
             return Ok(Some(id));
         }
         let id = match self.meta_get(META_IDENTITY).await? {
-            Some(json) => Some(IndexIdentity::from_json(&json).ok_or_else(|| {
-                MemoryError::CorruptIndex(format!("lancedb at {}: unreadable index identity", self.shared.location))
-            })?),
+            Some(json) => Some(
+                IndexIdentity::from_json(&json)
+                    .ok_or_else(|| MemoryError::CorruptIndex(format!("lancedb at {}: unreadable index identity", self.shared.location)))?,
+            ),
             None => None,
         };
         if let Some(id) = &id {
@@ -353,12 +345,8 @@ impl ChunkStore for LanceStore {
         }
         let mut state = self.writer.lock().await;
         let started = Instant::now();
-        let replaced: Vec<(Source, &str)> = batch
-            .upserts
-            .iter()
-            .map(|(f, _)| (f.source, f.path.as_str()))
-            .chain(batch.removals.iter().map(|(s, p)| (*s, p.as_str())))
-            .collect();
+        let replaced: Vec<(Source, &str)> =
+            batch.upserts.iter().map(|(f, _)| (f.source, f.path.as_str())).chain(batch.removals.iter().map(|(s, p)| (*s, p.as_str()))).collect();
         let has_rows = !batch.upserts.is_empty() || !batch.appends.is_empty() || !batch.touches.is_empty();
 
         let existing = self.table(Which::Data).await?;
@@ -372,8 +360,7 @@ impl ChunkStore for LanceStore {
             Some(_) => self.files().await?.into_iter().map(|f| (f.source, f.path)).collect(),
             None => Default::default(),
         };
-        let replaced: Vec<(Source, &str)> =
-            replaced.into_iter().filter(|(s, p)| known.contains(&(*s, p.to_string()))).collect();
+        let replaced: Vec<(Source, &str)> = replaced.into_iter().filter(|(s, p)| known.contains(&(*s, p.to_string()))).collect();
         let delete_filter = files_filter(&replaced);
         let (t, schema) = self.data_table_for_write(self.wanted_dims(&batch)).await?;
 
@@ -408,17 +395,11 @@ impl ChunkStore for LanceStore {
                 m.when_not_matched_by_source_delete(Some(f));
             }
             let result = m.execute(readers(schema.clone(), batches)).await.map_err(|e| self.err("write chunks", e))?;
-            debug!(
-                inserted = result.num_inserted_rows,
-                updated = result.num_updated_rows,
-                deleted = result.num_deleted_rows,
-                "merge committed"
-            );
+            debug!(inserted = result.num_inserted_rows, updated = result.num_updated_rows, deleted = result.num_deleted_rows, "merge committed");
         }
         // Two hosts indexing the same new files at the same instant can both insert them (there are no rows to
         // conflict on yet). Check the new files' records by id and repair duplicates: delete, then re-add ours.
-        let new_files: Vec<&FileRecord> =
-            batch.upserts.iter().map(|(f, _)| f).filter(|f| !known.contains(&(f.source, f.path.clone()))).collect();
+        let new_files: Vec<&FileRecord> = batch.upserts.iter().map(|(f, _)| f).filter(|f| !known.contains(&(f.source, f.path.clone()))).collect();
         if !new_files.is_empty() && written > 0 {
             let ids: Vec<String> = new_files.iter().map(|f| sql_str(&file_row_id(f.source, &f.path))).collect();
             let id_filter = format!("{COL_ID} IN ({})", ids.join(", "));
@@ -461,11 +442,7 @@ impl ChunkStore for LanceStore {
 
     async fn file_chunks(&self, source: Source, path: &str, limit: usize) -> Result<Vec<Candidate>> {
         let Some(t) = self.table(Which::Data).await? else { return Ok(Vec::new()) };
-        let filter = format!(
-            "{COL_KIND} = '{KIND_CHUNK}' AND {COL_SOURCE} = {} AND {COL_PATH} = {}",
-            sql_str(source.as_str()),
-            sql_str(path)
-        );
+        let filter = format!("{COL_KIND} = '{KIND_CHUNK}' AND {COL_SOURCE} = {} AND {COL_PATH} = {}", sql_str(source.as_str()), sql_str(path));
         let columns = candidate_columns(&*self.data_schema_of(&t).await?);
         let q = t.query().only_if(filter).select(Select::columns(columns));
         let mut out = batches_to_candidates(&self.collect("read file chunks", q).await?)?;
@@ -518,10 +495,7 @@ impl ChunkStore for LanceStore {
         match vector_dims(&schema) {
             None => return Err(MemoryError::Unavailable("the index stores no vectors (keyword-only)".into())),
             Some(d) if d != vector.len() => {
-                return Err(MemoryError::InvalidInput(format!(
-                    "query vector has {} dimensions, the index {d}",
-                    vector.len()
-                )))
+                return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index {d}", vector.len())))
             }
             Some(_) => {}
         }
@@ -598,9 +572,7 @@ impl ChunkStore for LanceStore {
         let k = cache_key_digest(key);
         let mut m = t.merge_insert(&["id"]);
         m.when_not_matched_insert_all();
-        m.execute(reader(cache_batch(&k, entries, memory_core::now_ms())?))
-            .await
-            .map_err(|e| self.err("write embedding cache", e))?;
+        m.execute(reader(cache_batch(&k, entries, memory_core::now_ms())?)).await.map_err(|e| self.err("write embedding cache", e))?;
         let total = t.count_rows(None).await.map_err(|e| self.err("count embedding cache", e))?;
         if total > max_entries {
             let excess = total - max_entries;
@@ -614,9 +586,7 @@ impl ChunkStore for LanceStore {
             rows.sort();
             let victims: Vec<String> = rows.into_iter().take(excess).map(|(_, id)| sql_str(&id)).collect();
             if !victims.is_empty() {
-                t.delete(format!("id IN ({})", victims.join(", ")).as_str())
-                    .await
-                    .map_err(|e| self.err("prune embedding cache", e))?;
+                t.delete(format!("id IN ({})", victims.join(", ")).as_str()).await.map_err(|e| self.err("prune embedding cache", e))?;
                 debug!(pruned = victims.len(), "embedding cache pruned");
             }
         }

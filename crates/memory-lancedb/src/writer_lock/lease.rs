@@ -20,9 +20,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path;
-use object_store::{
-    BackoffConfig, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig, UpdateVersion,
-};
+use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, error, info, warn};
 
@@ -61,21 +59,12 @@ impl LeaseLock {
                 .with_config(AmazonS3ConfigKey::Client(object_store::ClientConfigKey::ConnectTimeout), "5s")
                 .with_config(AmazonS3ConfigKey::Client(object_store::ClientConfigKey::Timeout), "20s");
         }
-        builder = builder.with_retry(RetryConfig {
-            backoff: BackoffConfig::default(),
-            max_retries: 2,
-            retry_timeout: Duration::from_secs(20),
-        });
-        let store = Arc::new(builder.clone().build().map_err(|e| {
-            MemoryError::config("memory.lancedb.storageOptions", format!("cannot set up the writer lease on s3://{bucket}: {e}"))
-        })?);
-        Ok(LeaseLock {
-            builder,
-            store,
-            path: Path::from(key),
-            lease_name: format!("s3://{bucket}/{key}"),
-            ttl: ttl.max(Duration::from_secs(1)),
-        })
+        builder = builder.with_retry(RetryConfig { backoff: BackoffConfig::default(), max_retries: 2, retry_timeout: Duration::from_secs(20) });
+        let store =
+            Arc::new(builder.clone().build().map_err(|e| {
+                MemoryError::config("memory.lancedb.storageOptions", format!("cannot set up the writer lease on s3://{bucket}: {e}"))
+            })?);
+        Ok(LeaseLock { builder, store, path: Path::from(key), lease_name: format!("s3://{bucket}/{key}"), ttl: ttl.max(Duration::from_secs(1)) })
     }
 
     fn body(&self, owner: &str) -> PutPayload {
@@ -91,10 +80,7 @@ impl LeaseLock {
     pub async fn acquire(&self, wait: bool) -> Result<LeaseGuard> {
         let owner = new_owner_id();
         loop {
-            let created = self
-                .store
-                .put_opts(&self.path, self.body(&owner), PutOptions { mode: PutMode::Create, ..Default::default() })
-                .await;
+            let created = self.store.put_opts(&self.path, self.body(&owner), PutOptions { mode: PutMode::Create, ..Default::default() }).await;
             let held = match created {
                 Ok(r) => Some(r.e_tag),
                 Err(object_store::Error::AlreadyExists { .. }) => self.try_take_over(&owner).await?,
@@ -110,11 +96,7 @@ impl LeaseLock {
             if !wait {
                 let holder = self.read().await?.map(|(b, _)| b);
                 let detail = match holder {
-                    Some(b) => format!(
-                        " (held by {}, expires in {} s)",
-                        b.owner,
-                        ((b.expires_ms - memory_core::now_ms()).max(0) + 999) / 1000
-                    ),
+                    Some(b) => format!(" (held by {}, expires in {} s)", b.owner, ((b.expires_ms - memory_core::now_ms()).max(0) + 999) / 1000),
                     None => String::new(),
                 };
                 return Err(MemoryError::Unavailable(format!("another host is writing this LanceDB index{detail}")));
@@ -131,8 +113,7 @@ impl LeaseLock {
                 let bytes = g.bytes().await.map_err(|e| self.err("read", e))?;
                 // An unreadable lease (a foreign object, a torn write on a store without atomic PUT) counts as
                 // expired: it can be taken over, never block forever.
-                let body = serde_json::from_slice(&bytes)
-                    .unwrap_or(LeaseBody { owner: "(unreadable lease)".into(), expires_ms: 0 });
+                let body = serde_json::from_slice(&bytes).unwrap_or(LeaseBody { owner: "(unreadable lease)".into(), expires_ms: 0 });
                 Ok(Some((body, etag)))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -192,14 +173,7 @@ impl LeaseLock {
                 }
             })
         };
-        LeaseGuard {
-            heartbeat,
-            state,
-            builder: self.builder.clone(),
-            path: self.path.clone(),
-            lease_name: self.lease_name.clone(),
-            owner,
-        }
+        LeaseGuard { heartbeat, state, builder: self.builder.clone(), path: self.path.clone(), lease_name: self.lease_name.clone(), owner }
     }
 }
 

@@ -34,12 +34,7 @@ pub(crate) enum WriterLock {
 
 impl WriterLock {
     /// The lock for an index at `uri` named `table`.
-    pub fn for_location(
-        uri: &str,
-        storage_options: &BTreeMap<String, String>,
-        table: &str,
-        lease_ttl: Duration,
-    ) -> Result<WriterLock> {
+    pub fn for_location(uri: &str, storage_options: &BTreeMap<String, String>, table: &str, lease_ttl: Duration) -> Result<WriterLock> {
         if !uri.contains("://") || uri.starts_with("file://") {
             let dir = uri.strip_prefix("file://").unwrap_or(uri);
             return Ok(WriterLock::File(PathBuf::from(dir).join(format!("{table}.writer.lock"))));

@@ -63,18 +63,9 @@ pub async fn open_local(
     embedder: Option<Arc<CountingEmbedder>>,
     options: LanceDbOptions,
 ) -> (IndexedBackend, Arc<LanceDbStorage>) {
-    let storage = Arc::new(
-        LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "memory_test", options).await.unwrap(),
-    );
-    let backend = IndexedBackend::open(
-        "lancedb",
-        cfg,
-        ws.to_path_buf(),
-        storage.clone(),
-        embedder.map(|e| e as Arc<dyn EmbeddingProvider>),
-    )
-    .await
-    .unwrap();
+    let storage = Arc::new(LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "memory_test", options).await.unwrap());
+    let backend =
+        IndexedBackend::open("lancedb", cfg, ws.to_path_buf(), storage.clone(), embedder.map(|e| e as Arc<dyn EmbeddingProvider>)).await.unwrap();
     (backend, storage)
 }
 

@@ -14,9 +14,7 @@ use memory_core::config::{Citations, Config};
 use memory_core::discovery::MemoryRoots;
 use memory_core::error::{MemoryError, Result};
 use memory_core::registry::{BackendFactory, OpenContext};
-use memory_core::types::{
-    Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport,
-};
+use memory_core::types::{Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, Status, SyncOptions, SyncReport};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -134,7 +132,6 @@ const STATE_FILE: &str = "collections.json";
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// The shortest time limit of a qmd run (a `0` in `update.*TimeoutMs` means this, as before).
 const MIN_TIMEOUT: Duration = Duration::from_millis(1);
-
 
 impl QmdBackend {
     /// Open the engine: find qmd and Node 22, prepare the QMD home, then run the boot update (awaited when
@@ -314,16 +311,14 @@ impl MemoryBackend for QmdBackend {
             if request.path.split('/').any(|seg| seg == "..") {
                 return Err(MemoryError::Refused(format!("{}: `..` is not allowed in memory paths", request.path)));
             }
-            let abs = inner.resolve_uri(request.path.trim()).ok_or_else(|| {
-                MemoryError::NotFound(format!("{}: not a file of a qmd collection of this agent", request.path))
-            })?;
+            let abs = inner
+                .resolve_uri(request.path.trim())
+                .ok_or_else(|| MemoryError::NotFound(format!("{}: not a file of a qmd collection of this agent", request.path)))?;
             req.path = abs.to_string_lossy().into_owned();
         }
         let roots = inner.roots.clone();
         let max = inner.max_file_bytes;
-        tokio::task::spawn_blocking(move || access::read(&roots, &req, max))
-            .await
-            .map_err(|e| MemoryError::Internal(format!("memory_get: {e}")))?
+        tokio::task::spawn_blocking(move || access::read(&roots, &req, max)).await.map_err(|e| MemoryError::Internal(format!("memory_get: {e}")))?
     }
 
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
@@ -342,11 +337,7 @@ impl MemoryBackend for QmdBackend {
     async fn status(&self) -> Result<Status> {
         let inner = &self.inner;
         let st = inner.state.lock().unwrap();
-        let cols: Vec<Value> = st
-            .registered
-            .iter()
-            .map(|c| json!({"name": c.name, "path": c.root.to_string_lossy(), "mask": c.mask}))
-            .collect();
+        let cols: Vec<Value> = st.registered.iter().map(|c| json!({"name": c.name, "path": c.root.to_string_lossy(), "mask": c.mask})).collect();
         let mut extra = serde_json::Map::new();
         extra.insert("command".into(), json!(inner.invocation.describe()));
         extra.insert("home".into(), json!(inner.home.to_string_lossy()));
@@ -409,7 +400,9 @@ impl MemoryBackend for QmdBackend {
             gone(PathBuf::from(format!("{}{suffix}", db.display())))?;
         }
         match std::fs::remove_dir_all(inner.home.join("config/qmd")) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(MemoryError::io_path("cannot remove", &inner.home.join("config/qmd"), e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(MemoryError::io_path("cannot remove", &inner.home.join("config/qmd"), e))
+            }
             _ => {}
         }
         write_state(&inner.home, &[])?;
@@ -438,4 +431,3 @@ impl MemoryBackend for QmdBackend {
         Ok(())
     }
 }
-

@@ -69,8 +69,8 @@ impl Inner {
             _ => (start, end, Source::Memory),
         };
         // The snippet's own lines, when the body's lines are the file's (not a transcript's export).
-        let shown_lines = (source == Source::Memory && hit.start_line.is_some())
-            .then(|| (start + shown.first_line, (start + shown.last_line).min(end)));
+        let shown_lines =
+            (source == Source::Memory && hit.start_line.is_some()).then(|| (start + shown.first_line, (start + shown.last_line).min(end)));
         Some(SearchResult {
             path,
             start_line: start,
@@ -81,8 +81,8 @@ impl Inner {
             vector_score: None,
             text_score: None,
             citation: None,
-                snippet_start_line: shown_lines.map(|l| l.0),
-                snippet_end_line: shown_lines.map(|l| l.1),
+            snippet_start_line: shown_lines.map(|l| l.0),
+            snippet_end_line: shown_lines.map(|l| l.1),
         })
     }
 

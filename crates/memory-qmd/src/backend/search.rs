@@ -22,10 +22,7 @@ impl QmdBackend {
         if query.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
-        if !request.sources.is_empty()
-            && !request.sources.contains(&Source::Memory)
-            && inner.sessions.is_none()
-        {
+        if !request.sources.is_empty() && !request.sources.contains(&Source::Memory) && inner.sessions.is_none() {
             return Ok(SearchResponse {
                 results: vec![],
                 mode: Some(inner.mode.response_mode().into()),
@@ -81,13 +78,9 @@ impl QmdBackend {
             return Err(MemoryError::Internal(format!("{what}: {msg}")));
         }
         if hits.is_empty() && mode == SearchMode::VSearch && stderr.contains("(100%) need embeddings") {
-            return Err(MemoryError::Unavailable(format!(
-                "{what}: no document has embeddings yet (run `qmd embed`; it needs the embedding model)"
-            )));
+            return Err(MemoryError::Unavailable(format!("{what}: no document has embeddings yet (run `qmd embed`; it needs the embedding model)")));
         }
-        if let (true, SearchMode::Search, Some(doc)) =
-            (hits.is_empty(), mode, terms.as_deref().and_then(crate::query::any_word_document))
-        {
+        if let (true, SearchMode::Search, Some(doc)) = (hits.is_empty(), mode, terms.as_deref().and_then(crate::query::any_word_document)) {
             // No note holds every word (most questions): ask again for any word. One `lex:` sub-query per
             // word, fused by QMD (reciprocal rank); lexical only, so no model is loaded.
             what = "qmd query (any word)".into();

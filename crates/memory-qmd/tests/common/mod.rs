@@ -12,9 +12,9 @@ use memory_qmd::QmdConfig;
 /// QMD's JS entry installed by `scripts/setup.sh`. Panics with instructions when it is missing: these tests run
 /// the real qmd and must not pass silently without it.
 pub fn qmd_entry() -> PathBuf {
-    let dir = std::env::var_os("MEMORY_QMD_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/qmd")
-    });
+    let dir = std::env::var_os("MEMORY_QMD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/qmd"));
     let entry = dir.join("node_modules/@tobilu/qmd/dist/cli/qmd.js");
     assert!(
         entry.is_file(),
@@ -76,11 +76,7 @@ pub fn sample_workspace(ws: &Path) {
         "MEMORY.md",
         "# Long-term memory\n\nThe user prefers green tea in the morning.\n\n## Projects\n\nThe rocket project is written in Rust with tokio.\nIts deadline is a Friday.\n",
     );
-    write(
-        ws,
-        "memory/2026-11-01.md",
-        "# 2026-11-01\n\n- Met Alice about the budget.\n- Lunch at the harbour.\n",
-    );
+    write(ws, "memory/2026-11-01.md", "# 2026-11-01\n\n- Met Alice about the budget.\n- Lunch at the harbour.\n");
     write(
         ws,
         "memory/2026-11-02.md",

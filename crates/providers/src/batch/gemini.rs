@@ -29,11 +29,7 @@ impl GeminiBatch {
 }
 
 fn state_of(v: &Value) -> &str {
-    v.get("metadata")
-        .and_then(|m| m.get("state"))
-        .or_else(|| v.get("state"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    v.get("metadata").and_then(|m| m.get("state")).or_else(|| v.get("state")).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The `inlinedResponses` list, wherever this form of the answer keeps it.
@@ -78,10 +74,7 @@ impl BatchApi for GeminiBatch {
         let op_error = v.get("error").filter(|e| !e.is_null());
         let done = v.get("done").and_then(Value::as_bool).unwrap_or(false);
         let failure = match op_error {
-            Some(e) => Some(format!(
-                "failed: {}",
-                e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string())
-            )),
+            Some(e) => Some(format!("failed: {}", e.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string()))),
             None => match kind {
                 "SUCCEEDED" => None,
                 "FAILED" => Some("failed".to_string()),

@@ -145,10 +145,9 @@ impl BatchRunner {
         outcome.warnings.push(format!("{} batch job failed: {what}", self.client.id()));
         if count == MAX_BATCH_FAILURES {
             warn!(provider = self.client.id(), "batch API failed twice; disabled for this run, embedding synchronously");
-            outcome.warnings.push(format!(
-                "{} batch API disabled for this run after {MAX_BATCH_FAILURES} failures; embedding synchronously",
-                self.client.id()
-            ));
+            outcome
+                .warnings
+                .push(format!("{} batch API disabled for this run after {MAX_BATCH_FAILURES} failures; embedding synchronously", self.client.id()));
         }
     }
 
@@ -186,12 +185,7 @@ fn now_ms() -> i64 {
 
 #[async_trait]
 impl BatchEmbedder for BatchRunner {
-    async fn embed_documents(
-        &self,
-        items: &[BatchItem],
-        state_file: &Path,
-        deliver: UnboundedSender<BatchDelivery>,
-    ) -> BatchOutcome {
+    async fn embed_documents(&self, items: &[BatchItem], state_file: &Path, deliver: UnboundedSender<BatchDelivery>) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         if items.is_empty() {
             return outcome;
@@ -348,8 +342,10 @@ pub(crate) fn multipart(fields: &[(&str, &str)], file_field: &str, file_name: &s
         body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes());
     }
     body.extend_from_slice(
-        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; filename=\"{file_name}\"\r\nContent-Type: {file_type}\r\n\r\n")
-            .as_bytes(),
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; filename=\"{file_name}\"\r\nContent-Type: {file_type}\r\n\r\n"
+        )
+        .as_bytes(),
     );
     body.extend_from_slice(data);
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());

@@ -68,11 +68,7 @@ impl FilesBatch {
                 fin.rejected.push((id, why));
                 continue;
             }
-            let values = body
-                .and_then(|b| b.get("data"))
-                .and_then(Value::as_array)
-                .and_then(|d| d.first())
-                .and_then(|d| d.get("embedding"));
+            let values = body.and_then(|b| b.get("data")).and_then(Value::as_array).and_then(|d| d.first()).and_then(|d| d.get("embedding"));
             match values.map(|v| self.client.floats(v)) {
                 Some(Ok(vector)) => fin.vectors.push((id, vector)),
                 Some(Err(e)) => fin.rejected.push((id, e.to_string())),
@@ -100,10 +96,7 @@ impl BatchApi for FilesBatch {
         let (content_type, body) = multipart(&[("purpose", "batch")], "file", "memory-embeddings.jsonl", "application/jsonl", &jsonl);
         let file = self.client.send(reqwest::Method::POST, &self.client.url("files"), Some((content_type, body))).await?;
         let file = self.client.parse(&file, "malformed file upload response")?;
-        let file_id = file
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| self.client.permanent("file upload response has no `id`"))?;
+        let file_id = file.get("id").and_then(Value::as_str).ok_or_else(|| self.client.permanent("file upload response has no `id`"))?;
         let mut create = json!({ "input_file_id": file_id, "endpoint": "/v1/embeddings" });
         if self.voyage {
             create["completion_window"] = json!("12h");
@@ -112,11 +105,7 @@ impl BatchApi for FilesBatch {
             create["completion_window"] = json!("24h");
         }
         let batch = self.client.post(&self.client.url("batches"), &create).await?;
-        batch
-            .get("id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| self.client.permanent("batch creation response has no `id`"))
+        batch.get("id").and_then(Value::as_str).map(str::to_string).ok_or_else(|| self.client.permanent("batch creation response has no `id`"))
     }
 
     async fn poll(&self, job_id: &str) -> Result<Option<Finished>, EmbeddingError> {

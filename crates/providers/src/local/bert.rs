@@ -116,11 +116,8 @@ fn linear(vb: &VarBuilder, in_dim: usize, out_dim: usize, name: &str) -> candle_
 fn layer_norm(vb: &VarBuilder, dim: usize, eps: f64, name: &str) -> candle_core::Result<LayerNorm> {
     let vb = vb.pp(name);
     // Old TF-converted checkpoints name them gamma / beta.
-    let (w, b) = if vb.contains_tensor("weight") {
-        (vb.get(dim, "weight")?, vb.get(dim, "bias")?)
-    } else {
-        (vb.get(dim, "gamma")?, vb.get(dim, "beta")?)
-    };
+    let (w, b) =
+        if vb.contains_tensor("weight") { (vb.get(dim, "weight")?, vb.get(dim, "bias")?) } else { (vb.get(dim, "gamma")?, vb.get(dim, "beta")?) };
     Ok(LayerNorm::new(w, b, eps))
 }
 
@@ -174,11 +171,7 @@ impl BertModel {
             candle_core::bail!("position offset {} beyond {} positions", cfg.position_offset, cfg.max_position_embeddings);
         }
         let position = Embedding::new(e.get((cfg.max_position_embeddings, h), "position_embeddings.weight")?, h);
-        let token_type = if mpnet {
-            None
-        } else {
-            Some(Embedding::new(e.get((cfg.type_vocab_size, h), "token_type_embeddings.weight")?, h))
-        };
+        let token_type = if mpnet { None } else { Some(Embedding::new(e.get((cfg.type_vocab_size, h), "token_type_embeddings.weight")?, h)) };
         let relative_bias = if mpnet {
             let w = vb.get((cfg.relative_attention_num_buckets, cfg.num_attention_heads), "encoder.relative_attention_bias.weight")?;
             Some(Embedding::new(w, cfg.num_attention_heads))
@@ -257,9 +250,8 @@ impl BertModel {
         }
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         for layer in &self.layers {
-            let split = |t: Tensor| -> candle_core::Result<Tensor> {
-                t.reshape((batch, seq, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()
-            };
+            let split =
+                |t: Tensor| -> candle_core::Result<Tensor> { t.reshape((batch, seq, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous() };
             let q = split(layer.query.forward(&x)?)?;
             let k = split(layer.key.forward(&x)?)?;
             let v = split(layer.value.forward(&x)?)?;
@@ -466,7 +458,8 @@ mod tests {
         let seq = long.len();
         let mut ids = long.clone();
         ids.extend(short.iter().copied().chain(std::iter::repeat_n(1, seq - short.len())));
-        let mask: Vec<u32> = std::iter::repeat_n(1, seq).chain(std::iter::repeat_n(1, short.len())).chain(std::iter::repeat_n(0, seq - short.len())).collect();
+        let mask: Vec<u32> =
+            std::iter::repeat_n(1, seq).chain(std::iter::repeat_n(1, short.len())).chain(std::iter::repeat_n(0, seq - short.len())).collect();
         let t = |v: Vec<u32>| Tensor::from_vec(v, (2, seq), &dev).unwrap();
         let hidden = model.forward(&t(ids), &t(vec![0; 2 * seq]), &t(mask)).unwrap();
         let got: Vec<Vec<Vec<f32>>> = hidden.to_vec3().unwrap();
@@ -575,8 +568,28 @@ mod tests {
         // Computed with MPNet's own formula (Hugging Face `relative_position_bucket`), in Python.
         let at = |rel: i64| b[200 * 401 + (200 + rel) as usize];
         let expect: &[(i64, u32)] = &[
-            (0, 0), (-1, 1), (-7, 7), (-8, 8), (-11, 8), (-16, 10), (-20, 10), (-32, 12), (-64, 14), (-127, 15), (-200, 15),
-            (1, 17), (7, 23), (8, 24), (12, 25), (16, 26), (23, 27), (32, 28), (45, 28), (64, 30), (91, 31), (200, 31),
+            (0, 0),
+            (-1, 1),
+            (-7, 7),
+            (-8, 8),
+            (-11, 8),
+            (-16, 10),
+            (-20, 10),
+            (-32, 12),
+            (-64, 14),
+            (-127, 15),
+            (-200, 15),
+            (1, 17),
+            (7, 23),
+            (8, 24),
+            (12, 25),
+            (16, 26),
+            (23, 27),
+            (32, 28),
+            (45, 28),
+            (64, 30),
+            (91, 31),
+            (200, 31),
         ];
         for &(rel, want) in expect {
             assert_eq!(at(rel), want, "key - query = {rel}");

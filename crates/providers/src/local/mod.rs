@@ -40,9 +40,9 @@ use serde_json::Value;
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info, warn};
 
+use bert::{cls_pool, max_pool, mean_pool, BertModel, WordRows};
 pub use bert::{Architecture, BertConfig};
 pub use rerank::{reranker_from_config, LocalReranker, MAX_PAIR_TOKENS};
-use bert::{cls_pool, max_pool, mean_pool, BertModel, WordRows};
 
 const PROVIDER: &str = "local";
 /// Padded tokens per forward pass (batch x longest), bounding memory and keeping batches of similar length.
@@ -160,9 +160,7 @@ fn read_json(path: &Path) -> Result<Option<Value>, LocalModelError> {
         return Ok(None);
     }
     let text = fs::read_to_string(path).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| LocalModelError::Invalid { path: path.into(), message: format!("invalid JSON: {e}") })
+    serde_json::from_str(&text).map(Some).map_err(|e| LocalModelError::Invalid { path: path.into(), message: format!("invalid JSON: {e}") })
 }
 
 /// The safetensors header (tensor names, dtypes, shapes, offsets) and the raw header bytes.
@@ -237,8 +235,8 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
         Architecture::Bert | Architecture::XlmRoberta => "attention.self.query.weight",
         Architecture::MpNet => "attention.attn.q.weight",
     };
-    let pos = shape_of(header, "embeddings.position_embeddings.weight")
-        .ok_or_else(|| invalid("no `embeddings.position_embeddings.weight`".into()))?;
+    let pos =
+        shape_of(header, "embeddings.position_embeddings.weight").ok_or_else(|| invalid("no `embeddings.position_embeddings.weight`".into()))?;
     let types = shape_of(header, "embeddings.token_type_embeddings.weight").unwrap_or(vec![2, 0]);
     let inter = shape_of(header, "encoder.layer.0.intermediate.dense.weight")
         .ok_or_else(|| invalid("no `encoder.layer.0.intermediate.dense.weight`".into()))?;
@@ -371,7 +369,8 @@ fn resolve_prompts(dir: &Path, name: &str, options: &LocalOptions) -> Result<Pro
         if let Some(p) = v.get("prompts").filter(|p| !p.is_null()) {
             let obj = p.as_object().ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: "`prompts` is not an object".into() })?;
             for (k, v) in obj {
-                let text = v.as_str().ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("prompt `{k}` is not a string") })?;
+                let text =
+                    v.as_str().ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("prompt `{k}` is not a string") })?;
                 available.push((k.clone(), text.to_string()));
             }
         }
@@ -382,7 +381,11 @@ fn resolve_prompts(dir: &Path, name: &str, options: &LocalOptions) -> Result<Pro
             key,
             dir: dir.into(),
             name: n.into(),
-            available: if available.is_empty() { "none".into() } else { available.iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(", ") },
+            available: if available.is_empty() {
+                "none".into()
+            } else {
+                available.iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            },
         })
     };
     let from_file = !available.is_empty();
@@ -437,18 +440,14 @@ impl LocalModelInfo {
         let (header, header_digest, size, data_start) = safetensors_header(&dir.join("model.safetensors"))?;
         let config = resolve_config(dir, config_json.as_ref(), &header)?;
         let pooling = resolve_pooling(dir, config_json.as_ref())?;
-        let st_max = read_json(&dir.join("sentence_bert_config.json"))?
-            .and_then(|v| v.get("max_seq_length").and_then(Value::as_u64))
-            .map(|v| v as usize);
+        let st_max =
+            read_json(&dir.join("sentence_bert_config.json"))?.and_then(|v| v.get("max_seq_length").and_then(Value::as_u64)).map(|v| v as usize);
         // RoBERTa-style positions start after the padding index: 514 position embeddings hold 512 tokens.
         let usable_positions = config.max_position_embeddings.saturating_sub(config.position_offset);
         let max_seq_length = st_max.unwrap_or(usable_positions).min(usable_positions).min(512);
-        let tokenizer_bytes = fs::read(dir.join("tokenizer.json"))
-            .map_err(|e| LocalModelError::Read { path: dir.join("tokenizer.json"), message: e.to_string() })?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "local-model".into());
+        let tokenizer_bytes =
+            fs::read(dir.join("tokenizer.json")).map_err(|e| LocalModelError::Read { path: dir.join("tokenizer.json"), message: e.to_string() })?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "local-model".into());
         let prompts = resolve_prompts(dir, &name, options)?;
         // The resolved architecture rather than config.json's bytes, so repairing a folder's config does not
         // change the identity of vectors that do not change.
@@ -494,8 +493,8 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(std::collections:
     let invalid = |message: String| LocalModelError::Invalid { path: path.into(), message };
     let file = fs::File::open(path).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let (word_name, word_entry) = tensor_entry(&info.header, "embeddings.word_embeddings.weight")
-        .ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`".into()))?;
+    let (word_name, word_entry) =
+        tensor_entry(&info.header, "embeddings.word_embeddings.weight").ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`".into()))?;
     let span = |name: &str, e: &Value| -> Result<(DType, Vec<usize>, u64, u64), LocalModelError> {
         let bad = |what: &str| invalid(format!("tensor `{name}`: {what}"));
         let dtype_name = e.get("dtype").and_then(Value::as_str).ok_or_else(|| bad("no dtype"))?;
@@ -612,8 +611,7 @@ impl Loaded {
     /// forward pass pads its texts to the longest of them, see `embed`), truncation at the model's
     /// max_seq_length. Also the padding id.
     fn load_tokenizer(info: &LocalModelInfo) -> Result<(Tokenizer, u32), LocalModelError> {
-        let mut tokenizer =
-            Tokenizer::from_file(info.dir.join("tokenizer.json")).map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
+        let mut tokenizer = Tokenizer::from_file(info.dir.join("tokenizer.json")).map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
         let pad_id = tokenizer
             .get_padding()
             .map(|p| p.pad_id)
@@ -677,11 +675,7 @@ impl LocalProvider {
     pub fn open_with(dir: impl AsRef<Path>, options: &LocalOptions) -> Result<Self, LocalModelError> {
         let info = LocalModelInfo::inspect_with(dir.as_ref(), options)?;
         debug!(dir = %info.dir.display(), fingerprint = %info.fingerprint, "local model folder inspected");
-        Ok(LocalProvider {
-            info: Arc::new(info),
-            loaded: Arc::new(tokio::sync::OnceCell::new()),
-            gate: Arc::new(tokio::sync::Semaphore::new(1)),
-        })
+        Ok(LocalProvider { info: Arc::new(info), loaded: Arc::new(tokio::sync::OnceCell::new()), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
     }
 
     pub fn info(&self) -> &LocalModelInfo {
@@ -758,10 +752,8 @@ impl EmbeddingProvider for LocalProvider {
             return Ok(Vec::new());
         }
         let loaded = self.loaded().await?;
-        let _permit = self.gate.acquire().await.map_err(|_| EmbeddingError::Permanent {
-            provider: PROVIDER.into(),
-            message: "provider closed".into(),
-        })?;
+        let _permit =
+            self.gate.acquire().await.map_err(|_| EmbeddingError::Permanent { provider: PROVIDER.into(), message: "provider closed".into() })?;
         let info = self.info.clone();
         let texts = self.prompted(texts, purpose);
         let n = texts.len();

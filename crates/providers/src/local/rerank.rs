@@ -16,7 +16,7 @@ use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info};
 
 use super::bert::{cls_pool, BertModel};
-use super::{forward_padded, read_weights, LocalModelError, LocalModelInfo, Loaded};
+use super::{forward_padded, read_weights, Loaded, LocalModelError, LocalModelInfo};
 
 /// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
 pub const MAX_PAIR_TOKENS: usize = 192;
@@ -53,9 +53,11 @@ pub fn reranker_from_config(config: &memory_core::Config) -> memory_core::Result
     if !r.enabled {
         return Ok(None);
     }
-    let path = r.model_path.as_deref().filter(|p| !p.trim().is_empty()).ok_or_else(|| {
-        memory_core::MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true")
-    })?;
+    let path = r
+        .model_path
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true"))?;
     let dir = memory_core::paths::expand_home(path);
     let rr = LocalReranker::open(&dir).map_err(|e| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", e.to_string()))?;
     Ok(Some(Arc::new(rr)))
@@ -104,7 +106,8 @@ impl LocalReranker {
         let model = match self.loaded.get() {
             Some(m) => m.clone(),
             None => {
-                let m = Arc::new(Model::load(&self.info).map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: e.to_string() })?);
+                let m =
+                    Arc::new(Model::load(&self.info).map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: e.to_string() })?);
                 let _ = self.loaded.set(m.clone());
                 m
             }
@@ -124,7 +127,8 @@ impl Reranker for LocalReranker {
             return Ok(Vec::new());
         }
         let model = self.model().await?;
-        let _permit = self.gate.acquire().await.map_err(|_| RerankError::Failed { reranker: self.info.name.clone(), message: "reranker closed".into() })?;
+        let _permit =
+            self.gate.acquire().await.map_err(|_| RerankError::Failed { reranker: self.info.name.clone(), message: "reranker closed".into() })?;
         let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
         let started = Instant::now();
         let n = passages.len();
@@ -151,7 +155,10 @@ impl Model {
         let pooler = Linear::new(take("pooler.dense.weight")?, Some(take("pooler.dense.bias")?));
         let classifier_w = take("classifier.weight")?;
         if classifier_w.dims() != [1, h] {
-            return Err(LocalModelError::Invalid { path, message: format!("classifier is {:?}, expected [1, {h}]: one relevance logit", classifier_w.dims()) });
+            return Err(LocalModelError::Invalid {
+                path,
+                message: format!("classifier is {:?}, expected [1, {h}]: one relevance logit", classifier_w.dims()),
+            });
         }
         let classifier = Linear::new(classifier_w, Some(take("classifier.bias")?));
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);

@@ -88,10 +88,7 @@ impl Wire for Gemini {
         } else {
             let body = json!({ "requests": texts.iter().map(request).collect::<Vec<_>>() });
             let v = client.post(&self.batch_url, &body).await?;
-            let list = v
-                .get("embeddings")
-                .and_then(Value::as_array)
-                .ok_or_else(|| client.permanent("malformed response: no `embeddings` array"))?;
+            let list = v.get("embeddings").and_then(Value::as_array).ok_or_else(|| client.permanent("malformed response: no `embeddings` array"))?;
             list.iter().map(|e| values(client, Some(e), "malformed response: an embedding has no `values`")).collect()
         }
     }

@@ -22,11 +22,7 @@ pub(crate) struct Ollama {
 
 impl Ollama {
     pub fn new(s: WireSettings<'_>) -> Self {
-        Ollama {
-            embed_url: join_url(s.base_url, "api/embed"),
-            legacy_url: join_url(s.base_url, "api/embeddings"),
-            legacy: AtomicBool::new(false),
-        }
+        Ollama { embed_url: join_url(s.base_url, "api/embed"), legacy_url: join_url(s.base_url, "api/embeddings"), legacy: AtomicBool::new(false) }
     }
 }
 
@@ -39,10 +35,8 @@ impl Wire for Ollama {
             match client.post_raw(&self.embed_url, &body).await? {
                 Ok(bytes) => {
                     let v = client.parse(&bytes, "malformed response")?;
-                    let list = v
-                        .get("embeddings")
-                        .and_then(Value::as_array)
-                        .ok_or_else(|| client.permanent("malformed response: no `embeddings` array"))?;
+                    let list =
+                        v.get("embeddings").and_then(Value::as_array).ok_or_else(|| client.permanent("malformed response: no `embeddings` array"))?;
                     return list.iter().map(|e| client.floats(e)).collect();
                 }
                 Err(e) if e.status == 404 && !is_missing_model(&e) => {
@@ -50,10 +44,9 @@ impl Wire for Ollama {
                     self.legacy.store(true, Ordering::Relaxed);
                 }
                 Err(e) if e.status == 404 => {
-                    return Err(client.permanent(format!(
-                        "model `{model}` not found on the server ({}); pull it first (`ollama pull {model}`)",
-                        e.message()
-                    )))
+                    return Err(
+                        client.permanent(format!("model `{model}` not found on the server ({}); pull it first (`ollama pull {model}`)", e.message()))
+                    )
                 }
                 Err(e) => return Err(client.status_error(e)),
             }

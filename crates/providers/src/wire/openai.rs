@@ -45,10 +45,7 @@ impl Wire for OpenAi {
 
 /// `{data: [{embedding, index}]}`, ordered by `index` when every item has one.
 fn parse(client: &Client, v: &Value, n: usize) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-    let data = v
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or_else(|| client.permanent("malformed response: no `data` array"))?;
+    let data = v.get("data").and_then(Value::as_array).ok_or_else(|| client.permanent("malformed response: no `data` array"))?;
     if data.len() != n {
         return Err(client.permanent(format!("returned {} vectors for {n} texts", data.len())));
     }
@@ -59,12 +56,8 @@ fn parse(client: &Client, v: &Value, n: usize) -> Result<Vec<Vec<f32>>, Embeddin
             Some(ix) => ix[pos],
             None => pos,
         };
-        let values = d
-            .get("embedding")
-            .ok_or_else(|| client.permanent("malformed response: an item has no `embedding`"))?;
-        let cell = out
-            .get_mut(slot)
-            .ok_or_else(|| client.permanent(format!("response index {slot} out of range for {n} texts")))?;
+        let values = d.get("embedding").ok_or_else(|| client.permanent("malformed response: an item has no `embedding`"))?;
+        let cell = out.get_mut(slot).ok_or_else(|| client.permanent(format!("response index {slot} out of range for {n} texts")))?;
         if cell.is_some() {
             return Err(client.permanent(format!("response index {slot} appears twice")));
         }

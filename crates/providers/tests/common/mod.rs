@@ -187,9 +187,7 @@ async fn serve(
 pub fn test_model_dir() -> std::path::PathBuf {
     let dir = std::env::var_os("MEMORY_TEST_MODEL")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs/models/all-MiniLM-L6-v2")
-        });
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs/models/all-MiniLM-L6-v2"));
     assert!(
         dir.join("model.safetensors").is_file() && dir.join("tokenizer.json").is_file(),
         "test model all-MiniLM-L6-v2 not found at {} (run `bash scripts/setup.sh` or set MEMORY_TEST_MODEL)",
