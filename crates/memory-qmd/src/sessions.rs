@@ -92,7 +92,7 @@ pub fn line_map(out: &Path, md_rel: &str) -> Option<Vec<usize>> {
 /// The transcript key (`sessions/<name>.jsonl`) of an exported Markdown file.
 pub fn transcript_key(md_rel: &str) -> String {
     let stem = md_rel.strip_suffix(".md").unwrap_or(md_rel);
-    format!("{}{stem}.jsonl", sessions::KEY_PREFIX)
+    sessions::transcript_key(&format!("{stem}.jsonl"))
 }
 
 /// Where the Markdown exports go: `memory.qmd.sessions.exportDir` (relative to the QMD home), else

@@ -307,9 +307,10 @@ fn bench_tool(tool: &Tool, root: &Path, ws: &Path, notes: usize, queries: &[Stri
     log(format!("  re-index after touching {touched} files: {:?}", row.touched.as_ref().map(|c| c.wall_s)));
 
     let (cli_n, inproc_n, warmup) = search_counts(tool);
-    let around = tool.around_searches(&home, ws);
-    if let Some((mut start, _)) = around {
+    let mut stop = None;
+    if let Some((mut start, then)) = tool.around_searches(&home, ws) {
         process::run(&mut start, None, limit).map_err(|e| anyhow::anyhow!("{label}: server start: {e}"))?;
+        stop = Some(then);
     }
     let mut cli = Vec::new();
     let started = std::time::Instant::now();
@@ -334,7 +335,7 @@ fn bench_tool(tool: &Tool, root: &Path, ws: &Path, notes: usize, queries: &[Stri
         row.cli_search = Ok(median_cost(cli));
     }
     log(format!("  whole-process search ({}): {:?}", row.cli_searches, row.cli_search.as_ref().map(|c| c.wall_s)));
-    if let Some((_, mut stop)) = tool.around_searches(&home, ws) {
+    if let Some(mut stop) = stop {
         process::run(&mut stop, None, limit).map_err(|e| anyhow::anyhow!("{label}: server stop: {e}"))?;
     }
 

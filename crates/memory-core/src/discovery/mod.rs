@@ -201,19 +201,22 @@ impl MemoryRoots {
             return true;
         }
         // Under a folder discovery walks (`memory/`, an extra path folder; one may hold the other, so each is
-        // asked), outside tool folders: indexed file names, and folders (no extension: a folder renamed or deleted
-        // takes its notes with it).
-        let walked_by = |root: &Path, media: bool| {
-            let Ok(rest) = path.strip_prefix(root) else { return false };
-            if rest.as_os_str().is_empty() || rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
-                return false;
-            }
-            match path.extension() {
-                Some(_) => is_indexed_name(path, media),
-                None => !known_file,
-            }
-        };
-        walked_by(&self.workspace.join(MEMORY_DIR), false) || self.extra_paths.iter().any(|x| walked_by(x, self.media))
+        // asked): indexed file names, and folders (no extension: a folder renamed or deleted takes its notes with it).
+        under_walked_folder(&self.workspace.join(MEMORY_DIR), path, false, known_file)
+            || self.extra_paths.iter().any(|x| under_walked_folder(x, path, self.media, known_file))
+    }
+}
+
+/// Is `path` inside `root` (not `root` itself), outside tool folders, and an indexed name (with `media`), or, when
+/// it may be a folder (`known_file` false), a name without an extension?
+fn under_walked_folder(root: &Path, path: &Path, media: bool, known_file: bool) -> bool {
+    let Ok(rest) = path.strip_prefix(root) else { return false };
+    if rest.as_os_str().is_empty() || rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
+        return false;
+    }
+    match path.extension() {
+        Some(_) => is_indexed_name(path, media),
+        None => !known_file,
     }
 }
 
@@ -323,13 +326,10 @@ fn is_listed_path(roots: &MemoryRoots, root: Option<&str>, p: &Path) -> bool {
     if p.parent() == Some(ws.as_path()) && is_root_memory_name(name) {
         return if name == USER_FILE { exact_name_exists(ws, USER_FILE) } else { root == Some(name) };
     }
-    // Under a walked folder: no tool folder or non-UTF-8 folder name on the way, an indexed name.
+    // Under a walked folder, an indexed name, and no folder on the way that the walk skips for a name that is
+    // not UTF-8.
     let walked = |dir: &Path, media: bool| {
-        p.strip_prefix(dir).is_ok_and(|rest| {
-            !rest.as_os_str().is_empty()
-                && rest.components().all(|c| c.as_os_str().to_str().is_some_and(|s| !IGNORED_DIRS.contains(&s)))
-                && is_indexed_name(p, media)
-        })
+        under_walked_folder(dir, p, media, true) && p.strip_prefix(dir).is_ok_and(|rest| rest.components().all(|c| c.as_os_str().to_str().is_some()))
     };
     if walked(&ws.join(MEMORY_DIR), false) {
         return true;

@@ -297,7 +297,7 @@ impl IndexedBackend {
         if let (true, Some(dir)) = (sources.contains(&Source::Sessions), &self.sessions_dir) {
             for p in paths.iter().filter(|p| p.parent() == Some(dir.as_path()) && sessions::is_transcript_name(p)) {
                 let Some(name) = p.file_name().and_then(|n| n.to_str()) else { continue };
-                keys.push((Source::Sessions, format!("{}{name}", sessions::KEY_PREFIX)));
+                keys.push((Source::Sessions, sessions::transcript_key(name)));
                 files.extend(sessions::transcript_file(p));
             }
         }

@@ -288,7 +288,7 @@ impl IndexedBackend {
     fn hint_key(&self, abs: &Path) -> String {
         if let (Some(dir), Some(name)) = (&self.sessions_dir, abs.file_name()) {
             if abs.parent() == Some(dir.as_path()) {
-                return format!("{}{}", sessions::KEY_PREFIX, name.to_string_lossy());
+                return sessions::transcript_key(&name.to_string_lossy());
             }
         }
         self.roots.key_for(abs)

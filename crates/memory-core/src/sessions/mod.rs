@@ -21,6 +21,11 @@ pub const MAX_LINE_BYTES: usize = 8 << 20;
 /// Index keys of transcripts start with this.
 pub const KEY_PREFIX: &str = "sessions/";
 
+/// The index key of the transcript file named `name` (`sessions/<name>`).
+pub fn transcript_key(name: &str) -> String {
+    format!("{KEY_PREFIX}{name}")
+}
+
 /// The flattened text of (part of) a transcript.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Flattened {
@@ -194,7 +199,7 @@ pub fn transcript_file(p: &Path) -> Option<MemoryFile> {
     };
     Some(MemoryFile {
         source: Source::Sessions,
-        key: format!("{KEY_PREFIX}{name}"),
+        key: transcript_key(name),
         abs_path: p.to_path_buf(),
         size: m.len(),
         mtime_ms: mtime_ms(&m),
