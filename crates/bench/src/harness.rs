@@ -45,17 +45,10 @@ async fn open(mode: Mode, workspace: &Path, state: &Path) -> anyhow::Result<Inde
     let mut config = Config::default();
     // Keyword mode reads the index the `memory` binary wrote with `provider: "none"`: same identity.
     config.memory.search.provider = "none".into();
-    let ctx = OpenContext {
-        config: Arc::new(config),
-        workspace: std::fs::canonicalize(workspace)?,
-        state_dir: state.to_path_buf(),
-        agent_id: "main".into(),
-        embedder: match mode {
+    let ctx = OpenContext::new(Arc::new(config), std::fs::canonicalize(workspace)?, state.to_path_buf(), "main").with_embedder(match mode {
             Mode::Keyword => None,
             Mode::Hybrid => Some(Arc::new(SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED))),
-        },
-        reranker: None,
-    };
+        });
     Ok(BuiltinFactory.open_indexed(ctx).await?)
 }
 

@@ -104,14 +104,7 @@ async fn run_mode(label: &str, set: &DevSet, ws: &Path, state: &Path, model: Opt
         config.memory.search.query.hybrid.vector_weight = vw;
         config.memory.search.query.hybrid.text_weight = tw;
     }
-    let ctx = OpenContext {
-        config: Arc::new(config),
-        workspace: ws.to_path_buf(),
-        state_dir: state.to_path_buf(),
-        agent_id: "multilingual".into(),
-        embedder,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(config), ws.to_path_buf(), state.to_path_buf(), "multilingual").with_embedder(embedder);
     let engine = BuiltinFactory.open_indexed(ctx).await?;
     let started = std::time::Instant::now();
     let report = engine.sync(SyncOptions::default()).await?;

@@ -140,9 +140,14 @@ fn whole_process(b: &Build, ws: &Path, state: &Path, config: &str, queries: &[St
     Ok(percentile(&ms, 0.5))
 }
 
+/// Where the `memory` binary keeps agent `main`'s builtin index of `ws` (the default config's space).
+fn builtin_index_file(state: &Path, ws: &Path) -> PathBuf {
+    memory_core::space::AgentSpace::resolve(&memory_core::Config::default(), ws, state, "main").index_file("builtin", "sqlite")
+}
+
 /// recall@10 of this build's vector search against sqlite-vec's exact scan, averaged over `queries`.
 async fn vector_recall(ws: &Path, state: &Path, queries: &[String]) -> anyhow::Result<(f64, f64, f64)> {
-    let path = memory_builtin::default_index_path(state, "main", ws);
+    let path = builtin_index_file(state, ws);
     let live = SqliteStorage::new(path).live_path()?;
     let store = SqliteStore::open(&live)?;
     let embedder = SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED);
@@ -313,7 +318,7 @@ async fn keyword(builds: &[Build], dir: &Path, ws: &Path, mixed: &[String], comm
 fn keyword_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(state)?;
     write_keyword_configs(state)?;
-    let idx = memory_builtin::default_index_path(state, "main", ws);
+    let idx = builtin_index_file(state, ws);
     if !idx.exists() {
         let t = std::time::Instant::now();
         process::run(memory_cmd(b, ws, state).arg("index"), None, LIMIT).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -324,7 +329,7 @@ fn keyword_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<PathBuf> 
 
 /// The hybrid index (seeded embedder) in `state`, built by `b`'s harness when missing.
 fn hybrid_index(b: &Build, state: &Path, ws: &Path) -> anyhow::Result<()> {
-    let idx = memory_builtin::default_index_path(state, "main", ws);
+    let idx = builtin_index_file(state, ws);
     if !idx.exists() {
         let t = std::time::Instant::now();
         let mut cmd = Command::new(&b.bench);

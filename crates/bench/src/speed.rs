@@ -130,14 +130,7 @@ pub async fn run(notes: usize, memory_bin: Option<PathBuf>, searches: usize, see
     println!("{:<34} {:>12}", "  cpu time (user + sys)", format!("{:.1} ms", percentile(&cli_cpu, 0.5) * 1e3));
 
     // In-process: the same engine the binary opens, on the same index.
-    let ctx = OpenContext {
-        config: Arc::new(Config::default()),
-        workspace: std::fs::canonicalize(&ws)?,
-        state_dir: state.clone(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(Config::default()), std::fs::canonicalize(&ws)?, state.clone(), "main");
     let engine = BuiltinFactory.open_indexed(ctx).await?;
     for q in queries.iter().take(50) {
         engine.search(&SearchRequest::new(q.as_str())).await?; // warm-up

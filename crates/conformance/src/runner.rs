@@ -312,14 +312,7 @@ async fn run_group(suite: &Suite, group: Vec<Planned<'_>>, factory: &dyn Backend
             return;
         }
     };
-    let ctx = OpenContext {
-        config: Arc::new(config.clone()),
-        workspace: sandbox.workspace.clone(),
-        state_dir: sandbox.state.clone(),
-        agent_id: options.agent_id.clone(),
-        embedder: options.embedder.clone(),
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(config.clone()), sandbox.workspace.clone(), sandbox.state.clone(), &options.agent_id).with_embedder(options.embedder.clone());
     let engine = match factory.open(ctx).await {
         Ok(e) => e,
         Err(e) => {

@@ -47,14 +47,7 @@ impl Default for TestDirs {
 
 /// The context to open an engine on `workspace` with its state in `state`, for [`TEST_AGENT`].
 pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Option<Arc<dyn EmbeddingProvider>>) -> OpenContext {
-    OpenContext {
-        config: Arc::new(config),
-        workspace: workspace.to_path_buf(),
-        state_dir: state.to_path_buf(),
-        agent_id: TEST_AGENT.into(),
-        embedder,
-        reranker: None,
-    }
+    OpenContext::new(Arc::new(config), workspace, state, TEST_AGENT).with_embedder(embedder)
 }
 
 /// A small seeded generator for generated test inputs (xorshift64): the same seed gives the same workspace or

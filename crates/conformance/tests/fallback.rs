@@ -70,14 +70,7 @@ async fn fallback_is_reported_in_status_and_search_warnings() {
     let state = tempfile::tempdir().unwrap();
     let suite = conformance::Suite::builtin_suites().into_iter().find(|s| s.name == "basics").unwrap();
     suite.materialize(ws.path()).unwrap();
-    let ctx = OpenContext {
-        config: Arc::new(memory_core::Config::default()),
-        workspace: ws.path().to_path_buf(),
-        state_dir: state.path().to_path_buf(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(memory_core::Config::default()), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
     let e = FallbackFactory.open(ctx).await.unwrap();
     e.sync(SyncOptions::default()).await.unwrap();
     let r = e.search(&SearchRequest::new("gateway")).await.unwrap();

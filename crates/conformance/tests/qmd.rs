@@ -114,14 +114,7 @@ async fn qmd_snippets_are_the_lines_they_cite() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("workspace");
     suite.materialize(&ws).unwrap();
-    let ctx = OpenContext {
-        config: Arc::new(memory_core::Config::default()),
-        workspace: ws.clone(),
-        state_dir: tmp.path().join("state"),
-        agent_id: "snippets".into(),
-        embedder: None,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(memory_core::Config::default()), ws.clone(), tmp.path().join("state"), "snippets");
     let engine = QmdForTests { command }.open(ctx).await.unwrap();
     engine.sync(memory_core::SyncOptions::default()).await.unwrap();
     let queries = [

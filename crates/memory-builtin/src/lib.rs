@@ -5,7 +5,7 @@
 mod factory;
 mod sqlite;
 
-pub use factory::{default_index_path, BuiltinFactory};
+pub use factory::BuiltinFactory;
 pub use sqlite::{SqliteStorage, SqliteStore};
 
 /// Internals the fuzz targets (fuzz/) drive directly; not a stable API.

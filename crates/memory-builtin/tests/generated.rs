@@ -192,14 +192,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let expected = write_workspace(ws.path(), &notes);
-    let ctx = OpenContext {
-        config: Arc::new(config(&opts)),
-        workspace: ws.path().to_path_buf(),
-        state_dir: state.path().to_path_buf(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(config(&opts)), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     let report = engine.sync(SyncOptions::default()).await;
     prop_assert!(report.is_ok(), "sync: {report:?}");

@@ -72,14 +72,7 @@ async fn check(
     write("MEMORY.md", &curated);
     write("USER.md", &user);
     write("memory/2026-11-30.md", &daily);
-    let ctx = OpenContext {
-        config: Arc::new(Config::default()),
-        workspace: ws.path().to_path_buf(),
-        state_dir: state.path().to_path_buf(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    };
+    let ctx = OpenContext::new(Arc::new(Config::default()), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     engine.sync(SyncOptions::default()).await.unwrap();
     let message = message.join(" ");

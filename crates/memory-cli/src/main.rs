@@ -13,13 +13,14 @@ mod status;
 mod watch;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{CommandFactory, Parser, Subcommand};
 use memory_core::registry::OpenContext;
+use memory_core::space::AgentSpace;
 use memory_core::{Config, GetRequest, MemoryBackend, RecallRequest, SearchRequest, SyncOptions};
 
 #[derive(Parser, Debug)]
@@ -316,12 +317,11 @@ fn default_state_dir() -> PathBuf {
 /// The engine and what the host resolved to open it.
 struct Opened {
     engine: Arc<dyn MemoryBackend>,
-    workspace: PathBuf,
+    /// Where the agent's memory lives, as the engine was given it (the watcher and `append` ask it too).
+    space: Arc<AgentSpace>,
     config: Arc<Config>,
     config_path: Option<PathBuf>,
     workspace_from: openclaw::WorkspaceFrom,
-    /// The transcripts folder, when the `sessions` source is on (the watcher watches it).
-    sessions_dir: Option<PathBuf>,
     /// Why embeddings do not answer as configured (shown by `status`).
     provider_note: Option<String>,
 }
@@ -383,14 +383,13 @@ fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
 /// `memory get` reads a file: for the engines that read it from the memory roots (builtin, LanceDB: both
 /// `IndexedBackend`), no index is opened, so a full, read-only or damaged state disk never stands in its way.
 /// `None`: the engine must answer (QMD's `qmd://` paths and collections, plugins).
-fn get_without_index(resolved: &Resolved, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
-    let search = &resolved.config.memory.search;
+fn get_without_index(resolved: &Resolved, state_dir: &Path, agent: &str, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
     let reads_roots = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb");
     if !reads_roots || request.path.trim_start().starts_with("qmd://") {
         return None;
     }
-    let roots = memory_core::discovery::MemoryRoots::new(resolved.workspace.clone(), &search.extra_paths).with_media(search.multimodal.enabled);
-    Some(memory_core::access::read(&roots, request, search.max_file_bytes))
+    let space = AgentSpace::resolve(&resolved.config, resolved.workspace.clone(), state_dir, agent);
+    Some(memory_core::access::read(space.roots(), request, resolved.config.memory.search.max_file_bytes))
 }
 
 /// Open the engine for `agent` (the one open logic: the CLI's commands and the shared server's engines).
@@ -403,20 +402,15 @@ async fn open(resolved: Resolved, state_dir: PathBuf, agent: &str, is_status: bo
         Err(e) if is_status => (None, Some(format!("{e}; keyword search answers until it is set up"))),
         Err(e) => return Err(e.into()),
     };
-    let sessions_dir = config
-        .memory
-        .search
-        .sources
-        .contains(&memory_core::Source::Sessions)
-        .then(|| memory_core::sessions::sessions_dir(&config, &state_dir, agent));
     let reranker = memory_host::reranker(&config)?;
-    let ctx = OpenContext { config: config.clone(), workspace: workspace.clone(), state_dir, agent_id: agent.to_string(), embedder, reranker };
+    let ctx = OpenContext::new(config.clone(), workspace, state_dir, agent).with_embedder(embedder).with_reranker(reranker);
+    let space = ctx.space.clone();
     let engine = host.registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));
     }
-    Ok(Opened { engine: Arc::from(engine), workspace, config, config_path, workspace_from, sessions_dir, provider_note })
+    Ok(Opened { engine: Arc::from(engine), space, config, config_path, workspace_from, provider_note })
 }
 
 /// What `search`, `get`, `status`, `index` and `append` do, as data: run here or by a shared server
@@ -528,9 +522,10 @@ impl Answer {
 /// and answers in time; otherwise (or with `--no-server`) this process opens the engine. Same bytes either way.
 fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
     let resolved = resolve(cli)?;
+    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
     if let Job::Get { path, from, lines, offset, json } = &job {
         let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
-        if let Some(response) = get_without_index(&resolved, &request) {
+        if let Some(response) = get_without_index(&resolved, &state_dir, &cli.agent, &request) {
             // A read of a file: no engine, no server.
             let mut answer = Answer::default();
             let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -543,7 +538,6 @@ fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
             return Ok(answer);
         }
     }
-    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
     let progress = match &job {
         Job::Index { json, .. } | Job::Search { json, .. } => progress::wanted(*json),
         _ => false,
@@ -633,7 +627,7 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
         Job::Append { text, written, json } => {
             let r = match written {
                 Some(appended) => append::index_appended(engine, appended.clone()).await,
-                None => append::append_and_index(engine, &opened.workspace, text).await?,
+                None => append::append_and_index(engine, opened.space.workspace(), text).await?,
             };
             if *json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
@@ -699,8 +693,8 @@ async fn run_command(cli: &Cli, opened: &Opened) -> anyhow::Result<()> {
             };
             let session_start_sync = opened.config.memory.search.sync.on_session_start;
             match http.to_options(&cli.state_dir.clone().unwrap_or_else(default_state_dir))? {
-                Some(options) => http::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, options).await,
-                None => serve::run(opened.engine.clone(), opened.workspace.clone(), *allow_append, watch, session_start_sync).await,
+                Some(options) => http::run(opened.engine.clone(), opened.space.workspace().to_path_buf(), *allow_append, watch, options).await,
+                None => serve::run(opened.engine.clone(), opened.space.workspace().to_path_buf(), *allow_append, watch, session_start_sync).await,
             }
         }
         _ => Ok(()),
@@ -723,8 +717,7 @@ fn read_entry_from_stdin() -> anyhow::Result<String> {
 /// Watch what discovery indexes. `serving`: the first sync runs in the background (the server answers at once).
 async fn start_watch(opened: &Opened, serving: bool, on_sync: watch::OnSync) -> anyhow::Result<watch::WatchHandle> {
     let search = &opened.config.memory.search;
-    let roots = memory_core::discovery::MemoryRoots::new(opened.workspace.clone(), &search.extra_paths).with_media(search.multimodal.enabled);
-    let targets = watch::WatchTargets { roots, sessions_dir: opened.sessions_dir.clone() };
+    let targets = watch::WatchTargets::of(&opened.space, search);
     let options = watch::WatchOptions { initial_sync_in_background: serving, ..watch::WatchOptions::from_config(&search.sync) };
     watch::spawn(opened.engine.clone(), targets, options, on_sync).await
 }
@@ -763,10 +756,10 @@ async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({ "event": "ready", "workspace": opened.workspace.display().to_string(), "debounceMs": debounce })
+                serde_json::json!({ "event": "ready", "workspace": opened.space.workspace().display().to_string(), "debounceMs": debounce })
             )?;
         } else {
-            writeln!(out, "Watching {} (debounce {debounce} ms); Ctrl-C to stop", opened.workspace.display())?;
+            writeln!(out, "Watching {} (debounce {debounce} ms); Ctrl-C to stop", opened.space.workspace().display())?;
         }
         out.flush()?;
     }

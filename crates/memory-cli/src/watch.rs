@@ -62,6 +62,13 @@ pub struct WatchTargets {
 }
 
 impl WatchTargets {
+    /// What discovery indexes in `space` under `search`: its roots, and its transcripts folder when the
+    /// `sessions` source is on.
+    pub fn of(space: &memory_core::space::AgentSpace, search: &memory_core::config::SearchConfig) -> WatchTargets {
+        let sessions_on = search.sources.contains(&memory_core::Source::Sessions);
+        WatchTargets { roots: space.roots().clone(), sessions_dir: sessions_on.then(|| space.sessions_dir().to_path_buf()) }
+    }
+
     fn memory_dir(&self) -> PathBuf {
         self.roots.workspace.join(memory_core::discovery::MEMORY_DIR)
     }

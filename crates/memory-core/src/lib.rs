@@ -24,6 +24,7 @@ pub mod ranking;
 pub mod registry;
 pub mod rerank;
 pub mod sessions;
+pub mod space;
 pub mod store;
 pub mod types;
 

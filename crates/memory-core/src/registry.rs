@@ -11,16 +11,15 @@ use crate::backend::MemoryBackend;
 use crate::config::{Config, ConfigIssue};
 use crate::embedding::EmbeddingProvider;
 use crate::error::{MemoryError, Result};
+use crate::space::AgentSpace;
 
 /// Everything an engine needs to open.
 #[derive(Clone)]
 pub struct OpenContext {
     pub config: Arc<Config>,
-    /// The agent's workspace (holds MEMORY.md and memory/).
-    pub workspace: PathBuf,
-    /// Per-agent state folder for indexes; never inside the workspace by default.
-    pub state_dir: PathBuf,
-    pub agent_id: String,
+    /// Where the agent's memory lives: its workspace and roots, its transcripts, and the names of every state file
+    /// an engine keeps. Resolved once ([`OpenContext::new`]); engines ask it instead of deriving paths.
+    pub space: Arc<AgentSpace>,
     /// The resolved embedding provider, `None` for keyword-only.
     pub embedder: Option<Arc<dyn EmbeddingProvider>>,
     /// The second-stage reranker (`memory.search.query.rerank`), `None` when off.
@@ -28,10 +27,27 @@ pub struct OpenContext {
 }
 
 impl OpenContext {
-    /// Names the state files of `engine` for this workspace (12 hex digits of a hash of both), so that files of
-    /// one agent for different engines or workspaces never collide in the state folder.
-    pub fn state_tag(&self, engine: &str) -> String {
-        crate::sha256_hex(format!("{engine}\n{}", self.workspace.display()).as_bytes())[..12].to_string()
+    /// The context of `agent_id` on `workspace`, with its state under `state_dir` (never inside the workspace by
+    /// default); keyword-only and without a reranker until [`with_embedder`](Self::with_embedder) /
+    /// [`with_reranker`](Self::with_reranker).
+    pub fn new(config: Arc<Config>, workspace: impl Into<PathBuf>, state_dir: impl Into<PathBuf>, agent_id: &str) -> OpenContext {
+        let space = Arc::new(AgentSpace::resolve(&config, workspace, state_dir, agent_id));
+        OpenContext { config, space, embedder: None, reranker: None }
+    }
+
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn EmbeddingProvider>>) -> OpenContext {
+        self.embedder = embedder;
+        self
+    }
+
+    pub fn with_reranker(mut self, reranker: Option<Arc<dyn crate::rerank::Reranker>>) -> OpenContext {
+        self.reranker = reranker;
+        self
+    }
+
+    /// The agent's workspace (holds MEMORY.md and memory/).
+    pub fn workspace(&self) -> &std::path::Path {
+        self.space.workspace()
     }
 }
 

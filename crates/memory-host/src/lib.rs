@@ -94,7 +94,7 @@ impl Host {
     ) -> Result<Box<dyn MemoryBackend>> {
         let embedder = embedder(&config)?;
         let reranker = reranker(&config)?;
-        let ctx = OpenContext { config, workspace: workspace.into(), state_dir: state_dir.into(), agent_id: agent_id.into(), embedder, reranker };
+        let ctx = OpenContext::new(config, workspace, state_dir, agent_id).with_embedder(embedder).with_reranker(reranker);
         self.registry.open(ctx).await
     }
 }
@@ -168,8 +168,7 @@ impl BackendFactory for WithBuiltinFallback {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         // The failure state outlives the process, so that each one-shot `memory search` does not pay a dead
         // engine's timeout again: one file per agent, engine and workspace, beside the indexes.
-        let agent = memory_core::sanitize_id(&ctx.agent_id);
-        let state_file = ctx.state_dir.join("agents").join(agent).join(format!("{}-{}.fallback.json", self.name, ctx.state_tag(&self.name)));
+        let state_file = ctx.space.fallback_state_file(&self.name);
         let policy = FallbackPolicy { state_file: Some(state_file), ..FallbackPolicy::default() };
         let manager =
             FallbackManager::open(&self.name, self.primary.clone(), FALLBACK_ENGINE, Arc::new(memory_builtin::BuiltinFactory), ctx, policy).await?;

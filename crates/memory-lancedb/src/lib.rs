@@ -110,15 +110,15 @@ impl LanceDbFactory {
         LanceDbFactory { options }
     }
 
-    /// The storage the configuration names: `memory.lancedb.uri` (default `<state_dir>/lancedb/<agentId>`),
+    /// The storage the configuration names: `memory.lancedb.uri` (default: the space's LanceDB home, `<state>/agents/<agentId>/lancedb-<tag>`),
     /// `storageOptions`, `table` (default `memory_<agentId>`).
     pub async fn storage(&self, ctx: &OpenContext) -> Result<LanceDbStorage> {
         let cfg = LanceDbConfig::from_config(&ctx.config)?;
         let uri = match &cfg.uri {
-            Some(u) => resolve_uri(u, &ctx.agent_id, &ctx.state_dir),
-            None => ctx.state_dir.join("lancedb").join(memory_core::sanitize_id(&ctx.agent_id)).to_string_lossy().into_owned(),
+            Some(u) => resolve_uri(u, ctx.space.agent_id(), ctx.space.state_dir()),
+            None => ctx.space.engine_home(BACKEND_NAME).to_string_lossy().into_owned(),
         };
-        let table = cfg.table.clone().unwrap_or_else(|| default_table_name(&ctx.agent_id));
+        let table = cfg.table.clone().unwrap_or_else(|| default_table_name(ctx.space.agent_id()));
         let mut options = self.options.clone();
         if let Some(n) = cfg.nprobes {
             options.nprobes = n;

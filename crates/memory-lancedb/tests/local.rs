@@ -391,14 +391,7 @@ async fn the_factory_opens_the_configured_folder() {
         let ws = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         fixture_workspace(ws.path());
-        let ctx = memory_core::registry::OpenContext {
-            config: config(""),
-            workspace: ws.path().to_path_buf(),
-            state_dir: state.path().to_path_buf(),
-            agent_id: "main".into(),
-            embedder: None,
-            reranker: None,
-        };
+        let ctx = memory_core::registry::OpenContext::new(config(""), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
         let mut reg = memory_core::registry::BackendRegistry::new();
         reg.register("lancedb", Arc::new(memory_lancedb::LanceDbFactory::default()));
         let b = reg.open(ctx.clone()).await.unwrap();

@@ -417,14 +417,7 @@ mod engine {
 
     async fn open(ws: &Path, state: &Path, p: RemoteProvider) -> IndexedBackend {
         BuiltinFactory
-            .open_indexed(OpenContext {
-                config: Arc::new(Config::default()),
-                workspace: ws.to_path_buf(),
-                state_dir: state.to_path_buf(),
-                agent_id: "main".into(),
-                embedder: Some(Arc::new(p)),
-                reranker: None,
-            })
+            .open_indexed(OpenContext::new(Arc::new(Config::default()), ws.to_path_buf(), state.to_path_buf(), "main").with_embedder(Some(Arc::new(p))))
             .await
             .unwrap()
     }

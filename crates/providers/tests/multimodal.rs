@@ -91,14 +91,7 @@ async fn images_and_audio_under_extra_paths_are_embedded_and_found_by_text_queri
     )
     .unwrap();
     let engine = BuiltinFactory
-        .open_indexed(OpenContext {
-            config: Arc::new(config),
-            workspace: ws.path().to_path_buf(),
-            state_dir: state.path().to_path_buf(),
-            agent_id: "main".into(),
-            embedder: Some(Arc::new(provider)),
-            reranker: None,
-        })
+        .open_indexed(OpenContext::new(Arc::new(config), ws.path().to_path_buf(), state.path().to_path_buf(), "main").with_embedder(Some(Arc::new(provider))))
         .await
         .unwrap();
 

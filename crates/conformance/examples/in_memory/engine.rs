@@ -7,7 +7,6 @@
 //! exactly what the other engines match); vector retrieval is a brute-force cosine scan.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -315,7 +314,7 @@ pub struct InMemoryFactory;
 impl BackendFactory for InMemoryFactory {
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>> {
         let storage = Arc::new(MemStorage::default());
-        let inner = IndexedBackend::open("in-memory", ctx.config.clone(), PathBuf::from(&ctx.workspace), storage, ctx.embedder.clone()).await?;
+        let inner = IndexedBackend::open_for("in-memory", &ctx, storage).await?;
         Ok(Box::new(InMemoryEngine { inner }))
     }
 }

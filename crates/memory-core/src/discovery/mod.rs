@@ -135,6 +135,12 @@ impl MemoryRoots {
         MemoryRoots { workspace, extra_paths: paths, extra_patterns: patterns, media: false }
     }
 
+    /// The roots a search config names: the workspace, `extraPaths` (with their patterns), media when
+    /// `multimodal.enabled`. The one rule every engine and the CLI use (through [`crate::space::AgentSpace`]).
+    pub fn for_search(workspace: impl Into<PathBuf>, search: &crate::config::SearchConfig) -> MemoryRoots {
+        MemoryRoots::new(workspace, &search.extra_paths).with_media(search.multimodal.enabled)
+    }
+
     /// The glob of the extra path at `index`, if it has one.
     fn pattern_of(&self, index: usize) -> Option<&Glob> {
         self.extra_patterns.get(index).and_then(Option::as_ref)

@@ -167,14 +167,7 @@ impl BackendFactory for FakeBuiltinFactory {
 }
 
 pub fn test_ctx() -> OpenContext {
-    OpenContext {
-        config: Arc::new(crate::config::Config::default()),
-        workspace: std::env::temp_dir(),
-        state_dir: std::env::temp_dir(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    }
+    OpenContext::new(Arc::new(crate::config::Config::default()), std::env::temp_dir(), std::env::temp_dir(), "main")
 }
 
 /// A factory whose engine cannot open: its configuration is wrong (the caller's business, never a fallback).

@@ -205,7 +205,18 @@ impl IndexedBackend {
         storage: Arc<dyn IndexStorage>,
         embedder: Option<Arc<dyn EmbeddingProvider>>,
     ) -> Result<IndexedBackend> {
-        let roots = MemoryRoots::new(workspace, &config.memory.search.extra_paths).with_media(config.memory.search.multimodal.enabled);
+        let roots = MemoryRoots::for_search(workspace, &config.memory.search);
+        Self::open_with_roots(name, config, roots, storage, embedder).await
+    }
+
+    /// Open the live index of `storage` for the memory files under `roots`.
+    async fn open_with_roots(
+        name: impl Into<String>,
+        config: Arc<Config>,
+        roots: MemoryRoots,
+        storage: Arc<dyn IndexStorage>,
+        embedder: Option<Arc<dyn EmbeddingProvider>>,
+    ) -> Result<IndexedBackend> {
         // The marker is read before the open: a swap in between makes the handle newer than the marker (one
         // needless reopen), never older.
         let live_marker = storage.live_marker().await?;
@@ -239,16 +250,11 @@ impl IndexedBackend {
     /// `IndexedBackend` call this from their factory.
     pub async fn open_for(name: impl Into<String>, ctx: &crate::registry::OpenContext, storage: Arc<dyn IndexStorage>) -> Result<IndexedBackend> {
         let name = name.into();
-        let engine = IndexedBackend::open(name.clone(), ctx.config.clone(), ctx.workspace.clone(), storage, ctx.embedder.clone()).await?;
-        // One state file per agent, engine and workspace, in the state folder beside the indexes.
-        let agent = crate::sanitize_id(&ctx.agent_id);
-        let mut engine = engine.with_batch_state_file(ctx.state_dir.join("batch-jobs").join(format!("{agent}-{}.json", ctx.state_tag(&name))));
+        let space = &ctx.space;
+        let engine = IndexedBackend::open_with_roots(name.clone(), ctx.config.clone(), space.roots().clone(), storage, ctx.embedder.clone()).await?;
+        let mut engine = engine.with_batch_state_file(space.batch_jobs_file(&name));
         engine.reranker = ctx.reranker.clone();
-        Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) {
-            engine.with_sessions_dir(sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id))
-        } else {
-            engine
-        })
+        Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) { engine.with_sessions_dir(space.sessions_dir()) } else { engine })
     }
 
     /// Index session transcripts from `dir` when `memory.search.sources` includes `sessions`.

@@ -140,16 +140,16 @@ impl QmdBackend {
         let cfg = QmdConfig::from_config(&ctx.config)?;
         let mode = cfg.search_mode;
         let invocation = locate_blocking(cfg.command.clone()).await?;
-        let home = ctx.state_dir.join("qmd").join(memory_core::sanitize_id(&ctx.agent_id));
+        let home = ctx.space.engine_home("qmd");
         for d in ["config", "cache"] {
             std::fs::create_dir_all(home.join(d)).map_err(|e| MemoryError::io_path("cannot create", &home.join(d), e))?;
         }
         let mut extra: Vec<memory_core::config::ExtraPath> = ctx.config.memory.search.extra_paths.clone();
         extra.extend(cfg.paths.iter().map(|p| memory_core::config::ExtraPath::Pattern { path: p.path.clone(), pattern: p.pattern.clone() }));
-        let roots = MemoryRoots::new(ctx.workspace.clone(), &extra);
+        let roots = MemoryRoots::new(ctx.workspace().to_path_buf(), &extra);
         let registered = read_state(&home);
         let sessions = cfg.sessions.enabled.then(|| SessionsExport {
-            src: memory_core::sessions::sessions_dir(&ctx.config, &ctx.state_dir, &ctx.agent_id),
+            src: ctx.space.sessions_dir().to_path_buf(),
             out: crate::sessions::export_dir(&home, cfg.sessions.export_dir.as_deref()),
             retention_days: cfg.sessions.retention_days,
         });
@@ -164,7 +164,7 @@ impl QmdBackend {
             invocation,
             home,
             env,
-            workspace: ctx.workspace.clone(),
+            workspace: ctx.workspace().to_path_buf(),
             roots,
             mode,
             citations: ctx.config.memory.citations,

@@ -59,14 +59,7 @@ pub fn edit_qmd(c: &mut Config, edit: impl FnOnce(&mut QmdConfig)) {
 }
 
 pub fn ctx(config: Config, workspace: &Path, state: &Path) -> OpenContext {
-    OpenContext {
-        config: Arc::new(config),
-        workspace: workspace.to_path_buf(),
-        state_dir: state.to_path_buf(),
-        agent_id: "main".into(),
-        embedder: None,
-        reranker: None,
-    }
+    OpenContext::new(Arc::new(config), workspace, state, "main")
 }
 
 /// A workspace with a few memory files whose lines are known.
