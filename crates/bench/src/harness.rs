@@ -46,9 +46,9 @@ async fn open(mode: Mode, workspace: &Path, state: &Path) -> anyhow::Result<Inde
     // Keyword mode reads the index the `memory` binary wrote with `provider: "none"`: same identity.
     config.memory.search.provider = "none".into();
     let ctx = OpenContext::new(Arc::new(config), std::fs::canonicalize(workspace)?, state.to_path_buf(), "main").with_embedder(match mode {
-            Mode::Keyword => None,
-            Mode::Hybrid => Some(Arc::new(SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED))),
-        });
+        Mode::Keyword => None,
+        Mode::Hybrid => Some(Arc::new(SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED))),
+    });
     Ok(BuiltinFactory.open_indexed(ctx).await?)
 }
 

@@ -230,7 +230,8 @@ pub async fn builtin_scores(
         config.memory.search.query.hybrid.vector_weight = vw;
         crate::apply_ranking_profile(&mut config);
         config.memory.search.query.hybrid.text_weight = tw;
-        let ctx = OpenContext::new(Arc::new(config), ws.clone(), if label == "keyword" { state.join("keyword") } else { state.clone() }, "quality").with_embedder(if label == "keyword" { None } else { embedder.clone() });
+        let ctx = OpenContext::new(Arc::new(config), ws.clone(), if label == "keyword" { state.join("keyword") } else { state.clone() }, "quality")
+            .with_embedder(if label == "keyword" { None } else { embedder.clone() });
         let engine = BuiltinFactory.open_indexed(ctx).await?;
         let started = std::time::Instant::now();
         let report = engine.sync(SyncOptions::default()).await?;

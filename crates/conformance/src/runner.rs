@@ -312,7 +312,8 @@ async fn run_group(suite: &Suite, group: Vec<Planned<'_>>, factory: &dyn Backend
             return;
         }
     };
-    let ctx = OpenContext::new(Arc::new(config.clone()), sandbox.workspace.clone(), sandbox.state.clone(), &options.agent_id).with_embedder(options.embedder.clone());
+    let ctx = OpenContext::new(Arc::new(config.clone()), sandbox.workspace.clone(), sandbox.state.clone(), &options.agent_id)
+        .with_embedder(options.embedder.clone());
     let engine = match factory.open(ctx).await {
         Ok(e) => e,
         Err(e) => {

@@ -28,4 +28,3 @@ impl BackendFactory for BuiltinFactory {
         Ok(Box::new(self.open_indexed(ctx).await?))
     }
 }
-

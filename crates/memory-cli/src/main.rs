@@ -383,7 +383,12 @@ fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
 /// `memory get` reads a file: for the engines that read it from the memory roots (builtin, LanceDB: both
 /// `IndexedBackend`), no index is opened, so a full, read-only or damaged state disk never stands in its way.
 /// `None`: the engine must answer (QMD's `qmd://` paths and collections, plugins).
-fn get_without_index(resolved: &Resolved, state_dir: &Path, agent: &str, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
+fn get_without_index(
+    resolved: &Resolved,
+    state_dir: &Path,
+    agent: &str,
+    request: &GetRequest,
+) -> Option<memory_core::Result<memory_core::GetResponse>> {
     let reads_roots = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb");
     if !reads_roots || request.path.trim_start().starts_with("qmd://") {
         return None;

@@ -3,8 +3,8 @@
 //! Config: `--config` / `MEMORY_CONFIG`, else OpenClaw's (`OPENCLAW_CONFIG_PATH`, else
 //! `<OpenClaw state>/openclaw.json`) when that file exists, else the defaults.
 //!
-//! Workspace: `--workspace` / `MEMORY_WORKSPACE`, else the current folder when it holds `MEMORY.md`, `memory.md`
-//! or `memory/`, else OpenClaw's workspace for the agent when that folder exists, else the current folder.
+//! Workspace: `--workspace` / `MEMORY_WORKSPACE`, else the current folder when it holds memory files of its own
+//! (`MEMORY.md`, `memory.md`, `USER.md` or `memory/`: `discovery::holds_memory`), else OpenClaw's workspace for the agent when that folder exists, else the current folder.
 //! OpenClaw's workspace is `OPENCLAW_WORKSPACE_DIR`, else the agent's own entry (`agents.entries.<id>.workspace`
 //! or `agents.list[].workspace`), else `agents.defaults.workspace`, else `<OpenClaw state>/workspace`
 //! (`OPENCLAW_PROFILE=<p>`: `~/.openclaw-<p>/workspace`, or the older `~/.openclaw/workspace-<p>`).
@@ -50,11 +50,6 @@ pub fn config_path() -> anyhow::Result<Option<PathBuf>> {
         return Ok(Some(p));
     }
     Ok(state_dir().map(|s| s.join("openclaw.json")).filter(|p| p.is_file()))
-}
-
-/// Does `dir` look like an agent workspace (has memory files)?
-pub fn has_memory(dir: &Path) -> bool {
-    dir.join("MEMORY.md").is_file() || dir.join("memory.md").is_file() || dir.join("memory").is_dir()
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -115,7 +110,7 @@ pub fn resolve_workspace(flag: Option<&Path>, config_json: Option<&Value>, agent
         return Ok((w.to_path_buf(), WorkspaceFrom::Flag));
     }
     let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the current folder: {e}"))?;
-    if has_memory(&cwd) {
+    if memory_core::discovery::holds_memory(&cwd) {
         return Ok((cwd, WorkspaceFrom::CurrentFolder));
     }
     if let Some(w) = workspace_for(config_json, agent_id).filter(|w| w.is_dir()) {

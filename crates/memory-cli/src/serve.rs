@@ -141,7 +141,7 @@ impl MemoryServer {
 
     #[tool(
         name = "memory_search",
-        description = "Search the agent's long-term memory (MEMORY.md and memory/*.md daily logs and notes). Returns ranked snippets with path, startLine, endLine, score and snippet; read more of a file with memory_get. Use before answering questions about prior work, decisions, people, preferences or dates."
+        description = tool_text::search()
     )]
     async fn memory_search(&self, Parameters(args): Parameters<Checked<SearchArgs>>) -> Result<CallToolResult, ErrorData> {
         let args = match args.get() {
@@ -189,7 +189,7 @@ impl MemoryServer {
 
     #[tool(
         name = "memory_get",
-        description = "Read a memory file (MEMORY.md, memory.md, memory/**/*.md or a configured extra path) or a line range of it, e.g. around a memory_search hit. Other paths are refused. A daily log that does not exist yet reads as empty text."
+        description = tool_text::get()
     )]
     async fn memory_get(&self, Parameters(args): Parameters<Checked<GetArgs>>) -> Result<CallToolResult, ErrorData> {
         let args = match args.get() {
@@ -256,4 +256,22 @@ pub async fn run(
         w.stop().await;
     }
     Ok(())
+}
+
+/// The tools' texts that name the memory files: discovery's words ([`memory_core::discovery::MEMORY_FILES`]), so
+/// what an agent is told matches what is searched and what `memory_get` reads.
+mod tool_text {
+    use memory_core::discovery::MEMORY_FILES;
+
+    pub fn search() -> String {
+        format!(
+            "Search the agent's long-term memory ({MEMORY_FILES}: daily logs memory/YYYY-MM-DD.md and notes). Returns ranked snippets with path, startLine, endLine, score and snippet; read more of a file with memory_get. Use before answering questions about prior work, decisions, people, preferences or dates."
+        )
+    }
+
+    pub fn get() -> String {
+        format!(
+            "Read a memory file ({MEMORY_FILES}) or a line range of it, e.g. around a memory_search hit. Other paths are refused. A daily log that does not exist yet reads as empty text."
+        )
+    }
 }

@@ -1,10 +1,11 @@
-//! Which QMD collections an agent has: `MEMORY.md` (or `memory.md`), `memory/` and each `memory.qmd.paths` entry.
+//! Which QMD collections an agent has: the workspace's root memory files (`MEMORY.md` or `memory.md`, and
+//! `USER.md`), `memory/` and each `memory.qmd.paths` entry: the memory files discovery lists.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::config::QmdConfig;
-use memory_core::discovery::{root_file_name, IGNORED_DIRS, ROOT_FILE_NAMES};
+use memory_core::discovery::{root_file_name, IGNORED_DIRS, MEMORY_DIR, ROOT_FILE_NAMES, USER_FILE};
 use memory_core::paths::expand_home;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
@@ -17,7 +18,7 @@ pub struct Collection {
     pub mask: String,
 }
 
-/// Collection name for the workspace's `MEMORY.md`.
+/// Collection name for the workspace's root memory files (`MEMORY.md` or `memory.md`, and `USER.md`).
 pub const ROOT_COLLECTION: &str = "memory-root";
 /// Collection name for the workspace's `memory/` folder.
 pub const DIR_COLLECTION: &str = "memory-dir";
@@ -49,10 +50,11 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
     let mut out = Vec::new();
     let mut names = HashSet::new();
     if cfg.include_default_memory {
-        // Discovery's choice between MEMORY.md and memory.md; MEMORY.md when neither exists yet.
-        let mask = root_file_name(workspace).unwrap_or(ROOT_FILE_NAMES[0]);
-        out.push(Collection { name: ROOT_COLLECTION.into(), root: workspace.to_path_buf(), mask: mask.into() });
-        out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join("memory"), mask: folder_mask("**/*.md") });
+        // Discovery's choice between MEMORY.md and memory.md (MEMORY.md when neither exists yet), and the user
+        // profile beside it (QMD splits a mask at commas).
+        let root = root_file_name(workspace).unwrap_or(ROOT_FILE_NAMES[0]);
+        out.push(Collection { name: ROOT_COLLECTION.into(), root: workspace.to_path_buf(), mask: format!("{root},{USER_FILE}") });
+        out.push(Collection { name: DIR_COLLECTION.into(), root: workspace.join(MEMORY_DIR), mask: folder_mask("**/*.md") });
         names.insert(ROOT_COLLECTION.to_string());
         names.insert(DIR_COLLECTION.to_string());
     }
@@ -118,13 +120,13 @@ mod tests {
         let p = plan(ws, &cfg, None);
         let names: Vec<_> = p.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["memory-root", "memory-dir", "team-notes", "single", "team-notes-2"]);
-        assert_eq!(p[0].mask, "memory.md");
+        assert_eq!(p[0].mask, "memory.md,USER.md");
         assert_eq!(p[3].root, ws);
         assert_eq!(p[3].mask, "single.md");
         assert_eq!(p[4].mask, "*.md,!**/venv/**,!**/__pycache__/**");
         assert_eq!(p[1].mask, "**/*.md,!**/venv/**,!**/__pycache__/**");
         std::fs::write(ws.join("MEMORY.md"), "x").unwrap();
-        assert_eq!(plan(ws, &cfg, None)[0].mask, "MEMORY.md");
+        assert_eq!(plan(ws, &cfg, None)[0].mask, "MEMORY.md,USER.md");
         let with_sessions = plan(ws, &cfg, Some(&ws.join("exp")));
         assert_eq!((with_sessions[2].name.as_str(), with_sessions[2].mask.as_str()), ("sessions", "*.md"));
         cfg.include_default_memory = false;

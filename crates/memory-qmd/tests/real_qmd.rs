@@ -15,6 +15,7 @@ async fn search_update_delete_and_get_with_real_qmd() {
     let ws = tmp.path().join("ws");
     let state = tmp.path().join("state");
     sample_workspace(&ws);
+    write(&ws, "USER.md", "# User\n\nPrefers oolong tea in the afternoon.\n");
     let cfg = config(entry.to_str().unwrap());
     let qmd = QmdBackend::open(ctx(cfg, &ws, &state), QmdOptions::default()).await.unwrap();
 
@@ -53,6 +54,10 @@ async fn search_update_delete_and_get_with_real_qmd() {
     let r = qmd.search(&SearchRequest::new("penguins")).await.unwrap();
     assert_eq!(r.results[0].path, "memory/projects/zoo.md");
 
+    // The user profile is a memory file here as it is for discovery.
+    let r = qmd.search(&SearchRequest::new("oolong tea")).await.unwrap();
+    assert_eq!(r.results[0].path, "USER.md", "{r:?}");
+
     // No match: empty, not an error.
     assert!(qmd.search(&SearchRequest::new("xylophonist")).await.unwrap().results.is_empty());
 
@@ -87,7 +92,8 @@ async fn search_update_delete_and_get_with_real_qmd() {
 
     let st = qmd.status().await.unwrap();
     assert_eq!(st.backend, "qmd");
-    assert_eq!(st.files, 4, "{st:?}");
+    // The sample workspace's four files and USER.md.
+    assert_eq!(st.files, 5, "{st:?}");
     assert!(st.last_sync_ms.is_some() && !st.dirty);
     assert!(st.fallback.is_none());
     assert_eq!(st.extra["collections"].as_array().unwrap().len(), 2);

@@ -417,7 +417,9 @@ mod engine {
 
     async fn open(ws: &Path, state: &Path, p: RemoteProvider) -> IndexedBackend {
         BuiltinFactory
-            .open_indexed(OpenContext::new(Arc::new(Config::default()), ws.to_path_buf(), state.to_path_buf(), "main").with_embedder(Some(Arc::new(p))))
+            .open_indexed(
+                OpenContext::new(Arc::new(Config::default()), ws.to_path_buf(), state.to_path_buf(), "main").with_embedder(Some(Arc::new(p))),
+            )
             .await
             .unwrap()
     }

@@ -91,7 +91,9 @@ async fn images_and_audio_under_extra_paths_are_embedded_and_found_by_text_queri
     )
     .unwrap();
     let engine = BuiltinFactory
-        .open_indexed(OpenContext::new(Arc::new(config), ws.path().to_path_buf(), state.path().to_path_buf(), "main").with_embedder(Some(Arc::new(provider))))
+        .open_indexed(
+            OpenContext::new(Arc::new(config), ws.path().to_path_buf(), state.path().to_path_buf(), "main").with_embedder(Some(Arc::new(provider))),
+        )
         .await
         .unwrap();
 

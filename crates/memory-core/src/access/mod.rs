@@ -1,12 +1,13 @@
 //! memory_get (SPEC §6): a safe read of one memory file or a line range of it.
 //!
-//! Only `MEMORY.md`, `memory.md`, `memory/**` and files under configured extra paths, ending in `.md`, with no
+//! Only what discovery's classifier calls a memory file ([`MemoryRoots::classify`]: `MEMORY.md`, `memory.md`,
+//! `USER.md`, `memory/**` outside tool folders, what a configured extra path selects), ending in `.md`, with no
 //! symbolic link on the way. `..`, absolute paths outside those roots and links are refused. A missing file that
 //! would be allowed reads as empty (the day's log before its first write).
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::discovery::{read_text, MemoryRoots, SkipReason};
+use crate::discovery::{read_text, Match, MemoryRoots, Place, SkipReason};
 use crate::error::{refused, MemoryError, Result};
 use crate::types::{GetRequest, GetResponse};
 
@@ -30,35 +31,32 @@ pub fn resolve(roots: &MemoryRoots, requested: &str) -> Result<(PathBuf, String)
         return Err(refused(raw, "only Markdown (.md) memory files can be read"));
     }
 
-    // Candidate (root, absolute path) pairs: the workspace's memory files first, then extra paths.
+    // The place decides (discovery's classifier: what it lists is what may be read), then no link on the way.
     let abs = if p.is_absolute() { p.to_path_buf() } else { roots.workspace.join(p) };
     let abs = normalize(&abs);
-    if let Ok(rel) = abs.strip_prefix(&roots.workspace) {
-        let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-        let allowed = key == "MEMORY.md" || key == "memory.md" || key == crate::discovery::USER_FILE || key.starts_with("memory/");
-        if allowed {
-            check_no_links(&roots.workspace, rel, raw)?;
-            return Ok((abs, key));
-        }
-    }
-    for (index, extra) in roots.extra_paths.iter().enumerate() {
-        let extra = normalize(extra);
-        // An extra path with a pattern gives access to the files its pattern selects only.
-        if (abs == extra || abs.starts_with(&extra)) && roots.extra_selects(index, &abs) {
+    match roots.classify(&abs, false) {
+        Match::File(Place::Extra(index)) => {
+            let extra = normalize(&roots.extra_paths[index]);
             let (base, rel) = if abs == extra {
                 (extra.parent().map(Path::to_path_buf).unwrap_or_default(), PathBuf::from(extra.file_name().unwrap_or_default()))
             } else {
-                (extra.clone(), abs.strip_prefix(&extra).unwrap().to_path_buf())
+                (extra.clone(), abs.strip_prefix(&extra).map(Path::to_path_buf).unwrap_or_default())
             };
             check_no_links(&base, &rel, raw)?;
             // The root itself must not be a link either.
             if std::fs::symlink_metadata(&extra).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(refused(raw, "the extra path is a symbolic link"));
             }
-            return Ok((abs.clone(), roots.key_for(&abs)));
+            Ok((abs.clone(), roots.key_for(&abs)))
         }
+        Match::File(_) => {
+            let rel = abs.strip_prefix(&roots.workspace).map(Path::to_path_buf).unwrap_or_default();
+            check_no_links(&roots.workspace, &rel, raw)?;
+            let key = roots.key_for(&abs);
+            Ok((abs, key))
+        }
+        Match::Folder | Match::Outside => Err(refused(raw, &format!("not a memory file (allowed: {})", crate::discovery::MEMORY_FILES))),
     }
-    Err(refused(raw, "not a memory file (allowed: MEMORY.md, memory.md, USER.md, memory/**/*.md and configured extraPaths)"))
 }
 
 /// Lexical normalisation (drops `.` components); `..` was refused before.

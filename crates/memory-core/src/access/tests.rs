@@ -117,3 +117,43 @@ fn zero_lines_are_no_lines() {
     let r = excerpt("memory/x.md".into(), "a\nb\n", Some(1), Some(0), None);
     assert_eq!((r.text.as_str(), r.lines, r.total_lines), ("", 0, 2));
 }
+
+/// `memory_get` and discovery ask one classifier: every Markdown file of a workspace with files in and out of
+/// every root (tool folders, a pattern that selects some, an extra file, the profile) is readable exactly when
+/// discovery lists it.
+#[test]
+fn memory_get_reads_exactly_the_markdown_files_discovery_lists() {
+    use crate::config::ExtraPath;
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path();
+    let files = [
+        "MEMORY.md",
+        "USER.md",
+        "notes.md",
+        "single.md",
+        "memory/a.md",
+        "memory/sub/b.md",
+        "memory/node_modules/x.md",
+        "memory/.git/y.md",
+        "memory/venv/deep/z.md",
+        "extra/keep/k.md",
+        "extra/drop/d.md",
+        "extra/keep/node_modules/n.md",
+        "other/o.md",
+    ];
+    for f in files {
+        fs::create_dir_all(ws.join(f).parent().unwrap()).unwrap();
+        fs::write(ws.join(f), "text").unwrap();
+    }
+    let extras = [ExtraPath::Pattern { path: "extra".into(), pattern: Some("keep/**/*.md".into()) }, ExtraPath::Path("single.md".into())];
+    let roots = MemoryRoots::new(ws, &extras);
+    let listed: std::collections::HashSet<String> = crate::discovery::discover(&roots).into_iter().map(|f| f.key).collect();
+    for f in files {
+        let readable = get(&roots, f);
+        assert_eq!(readable.is_ok(), listed.contains(f), "{f}: read {readable:?}, listed {listed:?}");
+    }
+    // Something is listed and something refused in every root, or the test proves little.
+    for (f, listed_too) in [("USER.md", true), ("memory/node_modules/x.md", false), ("extra/keep/k.md", true), ("extra/drop/d.md", false)] {
+        assert_eq!(listed.contains(f), listed_too, "{f}");
+    }
+}

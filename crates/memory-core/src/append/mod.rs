@@ -67,7 +67,7 @@ pub fn format_entry(text: &str, time: &str) -> Result<String> {
 /// Append `text` to `memory/<date>.md` under `workspace`, stamped with `time` (e.g. `14:03`).
 pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> Result<Appended> {
     let entry = format_entry(text, time)?;
-    let dir = workspace.join("memory");
+    let dir = workspace.join(crate::discovery::MEMORY_DIR);
     refuse_link(&dir)?;
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
@@ -77,7 +77,7 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
     if !dir.is_dir() {
         return Err(MemoryError::Refused(format!("{} is not a folder", dir.display())));
     }
-    let rel = format!("memory/{date}.md");
+    let rel = format!("{}/{date}.md", crate::discovery::MEMORY_DIR);
     let path: PathBuf = dir.join(format!("{date}.md"));
     refuse_link(&path)?;
 

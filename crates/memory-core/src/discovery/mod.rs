@@ -201,28 +201,89 @@ impl MemoryRoots {
         if self.extra_paths.iter().any(|x| x == path) {
             return true;
         }
-        if path.parent() == Some(self.workspace.as_path())
-            && path.file_name().and_then(|n| n.to_str()).is_some_and(|n| (n == MEMORY_DIR && !known_file) || is_root_memory_name(n))
-        {
+        if matches!(self.classify(path, false), Match::File(_)) {
             return true;
         }
-        // Under a folder discovery walks (`memory/`, an extra path folder; one may hold the other, so each is
-        // asked): indexed file names, and folders (no extension: a folder renamed or deleted takes its notes with it).
-        under_walked_folder(&self.workspace.join(MEMORY_DIR), path, false, known_file)
-            || self.extra_paths.iter().any(|x| under_walked_folder(x, path, self.media, known_file))
+        // A folder created, renamed or removed brings or takes its notes; the kind of a path that is gone is
+        // unknown, and a name without an extension may have been a folder.
+        !known_file && path.extension().is_none() && self.classify(path, true) == Match::Folder
+    }
+
+    /// What `path` is to these roots, by its place and name alone (nothing is read; `is_dir`: the path is a
+    /// folder). The one rule of what a memory file is: discovery lists, the change journal and the watcher react
+    /// to, and `memory_get` reads what this answers [`Match::File`] for (discovery further needs a regular file
+    /// there, and of the two root file names the one in use).
+    pub fn classify(&self, path: &Path, is_dir: bool) -> Match {
+        let ws = &self.workspace;
+        if !is_dir && path.parent() == Some(ws.as_path()) {
+            match path.file_name().and_then(|n| n.to_str()) {
+                Some(n) if ROOT_FILE_NAMES.contains(&n) => return Match::File(Place::RootFile),
+                Some(USER_FILE) => return Match::File(Place::Profile),
+                _ => {}
+            }
+        }
+        if let Some(m) = walked(&ws.join(MEMORY_DIR), path, is_dir, false, Place::MemoryDir) {
+            return m;
+        }
+        for (index, extra) in self.extra_paths.iter().enumerate() {
+            if path == extra {
+                // An extra path that is a file is a memory file by its name; a pattern selects under a folder only.
+                if is_dir {
+                    return Match::Folder;
+                }
+                if self.pattern_of(index).is_none() && is_indexed_name(path, self.media) {
+                    return Match::File(Place::Extra(index));
+                }
+                continue;
+            }
+            match walked(extra, path, is_dir, self.media, Place::Extra(index)) {
+                Some(Match::File(place)) if self.extra_selects(index, path) => return Match::File(place),
+                Some(Match::Folder) => return Match::Folder,
+                _ => {}
+            }
+        }
+        Match::Outside
     }
 }
 
-/// Is `path` inside `root` (not `root` itself), outside tool folders, and an indexed name (with `media`), or, when
-/// it may be a folder (`known_file` false), a name without an extension?
-fn under_walked_folder(root: &Path, path: &Path, media: bool, known_file: bool) -> bool {
-    let Ok(rest) = path.strip_prefix(root) else { return false };
-    if rest.as_os_str().is_empty() || rest.components().any(|c| IGNORED_DIRS.iter().any(|s| c.as_os_str() == *s)) {
-        return false;
+/// Which root holds a memory file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// `MEMORY.md` or `memory.md` at the workspace root.
+    RootFile,
+    /// `USER.md` at the workspace root (OpenClaw's user profile).
+    Profile,
+    /// Under `memory/`.
+    MemoryDir,
+    /// At or under the configured extra path of this index.
+    Extra(usize),
+}
+
+/// What a path is to the memory roots ([`MemoryRoots::classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// The place and name of a memory file.
+    File(Place),
+    /// A folder the walk enters (`memory/`, an extra path folder, any folder under them but tool folders).
+    Folder,
+    /// Nothing discovery lists or walks.
+    Outside,
+}
+
+/// `path` under the folder `root` the walk enters (or `root` itself as a folder): a folder, or a file with an
+/// indexed name (`media`: images and audio too). `None` outside it, in a tool folder ([`IGNORED_DIRS`]), or
+/// with a component that is not UTF-8 (the walk skips those: keys are text).
+fn walked(root: &Path, path: &Path, is_dir: bool, media: bool, place: Place) -> Option<Match> {
+    let rest = path.strip_prefix(root).ok()?;
+    if rest.components().any(|c| c.as_os_str().to_str().is_none_or(|s| IGNORED_DIRS.contains(&s))) {
+        return None;
     }
-    match path.extension() {
-        Some(_) => is_indexed_name(path, media),
-        None => !known_file,
+    if is_dir {
+        Some(Match::Folder)
+    } else if !rest.as_os_str().is_empty() && is_indexed_name(path, media) {
+        Some(Match::File(place))
+    } else {
+        None
     }
 }
 
@@ -327,27 +388,22 @@ pub fn discover_named(roots: &MemoryRoots, paths: &[PathBuf]) -> Option<Vec<(Str
 
 /// Would [`discover`] list a regular file at `p` (by its place and name; `root`: the root file name in use)?
 fn is_listed_path(roots: &MemoryRoots, root: Option<&str>, p: &Path) -> bool {
-    let ws = &roots.workspace;
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if p.parent() == Some(ws.as_path()) && is_root_memory_name(name) {
-        return if name == USER_FILE { exact_name_exists(ws, USER_FILE) } else { root == Some(name) };
+    match roots.classify(p, false) {
+        Match::File(Place::RootFile) => root.is_some_and(|r| p.file_name().is_some_and(|n| n == r)),
+        Match::File(Place::Profile) => exact_name_exists(&roots.workspace, USER_FILE),
+        Match::File(_) => true,
+        Match::Folder | Match::Outside => false,
     }
-    // Under a walked folder, an indexed name, and no folder on the way that the walk skips for a name that is
-    // not UTF-8.
-    let walked = |dir: &Path, media: bool| {
-        under_walked_folder(dir, p, media, true) && p.strip_prefix(dir).is_ok_and(|rest| rest.components().all(|c| c.as_os_str().to_str().is_some()))
-    };
-    if walked(&ws.join(MEMORY_DIR), false) {
-        return true;
-    }
-    roots.extra_paths.iter().enumerate().any(|(i, extra)| {
-        if p == extra {
-            roots.pattern_of(i).is_none() && is_indexed_name(p, roots.media)
-        } else {
-            walked(extra, roots.media) && roots.extra_selects(i, p)
-        }
-    })
 }
+
+/// Does `dir` hold memory files of its own (a root memory file, the user profile or a `memory/` folder)? The CLI
+/// asks before it takes the current folder as the workspace.
+pub fn holds_memory(dir: &Path) -> bool {
+    root_file_name(dir).is_some() || exact_name_exists(dir, USER_FILE) || dir.join(MEMORY_DIR).is_dir()
+}
+
+/// The memory files, as tool descriptions and refusals name them.
+pub const MEMORY_FILES: &str = "MEMORY.md (or memory.md), USER.md, memory/**/*.md and the configured extra paths";
 
 /// Identity of a file for de-duplication: (device, inode) where available — no extra system call, since no
 /// link is ever followed — else the canonical path.

@@ -344,3 +344,31 @@ fn a_named_file_with_another_hard_link_asks_for_a_full_listing() {
     let roots = MemoryRoots::new(d.path(), &[] as &[String]);
     assert!(discover_named(&roots, &[d.path().join("memory/a.md")]).is_none());
 }
+
+#[test]
+fn the_classifier_answers_by_place_and_name() {
+    let ws = Path::new("/ws");
+    let roots = MemoryRoots::new(ws, &[ExtraPath::Pattern { path: "/x".into(), pattern: Some("*.md".into()) }, ExtraPath::Path("/f.md".into())])
+        .with_media(true);
+    let cases: [(&str, bool, Match); 16] = [
+        ("/ws/MEMORY.md", false, Match::File(Place::RootFile)),
+        ("/ws/memory.md", false, Match::File(Place::RootFile)),
+        ("/ws/USER.md", false, Match::File(Place::Profile)),
+        ("/ws/USER.md", true, Match::Outside),
+        ("/ws/notes.md", false, Match::Outside),
+        ("/ws/memory", true, Match::Folder),
+        ("/ws/memory", false, Match::Outside),
+        ("/ws/memory/2026-01-01.md", false, Match::File(Place::MemoryDir)),
+        ("/ws/memory/photo.png", false, Match::Outside),
+        ("/ws/memory/node_modules/a.md", false, Match::Outside),
+        ("/ws/memory/node_modules", true, Match::Outside),
+        ("/x", true, Match::Folder),
+        ("/x/a.md", false, Match::File(Place::Extra(0))),
+        ("/x/sub/a.md", false, Match::Outside),
+        ("/x/photo.png", false, Match::Outside),
+        ("/f.md", false, Match::File(Place::Extra(1))),
+    ];
+    for (path, is_dir, want) in cases {
+        assert_eq!(roots.classify(Path::new(path), is_dir), want, "{path} (folder: {is_dir})");
+    }
+}

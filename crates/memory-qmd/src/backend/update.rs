@@ -83,7 +83,7 @@ impl Inner {
             return Ok(false);
         }
         if self.cfg.include_default_memory {
-            let dir = self.workspace.join("memory");
+            let dir = self.workspace.join(memory_core::discovery::MEMORY_DIR);
             if !dir.exists() {
                 std::fs::create_dir_all(&dir).map_err(|e| MemoryError::io_path("cannot create", &dir, e))?;
             }
