@@ -141,3 +141,30 @@ fn missing_workspace_is_a_clear_error() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("not a folder"));
 }
+
+/// An index an earlier version wrote under its old name (`<workspace folder>-<10 hex>.sqlite` and its generation
+/// files) keeps answering: no second index is built beside it, nothing is indexed again.
+#[test]
+fn an_index_under_an_earlier_versions_name_keeps_answering() {
+    let env = Env::new();
+    assert!(env.run(&["index"]).status.success());
+    let agent_dir = env.state.path().join("agents/main");
+    let names = || -> Vec<String> { fs::read_dir(&agent_dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect() };
+    let base = names().into_iter().find(|n| n.starts_with("builtin-") && n.ends_with(".sqlite")).expect("the index under its name");
+    // Rename the index and every companion (pointer, generations, WAL) to the earlier name.
+    let ws = fs::canonicalize(env.ws.path()).unwrap();
+    let ws_name: String =
+        ws.file_name().unwrap().to_string_lossy().chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let old = format!("{ws_name}-{}.sqlite", &memory_core::sha256_hex(ws.to_string_lossy().as_bytes())[..10]);
+    for n in names().into_iter().filter(|n| n.starts_with(&base)) {
+        fs::rename(agent_dir.join(&n), agent_dir.join(n.replacen(&base, &old, 1))).unwrap();
+    }
+    let status: serde_json::Value = serde_json::from_slice(&env.run(&["status", "--json"]).stdout).unwrap();
+    assert!(status["indexPath"].as_str().unwrap().contains(&old), "{status}");
+    assert_eq!(status["files"], 3, "{status}");
+    let out = env.run(&["search", "canary rollout", "--json"]);
+    assert!(stdout(&out).contains("memory/notes.md"), "{}", stderr(&out));
+    let index: serde_json::Value = serde_json::from_slice(&env.run(&["index", "--json"]).stdout).unwrap();
+    assert_eq!((index["filesAdded"].as_u64(), index["filesUnchanged"].as_u64()), (Some(0), Some(3)), "{index}");
+    assert!(!names().iter().any(|n| n.starts_with("builtin-")), "{:?}", names());
+}
