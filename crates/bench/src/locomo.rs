@@ -181,7 +181,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
             // One index per conversation and model: the weights are ranking settings, not index identity.
             let model_key = model.as_ref().and_then(|m| m.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "keyword".into());
-            let ctx = OpenContext::new(Arc::new(config), opts.dataset.join(conv).join("ws"), state_root.join(&model_key), &conv)
+            let ctx = OpenContext::new(Arc::new(config), opts.dataset.join(conv).join("ws"), state_root.join(&model_key), conv)
                 .with_embedder(embedder.clone())
                 .with_reranker(if rerank { reranker.clone() } else { None });
             let engine = BuiltinFactory.open_indexed(ctx).await?;
