@@ -190,6 +190,12 @@ async fn status_counts_the_files_the_next_search_would_sync() {
     assert_eq!(stale(e.status().await.unwrap()), Some(3));
     e.search(&SearchRequest::new("new")).await.unwrap();
     assert_eq!(stale(e.status().await.unwrap()), Some(0));
+    // A sync of every file (the watcher's) reads what was announced by content and answers for it.
+    e.notify_changed(&[env.ws.path().join("MEMORY.md")]);
+    assert_eq!(stale(e.status().await.unwrap()), Some(1));
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_changed + r.files_added, 0, "{r:?}");
+    assert_eq!(stale(e.status().await.unwrap()), Some(0));
 }
 
 /// Two engines on one index, as two processes are (`memory serve` and a `memory index --force` in a terminal):

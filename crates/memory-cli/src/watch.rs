@@ -6,6 +6,9 @@
 //! periods after the first change of a burst, then ONE incremental sync runs (unchanged files cost a stat). Changes
 //! seen while a sync runs schedule one more sync after it. An interval (`sync.intervalMinutes`) syncs too.
 //!
+//! The changed paths of a burst are handed to the engine first (`MemoryBackend::notify_changed`): it checks them by
+//! content before its next search, alone when its own change journal vouches for every other file.
+//!
 //! Syncs run on a blocking thread of their own, so the async tasks that answer searches (the MCP server) are never
 //! stuck behind one. The watcher only makes searches cheaper: each search checks the files itself first
 //! (`sync.onSearch`), so what was just written is found even before the debounce has passed.
@@ -22,6 +25,9 @@ use tracing::{debug, info, warn};
 
 /// Under a never-ending stream of changes, sync at least every `debounce x MAX_WAIT_FACTOR`.
 pub const MAX_WAIT_FACTOR: u32 = 10;
+
+/// At most this many changed paths of one burst are handed to the engine (a bulk change is synced whole anyway).
+const MAX_ANNOUNCED: usize = 1024;
 
 use memory_core::discovery::MemoryRoots;
 
@@ -229,6 +235,7 @@ impl Loop {
         });
         let mut changes = 0usize;
         let mut paths: Vec<String> = Vec::new();
+        let mut changed: Vec<PathBuf> = Vec::new();
         let mut first: Option<Instant> = None;
         let mut last = Instant::now();
         loop {
@@ -253,6 +260,9 @@ impl Loop {
                                 for p in &ev.paths {
                                     if self.targets.is_relevant(p) {
                                         any = true;
+                                        if changed.len() < MAX_ANNOUNCED {
+                                            changed.push(p.clone());
+                                        }
                                         if paths.len() < 8 {
                                             let shown = p.strip_prefix(&self.targets.roots.workspace).unwrap_or(p).display().to_string();
                                             if !paths.contains(&shown) {
@@ -283,6 +293,11 @@ impl Loop {
                     let n = std::mem::take(&mut changes);
                     let p = std::mem::take(&mut paths);
                     first = None;
+                    // The engine hears which files changed (it checks them by content before its next search),
+                    // then syncs.
+                    changed.sort_unstable();
+                    changed.dedup();
+                    self.engine.notify_changed(&std::mem::take(&mut changed));
                     self.sync(Trigger::Files, n, p).await;
                 }
                 _ = async { interval.as_mut().unwrap().tick().await }, if interval.is_some() => {
@@ -321,5 +336,69 @@ impl Loop {
             _ => {}
         }
         (self.on_sync)(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    use memory_core::{Capabilities, GetRequest, GetResponse, SearchRequest, SearchResponse, Status};
+
+    /// An engine that records what it is told and syncs nothing.
+    #[derive(Default)]
+    struct Recording {
+        announced: Mutex<Vec<PathBuf>>,
+    }
+
+    #[async_trait::async_trait]
+    impl MemoryBackend for Recording {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::default()
+        }
+        async fn search(&self, _request: &SearchRequest) -> memory_core::Result<SearchResponse> {
+            Ok(SearchResponse::default())
+        }
+        async fn get(&self, _request: &GetRequest) -> memory_core::Result<GetResponse> {
+            Err(memory_core::MemoryError::InvalidInput("not here".into()))
+        }
+        async fn sync(&self, _options: SyncOptions) -> memory_core::Result<SyncReport> {
+            Ok(SyncReport::default())
+        }
+        async fn status(&self) -> memory_core::Result<Status> {
+            Ok(Status::default())
+        }
+        fn notify_changed(&self, paths: &[PathBuf]) {
+            self.announced.lock().unwrap().extend_from_slice(paths);
+        }
+        async fn close(&self) -> memory_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The watcher tells the engine which memory files changed before it syncs (and not the files that are none).
+    #[tokio::test]
+    async fn the_engine_hears_the_changed_paths_before_the_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join("memory")).unwrap();
+        let engine = Arc::new(Recording::default());
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
+        let seen = engine.clone();
+        let on_sync: OnSync = Arc::new(move |_ev: &SyncEvent| {
+            let _ = tx.send(seen.announced.lock().unwrap().clone());
+        });
+        let targets = WatchTargets { roots: MemoryRoots::new(&ws, &[] as &[String]), sessions_dir: None };
+        let options = WatchOptions { debounce: Duration::from_millis(50), interval: None, initial_sync: false, initial_sync_in_background: false };
+        let handle = spawn(engine, targets, options, on_sync).await.unwrap();
+        std::fs::write(ws.join("memory/notes.md"), "a note\n").unwrap();
+        std::fs::write(ws.join("memory/scratch.txt"), "not a memory file\n").unwrap();
+        let announced = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync").unwrap();
+        assert_eq!(announced, [ws.join("memory/notes.md")]);
+        handle.stop().await;
     }
 }

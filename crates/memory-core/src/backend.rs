@@ -50,9 +50,11 @@ pub trait MemoryBackend: Send + Sync {
         Ok(None)
     }
 
-    /// A host that has its own change events (a transcript-update hook, an editor) announces changed files,
-    /// absolute or workspace-relative: the next search syncs them even when their size and mtime look unchanged.
-    /// Engines that check every file before a search anyway may ignore it (the default).
+    /// A host that has its own change events (the CLI's watcher, a transcript-update hook, an editor) announces
+    /// changed files, absolute or workspace-relative: the next search (or sync of every file) reads them by
+    /// content even when their size and mtime look unchanged. `IndexedBackend` checks them like the files its
+    /// own change journal names (alone, when the journal vouches for the rest). Engines that check every file
+    /// before a search anyway may ignore it (the default).
     fn notify_changed(&self, paths: &[std::path::PathBuf]) {
         let _ = paths;
     }

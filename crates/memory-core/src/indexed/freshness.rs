@@ -31,6 +31,10 @@ pub(super) struct Journal {
     files: Vec<PathBuf>,
     /// The newest epoch whose check found the index in step with the files.
     in_step: Option<u64>,
+    /// Files a host announced as changed since the last check ([`Journal::announce`]; the watcher's events).
+    announced: Vec<PathBuf>,
+    /// More were announced than [`NAMED_CHECK_MAX`]: the next check looks at every file.
+    announced_too_many: bool,
 }
 
 /// What a search does about freshness.
@@ -51,18 +55,33 @@ impl Journal {
     }
 
     pub(super) fn plan(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>, must_check: bool) -> CheckPlan {
+        // Announced files are named files like the journal's own: exact paths, checked by content.
+        let announced = std::mem::take(&mut self.announced);
+        let must_check = must_check || std::mem::take(&mut self.announced_too_many);
+        let was_announced = !announced.is_empty();
+        self.files.extend(announced);
         if let Some(journal) = self.journal.as_mut() {
             let mut named_only = false;
-            match journal.take_changes() {
-                Ok(false) => {}
-                Ok(true) => {
+            let seen = match journal.take_changes() {
+                Ok(false) => Ok(None),
+                Ok(true) => Ok(Some(journal.take_changed_files())),
+                Err(e) => Err(e),
+            };
+            match seen {
+                Ok(None) if !was_announced => {}
+                Ok(named) => {
                     let was_in_step = self.in_step == Some(self.epoch);
                     self.epoch += 1;
-                    let named = journal.take_changed_files();
-                    self.files.extend(named.paths);
+                    let complete = match named {
+                        Some(named) => {
+                            self.files.extend(named.paths);
+                            named.complete
+                        }
+                        None => true,
+                    };
                     self.files.sort_unstable();
                     self.files.dedup();
-                    named_only = was_in_step && named.complete && self.files.len() <= NAMED_CHECK_MAX;
+                    named_only = was_in_step && complete && self.files.len() <= NAMED_CHECK_MAX;
                 }
                 Err(e) => {
                     debug!(error = %e, "change journal failed; every search checks the files");
@@ -91,6 +110,32 @@ impl Journal {
             }
         }
         CheckPlan::Run(self.epoch)
+    }
+
+    /// A host announced `paths` (absolute) as changed: the next check looks at them by content, and at them alone
+    /// when the journal vouches for every other file (as for the files its own events name). Bounded: past
+    /// [`NAMED_CHECK_MAX`] files the next check looks at every file instead.
+    pub(super) fn announce(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        if self.announced_too_many {
+            return;
+        }
+        self.announced.extend(paths);
+        if self.announced.len() > NAMED_CHECK_MAX {
+            self.announced = Vec::new();
+            self.announced_too_many = true;
+        }
+    }
+
+    /// The files announced since the last check, for a sync of every file to read by content (it answers for
+    /// them, as a check would).
+    pub(super) fn take_announced(&mut self) -> Vec<PathBuf> {
+        self.announced_too_many = false;
+        std::mem::take(&mut self.announced)
+    }
+
+    /// The files announced and not checked yet (what `status` counts as stale whatever their stat says).
+    pub(super) fn announced(&self) -> &[PathBuf] {
+        &self.announced
     }
 
     /// The files the journal named since the last call.
@@ -331,7 +376,8 @@ impl IndexedBackend {
     /// Files the next search would sync first (the freshness check's rule, without reading any file).
     pub(super) fn count_stale(&self, stored: &[FileRecord]) -> usize {
         let files = self.discover_all();
-        let hinted = self.hinted.lock().unwrap().clone();
+        let mut hinted = self.hinted.lock().unwrap().clone();
+        hinted.extend(self.journal.lock().unwrap().announced().iter().map(|p| self.hint_key(p)));
         let mut unverified = Vec::new();
         stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
     }

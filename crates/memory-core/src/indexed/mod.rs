@@ -139,8 +139,8 @@ pub struct IndexedBackend {
     rebuilding: AtomicBool,
     /// Serialises those updates of the live index with each other and with the rebuild's swap.
     live_patch: tokio::sync::Mutex<()>,
-    /// Paths a host announced as changed (`MemoryBackend::notify_changed`): the next search syncs them whatever
-    /// their size and mtime say.
+    /// Keys of files a search could not sync (its sync failed): the next search syncs them whatever their size
+    /// and mtime say. (Files a host announces join the journal's named files: `Journal::announce`.)
     hinted: Mutex<HashSet<String>>,
     /// The change journal of a long-lived engine: lets a search skip the stat of every file when nothing changed.
     journal: Mutex<freshness::Journal>,
@@ -438,6 +438,24 @@ impl IndexedBackend {
         planned: Option<&str>,
         scope: SyncScope,
     ) -> Result<SyncReport> {
+        // A sync of every file answers for the files a host announced: read by content, not trusted by their stat.
+        // If it fails they stay announced.
+        let announced = if matches!(scope, SyncScope::All) { self.journal.lock().unwrap().take_announced() } else { Vec::new() };
+        let result = self.sync_files_into(target, cache_from, planned, scope, &announced).await;
+        if result.is_err() && !announced.is_empty() {
+            self.journal.lock().unwrap().announce(announced);
+        }
+        result
+    }
+
+    async fn sync_files_into(
+        &self,
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        planned: Option<&str>,
+        scope: SyncScope,
+        announced: &[PathBuf],
+    ) -> Result<SyncReport> {
         let mut report = SyncReport::default();
         let (files, stored) = match scope {
             SyncScope::All => (self.discover_all(), target.files().await?),
@@ -445,7 +463,10 @@ impl IndexedBackend {
             SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
         };
         report.files_scanned = files.len();
-        let plan = plan_sync(&files, &stored);
+        let mut plan = plan_sync(&files, &stored);
+        if !announced.is_empty() {
+            plan.force(&files, &stored, &announced.iter().map(|p| self.hint_key(p)).collect());
+        }
         let work = plan.work;
         let removals = plan.removals;
         report.files_unchanged = plan.unchanged;
@@ -533,11 +554,8 @@ impl MemoryBackend for IndexedBackend {
     }
 
     fn notify_changed(&self, paths: &[PathBuf]) {
-        let mut hinted = self.hinted.lock().unwrap();
-        for p in paths {
-            let abs = if p.is_absolute() { p.clone() } else { self.roots.workspace.join(p) };
-            hinted.insert(self.hint_key(&abs));
-        }
+        let abs = paths.iter().map(|p| if p.is_absolute() { p.clone() } else { self.roots.workspace.join(p) });
+        self.journal.lock().unwrap().announce(abs);
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -67,6 +67,22 @@ pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -
     SyncPlan { work, removals, unchanged }
 }
 
+impl<'a> SyncPlan<'a> {
+    /// Read the files of `keys` by content too, whatever their size and mtime say (files a host announced).
+    pub(crate) fn force(&mut self, files: &'a [MemoryFile], stored: &'a [FileRecord], keys: &HashSet<String>) {
+        let planned: FxHashSet<&str> = self.work.iter().map(|(f, _)| f.key.as_str()).collect();
+        let forced: Vec<&'a MemoryFile> = files.iter().filter(|f| keys.contains(&f.key) && !planned.contains(f.key.as_str())).collect();
+        if forced.is_empty() {
+            return;
+        }
+        let by_key = records_by_key(stored);
+        for f in forced {
+            self.work.push((f, by_key.get(&(f.source, f.key.as_str())).copied()));
+            self.unchanged = self.unchanged.saturating_sub(1);
+        }
+    }
+}
+
 fn records_by_key(stored: &[FileRecord]) -> FxHashMap<(Source, &str), &FileRecord> {
     stored.iter().map(|r| ((r.source, r.path.as_str()), r)).collect()
 }

@@ -95,3 +95,29 @@ fn a_check_that_failed_leaves_the_journal_untrusted() {
     run(j.plan(&roots, None, false));
     run(j.plan(&roots, None, false));
 }
+
+/// Files a host announces (the watcher's events) are named files: with the journal in step they are checked
+/// alone, not by listing every file; too many at once, and every file is checked.
+#[cfg(target_os = "linux")]
+#[test]
+fn announced_files_are_checked_alone_while_the_journal_is_in_step() {
+    let (d, roots) = workspace();
+    let mut j = Journal::default();
+    for _ in 0..2 {
+        let e = run(j.plan(&roots, None, false));
+        j.in_step_at(e);
+    }
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+    let a = d.path().join("memory/a.md");
+    j.announce([a.clone()]);
+    assert_eq!(j.announced(), [a.clone()]);
+    let e = named(j.plan(&roots, None, false));
+    assert_eq!(j.take_files(), [a.clone()]);
+    j.in_step_at(e);
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+    j.announce((0..300).map(|i| d.path().join(format!("memory/{i}.md"))));
+    assert!(j.announced().is_empty(), "bounded");
+    let e = run(j.plan(&roots, None, false));
+    j.in_step_at(e);
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+}
