@@ -50,7 +50,8 @@ async fn vectors_are_unit_length_deterministic_and_independent_of_batch_padding(
     let short = s("Mac Studio is the gateway host.");
     let long = s(&"The gateway runs on the Mac Studio in the office, next to the router. ".repeat(12));
     let alone = m.embed(std::slice::from_ref(&short), EmbeddingPurpose::Document).await.unwrap();
-    // In a batch with a much longer text the short one is padded: the attention mask must hide the padding.
+    // In a batch with a much longer text the short one is padded: the attention mask must hide the padding. (The
+    // short text alone also runs on one thread, the batch on every core: the vectors must not care.)
     let batched = m.embed(&[long.clone(), short.clone(), s("")], EmbeddingPurpose::Document).await.unwrap();
     assert_eq!(batched.len(), 3);
     for v in &batched {
