@@ -397,7 +397,10 @@ async fn the_factory_opens_the_configured_folder() {
         let b = reg.open(ctx.clone()).await.unwrap();
         assert_eq!(b.name(), "lancedb");
         assert_eq!(top_path(b.as_ref(), "kubernetes").await.as_deref(), Some("memory/2026-03-15.md"));
-        assert!(state.path().join("lancedb/main/memory_main.lance").exists());
+        // The default folder is the agent's and workspace's LanceDB home in the state folder.
+        let home = ctx.space.engine_home("lancedb");
+        assert!(home.starts_with(state.path().join("agents/main")), "{home:?}");
+        assert!(home.join("memory_main.lance").exists(), "{home:?}");
 
         // A bad table name is a configuration error naming the key.
         let mut bad = (*ctx.config).clone();

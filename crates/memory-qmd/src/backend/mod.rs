@@ -116,7 +116,7 @@ struct SessionsExport {
     retention_days: Option<u64>,
 }
 
-/// The QMD engine for one agent: a self-contained QMD home under `<state_dir>/qmd/<agentId>`.
+/// The QMD engine for one agent and workspace: a self-contained QMD home (`AgentSpace::engine_home`).
 pub struct QmdBackend {
     inner: Arc<Inner>,
 }
