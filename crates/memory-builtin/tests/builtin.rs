@@ -7,3 +7,4 @@ mod generated;
 mod hostile;
 mod recall;
 mod sessions;
+mod store_contract;
