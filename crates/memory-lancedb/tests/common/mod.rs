@@ -127,6 +127,13 @@ impl Moto {
         moto
     }
 
+    /// A server holding one (empty) bucket.
+    pub fn with_bucket(bucket: &str) -> Moto {
+        let moto = Moto::start();
+        moto.create_bucket(bucket);
+        moto
+    }
+
     /// Create a bucket with a plain path-style PUT (moto does not check signatures).
     pub fn create_bucket(&self, bucket: &str) {
         use std::io::{Read, Write};
