@@ -57,6 +57,60 @@ pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Op
     }
 }
 
+/// What an agent's daily notes are about, for generated workspaces: the topic words of memory-bench's corpus
+/// (their order is part of its seeded generator) and of the CLI's crash test.
+pub const NOTE_TOPICS: &[&str] = &[
+    "gateway",
+    "deploy",
+    "billing",
+    "invoice",
+    "kubernetes",
+    "canary",
+    "database",
+    "migration",
+    "backup",
+    "latency",
+    "dashboard",
+    "alerting",
+    "oncall",
+    "release",
+    "roadmap",
+    "budget",
+    "hiring",
+    "interview",
+    "design",
+    "review",
+    "security",
+    "certificate",
+    "dns",
+    "cache",
+    "queue",
+    "worker",
+    "scheduler",
+    "embedding",
+    "search",
+    "index",
+    "memory",
+    "agent",
+    "prompt",
+    "evaluation",
+    "benchmark",
+    "regression",
+    "incident",
+    "postmortem",
+    "customer",
+    "contract",
+    "travel",
+    "flight",
+    "hotel",
+    "dentist",
+    "groceries",
+    "coffee",
+    "running",
+    "garden",
+    "birthday",
+];
+
 /// A small seeded generator for generated test inputs (xorshift64): the same seed gives the same workspace or
 /// vectors on every run, with no extra dependency.
 pub struct Xorshift(pub u64);
