@@ -18,15 +18,32 @@ use conformance::testing::HttpReply;
 use crate::corpus;
 use crate::model_oneshot::{quantile_ms, run_ok};
 
+/// The command line of `memory-bench server` (see its help).
+#[derive(clap::Args)]
 pub struct Options {
+    #[arg(long, value_delimiter = ',', default_value = "2000")]
     pub notes: Vec<usize>,
+    /// Whole-process searches per figure.
+    #[arg(long, default_value_t = 51)]
     pub runs: usize,
+    /// Concurrent clients (half CLI, half MCP over HTTP); 0 skips the concurrency run.
+    #[arg(long, default_value_t = 8)]
     pub clients: usize,
+    /// Searches per concurrent client.
+    #[arg(long, default_value_t = 1000)]
     pub searches: usize,
+    #[arg(long)]
     pub memory_bin: Option<PathBuf>,
+    /// Hybrid search with the local embedding model in this folder (default: keyword-only).
+    #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Bytes per generated note.
+    #[arg(long, default_value_t = 2048)]
     pub note_bytes: usize,
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Keep corpora and indexes here (reused by the next run).
+    #[arg(long)]
     pub keep: Option<PathBuf>,
 }
 
