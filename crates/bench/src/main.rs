@@ -75,64 +75,11 @@ enum Command {
     /// The shared server (issue 35): one-shot `memory search` with and without `memory server start`, a search
     /// right after a write, and concurrent CLI and HTTP MCP clients while one appends (wrong answers, errors,
     /// servers' peak RSS).
-    Server {
-        #[arg(long, value_delimiter = ',', default_value = "2000")]
-        notes: Vec<usize>,
-        /// Whole-process searches per figure.
-        #[arg(long, default_value_t = 51)]
-        runs: usize,
-        /// Concurrent clients (half CLI, half MCP over HTTP); 0 skips the concurrency run.
-        #[arg(long, default_value_t = 8)]
-        clients: usize,
-        /// Searches per concurrent client.
-        #[arg(long, default_value_t = 1000)]
-        searches: usize,
-        #[arg(long)]
-        memory_bin: Option<PathBuf>,
-        /// Hybrid search with the local embedding model in this folder (default: keyword-only).
-        #[arg(long)]
-        model: Option<PathBuf>,
-        /// Bytes per generated note.
-        #[arg(long, default_value_t = 2048)]
-        note_bytes: usize,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        /// Keep corpora and indexes here (reused by the next run).
-        #[arg(long)]
-        keep: Option<PathBuf>,
-    },
+    Server(server::Options),
     /// The builtin engine at 10k-400k chunks (issue 22): keyword (mixed and common-word queries) and hybrid
     /// latency, vector recall@10 against the exact scan, whole-process search; side by side with another
     /// build (`--old DIR` holding its `memory` and `memory-bench`) on the same index files.
-    Scale {
-        /// Corpus sizes (notes, ~2 chunks each) for keyword figures.
-        #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000,200000")]
-        notes: Vec<usize>,
-        /// Corpus sizes for hybrid figures (seeded embedder).
-        #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000")]
-        hybrid_notes: Vec<usize>,
-        /// Folder with the other build's `memory` and `memory-bench` binaries.
-        #[arg(long)]
-        old: Option<PathBuf>,
-        /// In-process queries per set.
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        /// One-shot `memory search` runs per figure.
-        #[arg(long, default_value_t = 11)]
-        whole_process_runs: usize,
-        /// Also time each build's cold keyword index and no-change re-index.
-        #[arg(long)]
-        index_runs: bool,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        /// Keep corpora and indexes in this folder (reused by the next run) instead of a temporary one.
-        #[arg(long)]
-        keep: Option<PathBuf>,
-        /// Only generate the corpora and build the indexes (into `--keep`), measure nothing: the slow part can run
-        /// while the machine is busy, the measurements later on a quiet one.
-        #[arg(long, requires = "keep")]
-        prepare_only: bool,
-    },
+    Scale(scale::Options),
     /// nDCG@10, MAP@100 and Recall@100 on the Cranfield dev queries.
     Quality {
         /// Folder with docs.jsonl, queries-dev.jsonl, qrels-dev.tsv.
@@ -318,13 +265,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match cli.command {
         Command::Speed { notes, memory_bin, searches, seed } => rt.block_on(speed::run(notes, memory_bin, searches, seed)),
-        Command::Scale { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only } => {
-            rt.block_on(scale::run(scale::Options { notes, hybrid_notes, old, queries, whole_process_runs, index_runs, seed, keep, prepare_only }))
-        }
+        Command::Scale(options) => rt.block_on(scale::run(options)),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
-        Command::Server { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep } => {
-            server::run(server::Options { notes, runs, clients, searches, memory_bin, model, note_bytes, seed, keep })
-        }
+        Command::Server(options) => server::run(options),
         Command::Quality { dataset, verbose, model, keyword_only } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))

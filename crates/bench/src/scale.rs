@@ -23,15 +23,35 @@ use crate::corpus;
 use crate::harness::{SEEDED_DIMS, SEEDED_SEED};
 use crate::seeded_embedder::SeededEmbedder;
 
+/// The command line of `memory-bench scale` (see its help).
+#[derive(clap::Args)]
 pub struct Options {
+    /// Corpus sizes (notes, ~2 chunks each) for keyword figures.
+    #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000,200000")]
     pub notes: Vec<usize>,
+    /// Corpus sizes for hybrid figures (seeded embedder).
+    #[arg(long, value_delimiter = ',', default_value = "5000,20000,50000")]
     pub hybrid_notes: Vec<usize>,
+    /// Folder with the other build's `memory` and `memory-bench` binaries.
+    #[arg(long)]
     pub old: Option<PathBuf>,
+    /// In-process queries per set.
+    #[arg(long, default_value_t = 200)]
     pub queries: usize,
+    /// One-shot `memory search` runs per figure.
+    #[arg(long, default_value_t = 11)]
     pub whole_process_runs: usize,
+    /// Also time each build's cold keyword index and no-change re-index.
+    #[arg(long)]
     pub index_runs: bool,
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Keep corpora and indexes in this folder (reused by the next run) instead of a temporary one.
+    #[arg(long)]
     pub keep: Option<PathBuf>,
+    /// Only generate the corpora and build the indexes (into `--keep`), measure nothing: the slow part can run
+    /// while the machine is busy, the measurements later on a quiet one.
+    #[arg(long, requires = "keep")]
     pub prepare_only: bool,
 }
 

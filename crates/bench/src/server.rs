@@ -13,18 +13,37 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use conformance::testing::HttpReply;
+
 use crate::corpus;
 use crate::model_oneshot::{quantile_ms, run_ok};
 
+/// The command line of `memory-bench server` (see its help).
+#[derive(clap::Args)]
 pub struct Options {
+    #[arg(long, value_delimiter = ',', default_value = "2000")]
     pub notes: Vec<usize>,
+    /// Whole-process searches per figure.
+    #[arg(long, default_value_t = 51)]
     pub runs: usize,
+    /// Concurrent clients (half CLI, half MCP over HTTP); 0 skips the concurrency run.
+    #[arg(long, default_value_t = 8)]
     pub clients: usize,
+    /// Searches per concurrent client.
+    #[arg(long, default_value_t = 1000)]
     pub searches: usize,
+    #[arg(long)]
     pub memory_bin: Option<PathBuf>,
+    /// Hybrid search with the local embedding model in this folder (default: keyword-only).
+    #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Bytes per generated note.
+    #[arg(long, default_value_t = 2048)]
     pub note_bytes: usize,
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Keep corpora and indexes here (reused by the next run).
+    #[arg(long)]
     pub keep: Option<PathBuf>,
 }
 
@@ -281,12 +300,9 @@ fn mcp_session(port: u16, token: &str) -> anyhow::Result<String> {
     let head = request_head(port, token, None, init.len());
     s.write_all(head.as_bytes())?;
     s.write_all(init.as_bytes())?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let session = raw
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l.split_once(':').map(|x| x.1.trim().to_string())).flatten())
-        .context("no session id")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let session = HttpReply::parse(&raw).map_err(anyhow::Error::msg)?.header("mcp-session-id").context("no session id")?.to_string();
     post(port, token, Some(&session), br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
     Ok(session)
 }
@@ -310,24 +326,8 @@ fn post(port: u16, token: &str, session: Option<&str>, body: &[u8]) -> anyhow::R
     s.write_all(body)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text.split_once("\r\n\r\n").context("no header end")?;
-    let status = head.split(' ').nth(1).context("no status")?.parse()?;
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
-    Ok((status, body))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    let reply = HttpReply::parse(&raw).map_err(anyhow::Error::msg)?;
+    Ok((reply.status, reply.body))
 }
 
 fn message(body: &str) -> Option<serde_json::Value> {

@@ -68,6 +68,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx]
 }
 
+/// The median wall-clock and CPU times (seconds) of one measured run per item.
+fn median_times<T>(items: impl IntoIterator<Item = T>, mut run: impl FnMut(T) -> anyhow::Result<ChildRun>) -> anyhow::Result<(f64, f64)> {
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    for item in items {
+        let r = run(item)?;
+        wall.push(r.wall.as_secs_f64());
+        cpu.push(r.cpu.as_secs_f64());
+    }
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    Ok((percentile(&wall, 0.5), percentile(&cpu, 0.5)))
+}
+
 fn row(name: &str, value: String, target: &str, reference: f64, ours: f64, unit: &str) {
     let ratio = if ours > 0.0 { reference / ours } else { f64::INFINITY };
     println!("{name:<34} {value:>12}   target {target:<10} reference {reference:>8.1} {unit:<3} ({ratio:.0}x better)");
@@ -104,30 +117,15 @@ pub async fn run(notes: usize, memory_bin: Option<PathBuf>, searches: usize, see
     row("cold index peak memory", format!("{peak_mb:.1} MB"), "<= 40 MB", REF_PEAK_MB, peak_mb, "MB");
     println!("{:<34} {:>12}", "chunks indexed", chunks);
 
-    let (mut reindex, mut reindex_cpu) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        let r = run_measured(memory_cmd(&bin, &ws, &state).arg("index"))?;
-        reindex.push(r.wall.as_secs_f64());
-        reindex_cpu.push(r.cpu.as_secs_f64());
-    }
-    reindex.sort_by(f64::total_cmp);
-    reindex_cpu.sort_by(f64::total_cmp);
-    let re = percentile(&reindex, 0.5);
+    let (re, re_cpu) = median_times(0..5, |_| run_measured(memory_cmd(&bin, &ws, &state).arg("index")))?;
     row("no-change re-index (median of 5)", format!("{:.1} ms", re * 1e3), "<= 30 ms", REF_REINDEX_S, re, "s");
-    println!("{:<34} {:>12}", "  cpu time (user + sys)", format!("{:.1} ms", percentile(&reindex_cpu, 0.5) * 1e3));
+    println!("{:<34} {:>12}", "  cpu time (user + sys)", format!("{:.1} ms", re_cpu * 1e3));
 
     let queries = corpus::queries(searches.max(1), seed);
-    let (mut cli, mut cli_cpu) = (Vec::new(), Vec::new());
-    for q in queries.iter().take(21) {
-        let r = run_measured(memory_cmd(&bin, &ws, &state).args(["search", q.as_str(), "--json"]))?;
-        cli.push(r.wall.as_secs_f64());
-        cli_cpu.push(r.cpu.as_secs_f64());
-    }
-    cli.sort_by(f64::total_cmp);
-    cli_cpu.sort_by(f64::total_cmp);
-    let cli_med = percentile(&cli, 0.5);
+    let (cli_med, cli_cpu) =
+        median_times(queries.iter().take(21), |q| run_measured(memory_cmd(&bin, &ws, &state).args(["search", q.as_str(), "--json"])))?;
     row("whole-process search (median of 21)", format!("{:.1} ms", cli_med * 1e3), "<= 15 ms", REF_CLI_SEARCH_S, cli_med, "s");
-    println!("{:<34} {:>12}", "  cpu time (user + sys)", format!("{:.1} ms", percentile(&cli_cpu, 0.5) * 1e3));
+    println!("{:<34} {:>12}", "  cpu time (user + sys)", format!("{:.1} ms", cli_cpu * 1e3));
 
     // In-process: the same engine the binary opens, on the same index.
     let ctx = OpenContext::new(Arc::new(Config::default()), std::fs::canonicalize(&ws)?, state.clone(), "main");

@@ -50,6 +50,60 @@ pub fn open_context(config: Config, workspace: &Path, state: &Path, embedder: Op
     OpenContext::new(Arc::new(config), workspace, state, TEST_AGENT).with_embedder(embedder)
 }
 
+/// What an agent's daily notes are about, for generated workspaces: the topic words of memory-bench's corpus
+/// (their order is part of its seeded generator) and of the CLI's crash test.
+pub const NOTE_TOPICS: &[&str] = &[
+    "gateway",
+    "deploy",
+    "billing",
+    "invoice",
+    "kubernetes",
+    "canary",
+    "database",
+    "migration",
+    "backup",
+    "latency",
+    "dashboard",
+    "alerting",
+    "oncall",
+    "release",
+    "roadmap",
+    "budget",
+    "hiring",
+    "interview",
+    "design",
+    "review",
+    "security",
+    "certificate",
+    "dns",
+    "cache",
+    "queue",
+    "worker",
+    "scheduler",
+    "embedding",
+    "search",
+    "index",
+    "memory",
+    "agent",
+    "prompt",
+    "evaluation",
+    "benchmark",
+    "regression",
+    "incident",
+    "postmortem",
+    "customer",
+    "contract",
+    "travel",
+    "flight",
+    "hotel",
+    "dentist",
+    "groceries",
+    "coffee",
+    "running",
+    "garden",
+    "birthday",
+];
+
 /// A small seeded generator for generated test inputs (xorshift64): the same seed gives the same workspace or
 /// vectors on every run, with no extra dependency.
 pub struct Xorshift(pub u64);
@@ -102,5 +156,64 @@ pub fn skipped(test: &str, why: &str) {
         if let Err(e) = std::fs::OpenOptions::new().create(true).append(true).open(&report).and_then(|mut f| f.write_all(line.as_bytes())) {
             eprintln!("could not record the skip in {}: {e}", Path::new(&report).display());
         }
+    }
+}
+
+/// An HTTP/1.1 response read to the end of its connection (`Connection: close`), for tests and benchmarks that
+/// talk to the CLI's HTTP servers over a bare socket.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    /// The status line and the headers, as sent.
+    pub head: String,
+    /// The body, with a chunked transfer encoding undone.
+    pub body: String,
+}
+
+impl HttpReply {
+    /// Split a whole response into status, head and body; an error says what is missing.
+    pub fn parse(raw: &[u8]) -> Result<HttpReply, String> {
+        let text = String::from_utf8_lossy(raw);
+        let (head, rest) = text.split_once("\r\n\r\n").ok_or_else(|| format!("no end of the headers in the response: {text:?}"))?;
+        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no status code in {head:?}"))?;
+        let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
+        Ok(HttpReply { status, head: head.to_string(), body })
+    }
+
+    /// The value of header `name` (any case), if the reply has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+    }
+}
+
+/// The data of a chunked body (`<hex size>\r\n<data>\r\n`... up to the empty chunk or a cut-off one).
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpReply;
+
+    #[test]
+    fn http_replies_are_split_and_de_chunked() {
+        let raw = b"HTTP/1.1 200 OK\r\nMcp-Session-Id: abc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        let r = HttpReply::parse(raw).unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "hello world"));
+        assert_eq!(r.header("mcp-session-id"), Some("abc"));
+        assert_eq!(r.header("content-length"), None);
+        let plain = HttpReply::parse(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno").unwrap();
+        assert_eq!((plain.status, plain.body.as_str()), (401, "no"));
+        assert!(HttpReply::parse(b"").unwrap_err().contains("no end of the headers"));
+        assert!(HttpReply::parse(b"garbage\r\n\r\n").unwrap_err().contains("no status code"));
     }
 }

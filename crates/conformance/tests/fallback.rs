@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conformance::testing::open_context;
 use conformance::{run_all, RunOptions};
 use memory_builtin::BuiltinFactory;
 use memory_core::fallback::{FactoryOpener, FallbackManager, FallbackOpener, FallbackPolicy};
@@ -70,7 +71,7 @@ async fn fallback_is_reported_in_status_and_search_warnings() {
     let state = tempfile::tempdir().unwrap();
     let suite = conformance::Suite::builtin_suites().into_iter().find(|s| s.name == "basics").unwrap();
     suite.materialize(ws.path()).unwrap();
-    let ctx = OpenContext::new(Arc::new(memory_core::Config::default()), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
+    let ctx = open_context(memory_core::Config::default(), ws.path(), state.path(), None);
     let e = FallbackFactory.open(ctx).await.unwrap();
     e.sync(SyncOptions::default()).await.unwrap();
     let r = e.search(&SearchRequest::new("gateway")).await.unwrap();

@@ -18,6 +18,11 @@ type Env = TestDirs;
 /// Opening the builtin engine on a test's folders.
 trait OpenBuiltin {
     async fn open(&self, config: Config, embedder: Option<Arc<dyn EmbeddingProvider>>) -> IndexedBackend;
+
+    /// With the default config and no embedder.
+    async fn open_keyword_only(&self) -> IndexedBackend {
+        self.open(Config::default(), None).await
+    }
 }
 
 impl OpenBuiltin for TestDirs {
@@ -34,6 +39,26 @@ async fn paths(engine: &dyn MemoryBackend, q: &str) -> Vec<String> {
     engine.search(&SearchRequest::new(q)).await.unwrap().results.into_iter().map(|r| r.path).collect()
 }
 
+/// The path of the top hit for `q`.
+async fn top(engine: &dyn MemoryBackend, q: &str) -> Option<String> {
+    paths(engine, q).await.into_iter().next()
+}
+
+/// Folders holding the [`sample`] workspace.
+fn sample_env() -> Env {
+    let env = Env::new();
+    sample(&env);
+    env
+}
+
+/// The [`sample`] workspace indexed by the keyword-only engine.
+async fn indexed_sample() -> (Env, IndexedBackend) {
+    let env = sample_env();
+    let e = env.open_keyword_only().await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    (env, e)
+}
+
 fn sample(env: &Env) {
     env.write("MEMORY.md", "# Memory\n\nThe gateway runs on the Mac Studio in the office.\nAlice prefers oat milk.\n");
     env.write("memory/2026-11-28.md", "# 2026-11-28\n\n- Fixed error E4012 in the billing job\n- memory.search.provider set to local\n");
@@ -43,16 +68,15 @@ fn sample(env: &Env) {
 
 #[tokio::test]
 async fn search_finds_documents_matching_some_words() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
+    let env = sample_env();
+    let e = env.open_keyword_only().await;
     // Never indexed: the search indexes first.
     let hits = paths(&e, "where does the gateway run these days?").await;
     assert_eq!(hits.first().map(String::as_str), Some("MEMORY.md"));
-    assert_eq!(paths(&e, "E4012").await.first().map(String::as_str), Some("memory/2026-11-28.md"));
-    assert_eq!(paths(&e, "memory.search.provider").await.first().map(String::as_str), Some("memory/2026-11-28.md"));
+    assert_eq!(top(&e, "E4012").await.as_deref(), Some("memory/2026-11-28.md"));
+    assert_eq!(top(&e, "memory.search.provider").await.as_deref(), Some("memory/2026-11-28.md"));
     // Stemming: "aircrafts" finds "aircraft".
-    assert_eq!(paths(&e, "aircrafts").await.first().map(String::as_str), Some("memory/2026-11-29.md"));
+    assert_eq!(top(&e, "aircrafts").await.as_deref(), Some("memory/2026-11-29.md"));
     let r = e.search(&SearchRequest::new("gateway")).await.unwrap();
     let hit = &r.results[0];
     assert_eq!((hit.start_line, hit.end_line), (1, 4));
@@ -61,10 +85,7 @@ async fn search_finds_documents_matching_some_words() {
 
 #[tokio::test]
 async fn fts_syntax_in_queries_is_plain_text() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (_env, e) = indexed_sample().await;
     for q in [
         "\"unbalanced",
         "gateway AND (",
@@ -82,17 +103,16 @@ async fn fts_syntax_in_queries_is_plain_text() {
         let r = e.search(&SearchRequest::new(q)).await;
         assert!(r.is_ok(), "{q}: {:?}", r.err());
     }
-    assert_eq!(paths(&e, "NEAR(gateway studio)").await.first().map(String::as_str), Some("MEMORY.md"));
-    assert_eq!(paths(&e, "col:gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(top(&e, "NEAR(gateway studio)").await.as_deref(), Some("MEMORY.md"));
+    assert_eq!(top(&e, "col:gateway").await.as_deref(), Some("MEMORY.md"));
     // The index is intact afterwards.
     assert_eq!(e.status().await.unwrap().files, 4);
 }
 
 #[tokio::test]
 async fn incremental_sync_add_change_delete_rename() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
+    let env = sample_env();
+    let e = env.open_keyword_only().await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!((r.files_added, r.files_changed, r.files_removed), (4, 0, 0));
 
@@ -124,11 +144,10 @@ async fn incremental_sync_add_change_delete_rename() {
 
 #[tokio::test]
 async fn skipped_files_are_reported_once_and_not_searched() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     fs::write(env.ws.path().join("memory/bin.md"), b"gateway\0\x01\x02").unwrap();
     fs::write(env.ws.path().join("memory/latin1.md"), b"gateway caf\xe9").unwrap();
-    let e = env.open(Config::default(), None).await;
+    let e = env.open_keyword_only().await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!(r.files_skipped, 2);
     assert_eq!(r.warnings.len(), 2);
@@ -142,10 +161,7 @@ async fn skipped_files_are_reported_once_and_not_searched() {
 
 #[tokio::test]
 async fn identity_change_rebuilds_beside_the_live_index() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (env, e) = indexed_sample().await;
     let index = e.status().await.unwrap().index_path.unwrap();
     drop(e);
 
@@ -161,7 +177,7 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     let rebuilt = e.status().await.unwrap().index_path.unwrap();
     assert_eq!(rebuilt, format!("{index}.g1"), "the next generation is live");
     assert!(Path::new(&index).exists(), "the previous generation stays for readers that opened it just before the switch");
-    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
     // Reopen: identity matches now, nothing to rebuild.
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(!r.rebuilt && !r.changed_anything());
@@ -177,10 +193,7 @@ async fn identity_change_rebuilds_beside_the_live_index() {
 /// host announced even when their size and mtime did not move.
 #[tokio::test]
 async fn status_counts_the_files_the_next_search_would_sync() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (env, e) = indexed_sample().await;
     let stale = |st: memory_core::Status| st.extra.get("staleFiles").and_then(|v| v.as_u64());
     assert_eq!(stale(e.status().await.unwrap()), Some(0));
     env.write("memory/2026-11-30.md", "- new\n");
@@ -202,8 +215,7 @@ async fn status_counts_the_files_the_next_search_would_sync() {
 /// after one swaps in a rebuilt generation, the other searches and writes the new one, not the replaced one.
 #[tokio::test]
 async fn an_engine_follows_a_rebuild_swapped_in_by_another() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     let mut config = Config::default();
     config.memory.search.sync.on_search = false;
     let serve = env.open(config.clone(), None).await;
@@ -227,36 +239,30 @@ async fn an_engine_follows_a_rebuild_swapped_in_by_another() {
 
 #[tokio::test]
 async fn interrupted_rebuild_leaves_the_live_index_usable() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (env, e) = indexed_sample().await;
     let index = e.status().await.unwrap().index_path.unwrap();
     drop(e);
     // A crash mid-rebuild leaves a half-written next generation behind.
     fs::write(format!("{index}.g1"), b"half written garbage").unwrap();
     fs::write(format!("{index}.g1-wal"), b"more garbage").unwrap();
-    let e = env.open(Config::default(), None).await;
-    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    let e = env.open_keyword_only().await;
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
     let r = e.sync(SyncOptions { force: true }).await.unwrap();
     assert!(r.rebuilt);
-    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
     assert_eq!(e.status().await.unwrap().files, 4);
 }
 
 #[tokio::test]
 async fn corrupt_index_file_is_detected_and_rebuilt() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (env, e) = indexed_sample().await;
     let index = e.status().await.unwrap().index_path.unwrap();
     e.close().await.unwrap();
     drop(e);
     fs::write(&index, vec![0x42u8; 8192]).unwrap();
     let _ = fs::remove_file(format!("{index}-wal"));
-    let e = env.open(Config::default(), None).await;
-    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    let e = env.open_keyword_only().await;
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
     let aside: Vec<_> = fs::read_dir(Path::new(&index).parent().unwrap())
         .unwrap()
         .flatten()
@@ -267,10 +273,9 @@ async fn corrupt_index_file_is_detected_and_rebuilt() {
 
 #[tokio::test]
 async fn memory_get_refusals_and_missing_daily_log() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     fs::write(env.ws.path().join("secret.txt"), "s").unwrap();
-    let e = env.open(Config::default(), None).await;
+    let e = env.open_keyword_only().await;
     let get = |p: &str| GetRequest { path: p.into(), from: None, lines: None, offset: None };
     assert_eq!(e.get(&get("memory/2026-11-28.md")).await.unwrap().total_lines, 4);
     let r = e.get(&GetRequest { path: "MEMORY.md".into(), from: Some(3), lines: Some(1), offset: None }).await.unwrap();
@@ -284,22 +289,18 @@ async fn memory_get_refusals_and_missing_daily_log() {
 
 #[tokio::test]
 async fn reset_deletes_the_index_not_the_notes() {
-    let env = Env::new();
-    sample(&env);
-    let e = env.open(Config::default(), None).await;
-    e.sync(SyncOptions::default()).await.unwrap();
+    let (env, e) = indexed_sample().await;
     e.reset().await.unwrap();
     assert_eq!(e.status().await.unwrap().files, 0);
     assert!(env.ws.path().join("MEMORY.md").exists());
-    assert_eq!(paths(&e, "gateway").await.first().map(String::as_str), Some("MEMORY.md"));
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
 }
 
 /// The provider fingerprint an engine caches for its live index is the swapped-in index's after another process
 /// rebuilt it with other embedding settings: its query vectors are never compared with vectors of another model.
 #[tokio::test]
 async fn the_cached_index_fingerprint_follows_a_rebuild_by_another_engine() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     let mut config = Config::default();
     config.memory.search.sync.on_search = false;
     let wide = Arc::new(BagOfWordsEmbedder::new(64));
@@ -319,8 +320,7 @@ async fn the_cached_index_fingerprint_follows_a_rebuild_by_another_engine() {
 
 #[tokio::test]
 async fn vectors_are_stored_searched_and_cached() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     let emb = Arc::new(BagOfWordsEmbedder::new(64));
     let e = env.open(Config::default(), Some(emb.clone())).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
@@ -375,8 +375,7 @@ impl EmbeddingProvider for DownEmbedder {
 
 #[tokio::test]
 async fn keyword_search_answers_when_embeddings_fail() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     let e = env.open(Config::default(), Some(Arc::new(DownEmbedder))).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(r.warnings.iter().any(|w| w.contains("embedding failed")));
@@ -395,22 +394,21 @@ async fn chinese_and_japanese_words_are_found() {
     env.write("memory/2026-11-21.md", "# 生活\n\n早上和小王在公司楼下喝咖啡，聊了猫的事情。\n");
     env.write("memory/2026-11-22.md", "# 出張\n\n来週は東京で打ち合わせがあります。\n");
     env.write("memory/2026-11-23.md", "# Deploy\n\nKubernetes canary rollout for the billing service.\n");
-    let e = env.open(Config::default(), None).await;
-    assert_eq!(paths(&e, "咖啡").await.first().map(String::as_str), Some("memory/2026-11-21.md"));
-    assert_eq!(paths(&e, "周报").await.first().map(String::as_str), Some("memory/2026-11-20.md"));
-    assert_eq!(paths(&e, "東京").await.first().map(String::as_str), Some("memory/2026-11-22.md"));
-    assert_eq!(paths(&e, "猫").await.first().map(String::as_str), Some("memory/2026-11-21.md"));
-    assert_eq!(paths(&e, "上周的灰度发布怎么样了？").await.first().map(String::as_str), Some("memory/2026-11-20.md"));
+    let e = env.open_keyword_only().await;
+    assert_eq!(top(&e, "咖啡").await.as_deref(), Some("memory/2026-11-21.md"));
+    assert_eq!(top(&e, "周报").await.as_deref(), Some("memory/2026-11-20.md"));
+    assert_eq!(top(&e, "東京").await.as_deref(), Some("memory/2026-11-22.md"));
+    assert_eq!(top(&e, "猫").await.as_deref(), Some("memory/2026-11-21.md"));
+    assert_eq!(top(&e, "上周的灰度发布怎么样了？").await.as_deref(), Some("memory/2026-11-20.md"));
     let mixed = paths(&e, "Kubernetes 灰度发布").await;
     assert!(mixed.contains(&"memory/2026-11-20.md".to_string()) && mixed.contains(&"memory/2026-11-23.md".to_string()), "{mixed:?}");
 }
 
 #[tokio::test]
 async fn a_query_equal_to_a_path_name_or_stem_ranks_that_file_first() {
-    let env = Env::new();
-    sample(&env);
+    let env = sample_env();
     env.write("memory/notes-about-rust.md", "# Rust\n\nrust rust rust rust: this note mentions rust more often.\n");
-    let e = env.open(Config::default(), None).await;
+    let e = env.open_keyword_only().await;
     assert_eq!(paths(&e, "memory/projects/rust.md").await[0], "memory/projects/rust.md");
     assert_eq!(paths(&e, "rust.md").await[0], "memory/projects/rust.md");
     assert_eq!(paths(&e, "rust").await[0], "memory/projects/rust.md", "the stem beats a note that only mentions it");
@@ -532,7 +530,7 @@ async fn a_long_lived_engine_sees_every_change_between_searches() {
     for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 0x1234_5678_9abc_def1] {
         let env = Env::new();
         let ws = env.ws.path().to_path_buf();
-        let e = env.open(Config::default(), None).await;
+        let e = env.open_keyword_only().await;
         let mut rng = conformance::testing::Xorshift(seed);
         // Workspace-relative file -> the words it holds, one per line.
         let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
 
+use conformance::testing::open_context;
 use memory_builtin::BuiltinFactory;
-use memory_core::registry::OpenContext;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
+
+use crate::common::run_seeded_cases;
 
 /// Name parts in many scripts, with the forms that broke things before: CJK names (a byte slice at 10 panicked
 /// under temporal decay), names that look like dates with suffixes, NFC vs NFD, combining marks, RTL, emoji.
@@ -192,7 +192,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let expected = write_workspace(ws.path(), &notes);
-    let ctx = OpenContext::new(Arc::new(config(&opts)), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
+    let ctx = open_context(config(&opts), ws.path(), state.path(), None);
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     let report = engine.sync(SyncOptions::default()).await;
     prop_assert!(report.is_ok(), "sync: {report:?}");
@@ -226,15 +226,7 @@ async fn check(notes: Vec<Note>, opts: Options, queries: Vec<String>) -> Result<
 
 #[test]
 fn generated_workspaces_index_search_get_and_status_without_panics() {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32);
-    let config = RunnerConfig { cases, failure_persistence: None, ..RunnerConfig::default() };
-    // Fixed seed: the same cases on every run.
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[19u8; 32]));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let strategy = (prop::collection::vec(note(), 1..7), options(), prop::collection::vec(query(), 1..5));
-    let result = runner.run(&strategy, |(notes, opts, queries)| rt.block_on(check(notes, opts, queries)));
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    let cases = run_seeded_cases(32, 19, &strategy, |(notes, opts, queries)| check(notes, opts, queries));
     eprintln!("generated workspaces: {cases} cases passed");
 }

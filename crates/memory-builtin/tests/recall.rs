@@ -6,14 +6,14 @@
 //! eligible. Fixed seed and case budget (`PROPTEST_CASES` raises it).
 
 use std::fs;
-use std::sync::Arc;
 
+use conformance::testing::open_context;
 use memory_builtin::BuiltinFactory;
 use memory_core::chunking::annotations::parse_line;
-use memory_core::registry::OpenContext;
 use memory_core::{Config, MemoryBackend, RecallRequest, SyncOptions};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
+
+use crate::common::run_seeded_cases;
 
 const PHRASES: &[&str] = &["gateway setup", "deploy", "pushing code", "部署网关", "数据库", "network safety", "zebra"];
 const PROJECTS: &[&str] = &["github.com/acme/api", "GitHub.com/acme/web", "github.com/<bad>/x"];
@@ -72,7 +72,7 @@ async fn check(
     write("MEMORY.md", &curated);
     write("USER.md", &user);
     write("memory/2026-11-30.md", &daily);
-    let ctx = OpenContext::new(Arc::new(Config::default()), ws.path().to_path_buf(), state.path().to_path_buf(), "main");
+    let ctx = open_context(Config::default(), ws.path(), state.path(), None);
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     engine.sync(SyncOptions::default()).await.unwrap();
     let message = message.join(" ");
@@ -128,10 +128,6 @@ async fn check(
 
 #[test]
 fn generated_workspaces_recall_only_eligible_curated_entries() {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(24);
-    let config = RunnerConfig { cases, failure_persistence: None, ..RunnerConfig::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[36u8; 32]));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let strategy = (
         prop::collection::vec(line(), 0..8),
         prop::collection::vec(line(), 0..3),
@@ -139,8 +135,5 @@ fn generated_workspaces_recall_only_eligible_curated_entries() {
         prop::collection::vec(prop::sample::select(WORDS), 1..5),
         prop::collection::vec(prop::sample::select(PROJECTS), 0..3),
     );
-    let result = runner.run(&strategy, |(curated, user, daily, message, active)| rt.block_on(check(curated, user, daily, message, active)));
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    run_seeded_cases(24, 36, &strategy, |(curated, user, daily, message, active)| check(curated, user, daily, message, active));
 }

@@ -129,6 +129,15 @@ fn tool_ok(v: &impl serde::Serialize) -> Result<CallToolResult, ErrorData> {
     Ok(CallToolResult::structured(value))
 }
 
+/// A tool's answer to what the engine returned: the result as structured content, an error as a tool error
+/// (the agent sees why; SPEC §6).
+fn answer(result: memory_core::Result<impl serde::Serialize>) -> Result<CallToolResult, ErrorData> {
+    match result {
+        Ok(r) => tool_ok(&r),
+        Err(e) => Ok(tool_error(&e)),
+    }
+}
+
 #[tool_router]
 impl MemoryServer {
     pub fn new(engine: Arc<dyn MemoryBackend>, workspace: PathBuf, allow_append: bool) -> MemoryServer {
@@ -155,13 +164,7 @@ impl MemoryServer {
             sources: Vec::new(),
             active_projects: args.active_project_keys.unwrap_or_default(),
         };
-        match self.engine.search(&request).await {
-            Ok(r) => tool_ok(&r),
-            Err(e) => {
-                warn!(error = %e, "memory_search failed");
-                Ok(tool_error(&e))
-            }
-        }
+        answer(self.engine.search(&request).await.inspect_err(|e| warn!(error = %e, "memory_search failed")))
     }
 
     #[tool(
@@ -178,13 +181,7 @@ impl MemoryServer {
             active_projects: args.active_project_keys.unwrap_or_default(),
             project_entries: args.project_entries,
         };
-        match self.engine.recall(&request).await {
-            Ok(r) => tool_ok(&r),
-            Err(e) => {
-                warn!(error = %e, "memory_recall failed");
-                Ok(tool_error(&e))
-            }
-        }
+        answer(self.engine.recall(&request).await.inspect_err(|e| warn!(error = %e, "memory_recall failed")))
     }
 
     #[tool(
@@ -196,10 +193,7 @@ impl MemoryServer {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        match self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines, offset: args.offset }).await {
-            Ok(r) => tool_ok(&r),
-            Err(e) => Ok(tool_error(&e)),
-        }
+        answer(self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines, offset: args.offset }).await)
     }
 
     #[tool(
@@ -211,10 +205,7 @@ impl MemoryServer {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        match crate::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await {
-            Ok(r) => tool_ok(&r),
-            Err(e) => Ok(tool_error(&e)),
-        }
+        answer(crate::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await)
     }
 }
 

@@ -4,6 +4,8 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use conformance::testing::TestDirs;
+
 mod common;
 
 struct Env {
@@ -13,12 +15,11 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-        fs::write(ws.path().join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n").unwrap();
-        fs::write(ws.path().join("memory/notes.md"), "# Notes\n\nKubernetes canary rollout checklist\n").unwrap();
-        Env { ws, state: tempfile::tempdir().unwrap() }
+        let TestDirs { ws, state } = common::workspace(&[
+            ("memory/2026-11-29.md", "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n"),
+            ("memory/notes.md", "# Notes\n\nKubernetes canary rollout checklist\n"),
+        ]);
+        Env { ws, state }
     }
 
     fn run(&self, args: &[&str]) -> Output {

@@ -6,46 +6,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use conformance::testing::Xorshift;
+use conformance::testing::{Xorshift, NOTE_TOPICS};
 
 mod common;
 
 const NOTES: usize = 300;
 const QUERIES: &[&str] = &["gateway deploy", "billing invoice error", "what did alice say about the roadmap", "E4242", "kubernetes canary"];
-const WORDS: &[&str] = &[
-    "gateway",
-    "deploy",
-    "billing",
-    "invoice",
-    "kubernetes",
-    "canary",
-    "database",
-    "migration",
-    "backup",
-    "latency",
-    "dashboard",
-    "alerting",
-    "release",
-    "roadmap",
-    "budget",
-    "hiring",
-    "review",
-    "security",
-    "cache",
-    "queue",
-    "alice",
-    "bob",
-    "carol",
-    "fixed",
-    "planned",
-    "moved",
-    "the",
-    "with",
-    "after",
-    "before",
-    "weekly",
-    "staging",
-];
 
 fn workspace(dir: &Path) {
     let mut rng = Xorshift(0x9e3779b97f4a7c15);
@@ -57,7 +23,7 @@ fn workspace(dir: &Path) {
         while text.len() < target {
             text.push_str("- ");
             for _ in 0..8 {
-                text.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+                text.push_str(NOTE_TOPICS[rng.below(NOTE_TOPICS.len() as u64) as usize]);
                 text.push(' ');
             }
             if rng.below(20) == 0 {

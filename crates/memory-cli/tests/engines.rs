@@ -4,6 +4,7 @@
 use std::fs;
 use std::process::Output;
 
+use conformance::testing::TestDirs;
 use serde_json::Value;
 
 mod common;
@@ -16,11 +17,7 @@ struct Env {
 
 impl Env {
     fn new(config: &str) -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-        fs::write(ws.path().join("memory/2026-11-30.md"), "# 2026-11-30\n\n- The cat is named Miso.\n").unwrap();
-        let state = tempfile::tempdir().unwrap();
+        let TestDirs { ws, state } = common::workspace(&[("memory/2026-11-30.md", "# 2026-11-30\n\n- The cat is named Miso.\n")]);
         let path = state.path().join("config.json5");
         fs::write(&path, config).unwrap();
         Env { ws, state, config: path }

@@ -438,29 +438,43 @@ fn an_unreadable_note_is_retried_and_said_unreadable() {
     assert_eq!(env.found("tomatoes watering"), ["memory/garden.md"]);
 }
 
+/// Item 6's workspace, indexed while memory/garden.md had an old mtime: (the env, the garden note).
+fn indexed_with_an_old_garden(tmp: &Path) -> (Env, PathBuf) {
+    let env = Env::new(tmp.join("ws"), tmp.join("state"));
+    let garden = env.ws.join("memory/garden.md");
+    set_old_mtime(&garden);
+    env.ok(&["index"]);
+    (env, garden)
+}
+
+/// Rewrite the garden note about `word` (eight letters, as "tomatoes": the size stays) and put its old mtime back.
+fn rewrite_garden(garden: &Path, word: &str) {
+    assert_eq!(word.len(), "tomatoes".len(), "the rewrite must keep the size");
+    fs::write(garden, format!("# Garden\n\nThe {word} need watering on Sundays.\n")).unwrap();
+    set_old_mtime(garden);
+}
+
+fn set_old_mtime(p: &Path) {
+    assert!(Command::new("touch").args(["-d", "2020-01-01"]).arg(p).status().unwrap().success());
+}
+
 /// Item 6: a rewrite that keeps the size and puts the mtime back (`touch -d`, `rsync -t`, `cp -p`, `tar x`) is
 /// seen, by the next search and by `index`: the old text is never returned.
 #[test]
 fn a_rewrite_keeping_size_and_mtime_is_seen() {
     let tmp = tempfile::tempdir().unwrap();
-    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
-    let garden = env.ws.join("memory/garden.md");
-    let set_old_mtime = || assert!(Command::new("touch").args(["-d", "2020-01-01"]).arg(&garden).status().unwrap().success());
-    set_old_mtime();
-    env.ok(&["index"]);
+    let (env, garden) = indexed_with_an_old_garden(tmp.path());
     assert_eq!(env.found("tomatoes"), ["memory/garden.md"]);
     let before = fs::metadata(&garden).unwrap();
     // Same length, other words, same mtime.
-    fs::write(&garden, "# Garden\n\nThe potatoes need watering on Sundays.\n").unwrap();
-    set_old_mtime();
+    rewrite_garden(&garden, "potatoes");
     let after = fs::metadata(&garden).unwrap();
     assert_eq!((before.len(), before.modified().unwrap()), (after.len(), after.modified().unwrap()));
     assert_eq!(env.found("potatoes"), ["memory/garden.md"], "the rewrite was not seen by the search");
     assert!(env.found("tomatoes").is_empty());
 
     // `index` sees the next one.
-    fs::write(&garden, "# Garden\n\nThe cabbages need watering on Sundays.\n").unwrap();
-    set_old_mtime();
+    rewrite_garden(&garden, "cabbages");
     let report: serde_json::Value = serde_json::from_slice(&env.ok(&["index", "--json"]).stdout).unwrap();
     assert_eq!(report["filesChanged"], 1, "{report}");
     assert_eq!(env.found("cabbages"), ["memory/garden.md"]);
@@ -471,11 +485,7 @@ fn a_rewrite_keeping_size_and_mtime_is_seen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_sees_a_rewrite_keeping_size_and_mtime() {
     let tmp = tempfile::tempdir().unwrap();
-    let env = Env::new(tmp.path().join("ws"), tmp.path().join("state"));
-    let garden = env.ws.join("memory/garden.md");
-    let set_old_mtime = || assert!(Command::new("touch").args(["-d", "2020-01-01"]).arg(&garden).status().unwrap().success());
-    set_old_mtime();
-    env.ok(&["index"]);
+    let (env, garden) = indexed_with_an_old_garden(tmp.path());
     for extra in [&["--no-watch"][..], &[]] {
         let client = serve::connect(&env, extra).await;
         // Twice: the second search runs with the change journal armed.
@@ -483,8 +493,7 @@ async fn serve_sees_a_rewrite_keeping_size_and_mtime() {
             assert_eq!(serve::found(&client, "watering").await, ["memory/garden.md"]);
         }
         for word in ["potatoes", "cabbages", "tomatoes"] {
-            fs::write(&garden, format!("# Garden\n\nThe {word} need watering on Sundays.\n")).unwrap();
-            set_old_mtime();
+            rewrite_garden(&garden, word);
             assert_eq!(serve::found(&client, word).await, ["memory/garden.md"], "{extra:?}: {word}");
         }
         client.cancel().await.unwrap();

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use conformance::testing::TestDirs;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
@@ -24,12 +25,11 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-        fs::write(ws.path().join("memory/2026-11-30.md"), "# 2026-11-30\n\n- Lunch with Alice\n").unwrap();
-        fs::write(ws.path().join("memory/garden.md"), "# Garden\n\nThe tomatoes need watering on Sundays.\n").unwrap();
-        Env { ws, state: tempfile::tempdir().unwrap(), config: None }
+        let TestDirs { ws, state } = common::workspace(&[
+            ("memory/2026-11-30.md", "# 2026-11-30\n\n- Lunch with Alice\n"),
+            ("memory/garden.md", "# Garden\n\nThe tomatoes need watering on Sundays.\n"),
+        ]);
+        Env { ws, state, config: None }
     }
 
     fn with_config(mut self, json5: &str) -> Env {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use conformance::testing::TestDirs;
 use serde_json::Value;
 
 mod common;
@@ -20,10 +21,8 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-        Env { ws, state: tempfile::tempdir().unwrap() }
+        let TestDirs { ws, state } = common::workspace(&[]);
+        Env { ws, state }
     }
 
     fn config(&self, text: &str) -> PathBuf {
@@ -86,15 +85,12 @@ fn a_config_is_read_once_with_a_size_limit() {
     assert_config_error(&o, "larger than 4 MiB");
     assert!(stderr(&o).contains("cfg.json"), "{}", stderr(&o));
     // A pipe can be read only once: `--config <(echo ...)` works.
-    let o = Command::new("bash")
+    let o = common::isolated(Command::new("bash"), env.state.path())
         .arg("-c")
         .arg(format!(r#"exec "$0" --workspace "$1" --state-dir "$2" --config <(echo '{PLAIN}') search gateway --json"#))
         .arg(env!("CARGO_BIN_EXE_memory"))
         .arg(env.ws.path())
         .arg(env.state.path())
-        .env_remove("MEMORY_CONFIG")
-        .env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"))
-        .env_remove("OPENCLAW_CONFIG_PATH")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -262,7 +258,7 @@ fn small_faults_exit_quietly_or_clearly() {
     assert_eq!((v["text"].as_str(), v["lines"].as_u64()), (Some(""), Some(0)), "{v}");
 
     // An empty MEMORY_WORKSPACE is unset: the current folder is the workspace, as without the variable.
-    let o = Command::new(env!("CARGO_BIN_EXE_memory"))
+    let o = common::isolated(Command::new(env!("CARGO_BIN_EXE_memory")), env.state.path())
         .args(["--state-dir"])
         .arg(env.state.path())
         .arg("--config")
@@ -271,9 +267,6 @@ fn small_faults_exit_quietly_or_clearly() {
         .current_dir(env.ws.path())
         .env("MEMORY_WORKSPACE", "")
         .env("MEMORY_AGENT", "")
-        .env_remove("MEMORY_CONFIG")
-        .env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"))
-        .env_remove("OPENCLAW_CONFIG_PATH")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));

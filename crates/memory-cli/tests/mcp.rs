@@ -4,11 +4,14 @@
 use std::fs;
 use std::time::Duration;
 
+use conformance::testing::TestDirs;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
+
+mod common;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -18,11 +21,9 @@ struct Env {
 }
 
 fn env() -> Env {
-    let ws = tempfile::tempdir().unwrap();
-    fs::create_dir_all(ws.path().join("memory")).unwrap();
-    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-    fs::write(ws.path().join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n").unwrap();
-    Env { ws, state: tempfile::tempdir().unwrap() }
+    let TestDirs { ws, state } =
+        common::workspace(&[("memory/2026-11-29.md", "# 2026-11-29\n\n- Fixed error E4012 in billing\n- Lunch with Alice\n")]);
+    Env { ws, state }
 }
 
 async fn connect(env: &Env, extra: &[&str]) -> RunningService<RoleClient, ()> {

@@ -10,7 +10,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use conformance::testing::TestDirs;
 use serde_json::{json, Value};
+
+mod common;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -30,11 +33,7 @@ impl Server {
     }
 
     fn start_with(extra: &[&str]) -> Server {
-        let ws = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ws.path().join("memory")).unwrap();
-        fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-        fs::write(ws.path().join("memory/2026-11-29.md"), "# 2026-11-29\n\n- Fixed error E4012 in billing\n").unwrap();
-        let state = tempfile::tempdir().unwrap();
+        let TestDirs { ws, state } = common::workspace(&[("memory/2026-11-29.md", "# 2026-11-29\n\n- Fixed error E4012 in billing\n")]);
         let cfg = state.path().join("cfg.json");
         fs::write(&cfg, r#"{"memory":{"search":{"provider":"none"}}}"#).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_memory"))

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use conformance::testing::HttpReply;
 use serde_json::{json, Value};
 
 const MEMORY: &str = env!("CARGO_BIN_EXE_memory");
@@ -180,6 +181,12 @@ impl Env {
         run_bounded(cmd, CLI_LIMIT)
     }
 
+    /// `openclaw gateway call METHOD --json` with `params` on this gateway's port and token.
+    fn gateway_call(&self, method: &str, params: &Value) -> Output {
+        let (port, params) = (self.port.to_string(), params.to_string());
+        self.openclaw(&["gateway", "call", method, "--json", "--port", &port, "--token", &self.token, "--params", &params])
+    }
+
     fn memory(&self, args: &[&str], config: &Path) -> Output {
         let mut cmd = Command::new(MEMORY);
         cmd.args(args);
@@ -334,25 +341,8 @@ fn http_within(port: u16, method: &str, path: &str, token: Option<&str>, body: O
     s.write_all(req.as_bytes())?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
-    let raw = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = raw.split_once("\r\n\r\n").ok_or_else(|| std::io::Error::other(format!("bad response: {raw}")))?;
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || tail.len() < n {
-                break;
-            }
-            out.push_str(&tail[..n]);
-            rest = tail[n..].trim_start_matches("\r\n");
-        }
-        out
-    } else {
-        rest.to_string()
-    };
-    Ok((status, body))
+    let reply = HttpReply::parse(&raw).map_err(std::io::Error::other)?;
+    Ok((reply.status, reply.body))
 }
 
 fn invoke(env: &Env, tool: &str, args: Value) -> Value {
@@ -499,18 +489,7 @@ fn openclaw_gateway_searches_with_memory_rs() {
     );
 
     // `gateway call memory.search`: the slot's runtime, answered by this engine.
-    let out = env.openclaw(&[
-        "gateway",
-        "call",
-        "memory.search",
-        "--json",
-        "--port",
-        &env.port.to_string(),
-        "--token",
-        &env.token,
-        "--params",
-        &json!({ "query": "Backups NAS", "maxResults": 2 }).to_string(),
-    ]);
+    let out = env.gateway_call("memory.search", &json!({ "query": "Backups NAS", "maxResults": 2 }));
     assert!(out.status.success(), "gateway call memory.search failed:\n{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_start = stdout.find('{').unwrap_or_else(|| panic!("no JSON in: {}", text(&out)));
@@ -568,18 +547,7 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert!((hits[0].1 - hits[1].1 * 1.15).abs() < 1e-6 && (hits[2].1 - hits[1].1 * 0.9).abs() < 1e-6, "x1.15 / x0.9: {hits:?}");
 
     // memory-core, kept as the dreaming sidecar, still answers its own gateway methods (session backfill).
-    let out = env.openclaw(&[
-        "gateway",
-        "call",
-        "memory.sessionBackfill.preview",
-        "--json",
-        "--port",
-        &env.port.to_string(),
-        "--token",
-        &env.token,
-        "--params",
-        &json!({ "agentId": "main" }).to_string(),
-    ]);
+    let out = env.gateway_call("memory.sessionBackfill.preview", &json!({ "agentId": "main" }));
     assert!(out.status.success(), "memory.sessionBackfill.preview (memory-core) failed:\n{}", text(&out));
 
     // Stopped by its own pid; the logs show this plugin loaded, no conflict and no memory-core warning.

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use conformance::testing::HttpReply;
+
 struct Env {
     dir: tempfile::TempDir,
     /// The `memory` binary the commands run (a copy, for the upgrade test).
@@ -446,12 +448,6 @@ fn serve_http(env: &Env, extra: &[&str]) -> HttpServer {
     HttpServer { child, port, token }
 }
 
-struct HttpReply {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
 fn post(port: u16, headers: &[(&str, &str)], body: &[u8]) -> HttpReply {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -463,28 +459,12 @@ fn post(port: u16, headers: &[(&str, &str)], body: &[u8]) -> HttpReply {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
+    // A server that refuses a request may close before reading it all: what it answers is the test.
     let _ = s.write_all(req.as_bytes());
     let _ = s.write_all(body);
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap();
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
-    HttpReply { status, headers: head.to_string(), body }
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    HttpReply::parse(&raw).unwrap_or_else(|e| panic!("POST /mcp: {e}"))
 }
 
 /// The JSON-RPC message of an SSE or JSON reply.
@@ -513,7 +493,7 @@ fn http_refuses_missing_or_wrong_tokens_foreign_hosts_and_origins_and_big_bodies
     assert_eq!(post(srv.port, &[ACCEPT, JSON], INIT.as_bytes()).status, 401);
     let r = post(srv.port, &[ACCEPT, JSON, ("Authorization", "Bearer not-the-token-at-all-0000000000")], INIT.as_bytes());
     assert_eq!(r.status, 401);
-    assert!(r.headers.to_ascii_lowercase().contains("www-authenticate: bearer"));
+    assert!(r.head.to_ascii_lowercase().contains("www-authenticate: bearer"));
     assert_eq!(post(srv.port, &[ACCEPT, JSON, ("Authorization", &srv.token)], INIT.as_bytes()).status, 401);
     assert_eq!(post(srv.port, &[ACCEPT, JSON, auth, ("Host", "evil.example")], INIT.as_bytes()).status, 403);
     assert_eq!(post(srv.port, &[ACCEPT, JSON, auth, ("Host", &format!("attacker.example:{}", srv.port))], INIT.as_bytes()).status, 403);
@@ -555,11 +535,7 @@ fn http_tools_answer_as_the_command_does() {
     let auth = ("Authorization", bearer.as_str());
     let r = post(srv.port, &[ACCEPT, JSON, auth], INIT.as_bytes());
     assert_eq!(r.status, 200);
-    let session = r
-        .headers
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l.split_once(':').unwrap().1.trim().to_string()))
-        .expect("a session id");
+    let session = r.header("mcp-session-id").expect("a session id").to_string();
     let sid = ("Mcp-Session-Id", session.as_str());
     let r = post(srv.port, &[ACCEPT, JSON, auth, sid], br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(r.status, 202, "{}", r.body);

@@ -8,7 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use conformance::testing::TestDirs;
 use serde_json::Value;
+
+mod common;
 
 const DEBOUNCE_MS: u64 = 200;
 
@@ -92,10 +95,8 @@ impl Watcher {
 }
 
 fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
-    let ws = tempfile::tempdir().unwrap();
-    fs::create_dir_all(ws.path().join("memory")).unwrap();
-    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-    (ws, tempfile::tempdir().unwrap())
+    let TestDirs { ws, state } = common::workspace(&[]);
+    (ws, state)
 }
 
 fn search(ws: &Path, state: &Path, query: &str) -> Value {

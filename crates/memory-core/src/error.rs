@@ -79,6 +79,14 @@ impl MemoryError {
     pub fn config(key: impl Into<String>, message: impl Into<String>) -> Self {
         MemoryError::Config { key: key.into(), message: message.into() }
     }
+
+    /// The config key a configuration error names; `None` for every other error.
+    pub fn config_key(&self) -> Option<&str> {
+        match self {
+            MemoryError::Config { key, .. } => Some(key),
+            _ => None,
+        }
+    }
 }
 
 /// A path refused by memory_get, with the reason spelled out for the agent.

@@ -160,6 +160,27 @@ pub struct SearchResult {
     pub snippet_end_line: Option<usize>,
 }
 
+impl SearchResult {
+    /// A hit with what every engine knows of one: where it is, how well it scored and what it shows. The
+    /// per-signal scores, the citation and the snippet's own lines are left out, for an engine that knows them
+    /// to set.
+    pub fn new(source: Source, path: impl Into<String>, start_line: usize, end_line: usize, score: f64, snippet: impl Into<String>) -> SearchResult {
+        SearchResult {
+            path: path.into(),
+            start_line,
+            end_line,
+            score,
+            snippet: snippet.into(),
+            source,
+            vector_score: None,
+            text_score: None,
+            citation: None,
+            snippet_start_line: None,
+            snippet_end_line: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResponse {

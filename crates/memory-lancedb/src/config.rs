@@ -53,10 +53,8 @@ mod tests {
     }
 
     fn key_of(text: &str) -> String {
-        match read(text).unwrap_err() {
-            MemoryError::Config { key, .. } => key,
-            other => panic!("not a config error: {other}"),
-        }
+        let e = read(text).unwrap_err();
+        e.config_key().unwrap_or_else(|| panic!("not a config error: {e}")).to_string()
     }
 
     #[test]

@@ -18,11 +18,8 @@ async fn bounded<F: std::future::Future>(f: F) -> F::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixtures_give_the_expected_top_results() {
     bounded(async {
-        let ws = tempfile::tempdir().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
-        let emb = Arc::new(CountingEmbedder::default());
-        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let f = LocalFixture::new();
+        let (b, _s) = f.open().await;
         let report = b.sync(SyncOptions::default()).await.unwrap();
         assert_eq!(report.files_added, 6, "{report:?}");
         assert!(report.chunks_embedded > 0);
@@ -55,21 +52,18 @@ async fn fixtures_give_the_expected_top_results() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_change_and_delete_notes() {
     bounded(async {
-        let ws = tempfile::tempdir().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
-        let emb = Arc::new(CountingEmbedder::default());
-        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let f = LocalFixture::new();
+        let (b, _s) = f.open().await;
         b.sync(SyncOptions::default()).await.unwrap();
 
-        write(ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to tack a catamaran on Lake Garda.\n");
+        write(f.ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to tack a catamaran on Lake Garda.\n");
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert_eq!((r.files_added, r.files_changed, r.files_removed), (1, 0, 0), "{r:?}");
         assert_eq!(top_path(&b, "catamaran").await.as_deref(), Some("memory/2026-04-01.md"));
 
         // Change: the new text is found, the old text is gone.
         std::thread::sleep(Duration::from_millis(20));
-        write(ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to windsurf on Lake Garda instead.\n");
+        write(f.ws.path(), "memory/2026-04-01.md", "# Sailing\n\nLearnt to windsurf on Lake Garda instead.\n");
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert_eq!(r.files_changed, 1, "{r:?}");
         assert_eq!(top_path(&b, "windsurf").await.as_deref(), Some("memory/2026-04-01.md"));
@@ -77,7 +71,7 @@ async fn add_change_and_delete_notes() {
         assert!(kw.results.iter().all(|x| x.text_score.unwrap_or(0.0) == 0.0), "stale chunk still matches: {:?}", kw.results);
 
         // Delete.
-        std::fs::remove_file(ws.path().join("memory/2026-04-01.md")).unwrap();
+        std::fs::remove_file(f.ws.path().join("memory/2026-04-01.md")).unwrap();
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert_eq!(r.files_removed, 1, "{r:?}");
         let after = search(&b, "windsurf").await;
@@ -85,14 +79,14 @@ async fn add_change_and_delete_notes() {
         assert_eq!(b.status().await.unwrap().files, 6);
 
         // A touch (same content, new mtime) changes nothing searchable and keeps the vectors.
-        let before = emb.texts();
-        let p = ws.path().join("memory/projects/garden.md");
+        let before = f.emb.texts();
+        let p = f.ws.path().join("memory/projects/garden.md");
         let text = std::fs::read_to_string(&p).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(&p, text).unwrap();
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert_eq!((r.files_changed, r.chunks_embedded), (0, 0), "{r:?}");
-        assert_eq!(emb.texts(), before);
+        assert_eq!(f.emb.texts(), before);
         let r = search(&b, "tomatoes watering").await;
         assert_eq!(r.results[0].path, "memory/projects/garden.md");
         assert!(r.results[0].vector_score.unwrap_or(0.0) > 0.0, "vector lost on touch: {:?}", r.results[0]);
@@ -103,36 +97,33 @@ async fn add_change_and_delete_notes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_reopens_without_re_embedding() {
     bounded(async {
-        let ws = tempfile::tempdir().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
-        let emb = Arc::new(CountingEmbedder::default());
+        let f = LocalFixture::new();
         {
-            let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+            let (b, _s) = f.open().await;
             b.sync(SyncOptions::default()).await.unwrap();
             b.close().await.unwrap();
         }
-        let embedded = emb.texts();
+        let embedded = f.emb.texts();
         assert!(embedded > 0);
-        let calls = emb.calls();
+        let calls = f.emb.calls();
 
-        let (b, _s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let (b, _s) = f.open().await;
         let st = b.status().await.unwrap();
         assert_eq!(st.files, 6);
         assert!(st.warnings.is_empty(), "{:?}", st.warnings);
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert!(!r.rebuilt);
         assert_eq!((r.files_unchanged, r.chunks_embedded), (6, 0), "{r:?}");
-        assert_eq!(emb.texts(), embedded, "documents re-embedded after restart");
+        assert_eq!(f.emb.texts(), embedded, "documents re-embedded after restart");
         assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
         // Only the query was embedded.
-        assert_eq!(emb.calls(), calls + 1);
+        assert_eq!(f.emb.calls(), calls + 1);
 
         // A forced rebuild reuses the cache: no document is embedded again.
         let r = b.sync(SyncOptions { force: true }).await.unwrap();
         assert!(r.rebuilt);
         assert_eq!(r.chunks_embedded, 0, "{r:?}");
-        assert_eq!(emb.texts(), embedded + 1);
+        assert_eq!(f.emb.texts(), embedded + 1);
         assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
     })
     .await
@@ -141,18 +132,16 @@ async fn restart_reopens_without_re_embedding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_added_after_the_fts_index_are_found() {
     bounded(async {
-        let ws = tempfile::tempdir().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
+        let f = LocalFixture::new();
         // Keyword-only, and no optimize: new rows stay outside the FTS index.
         let opts = LanceDbOptions { optimize_after_rows: usize::MAX, optimize_after_commits: usize::MAX, ..test_options() };
-        let (b, s) = open_local(db.path(), ws.path(), config(""), None, opts).await;
+        let (b, s) = f.open_with(config(""), None, opts).await;
         b.sync(SyncOptions::default()).await.unwrap();
         let store = s.open_live_store().await.unwrap();
         let idx = store.index_names().await.unwrap();
         assert!(idx.iter().any(|(c, t)| c == "terms" && t == "FTS"), "{idx:?}");
 
-        write(ws.path(), "memory/2026-05-05.md", "# Chess\n\nStudied the Najdorf variation of the Sicilian defence.\n");
+        write(f.ws.path(), "memory/2026-05-05.md", "# Chess\n\nStudied the Najdorf variation of the Sicilian defence.\n");
         b.sync(SyncOptions::default()).await.unwrap();
         let r = search(&b, "najdorf sicilian").await;
         assert_eq!(r.results.first().map(|x| x.path.as_str()), Some("memory/2026-05-05.md"), "{:?}", paths(&r));
@@ -211,13 +200,28 @@ async fn write_seeded_file(store: &memory_lancedb::LanceStore, f: usize, n: usiz
     store.apply(SyncBatch { upserts: vec![(file, chunks)], ..Default::default() }).await.unwrap();
 }
 
+/// Table `m` in `dir`, opened with `opts`: (its storage, its live store).
+async fn table_m(dir: &std::path::Path, opts: LanceDbOptions) -> (memory_lancedb::LanceDbStorage, Arc<memory_lancedb::LanceStore>) {
+    let storage = memory_lancedb::LanceDbStorage::connect(dir.to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
+    let store = storage.open_live_store().await.unwrap();
+    (storage, store)
+}
+
+/// Each probe's seeded vector finds its own chunk (as [`write_seeded_file`] numbers them) first, as itself.
+async fn assert_probes_find_themselves(store: &memory_lancedb::LanceStore, probes: &[u64], dims: usize) {
+    for &probe in probes {
+        let hits = store.vector_search(&seeded_vector(probe, dims), 3, &[]).await.unwrap();
+        assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
+        assert!((hits[0].vector_score.unwrap() - 1.0).abs() < 1e-3, "probe {probe}: {:?}", hits[0].vector_score);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vector_index_is_retrained_as_the_table_grows() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
         let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
-        let store = storage.open_live_store().await.unwrap();
+        let (storage, store) = table_m(db.path(), opts).await;
         let mut builds = Vec::new();
         for f in 0..8usize {
             write_seeded_file(&store, f, 100, 16).await;
@@ -231,10 +235,7 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
         // A new store on the same table reads the record, and the retrained index answers.
         let again = storage.open_live_store().await.unwrap();
         assert_eq!(again.ann_build().await.unwrap(), t8);
-        for probe in [5u64, 450, 799] {
-            let hits = again.vector_search(&seeded_vector(probe, 16), 3, &[]).await.unwrap();
-            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
-        }
+        assert_probes_find_themselves(&again, &[5, 450, 799], 16).await;
     })
     .await
 }
@@ -245,8 +246,7 @@ async fn vector_index_delta_segments_are_merged() {
         let db = tempfile::tempdir().unwrap();
         // Maintenance after every commit: each adds a delta segment for its new rows.
         let opts = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, optimize_after_commits: 1, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
-        let store = storage.open_live_store().await.unwrap();
+        let (_storage, store) = table_m(db.path(), opts).await;
         let mut segments = Vec::new();
         for f in 0..9usize {
             // 3 files of 100 chunks train the index; then 10-chunk files, too few to retrain it.
@@ -263,10 +263,7 @@ async fn vector_index_delta_segments_are_merged() {
         let most = segments.iter().flatten().copied().max().unwrap();
         assert!(most <= 4, "segments after each write: {segments:?}");
         assert!(segments.iter().flatten().any(|s| *s > 1), "no delta segment was ever added: {segments:?}");
-        for probe in [5u64, 250, 804] {
-            let hits = store.vector_search(&seeded_vector(probe, 16), 3, &[]).await.unwrap();
-            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
-        }
+        assert_probes_find_themselves(&store, &[5, 250, 804], 16).await;
     })
     .await
 }
@@ -275,11 +272,9 @@ async fn vector_index_delta_segments_are_merged() {
 async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
-        let uri = db.path().to_str().unwrap();
         // An earlier version's table: an IVF-HNSW-SQ index and no training record.
         let old = LanceDbOptions { ann_min_rows: usize::MAX, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", old).await.unwrap();
-        let store = storage.open_live_store().await.unwrap();
+        let (storage, store) = table_m(db.path(), old).await;
         for f in 0..3 {
             write_seeded_file(&store, f, 100, 16).await;
         }
@@ -290,8 +285,7 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
         drop((store, storage));
 
         let now = LanceDbOptions { ann_min_rows: 300, ann_partition_size: 100, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(uri, &Default::default(), "m", now).await.unwrap();
-        let store = storage.open_live_store().await.unwrap();
+        let (_storage, store) = table_m(db.path(), now).await;
         write_seeded_file(&store, 3, 100, 16).await;
         assert_eq!(store.ann_build().await.unwrap(), Some((400, 4)));
         let idx = store.index_names().await.unwrap();
@@ -307,8 +301,7 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
     bounded(async {
         let db = tempfile::tempdir().unwrap();
         let opts = LanceDbOptions { ann_min_rows: 600, ann_partition_size: 200, optimize_after_commits: 4, ..test_options() };
-        let storage = memory_lancedb::LanceDbStorage::connect(db.path().to_str().unwrap(), &Default::default(), "m", opts).await.unwrap();
-        let store = storage.open_live_store().await.unwrap();
+        let (_storage, store) = table_m(db.path(), opts).await;
         // 8 files x 100 chunks, one commit per file.
         for f in 0..8usize {
             write_seeded_file(&store, f, 100, 32).await;
@@ -322,11 +315,7 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
         assert!(versions <= 4, "{versions} versions kept");
 
         // ANN answers: an indexed vector finds itself first.
-        for probe in [3u64, 250, 777] {
-            let hits = store.vector_search(&seeded_vector(probe, 32), 5, &[]).await.unwrap();
-            assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
-            assert!((hits[0].vector_score.unwrap() - 1.0).abs() < 1e-3);
-        }
+        assert_probes_find_themselves(&store, &[3, 250, 777], 32).await;
         // Rows written after the ANN index are searched too (exact over the unindexed part).
         let extra = chunk("memory/new.md", 5000, seeded_vector(5000, 32));
         let file = FileRecord { source: Source::Memory, path: "memory/new.md".into(), hash: "n".into(), size: 1, mtime_ms: 1 };
@@ -348,18 +337,15 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_change_rebuilds_into_a_new_generation() {
     bounded(async {
-        let ws = tempfile::tempdir().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
-        let emb = Arc::new(CountingEmbedder::default());
-        let (b, s) = open_local(db.path(), ws.path(), config(""), Some(emb.clone()), test_options()).await;
+        let f = LocalFixture::new();
+        let (b, s) = f.open().await;
         b.sync(SyncOptions::default()).await.unwrap();
         drop(b);
         let tables_before = s.connection().table_names().execute().await.unwrap();
         assert!(tables_before.contains(&"memory_test_g1".to_string()), "{tables_before:?}");
 
         // Smaller chunks: the identity differs, the index is rebuilt beside the old one and swapped in.
-        let (b, s) = open_local(db.path(), ws.path(), config(", chunking: { tokens: 32, overlap: 4 }"), Some(emb.clone()), test_options()).await;
+        let (b, s) = f.open_with(config(", chunking: { tokens: 32, overlap: 4 }"), Some(f.emb.clone()), test_options()).await;
         let r = b.sync(SyncOptions::default()).await.unwrap();
         assert!(r.rebuilt, "{r:?}");
         let tables = s.connection().table_names().execute().await.unwrap();

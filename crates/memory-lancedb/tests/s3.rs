@@ -19,8 +19,7 @@ async fn host(moto: &Moto, uri: &str, ws: &std::path::Path, emb: &Arc<CountingEm
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_index_search_change_and_restart() {
-    let moto = Moto::start();
-    moto.create_bucket("mem");
+    let moto = Moto::with_bucket("mem");
     tokio::time::timeout(LIMIT, async {
         let ws = tempfile::tempdir().unwrap();
         fixture_workspace(ws.path());
@@ -52,18 +51,32 @@ async fn s3_index_search_change_and_restart() {
     .expect("s3 test took too long");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_two_hosts_share_one_table() {
-    let moto = Moto::start();
-    moto.create_bucket("team");
-    tokio::time::timeout(LIMIT, async {
-        // Both hosts see the same memory files (a shared checkout) and the same index on the bucket.
+/// Two hosts, each with its own embedder, on one table, seeing the same fixture workspace (a shared checkout).
+struct TwoHosts {
+    ws: tempfile::TempDir,
+    a: IndexedBackend,
+    b: IndexedBackend,
+    eb: Arc<CountingEmbedder>,
+}
+
+impl TwoHosts {
+    async fn open(moto: &Moto, uri: &str) -> TwoHosts {
         let ws = tempfile::tempdir().unwrap();
         fixture_workspace(ws.path());
-        let uri = "s3://team/shared";
         let (ea, eb) = (Arc::new(CountingEmbedder::default()), Arc::new(CountingEmbedder::default()));
-        let a = host(&moto, uri, ws.path(), &ea).await;
-        let b = host(&moto, uri, ws.path(), &eb).await;
+        let a = host(moto, uri, ws.path(), &ea).await;
+        let b = host(moto, uri, ws.path(), &eb).await;
+        TwoHosts { ws, a, b, eb }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_two_hosts_share_one_table() {
+    let moto = Moto::with_bucket("team");
+    tokio::time::timeout(LIMIT, async {
+        // Both hosts see the same memory files (a shared checkout) and the same index on the bucket.
+        let uri = "s3://team/shared";
+        let TwoHosts { ws, a, b, eb } = TwoHosts::open(&moto, uri).await;
 
         a.sync(SyncOptions::default()).await.unwrap();
         // B reads what A wrote, without indexing or embedding anything itself.
@@ -109,8 +122,7 @@ async fn lease_storage(moto: &Moto, uri: &str, lease: Duration) -> LanceDbStorag
 async fn s3_writer_lease_one_host_at_a_time_and_a_dead_host_expires() {
     use memory_core::store::IndexStorage;
     use memory_core::ErrorKind;
-    let moto = Moto::start();
-    moto.create_bucket("lease");
+    let moto = Moto::with_bucket("lease");
     tokio::time::timeout(LIMIT, async {
         let uri = "s3://lease/agents/main";
         let lease = Duration::from_secs(2);
@@ -155,15 +167,11 @@ async fn s3_writer_lease_one_host_at_a_time_and_a_dead_host_expires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_two_hosts_syncing_at_once_take_turns() {
-    let moto = Moto::start();
-    moto.create_bucket("turns");
+    let moto = Moto::with_bucket("turns");
     tokio::time::timeout(LIMIT, async {
-        let ws = tempfile::tempdir().unwrap();
-        fixture_workspace(ws.path());
         let uri = "s3://turns/shared";
-        let (ea, eb) = (Arc::new(CountingEmbedder::default()), Arc::new(CountingEmbedder::default()));
-        let a = host(&moto, uri, ws.path(), &ea).await;
-        let b = host(&moto, uri, ws.path(), &eb).await;
+        // The workspace must outlive the syncs: bound, not dropped.
+        let TwoHosts { ws: _ws, a, b, .. } = TwoHosts::open(&moto, uri).await;
         // Both index the same new workspace at the same instant: with the lease, one indexes it and the other
         // then finds nothing left to do, so every file is embedded once and stored once.
         let (ra, rb) = tokio::join!(a.sync(SyncOptions::default()), b.sync(SyncOptions::default()));

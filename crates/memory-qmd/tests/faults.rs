@@ -22,10 +22,8 @@ async fn wait_for_probe(mgr: &FallbackManager) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_falls_back_to_builtin_and_recovers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
+    let (tmp, ws) = temp_sample_workspace();
     let state = tmp.path().join("state");
-    sample_workspace(&ws);
     let mode = tmp.path().join("mode");
     std::fs::write(&mode, "ok").unwrap();
     let script = fake_qmd(tmp.path(), &mode);
@@ -104,9 +102,7 @@ async fn every_fault_falls_back_to_builtin_and_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_qmd_binary_is_unavailable_and_falls_back() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    sample_workspace(&ws);
+    let (tmp, ws) = temp_sample_workspace();
     let mode = tmp.path().join("mode");
     let script = fake_qmd(tmp.path(), &mode);
     let mut cfg = config(script.to_str().unwrap());

@@ -11,10 +11,8 @@ use memory_qmd::{QmdBackend, QmdOptions};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_update_delete_and_get_with_real_qmd() {
     let entry = qmd_entry();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
+    let (tmp, ws) = temp_sample_workspace();
     let state = tmp.path().join("state");
-    sample_workspace(&ws);
     write(&ws, "USER.md", "# User\n\nPrefers oolong tea in the afternoon.\n");
     let cfg = config(entry.to_str().unwrap());
     let qmd = QmdBackend::open(ctx(cfg, &ws, &state), QmdOptions::default()).await.unwrap();
@@ -106,11 +104,9 @@ async fn search_update_delete_and_get_with_real_qmd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_extra_paths_and_reopen_with_real_qmd() {
     let entry = qmd_entry();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
+    let (tmp, ws) = temp_sample_workspace();
     let team = tmp.path().join("team-notes");
     let state = tmp.path().join("state");
-    sample_workspace(&ws);
     for i in 0..8 {
         write(&team, &format!("note-{i}.md"), &format!("# Note {i}\n\nThe walrus report number {i}.\n{}\n", "filler text ".repeat(30)));
     }
@@ -165,9 +161,7 @@ async fn limits_extra_paths_and_reopen_with_real_qmd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_boot_update_then_search() {
     let entry = qmd_entry();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    sample_workspace(&ws);
+    let (tmp, ws) = temp_sample_workspace();
     let mut cfg = config(entry.to_str().unwrap());
     edit_qmd(&mut cfg, |q| q.update.wait_for_boot_sync = false);
     let t = std::time::Instant::now();
@@ -205,10 +199,8 @@ fn the_npm_launcher_is_bypassed_for_node22_and_the_js_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_transcripts_are_searchable_with_jsonl_line_numbers() {
     let entry = qmd_entry();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
+    let (tmp, ws) = temp_sample_workspace();
     let transcripts = tmp.path().join("transcripts");
-    sample_workspace(&ws);
     let msg = |role: &str, text: &str| serde_json::json!({"type": "message", "message": {"role": role, "content": text}}).to_string();
     let jsonl = [
         r#"{"type":"session","id":"s1"}"#.to_string(),

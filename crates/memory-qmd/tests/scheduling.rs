@@ -35,9 +35,7 @@ fn log_lines(dir: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_updates_are_serialised() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    sample_workspace(&ws);
+    let (tmp, ws) = temp_sample_workspace();
     let script = logging_qmd(tmp.path());
     let mut cfg = config(script.to_str().unwrap());
     edit_qmd(&mut cfg, |q| q.update.on_boot = false);
@@ -68,9 +66,7 @@ async fn concurrent_updates_are_serialised() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interval_updates_are_debounced_and_embed_follows_the_mode() {
     // Debounce longer than the interval: after the boot update, interval ticks do nothing.
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    sample_workspace(&ws);
+    let (tmp, ws) = temp_sample_workspace();
     let script = logging_qmd(tmp.path());
     let mut cfg = config(script.to_str().unwrap());
     edit_qmd(&mut cfg, |q| {

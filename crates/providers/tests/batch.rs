@@ -20,14 +20,9 @@ use serde_json::{json, Value};
 const KEY: &str = "sk-batch-SECRET-9876543210";
 const DIMS: usize = 4;
 
-fn fast_http() -> HttpOptions {
-    HttpOptions {
-        request_timeout: Duration::from_secs(5),
-        max_retries: 0,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(50),
-        max_retry_after: Duration::from_secs(1),
-    }
+/// No retries: a batch test counts every request it expects.
+fn no_retries() -> HttpOptions {
+    HttpOptions { request_timeout: Duration::from_secs(5), max_retries: 0, ..common::fast_http() }
 }
 
 fn batch_settings(per_job: usize, wait: bool) -> BatchSettings {
@@ -51,7 +46,7 @@ fn provider(kind: &'static Provider, server: &MockServer, batch: BatchSettings) 
             base_url: Some(base),
             api_key: ApiKey::new(KEY),
             dimensions: Some(DIMS),
-            http: fast_http(),
+            http: no_retries(),
             batch: Some(batch),
             ..Default::default()
         },

@@ -37,10 +37,7 @@ fn config(provider: &str) -> Config {
 }
 
 fn config_key(err: MemoryError) -> String {
-    match err {
-        MemoryError::Config { key, .. } => key,
-        other => panic!("expected a config error, got {other}"),
-    }
+    err.config_key().unwrap_or_else(|| panic!("expected a config error, got {err}")).to_string()
 }
 
 #[test]

@@ -129,10 +129,7 @@ fn prompt_config_keys_reach_the_provider_and_errors_name_them() {
         memory_core::Config::from_json5(&text)
     };
     let with = |extra: &str| with_local("", extra);
-    let key_of = |e: memory_core::MemoryError| match e {
-        memory_core::MemoryError::Config { key, .. } => key,
-        other => panic!("expected a config error, got {other}"),
-    };
+    let key_of = |e: memory_core::MemoryError| e.config_key().unwrap_or_else(|| panic!("expected a config error, got {e}")).to_string();
     let base = providers::from_config(&with("").unwrap()).unwrap().unwrap();
     // The model's own names select its own prompts: the same vectors.
     let named = providers::from_config(&with("queryInputType: \"query\", documentInputType: \"document\"").unwrap()).unwrap().unwrap();

@@ -8,25 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{MockServer, Recorded, Reply};
+use common::{fast_http, MockServer, Recorded, Reply};
 use providers::catalogue::{self, Protocol, Provider, CATALOGUE};
-use providers::{
-    ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, HttpOptions, RemoteProvider, RemoteSettings,
-};
+use providers::{ApiKey, BatchLimits, EmbeddingError, EmbeddingProvider, EmbeddingPurpose, FallbackProvider, RemoteProvider, RemoteSettings};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-test-SECRET-0123456789";
 const DIMS: usize = 4;
-
-fn fast_http() -> HttpOptions {
-    HttpOptions {
-        request_timeout: Duration::from_secs(3),
-        max_retries: 3,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(100),
-        max_retry_after: Duration::from_secs(5),
-    }
-}
 
 type Kind = &'static Provider;
 

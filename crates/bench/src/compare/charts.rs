@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::coord::combinators::IntoLogRange;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{Results, SpeedRow};
@@ -91,13 +92,16 @@ fn line_chart(path: &Path, title: &str, y_label: &str, data: &[Series]) -> anyho
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
         chart.draw_series(pts.iter().map(|p| Circle::new(*p, 5, c.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    legend_and_save(&mut chart, &root, SeriesLabelPosition::UpperLeft)
+}
+
+/// The end of every chart: its legend at `position` (where it covers the least data), then the file written.
+fn legend_and_save<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
+    root: &DrawingArea<BitMapBackend<'a>, Shift>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<bool> {
+    chart.configure_series_labels().position(position).label_font(("sans-serif", 15)).background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     root.present()?;
     Ok(true)
 }
@@ -165,15 +169,7 @@ fn quality_chart(path: &Path, res: &Results) -> anyhow::Result<bool> {
             Text::new(format!("{:.2}", r.1[m]), (x0, r.1[m] + 0.03), ("sans-serif", 12))
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(true)
+    legend_and_save(&mut chart, &root, SeriesLabelPosition::UpperRight)
 }
 
 /// Draw every chart the results allow; returns (title, file name) of those written.

@@ -49,10 +49,8 @@ fn legacy_block_is_accepted_and_memory_search_wins() {
 }
 
 fn key_of(text: &str) -> String {
-    match Config::from_json5(text).unwrap_err() {
-        MemoryError::Config { key, .. } => key,
-        other => panic!("not a config error: {other}"),
-    }
+    let e = Config::from_json5(text).unwrap_err();
+    e.config_key().unwrap_or_else(|| panic!("not a config error: {e}")).to_string()
 }
 
 #[test]

@@ -71,19 +71,7 @@ impl MemoryBackend for FakeEngine {
         self.calls.search.fetch_add(1, Ordering::SeqCst);
         self.behave().await?;
         Ok(SearchResponse {
-            results: vec![SearchResult {
-                path: format!("{}.md", self.name),
-                start_line: 1,
-                end_line: 1,
-                score: 1.0,
-                snippet: request.query.clone(),
-                source: Source::Memory,
-                vector_score: None,
-                text_score: None,
-                citation: None,
-                snippet_start_line: None,
-                snippet_end_line: None,
-            }],
+            results: vec![SearchResult::new(Source::Memory, format!("{}.md", self.name), 1, 1, 1.0, request.query.clone())],
             mode: Some("keyword".into()),
             warnings: vec![],
         })

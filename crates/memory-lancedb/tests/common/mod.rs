@@ -69,6 +69,36 @@ pub async fn open_local(
     (backend, storage)
 }
 
+/// The start of most local tests: the fixture workspace, an index folder (both temporary) and the counting
+/// embedder.
+pub struct LocalFixture {
+    pub ws: tempfile::TempDir,
+    pub db: tempfile::TempDir,
+    pub emb: Arc<CountingEmbedder>,
+}
+
+impl LocalFixture {
+    pub fn new() -> LocalFixture {
+        let ws = tempfile::tempdir().unwrap();
+        fixture_workspace(ws.path());
+        LocalFixture { ws, db: tempfile::tempdir().unwrap(), emb: Arc::new(CountingEmbedder::default()) }
+    }
+
+    /// The hybrid engine on the fixture: no extra config, the counting embedder, [`test_options`].
+    pub async fn open(&self) -> (IndexedBackend, Arc<LanceDbStorage>) {
+        self.open_with(config(""), Some(self.emb.clone()), test_options()).await
+    }
+
+    pub async fn open_with(
+        &self,
+        cfg: Arc<Config>,
+        embedder: Option<Arc<CountingEmbedder>>,
+        options: LanceDbOptions,
+    ) -> (IndexedBackend, Arc<LanceDbStorage>) {
+        open_local(self.db.path(), self.ws.path(), cfg, embedder, options).await
+    }
+}
+
 pub async fn search(b: &dyn MemoryBackend, q: &str) -> SearchResponse {
     let mut r = SearchRequest::new(q);
     r.min_score = Some(0.0);
@@ -124,6 +154,13 @@ impl Moto {
             assert!(std::time::Instant::now() < deadline, "moto_server did not start on port {port}");
             std::thread::sleep(Duration::from_millis(100));
         }
+        moto
+    }
+
+    /// A server holding one (empty) bucket.
+    pub fn with_bucket(bucket: &str) -> Moto {
+        let moto = Moto::start();
+        moto.create_bucket(bucket);
         moto
     }
 

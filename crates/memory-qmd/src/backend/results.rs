@@ -72,17 +72,9 @@ impl Inner {
         let shown_lines =
             (source == Source::Memory && hit.start_line.is_some()).then(|| (start + shown.first_line, (start + shown.last_line).min(end)));
         Some(SearchResult {
-            path,
-            start_line: start,
-            end_line: end,
-            score: hit.score,
-            snippet: shown.text,
-            source,
-            vector_score: None,
-            text_score: None,
-            citation: None,
             snippet_start_line: shown_lines.map(|l| l.0),
             snippet_end_line: shown_lines.map(|l| l.1),
+            ..SearchResult::new(source, path, start, end, hit.score, shown.text)
         })
     }
 

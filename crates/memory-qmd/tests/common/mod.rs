@@ -62,6 +62,14 @@ pub fn ctx(config: Config, workspace: &Path, state: &Path) -> OpenContext {
     OpenContext::new(Arc::new(config), workspace, state, "main")
 }
 
+/// A temporary folder holding the sample workspace at `ws/`: (the folder, the workspace).
+pub fn temp_sample_workspace() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    sample_workspace(&ws);
+    (tmp, ws)
+}
+
 /// A workspace with a few memory files whose lines are known.
 pub fn sample_workspace(ws: &Path) {
     write(

@@ -16,6 +16,17 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// HTTP settings for tests against the loopback server: short timeouts and back-offs, three retries.
+pub fn fast_http() -> providers::HttpOptions {
+    providers::HttpOptions {
+        request_timeout: Duration::from_secs(3),
+        max_retries: 3,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(100),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub method: String,
