@@ -439,23 +439,8 @@ impl IndexedBackend {
         scope: SyncScope,
     ) -> Result<SyncReport> {
         // A sync of every file answers for the files a host announced: read by content, not trusted by their stat.
-        // If it fails they stay announced.
-        let announced = if matches!(scope, SyncScope::All) { self.journal.lock().unwrap().take_announced() } else { Vec::new() };
-        let result = self.sync_files_into(target, cache_from, planned, scope, &announced).await;
-        if result.is_err() && !announced.is_empty() {
-            self.journal.lock().unwrap().announce(announced);
-        }
-        result
-    }
-
-    async fn sync_files_into(
-        &self,
-        target: &Arc<dyn ChunkStore>,
-        cache_from: &Arc<dyn ChunkStore>,
-        planned: Option<&str>,
-        scope: SyncScope,
-        announced: &[PathBuf],
-    ) -> Result<SyncReport> {
+        // If it fails (any early return) they stay announced.
+        let announced = Announced::take(self, matches!(scope, SyncScope::All));
         let mut report = SyncReport::default();
         let (files, stored) = match scope {
             SyncScope::All => (self.discover_all(), target.files().await?),
@@ -464,8 +449,8 @@ impl IndexedBackend {
         };
         report.files_scanned = files.len();
         let mut plan = plan_sync(&files, &stored);
-        if !announced.is_empty() {
-            plan.force(&files, &stored, &announced.iter().map(|p| self.hint_key(p)).collect());
+        if !announced.paths.is_empty() {
+            plan.force(&files, &stored, &announced.paths.iter().map(|p| self.hint_key(p)).collect());
         }
         let work = plan.work;
         let removals = plan.removals;
@@ -539,7 +524,34 @@ impl IndexedBackend {
         }
         self.record_unrelated_centroid(target, cache_from, planned).await;
         debug!(?report, "sync finished");
+        announced.answered();
         Ok(report)
+    }
+}
+
+/// The files announced to the engine that one sync of every file took: announced again when the sync does not
+/// finish (dropped before [`Announced::answered`]).
+struct Announced<'a> {
+    engine: &'a IndexedBackend,
+    paths: Vec<PathBuf>,
+}
+
+impl<'a> Announced<'a> {
+    fn take(engine: &'a IndexedBackend, every_file: bool) -> Announced<'a> {
+        let paths = if every_file { engine.journal.lock().unwrap().take_announced() } else { Vec::new() };
+        Announced { engine, paths }
+    }
+
+    fn answered(mut self) {
+        self.paths.clear();
+    }
+}
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        if !self.paths.is_empty() {
+            self.engine.journal.lock().unwrap().announce(std::mem::take(&mut self.paths));
+        }
     }
 }
 

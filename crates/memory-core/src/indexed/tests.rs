@@ -12,6 +12,17 @@ fn workspace() -> (tempfile::TempDir, MemoryRoots) {
     (d, roots)
 }
 
+/// A journal after the two searches that start it and find the index in step.
+#[cfg(target_os = "linux")]
+fn journal_in_step(roots: &MemoryRoots) -> Journal {
+    let mut j = Journal::default();
+    for _ in 0..2 {
+        let e = run(j.plan(roots, None, false));
+        j.in_step_at(e);
+    }
+    j
+}
+
 /// A check of every file.
 fn run(plan: CheckPlan) -> u64 {
     match plan {
@@ -65,11 +76,7 @@ fn a_one_shot_search_never_starts_the_journal_and_later_ones_trust_it_once_in_st
 #[test]
 fn a_check_that_finishes_late_does_not_vouch_for_a_change_another_search_drained() {
     let (d, roots) = workspace();
-    let mut j = Journal::default();
-    for _ in 0..2 {
-        let e = run(j.plan(&roots, None, false));
-        j.in_step_at(e);
-    }
+    let mut j = journal_in_step(&roots);
     // Search A starts its check after a change (of that file alone: the index was in step before it).
     std::fs::write(d.path().join("memory/a.md"), "aa\n").unwrap();
     let a = named(j.plan(&roots, None, false));
@@ -102,11 +109,7 @@ fn a_check_that_failed_leaves_the_journal_untrusted() {
 #[test]
 fn announced_files_are_checked_alone_while_the_journal_is_in_step() {
     let (d, roots) = workspace();
-    let mut j = Journal::default();
-    for _ in 0..2 {
-        let e = run(j.plan(&roots, None, false));
-        j.in_step_at(e);
-    }
+    let mut j = journal_in_step(&roots);
     assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
     let a = d.path().join("memory/a.md");
     j.announce([a.clone()]);

@@ -8,6 +8,14 @@ fn space(ws: &Path, state: &Path, agent: &str) -> AgentSpace {
     AgentSpace::resolve(&Config::default(), ws, state, agent)
 }
 
+/// Two workspace folders `a` and `b` under `dir`.
+fn two_workspaces(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    (a, b)
+}
+
 /// Every name a space gives to an engine's state.
 fn every_state_name(s: &AgentSpace, engine: &str) -> Vec<std::path::PathBuf> {
     vec![s.index_file(engine, "sqlite"), s.batch_jobs_file(engine), s.fallback_state_file(engine), s.engine_home(engine)]
@@ -17,9 +25,7 @@ fn every_state_name(s: &AgentSpace, engine: &str) -> Vec<std::path::PathBuf> {
 fn every_state_file_is_per_agent_workspace_and_engine_and_never_shared() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
+    let (a, b) = two_workspaces(dir.path());
     let mut seen = HashSet::new();
     for ws in [&a, &b] {
         for agent in ["main", "a/b", "a_b", "a.b", "会议", ""] {
@@ -104,9 +110,7 @@ fn batch_jobs_recorded_by_an_earlier_version_are_resumed_from_where_they_are() {
 fn a_per_agent_engine_home_of_an_earlier_version_serves_the_first_workspace_only() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
+    let (a, b) = two_workspaces(dir.path());
     let old = state.join("qmd").join("main");
     std::fs::create_dir_all(&old).unwrap();
     // The first workspace to open it claims it; it keeps it on the next open; another workspace gets its own.
