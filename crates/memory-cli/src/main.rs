@@ -13,7 +13,7 @@ mod status;
 mod watch;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -383,18 +383,15 @@ fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
 /// `memory get` reads a file: for the engines that read it from the memory roots (builtin, LanceDB: both
 /// `IndexedBackend`), no index is opened, so a full, read-only or damaged state disk never stands in its way.
 /// `None`: the engine must answer (QMD's `qmd://` paths and collections, plugins).
-fn get_without_index(
-    resolved: &Resolved,
-    state_dir: &Path,
-    agent: &str,
-    request: &GetRequest,
-) -> Option<memory_core::Result<memory_core::GetResponse>> {
+fn get_without_index(resolved: &Resolved, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
     let reads_roots = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb");
     if !reads_roots || request.path.trim_start().starts_with("qmd://") {
         return None;
     }
-    let space = AgentSpace::resolve(&resolved.config, resolved.workspace.clone(), state_dir, agent);
-    Some(memory_core::access::read(space.roots(), request, resolved.config.memory.search.max_file_bytes))
+    // The space's roots rule alone: a read needs no state folder or transcripts folder.
+    let search = &resolved.config.memory.search;
+    let roots = memory_core::discovery::MemoryRoots::for_search(resolved.workspace.clone(), search);
+    Some(memory_core::access::read(&roots, request, search.max_file_bytes))
 }
 
 /// Open the engine for `agent` (the one open logic: the CLI's commands and the shared server's engines).
@@ -530,7 +527,7 @@ fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
     let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
     if let Job::Get { path, from, lines, offset, json } = &job {
         let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
-        if let Some(response) = get_without_index(&resolved, &state_dir, &cli.agent, &request) {
+        if let Some(response) = get_without_index(&resolved, &request) {
             // A read of a file: no engine, no server.
             let mut answer = Answer::default();
             let (mut out, mut err) = (Vec::new(), Vec::new());

@@ -53,12 +53,17 @@ pub fn sanitize_id(id: &str) -> String {
     if id.is_empty() {
         return "default".into();
     }
-    let s: String = id.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let s = path_safe_chars(id);
     if s == id {
         s
     } else {
         format!("{s}-{}", &sha256_hex(id.as_bytes())[..8])
     }
+}
+
+/// `s` with every character but letters, digits, `-` and `_` replaced by `_` (no hash: see [`sanitize_id`]).
+pub(crate) fn path_safe_chars(s: &str) -> String {
+    s.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 #[cfg(test)]

@@ -363,8 +363,7 @@ pub fn discover(roots: &MemoryRoots) -> Vec<MemoryFile> {
 pub fn discover_named(roots: &MemoryRoots, paths: &[PathBuf]) -> Option<Vec<(String, Option<MemoryFile>)>> {
     let ws = &roots.workspace;
     let mut asked: Vec<PathBuf> = paths.to_vec();
-    if paths.iter().any(|p| p.parent() == Some(ws.as_path()) && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| ROOT_FILE_NAMES.contains(&n)))
-    {
+    if paths.iter().any(|p| roots.classify(p, false) == Match::File(Place::RootFile)) {
         asked.extend(ROOT_FILE_NAMES.iter().map(|n| ws.join(n)));
     }
     asked.sort();
@@ -399,7 +398,8 @@ fn is_listed_path(roots: &MemoryRoots, root: Option<&str>, p: &Path) -> bool {
 /// Does `dir` hold memory files of its own (a root memory file, the user profile or a `memory/` folder)? The CLI
 /// asks before it takes the current folder as the workspace.
 pub fn holds_memory(dir: &Path) -> bool {
-    root_file_name(dir).is_some() || exact_name_exists(dir, USER_FILE) || dir.join(MEMORY_DIR).is_dir()
+    let root_file = std::fs::read_dir(dir).is_ok_and(|rd| rd.flatten().any(|e| e.file_name().to_str().is_some_and(is_root_memory_name)));
+    root_file || dir.join(MEMORY_DIR).is_dir()
 }
 
 /// The memory files, as tool descriptions and refusals name them.

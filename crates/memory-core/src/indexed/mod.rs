@@ -448,10 +448,8 @@ impl IndexedBackend {
             SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
         };
         report.files_scanned = files.len();
-        let mut plan = plan_sync(&files, &stored);
-        if !announced.paths.is_empty() {
-            plan.force(&files, &stored, &announced.paths.iter().map(|p| self.hint_key(p)).collect());
-        }
+        let announced_keys: HashSet<String> = announced.paths.iter().map(|p| self.hint_key(p)).collect();
+        let plan = plan_sync(&files, &stored, &announced_keys);
         let work = plan.work;
         let removals = plan.removals;
         report.files_unchanged = plan.unchanged;

@@ -49,8 +49,9 @@ pub(crate) struct SyncPlan<'a> {
 }
 
 /// Plan a sync: a file is unchanged when its size and mtime are the recorded ones and it is fully indexed (a
-/// record with an empty hash still waits for embeddings).
-pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -> SyncPlan<'a> {
+/// record with an empty hash still waits for embeddings), unless a host announced it (`announced` keys: read by
+/// content whatever their stat says, as [`stale_for_search`] counts them).
+pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord], announced: &HashSet<String>) -> SyncPlan<'a> {
     let by_key = records_by_key(stored);
     let mut seen: FxHashSet<(Source, &str)> = FxHashSet::with_capacity_and_hasher(files.len(), Default::default());
     let mut work = Vec::new();
@@ -59,28 +60,12 @@ pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord]) -
         seen.insert((f.source, f.key.as_str()));
         let old = by_key.get(&(f.source, f.key.as_str())).copied();
         match old {
-            Some(o) if is_unchanged(f, o) => unchanged += 1,
+            Some(o) if is_unchanged(f, o) && !announced.contains(&f.key) => unchanged += 1,
             _ => work.push((f, old)),
         }
     }
     let removals = stored.iter().filter(|r| !seen.contains(&(r.source, r.path.as_str()))).map(|r| (r.source, r.path.clone())).collect();
     SyncPlan { work, removals, unchanged }
-}
-
-impl<'a> SyncPlan<'a> {
-    /// Read the files of `keys` by content too, whatever their size and mtime say (files a host announced).
-    pub(crate) fn force(&mut self, files: &'a [MemoryFile], stored: &'a [FileRecord], keys: &HashSet<String>) {
-        let planned: FxHashSet<&str> = self.work.iter().map(|(f, _)| f.key.as_str()).collect();
-        let forced: Vec<&'a MemoryFile> = files.iter().filter(|f| keys.contains(&f.key) && !planned.contains(f.key.as_str())).collect();
-        if forced.is_empty() {
-            return;
-        }
-        let by_key = records_by_key(stored);
-        for f in forced {
-            self.work.push((f, by_key.get(&(f.source, f.key.as_str())).copied()));
-            self.unchanged = self.unchanged.saturating_sub(1);
-        }
-    }
 }
 
 fn records_by_key(stored: &[FileRecord]) -> FxHashMap<(Source, &str), &FileRecord> {
@@ -236,7 +221,7 @@ mod tests {
             record(Source::Memory, "memory/b.md", "", 30, 3),
             record(Source::Memory, "memory/gone.md", "h", 1, 1),
         ];
-        let plan = plan_sync(&files, &stored);
+        let plan = plan_sync(&files, &stored, &HashSet::new());
         let work: Vec<&str> = plan.work.iter().map(|(f, _)| f.key.as_str()).collect();
         assert_eq!(work, ["memory/a.md", "memory/b.md", "memory/new.md"]);
         assert!(plan.work[2].1.is_none());
@@ -348,6 +333,9 @@ mod tests {
         assert!(stale_for_search(&files, &stored, 1, &HashSet::new(), &mut Vec::new()).is_empty());
         let hinted: HashSet<String> = ["memory/same.md".to_string()].into();
         assert_eq!(keys(&stale_for_search(&files, &stored, 1, &hinted, &mut Vec::new()).changed), ["memory/same.md"]);
+        // A sync reads them by content too.
+        assert_eq!(plan_sync(&files, &stored, &HashSet::new()).unchanged, 1);
+        assert_eq!(plan_sync(&files, &stored, &hinted).work.len(), 1);
     }
 
     #[test]
@@ -360,7 +348,7 @@ mod tests {
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...
-        let plan = plan_sync(&files, &stored);
+        let plan = plan_sync(&files, &stored, &HashSet::new());
         assert_eq!(plan.work.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
         // ...and a search checks its content before trusting it.
         let mut verify = Vec::new();
@@ -374,12 +362,12 @@ mod tests {
         let stored = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
         for stat in [StatId { ctime_ns: 8, ..STAT }, StatId { ino: 43, ..STAT }] {
             let files = vec![MemoryFile { stat, ..file(Source::Memory, "memory/a.md", 10, 1) }];
-            assert_eq!(plan_sync(&files, &stored).work.len(), 1);
+            assert_eq!(plan_sync(&files, &stored, &HashSet::new()).work.len(), 1);
             let mut verify = Vec::new();
             assert_eq!(keys(&stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).changed), ["memory/a.md"]);
         }
         let same = vec![file(Source::Memory, "memory/a.md", 10, 1)];
-        assert_eq!(plan_sync(&same, &stored).unchanged, 1);
+        assert_eq!(plan_sync(&same, &stored, &HashSet::new()).unchanged, 1);
     }
 
     /// Records written before inodes and ctimes were kept still work: their files are checked by content once
@@ -389,12 +377,12 @@ mod tests {
         let old = vec![FileRecord { source: Source::Memory, path: "memory/a.md".into(), hash: "abc".into(), size: 10, mtime_ms: 1 }];
         assert_eq!(old[0].state(), FileState::Indexed { hash: "abc", settled: true, stat: None });
         let files = vec![file(Source::Memory, "memory/a.md", 10, 1)];
-        assert_eq!(plan_sync(&files, &old).work.len(), 1);
+        assert_eq!(plan_sync(&files, &old, &HashSet::new()).work.len(), 1);
         let mut verify = Vec::new();
         assert!(stale_for_search(&files, &old, 1, &HashSet::new(), &mut verify).is_empty());
         assert_eq!(verify.len(), 1);
         // A touched record carries the stat: trusted from then on.
         let touched = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
-        assert_eq!(plan_sync(&files, &touched).unchanged, 1);
+        assert_eq!(plan_sync(&files, &touched, &HashSet::new()).unchanged, 1);
     }
 }

@@ -146,11 +146,7 @@ impl AgentSpace {
 
     /// Earlier versions named the builtin index `<agent dir>/<workspace folder name>-<10 hex of its path>.sqlite`.
     fn legacy_index_file(&self, extension: &str) -> PathBuf {
-        let name: String = self
-            .canonical_workspace
-            .file_name()
-            .map(|n| n.to_string_lossy().chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect())
-            .unwrap_or_else(|| "root".into());
+        let name = self.canonical_workspace.file_name().map_or_else(|| "root".into(), |n| crate::path_safe_chars(&n.to_string_lossy()));
         let hash = &crate::sha256_hex(self.canonical_workspace.to_string_lossy().as_bytes())[..10];
         self.agent_dir().join(format!("{name}-{hash}.{extension}"))
     }

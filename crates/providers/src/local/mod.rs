@@ -49,8 +49,9 @@ const PROVIDER: &str = "local";
 const TOKENS_PER_PASS: usize = 8192;
 const MAX_TEXTS_PER_PASS: usize = 64;
 /// Inputs of at most this many tokens in all (a search query) run on one thread: for matrices this small,
-/// splitting each product over threads costs more than it saves, most of all while other work keeps the cores
-/// busy (one-shot hybrid search through the shared server, MiniLM, 2 cores at load 2: 19.7 -> 15.8 ms median).
+/// splitting each product over threads costs more than it saves while other work keeps the cores busy (one-shot
+/// hybrid search through the shared server, MiniLM, two busy processes beside it: 32.7-37.7 ms against 40.4-44.3
+/// ms on every core; no difference on a quiet machine).
 const ONE_THREAD_MAX_TOKENS: usize = 64;
 
 /// The one-thread pool short inputs run in (candle's products split over the pool they run in); `None` when it
