@@ -1,5 +1,6 @@
 //! Keyword analysis shared by every engine, for documents and queries alike, so that every store matches the
-//! same terms: Unicode word tokens lowercased, English words stemmed (Snowball), CJK runs as character bigrams
+//! same terms: Unicode word tokens lowercased, English words stemmed (Snowball, after irregular forms take their
+//! base word: [`irregular`]), CJK runs as character bigrams
 //! (a safety net that finds every two-character word, known to a dictionary or not), plus, for Chinese, the
 //! words of a jieba segmentation that bigrams cannot express: single-character words and words of three or more
 //! characters. Japanese (any kana in the run) and Korean stay bigrams.
@@ -13,9 +14,11 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::chunking::is_cjk;
 
+mod irregular;
+
 /// Name recorded in the index identity.
 pub fn analyzer_name() -> String {
-    format!("{}:words+snowball-en+cjk-bigram+jieba", crate::identity::ANALYZER_VERSION)
+    format!("{}:words+irregular-en+snowball-en+cjk-bigram+jieba", crate::identity::ANALYZER_VERSION)
 }
 
 /// Common English words that carry no meaning in a query.
@@ -223,6 +226,8 @@ fn stem_word(w: &str) -> String {
 
 /// `f` of the stem of lowercase word `w` (see [`stem_word`]), without copying a memoised stem.
 fn with_stem<R>(w: &str, f: impl FnOnce(&str) -> R) -> R {
+    // An irregular form ("made", "went", "children") is its base word, stemmed as that word is.
+    let w = irregular::base_of(w).unwrap_or(w);
     if w.len() > 3 && w.chars().all(|c| c.is_alphabetic()) {
         // Vocabularies are small and Zipfian: memoise stems (bounded, shared by indexing threads) so each
         // distinct word is stemmed once.
@@ -460,8 +465,9 @@ mod tests {
         let mut cjk = String::new();
         let flush = |word: &mut String, cjk: &mut String, terms: &mut Vec<String>| {
             if !word.is_empty() {
-                let stemmed = word.len() > 3 && word.chars().all(char::is_alphabetic);
-                terms.push(if stemmed { stemmer.stem(word).into_owned() } else { word.clone() });
+                let base = irregular::base_of(word).map_or_else(|| word.clone(), str::to_string);
+                let stemmed = base.len() > 3 && base.chars().all(char::is_alphabetic);
+                terms.push(if stemmed { stemmer.stem(&base).into_owned() } else { base });
                 word.clear();
             }
             if !cjk.is_empty() {
@@ -497,6 +503,16 @@ mod tests {
     fn words_are_lowercased_and_stemmed_ids_kept() {
         assert_eq!(document_terms("Aircrafts FLYING api_key_v2 E1234"), vec!["aircraft", "fli", "api_key_v2", "e1234"]);
         assert_eq!(query_terms("aircraft"), query_terms("aircrafts"));
+    }
+
+    #[test]
+    fn a_questions_base_verb_meets_the_notes_irregular_past() {
+        // "What did she make / buy / choose?" against "she made / bought / chose": one term each.
+        for (question, note) in [("make", "made"), ("buy", "bought"), ("choose", "chose"), ("choosing", "chosen"), ("eat", "ate"), ("go", "went"), ("child", "children")] {
+            assert_eq!(query_terms(question), document_terms(note), "{question} / {note}");
+        }
+        // A form that is more often another word stays itself.
+        assert_eq!(document_terms("left"), vec!["left"]);
     }
 
     #[test]
