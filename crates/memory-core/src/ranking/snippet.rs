@@ -13,6 +13,9 @@ use std::collections::HashMap;
 
 use crate::analysis::{each_document_term, query_terms};
 
+/// The share of a line's match that the line after it inherits (see [`choose`]).
+const LEAD_SHARE: f64 = 0.5;
+
 /// The part of a chunk a snippet shows: its text and its lines, 0-based within the chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snippet {
@@ -112,7 +115,12 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
     }
     // Every window of whole lines holding `best` that fits (the window's text is its lines joined, so its
     // length is the sum of lens less one newline).
-    let scores: Vec<f64> = hits.iter().map(line_score).collect();
+    // A line also counts for half of what the line before it matched: what follows a match is what it leads to
+    // (the answer after a question, the body after a heading), so of two windows that hold the same terms the
+    // one that reads on past the match wins over the one that reaches back before it (locomo-dev keyword S@5
+    // 0.730 -> 0.737, S@1 +0.006; 0.3 and 1.0 give the same within 0.003).
+    let own: Vec<f64> = hits.iter().map(line_score).collect();
+    let scores: Vec<f64> = (0..own.len()).map(|i| own[i] + if i > 0 { own[i - 1] * LEAD_SHARE } else { 0.0 }).collect();
     // Every window holds the best line and, when both fit, the line after it (past blank lines): what follows
     // the line that matches is most often what it leads to (the answer to a question in a conversation, the
     // body under a heading or a list item's lead); locomo-dev keyword S@5 0.720 -> 0.726, S@10 0.758 -> 0.768.
@@ -265,6 +273,25 @@ mod tests {
         assert!(s.text.contains("He was scared but we reassured him"), "{:?}", s.text);
         assert!(s.first_line <= 4 && s.last_line >= 5, "{s:?}");
         assert!(s.text.chars().count() <= 400);
+    }
+
+    #[test]
+    fn the_window_reads_on_past_the_match_rather_than_back_before_it() {
+        // The question matches, its answer asks back, and the line after that answers the asker: with room for
+        // three lines, the window reads on (question, answer, the answer to it) instead of reaching back to a
+        // longer line before the question that matches nothing.
+        let before = "Ann: we walked to the neighbourhood market early this morning with the kids, lovely time";
+        let question = "Ann: How long have you been creating pottery?";
+        let answer = "Bea: Since I was 17. How long for you?";
+        let answer_back = "Ann: Seven years, finally my muse.";
+        assert!(answer_back.len() < before.len());
+        let mut lines: Vec<&str> = vec!["Bea: the weather was grey all day and nobody went out"; 6];
+        lines.extend([before, question, answer, answer_back]);
+        lines.extend(vec!["Bea: and then we spoke about the weekend and the weather again"; 6]);
+        let text = lines.join("\n");
+        let cap = before.len() + question.len() + answer.len() + 2;
+        let s = pick(&text, "How long has she been creating pottery?", cap);
+        assert_eq!(s.text, [question, answer, answer_back].join("\n"));
     }
 
     #[test]
