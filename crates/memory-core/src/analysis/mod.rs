@@ -508,7 +508,9 @@ mod tests {
     #[test]
     fn a_questions_base_verb_meets_the_notes_irregular_past() {
         // "What did she make / buy / choose?" against "she made / bought / chose": one term each.
-        for (question, note) in [("make", "made"), ("buy", "bought"), ("choose", "chose"), ("choosing", "chosen"), ("eat", "ate"), ("go", "went"), ("child", "children")] {
+        for (question, note) in
+            [("make", "made"), ("buy", "bought"), ("choose", "chose"), ("choosing", "chosen"), ("eat", "ate"), ("go", "went"), ("child", "children")]
+        {
             assert_eq!(query_terms(question), document_terms(note), "{question} / {note}");
         }
         // A form that is more often another word stays itself.
