@@ -433,7 +433,7 @@ pub const RECENCY_PREFERENCE: f64 = 0.05;
 /// notes that disagree is the answer unless the older one is a clearly better match.
 pub const RECENCY_PREFERENCE_PRESENT: f64 = 0.2;
 /// The rank whose score the spread is measured to.
-const RECENCY_SPREAD_RANK: usize = 10;
+const SPREAD_RANK: usize = 10;
 
 /// Words by which a question asks about the present state of things (English and Chinese).
 const PRESENT_WORDS: &[&str] = &["now", "currently", "current", "nowadays", "latest", "presently", "today", "anymore", "still"];
@@ -458,14 +458,7 @@ pub fn prefer_recent(items: &mut [Scored], query: &str) {
     if newest <= oldest {
         return;
     }
-    let mut scores: Vec<f64> = items.iter().map(|s| s.score).filter(|v| v.is_finite()).collect();
-    scores.sort_by(|a, b| b.total_cmp(a));
-    let Some(&best) = scores.first() else { return };
-    let reference = scores[(RECENCY_SPREAD_RANK - 1).min(scores.len() - 1)];
-    let spread = best - reference;
-    if spread <= 0.0 || !spread.is_finite() {
-        return;
-    }
+    let Some(spread) = score_spread(items) else { return };
     let p = if asks_about_present(query) { RECENCY_PREFERENCE_PRESENT } else { RECENCY_PREFERENCE };
     let span = (newest - oldest) as f64;
     for s in items.iter_mut() {
@@ -473,6 +466,17 @@ pub fn prefer_recent(items: &mut [Scored], query: &str) {
             s.score += p * spread * (d - oldest) as f64 / span;
         }
     }
+}
+
+/// The spread of a search's scores: the best minus the tenth best (or the last); `None` when they do not spread.
+/// Preferences that move candidates (recency, a named day) move them by a share of it, so that models whose
+/// similarities bunch and models whose similarities spread out are moved alike.
+fn score_spread(items: &[Scored]) -> Option<f64> {
+    let mut scores: Vec<f64> = items.iter().map(|s| s.score).filter(|v| v.is_finite()).collect();
+    scores.sort_by(|a, b| b.total_cmp(a));
+    let best = *scores.first()?;
+    let spread = best - scores[(SPREAD_RANK - 1).min(scores.len() - 1)];
+    (spread > 0.0 && spread.is_finite()).then_some(spread)
 }
 
 /// Temporal decay and importance, then sort by score (ties: path, line).
@@ -641,6 +645,7 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
         }
     }
     prefer_recent(&mut items, query);
+    named_day::prefer_named_days(&mut items, query);
     adjust_and_sort(&mut items, opts);
     items
 }
@@ -679,6 +684,7 @@ pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec
     to_results(selected, query, opts.citations)
 }
 
+pub mod named_day;
 pub mod project;
 pub mod snippet;
 

@@ -537,3 +537,30 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     assert!(asks_about_present("小鱼记账现在用的是什么数据库？"));
     assert!(!asks_about_present("which database did we pick in March?"));
 }
+
+#[test]
+fn a_question_naming_a_day_prefers_that_days_notes() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    // The day's log matches less well by its words than another day's (its answer is in a later chunk, without
+    // the heading that names the day): the day the question names leads.
+    let keyword = vec![
+        kw("other", "memory/2023-10-20.md", "we painted the fence together", 3.0),
+        kw("day", "memory/2023-10-13.md", "I painted a sunset, inspired by the beach", 2.6),
+        kw("third", "memory/2023-09-01.md", "painting class", 1.0),
+        kw("ever", "MEMORY.md", "notes", 0.5),
+    ];
+    let r = rank(keyword.clone(), vec![], vec![], "What painting did Melanie show on October 13, 2023?", &o);
+    assert_eq!(r[0].path, "memory/2023-10-13.md", "{r:?}");
+    // Without the day, the words decide.
+    let r = rank(keyword, vec![], vec![], "What painting did Melanie show?", &o);
+    assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
+    // A day's note that matches nothing else does not pass clear matches: the gain is half the spread.
+    let keyword2 = vec![
+        kw("a", "memory/2023-10-20.md", "x", 6.0),
+        kw("b", "memory/2023-10-19.md", "x", 5.5),
+        kw("day", "memory/2023-10-13.md", "y", 1.0),
+        kw("c", "memory/2023-09-01.md", "z", 0.9),
+    ];
+    let r = rank(keyword2, vec![], vec![], "anything on 2023-10-13", &o);
+    assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
+}
