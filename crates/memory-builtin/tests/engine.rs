@@ -645,3 +645,23 @@ async fn a_long_lived_engine_sees_every_change_between_searches() {
         }
     }
 }
+
+/// A chunk cut from the middle of a section keeps the section's headings: a question that names the section and
+/// the fact finds the chunk holding the fact, not the section's first chunk (which alone holds the heading line).
+#[tokio::test]
+async fn a_chunk_deep_in_a_section_answers_for_its_heading() {
+    let env = Env::new();
+    let mut log = String::from("# Lisbon trip\n\n");
+    for i in 0..40 {
+        log.push_str(&format!("- day {i}: walked the old town, coffee and pastries, long talks about the week\n"));
+    }
+    log.push_str("- booked the ferry to Cacilhas for Sunday morning\n");
+    env.write("memory/2026-05-02.md", &log);
+    env.write("memory/2026-04-01.md", "# Porto\n\n- the ferry across the Douro was closed\n");
+    let e = env.open_keyword_only().await;
+    let r = e.search(&SearchRequest::new("which ferry did we book on the Lisbon trip?")).await.unwrap();
+    let hit = &r.results[0];
+    assert_eq!(hit.path, "memory/2026-05-02.md", "{:?}", r.results);
+    assert!(hit.start_line > 1 && hit.end_line == 43, "the chunk with the ferry line, not the first: {hit:?}");
+    assert!(hit.snippet.contains("booked the ferry to Cacilhas"), "{:?}", hit.snippet);
+}

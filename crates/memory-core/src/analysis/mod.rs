@@ -337,14 +337,12 @@ pub fn document_terms_joined(text: &str) -> String {
 /// weighs headings this much extra, so engines rank alike.
 pub const HEADING_WEIGHT: f64 = 0.5;
 
-/// Terms of Markdown heading lines (`# ...`).
-pub fn heading_terms(text: &str) -> String {
+/// Heading terms of a chunk: those of the headings it sits under (`above`, from
+/// [`crate::chunking::headings::headings_above`]) and of its own heading lines.
+pub fn heading_terms(above: &[&str], text: &str) -> String {
     let mut out = Vec::new();
-    for line in text.lines() {
-        let l = line.trim_start();
-        if l.starts_with('#') {
-            out.extend(document_terms(l.trim_start_matches('#')));
-        }
+    for h in above.iter().copied().chain(crate::chunking::headings::headings(text).map(|(_, _, h)| h)) {
+        out.extend(document_terms(h));
     }
     out.join(" ")
 }

@@ -9,9 +9,10 @@
 use crate::sha256_hex;
 
 pub mod annotations;
+pub mod headings;
 
 /// Version of the cutting rules below, part of the index identity.
-pub const CHUNKER_VERSION: &str = "ch2";
+pub const CHUNKER_VERSION: &str = "ch3";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {

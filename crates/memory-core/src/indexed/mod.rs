@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 use crate::access;
 use crate::analysis::{document_terms_joined, expansion_terms, heading_terms, query_terms};
 use crate::backend::MemoryBackend;
+use crate::chunking::headings::headings_above;
 use crate::chunking::{chunk_id, chunk_text, importance};
 use crate::config::Config;
 use crate::discovery::{discover, media_mime, read_text, MemoryFile, MemoryRoots};

@@ -84,7 +84,7 @@ impl IndexedBackend {
             start_line: 1,
             end_line: 1,
             terms: document_terms_joined(&name_words),
-            heading_terms: heading_terms(""),
+            heading_terms: heading_terms(&[], ""),
             importance: None,
             hash: chunk_hash,
             text: f.key.clone(),
@@ -175,16 +175,19 @@ impl IndexedBackend {
         let c = &self.config.memory.search.chunking;
         let file_importance = importance(text);
         let model = self.model_name();
-        let mut chunks: Vec<ChunkRecord> = chunk_text(text, c.tokens, c.overlap)
+        let cut = chunk_text(text, c.tokens, c.overlap);
+        let above = headings_above(text, &cut.iter().map(|ch| ch.start_line).collect::<Vec<_>>());
+        let mut chunks: Vec<ChunkRecord> = cut
             .into_iter()
-            .map(|ch| ChunkRecord {
+            .zip(above)
+            .map(|(ch, above)| ChunkRecord {
                 id: chunk_id(f.source.as_str(), &f.key, ch.start_line, ch.end_line, &ch.hash, &model),
                 source: f.source,
                 path: f.key.clone(),
                 start_line: ch.start_line,
                 end_line: ch.end_line,
                 terms: document_terms_joined(&ch.text),
-                heading_terms: heading_terms(&ch.text),
+                heading_terms: heading_terms(&above, &ch.text),
                 importance: importance(&ch.text).or(file_importance),
                 hash: ch.hash,
                 text: ch.text,

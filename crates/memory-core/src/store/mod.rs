@@ -142,7 +142,8 @@ pub struct ChunkRecord {
     /// The chunk's keyword terms, analysed by [`crate::analysis`] and joined by spaces. Stores index this
     /// field with a plain whitespace/unicode tokenizer so that every engine matches the same terms.
     pub terms: String,
-    /// Terms of the chunk's headings (Markdown `#` lines), indexed as a separate, heavier field.
+    /// Terms of the chunk's headings: the Markdown headings of the section it sits in and its own heading lines
+    /// ([`crate::analysis::heading_terms`]), indexed as a separate, heavier field.
     pub heading_terms: String,
     /// 1..=10 from an `<!-- importance: N -->` annotation.
     pub importance: Option<u8>,
