@@ -133,6 +133,7 @@ struct State {
     /// What the freshness check has not taken yet.
     fresh: Unread,
     /// A thread waits for the backend's events (while a feed is subscribed to a backend that needs one).
+    #[cfg(target_os = "linux")]
     waiting: bool,
     /// The watches failed: the journal can no longer tell.
     failed: bool,
@@ -172,7 +173,16 @@ impl Shared {
     }
 
     fn new(backend: Backend, feeds: Arc<Feeds>) -> Arc<Shared> {
-        Arc::new(Shared { state: Mutex::new(State { backend, fresh: Unread::default(), waiting: false, failed: false }), feeds })
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                backend,
+                fresh: Unread::default(),
+                #[cfg(target_os = "linux")]
+                waiting: false,
+                failed: false,
+            }),
+            feeds,
+        })
     }
 
     /// Take the queued events into the freshness check's changes and every feed's; the lock stays held for the
@@ -253,7 +263,7 @@ struct Inbox {
 }
 
 /// The changes a journal sees, for one reader (a watcher). Dropping it unsubscribes; the thread that waited for
-/// events on its behalf stops within [`EVENT_WAIT`].
+/// events on its behalf stops within half a second.
 pub struct ChangeFeed {
     shared: Arc<Shared>,
     inbox: Arc<Inbox>,
@@ -278,18 +288,15 @@ impl ChangeFeed {
 
     fn subscribe(shared: Arc<Shared>) -> io::Result<ChangeFeed> {
         let inbox = Arc::new(Inbox::default());
-        let mut state = shared.state.lock().unwrap();
-        shared.feeds.0.lock().unwrap().push(Arc::downgrade(&inbox));
-        if state.failed {
-            inbox.ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        {
+            let state = shared.state.lock().unwrap();
+            shared.feeds.0.lock().unwrap().push(Arc::downgrade(&inbox));
+            if state.failed {
+                inbox.ended.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            #[cfg(target_os = "linux")]
+            wait_in_background(&shared, state)?;
         }
-        #[cfg(target_os = "linux")]
-        if state.backend.fd().is_some() && !state.waiting && !state.failed {
-            let weak = Arc::downgrade(&shared);
-            std::thread::Builder::new().name("memory-journal".into()).spawn(move || wait_for_events(weak))?;
-            state.waiting = true;
-        }
-        drop(state);
         Ok(ChangeFeed { shared, inbox })
     }
 
@@ -312,6 +319,17 @@ impl ChangeFeed {
             self.inbox.wake.notified().await;
         }
     }
+}
+
+/// Start the thread that waits for the events of `shared` (its lock held: `state`), unless one runs.
+#[cfg(target_os = "linux")]
+fn wait_in_background(shared: &Arc<Shared>, mut state: MutexGuard<'_, State>) -> io::Result<()> {
+    if state.backend.fd().is_some() && !state.waiting && !state.failed {
+        let weak = Arc::downgrade(shared);
+        std::thread::Builder::new().name("memory-journal".into()).spawn(move || wait_for_events(weak))?;
+        state.waiting = true;
+    }
+    Ok(())
 }
 
 /// The thread behind the feeds of an inotify journal: waits for events and drains them, so that a feed's reader
