@@ -147,13 +147,19 @@ async fn next(feed: &mut ChangeFeed) -> ChangedFiles {
     tokio::time::timeout(std::time::Duration::from_secs(5), feed.next()).await.expect("changes within 5 s").expect("the feed goes on")
 }
 
+/// A workspace with `memory/a.md`, and its journal.
+fn journal_of_one_note() -> (tempfile::TempDir, ChangeJournal) {
+    let ws = tempfile::tempdir().unwrap();
+    write(&ws.path().join("memory/a.md"), "a\n");
+    let j = ChangeJournal::start(&MemoryRoots::new(ws.path(), &Vec::<String>::new()), None).unwrap();
+    (ws, j)
+}
+
 /// A watcher's feed and the searches' freshness check share the watches: what one drains, the other still gets.
 #[tokio::test]
 async fn a_feed_and_the_searches_both_get_every_change() {
-    let ws = tempfile::tempdir().unwrap();
+    let (ws, j) = journal_of_one_note();
     let w = ws.path();
-    write(&w.join("memory/a.md"), "a\n");
-    let j = ChangeJournal::start(&MemoryRoots::new(w, &Vec::<String>::new()), None).unwrap();
     let mut feed = j.subscribe().unwrap();
     // A search drains first: the feed still hears it.
     write(&w.join("memory/a.md"), "A\n");
@@ -177,10 +183,8 @@ async fn a_feed_and_the_searches_both_get_every_change() {
 /// The thread that waits for a feed's events ends once no feed is left, and starts again for the next one.
 #[tokio::test]
 async fn the_waiting_thread_ends_with_the_last_feed() {
-    let ws = tempfile::tempdir().unwrap();
+    let (ws, j) = journal_of_one_note();
     let w = ws.path();
-    write(&w.join("memory/a.md"), "a\n");
-    let j = ChangeJournal::start(&MemoryRoots::new(w, &Vec::<String>::new()), None).unwrap();
     let waiting = || j.shared.state.lock().unwrap().waiting;
     assert!(!waiting(), "no feed, no thread: a search drains the events itself");
     let feed = j.subscribe().unwrap();
