@@ -212,3 +212,18 @@ async fn serve_with_the_watcher_sees_writes_at_once() {
 async fn serve_without_the_watcher_sees_writes_at_once() {
     agent_loop(&Env::new(), &["--no-watch"]).await;
 }
+
+/// The LanceDB engine (opened on demand behind the builtin fallback) feeds the watcher from its journal too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_lancedb_with_the_watcher_sees_writes_at_once() {
+    let env = Env::new().with_config(r#"{ memory: { backend: "lancedb" } }"#);
+    let o = env.command().args(["status", "--json"]).output().unwrap();
+    if !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("built without the lancedb engine") {
+        conformance::testing::missing_prerequisite(
+            "serve_on_lancedb_with_the_watcher_sees_writes_at_once",
+            "this memory binary was built without the lancedb feature",
+        );
+        return;
+    }
+    agent_loop(&env, &[]).await;
+}
