@@ -371,4 +371,22 @@ mod tests {
         assert_eq!(announced, [engine_ws.join("memory/notes.md")]);
         handle.stop().await;
     }
+
+    /// When the engine's journal fails (its workspace went away, so its watches cannot be re-armed), the watcher
+    /// syncs for what it may have missed and goes on with watches of its own.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_watcher_outlives_a_failed_journal() {
+        let (_dir, ws) = workspace();
+        let (_other, engine_ws) = workspace();
+        let journal = ChangeJournal::start(&MemoryRoots::new(&engine_ws, &[] as &[String]), None).unwrap();
+        let engine = Arc::new(Recording { journal: Some(journal), ..Recording::default() });
+        let (handle, mut rx) = watch(engine, &ws).await;
+        std::fs::remove_dir_all(&engine_ws).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync after the failure").unwrap();
+        std::fs::write(ws.join("memory/notes.md"), "a note\n").unwrap();
+        let announced = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync").unwrap();
+        assert!(announced.contains(&ws.join("memory/notes.md")), "{announced:?}");
+        handle.stop().await;
+    }
 }
