@@ -343,17 +343,47 @@ mod tests {
         (spawn(engine, targets, options, on_sync).await.unwrap(), rx)
     }
 
+    /// What the engine was told by the next sync.
+    async fn next_sync(rx: &mut mpsc::UnboundedReceiver<Vec<PathBuf>>) -> Vec<PathBuf> {
+        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync within 20 s").unwrap()
+    }
+
+    /// Writes `note` and `unheard` (a file the watcher must not hear of): the next sync names `note` alone.
+    async fn announces_only(rx: &mut mpsc::UnboundedReceiver<Vec<PathBuf>>, note: &Path, unheard: &Path) {
+        std::fs::write(note, "a note\n").unwrap();
+        std::fs::write(unheard, "not heard of\n").unwrap();
+        assert_eq!(next_sync(rx).await, [note]);
+    }
+
     /// The watcher tells the engine which memory files changed before it syncs (and not the files that are none).
     /// This engine has no journal to share: the watcher watches on its own (QMD's case).
     #[tokio::test]
     async fn the_engine_hears_the_changed_paths_before_the_sync() {
         let (_dir, ws) = workspace();
         let (handle, mut rx) = watch(Arc::new(Recording::default()), &ws).await;
-        std::fs::write(ws.join("memory/notes.md"), "a note\n").unwrap();
-        std::fs::write(ws.join("memory/scratch.txt"), "not a memory file\n").unwrap();
-        let announced = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync").unwrap();
-        assert_eq!(announced, [ws.join("memory/notes.md")]);
+        announces_only(&mut rx, &ws.join("memory/notes.md"), &ws.join("memory/scratch.txt")).await;
         handle.stop().await;
+    }
+
+    /// A watcher of one workspace for an engine whose journal watches another, to tell their watches apart.
+    #[cfg(target_os = "linux")]
+    struct Apart {
+        _dirs: [tempfile::TempDir; 2],
+        ws: PathBuf,
+        engine_ws: PathBuf,
+        handle: WatchHandle,
+        rx: mpsc::UnboundedReceiver<Vec<PathBuf>>,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Apart {
+        async fn watch() -> Apart {
+            let (dir, ws) = workspace();
+            let (other, engine_ws) = workspace();
+            let journal = ChangeJournal::start(&MemoryRoots::new(&engine_ws, &[] as &[String]), None).unwrap();
+            let (handle, rx) = watch(Arc::new(Recording { journal: Some(journal), ..Recording::default() }), &ws).await;
+            Apart { _dirs: [dir, other], ws, engine_ws, handle, rx }
+        }
     }
 
     /// An engine with a change journal feeds the watcher from it: no watches of the watcher's own. (Here the
@@ -361,14 +391,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn the_engine_s_journal_feeds_the_watcher() {
-        let (_dir, ws) = workspace();
-        let (_other, engine_ws) = workspace();
-        let journal = ChangeJournal::start(&MemoryRoots::new(&engine_ws, &[] as &[String]), None).unwrap();
-        let (handle, mut rx) = watch(Arc::new(Recording { journal: Some(journal), ..Recording::default() }), &ws).await;
-        std::fs::write(ws.join("memory/unwatched.md"), "the engine does not watch this one\n").unwrap();
-        std::fs::write(engine_ws.join("memory/notes.md"), "a note\n").unwrap();
-        let announced = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync").unwrap();
-        assert_eq!(announced, [engine_ws.join("memory/notes.md")]);
+        let Apart { ws, engine_ws, handle, mut rx, _dirs } = Apart::watch().await;
+        announces_only(&mut rx, &engine_ws.join("memory/notes.md"), &ws.join("memory/unwatched.md")).await;
         handle.stop().await;
     }
 
@@ -377,15 +401,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn the_watcher_outlives_a_failed_journal() {
-        let (_dir, ws) = workspace();
-        let (_other, engine_ws) = workspace();
-        let journal = ChangeJournal::start(&MemoryRoots::new(&engine_ws, &[] as &[String]), None).unwrap();
-        let engine = Arc::new(Recording { journal: Some(journal), ..Recording::default() });
-        let (handle, mut rx) = watch(engine, &ws).await;
+        let Apart { ws, engine_ws, handle, mut rx, _dirs } = Apart::watch().await;
         std::fs::remove_dir_all(&engine_ws).unwrap();
-        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync after the failure").unwrap();
+        next_sync(&mut rx).await;
         std::fs::write(ws.join("memory/notes.md"), "a note\n").unwrap();
-        let announced = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync").unwrap();
+        let announced = next_sync(&mut rx).await;
         assert!(announced.contains(&ws.join("memory/notes.md")), "{announced:?}");
         handle.stop().await;
     }
