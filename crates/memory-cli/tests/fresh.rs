@@ -157,12 +157,21 @@ fn after_memory_append_the_next_search_finds_it() {
     assert!(paths(&v)[0].starts_with("memory/"), "{v}");
 }
 
-async fn connect(env: &Env, extra: &[&str]) -> RunningService<RoleClient, ()> {
+/// A `memory serve` session, and its process id.
+async fn connect(env: &Env, extra: &[&str]) -> (RunningService<RoleClient, ()>, u32) {
     let mut std_cmd = env.command();
     std_cmd.arg("serve").args(extra);
     let cmd = tokio::process::Command::from(std_cmd);
     let transport = TokioChildProcess::new(cmd.configure(|_| {})).unwrap();
-    tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").expect("handshake failed")
+    let pid = transport.id().expect("the server runs");
+    (tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").expect("handshake failed"), pid)
+}
+
+/// The inotify instances process `pid` holds.
+#[cfg(target_os = "linux")]
+fn inotify_instances(pid: u32) -> usize {
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    fds.flatten().filter(|fd| fs::read_link(fd.path()).is_ok_and(|to| to.as_os_str() == "anon_inode:inotify")).count()
 }
 
 async fn search(client: &RunningService<RoleClient, ()>, query: &str) -> Value {
@@ -173,9 +182,11 @@ async fn search(client: &RunningService<RoleClient, ()>, query: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Write, search at once, rewrite, delete, search again: in one `memory serve` session, no sleep in between.
+/// Write, search at once, rewrite, delete, search again: in one `memory serve` session, no sleep in between. On
+/// Linux the process then watches the files once (one inotify instance), whether its watcher runs or not: the
+/// watcher is fed by the engine's change journal, the one its searches' freshness check drains.
 async fn agent_loop(env: &Env, extra: &[&str]) {
-    let client = connect(env, extra).await;
+    let (client, pid) = connect(env, extra).await;
     assert!(paths(&search(&client, "Miso").await).is_empty());
     fs::write(env.ws.path().join("memory/2026-12-01.md"), "# 2026-12-01\n\n- The cat is named Miso.\n").unwrap();
     assert_eq!(paths(&search(&client, "Miso").await), ["memory/2026-12-01.md"]);
@@ -185,6 +196,10 @@ async fn agent_loop(env: &Env, extra: &[&str]) {
     assert_eq!(paths(&search(&client, "Rex").await), ["memory/2026-12-01.md"]);
     fs::remove_file(env.ws.path().join("memory/garden.md")).unwrap();
     assert!(!paths(&search(&client, "tomatoes").await).contains(&"memory/garden.md".to_string()));
+    #[cfg(target_os = "linux")]
+    assert_eq!(inotify_instances(pid), 1, "one set of watches");
+    #[cfg(not(target_os = "linux"))]
+    let _ = pid;
     client.cancel().await.unwrap();
 }
 
@@ -196,4 +211,19 @@ async fn serve_with_the_watcher_sees_writes_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_without_the_watcher_sees_writes_at_once() {
     agent_loop(&Env::new(), &["--no-watch"]).await;
+}
+
+/// The LanceDB engine (opened on demand behind the builtin fallback) feeds the watcher from its journal too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_lancedb_with_the_watcher_sees_writes_at_once() {
+    let env = Env::new().with_config(r#"{ memory: { backend: "lancedb" } }"#);
+    let o = env.command().args(["status", "--json"]).output().unwrap();
+    if !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("built without the lancedb engine") {
+        conformance::testing::missing_prerequisite(
+            "serve_on_lancedb_with_the_watcher_sees_writes_at_once",
+            "this memory binary was built without the lancedb feature",
+        );
+        return;
+    }
+    agent_loop(&env, &[]).await;
 }

@@ -59,6 +59,14 @@ pub trait MemoryBackend: Send + Sync {
         let _ = paths;
     }
 
+    /// The changes this engine's own change journal sees, for a host that watches the files too (the CLI's
+    /// watcher): one set of watches then serves the engine's freshness check and the host. `None` (the default)
+    /// when the engine keeps no journal (or it cannot run here): the host watches on its own
+    /// ([`ChangeFeed::watch`](crate::discovery::ChangeFeed::watch)).
+    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+        None
+    }
+
     /// Report the progress of long syncs to `f` (the CLI draws a bar with it). Engines that cannot tell
     /// progress ignore it.
     fn set_progress(&self, f: Option<ProgressFn>) {

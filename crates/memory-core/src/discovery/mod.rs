@@ -293,7 +293,7 @@ pub const MEMORY_DIR: &str = "memory";
 use crate::paths::expand_home;
 
 mod journal;
-pub use journal::ChangeJournal;
+pub use journal::{ChangeFeed, ChangeJournal, ChangedFiles};
 
 fn path_to_key(rel: &Path) -> String {
     // A clean UTF-8 path (what a folder listing yields) is its key as it is: no per-component allocations.

@@ -205,6 +205,11 @@ impl MemoryBackend for FallbackManager {
         }
     }
 
+    /// The primary's journal, else the fallback's when it is open (both watch the same files); never opens one.
+    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+        self.primary.watch_changes().or_else(|| self.fallback.get()?.watch_changes())
+    }
+
     /// Resets the primary's index and the fallback's (when open): both are derived from the same files. While the
     /// primary cannot be reached, resetting the fallback's index is enough to succeed (with a warning).
     async fn reset(&self) -> Result<()> {

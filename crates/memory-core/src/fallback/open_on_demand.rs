@@ -159,6 +159,11 @@ impl MemoryBackend for OpenOnDemand {
         }
     }
 
+    /// The engine's journal when it is open (a host that asks before then watches on its own).
+    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+        self.engine.try_read().ok()?.as_ref()?.watch_changes()
+    }
+
     async fn close(&self) -> Result<()> {
         match self.engine.write().await.take() {
             Some(e) => e.close().await,

@@ -2,7 +2,7 @@
 //! index (never waiting for a rebuild), and vouch for hits of files that could not be synced.
 
 use super::*;
-use crate::discovery::ChangeJournal;
+use crate::discovery::{ChangeFeed, ChangeJournal};
 
 /// How long a search waits for a sync that another task or process is running before it answers without the
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
@@ -60,7 +60,7 @@ impl Journal {
         let must_check = must_check || std::mem::take(&mut self.announced_too_many);
         let was_announced = !announced.is_empty();
         self.files.extend(announced);
-        if let Some(journal) = self.journal.as_mut() {
+        if let Some(journal) = self.journal.as_ref() {
             let mut named_only = false;
             let seen = match journal.take_changes() {
                 Ok(false) => Ok(None),
@@ -100,16 +100,36 @@ impl Journal {
             self.checks += 1;
             if self.checks >= 2 {
                 // Started before this check lists the files: what changes from here on is in the journal.
-                match ChangeJournal::start(roots, sessions_dir) {
-                    Some(j) => {
-                        self.journal = Some(j);
-                        self.epoch += 1;
-                    }
-                    None => self.unavailable = true,
-                }
+                self.start(roots, sessions_dir);
             }
         }
         CheckPlan::Run(self.epoch)
+    }
+
+    fn start(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>) {
+        match ChangeJournal::start(roots, sessions_dir) {
+            Some(j) => {
+                self.journal = Some(j);
+                self.epoch += 1;
+            }
+            None => self.unavailable = true,
+        }
+    }
+
+    /// A feed of the journal's changes for a host's watcher, the journal started now if it was not yet (the
+    /// searches' checks then trust it from the next one that finds the index in step). `None` where it cannot
+    /// run: the watcher watches on its own.
+    pub(super) fn subscribe(&mut self, roots: &MemoryRoots, sessions_dir: Option<&Path>) -> Option<ChangeFeed> {
+        if self.journal.is_none() && !self.unavailable {
+            self.start(roots, sessions_dir);
+        }
+        match self.journal.as_ref()?.subscribe() {
+            Ok(feed) => Some(feed),
+            Err(e) => {
+                warn!(error = %e, "cannot feed the watcher from the change journal");
+                None
+            }
+        }
     }
 
     /// A host announced `paths` (absolute) as changed: the next check looks at them by content, and at them alone

@@ -569,6 +569,10 @@ impl MemoryBackend for IndexedBackend {
         self.journal.lock().unwrap().announce(abs);
     }
 
+    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+        self.journal.lock().unwrap().subscribe(&self.roots, self.sessions_dir.as_deref())
+    }
+
     fn capabilities(&self) -> Capabilities {
         let vector = self.embedder.is_some();
         Capabilities {

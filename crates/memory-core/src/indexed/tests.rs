@@ -124,3 +124,25 @@ fn announced_files_are_checked_alone_while_the_journal_is_in_step() {
     j.in_step_at(e);
     assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
 }
+
+/// A watcher subscribing starts the journal at once (before any search), and the searches' checks then trust
+/// the journal the watcher is fed from: one set of watches serves both.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_watcher_s_feed_is_the_journal_the_searches_trust() {
+    let (d, roots) = workspace();
+    let mut j = Journal::default();
+    let mut feed = j.subscribe(&roots, None).expect("a feed on Linux");
+    // The first search's check runs (nothing vouched yet); the second is skipped, no second start needed.
+    let e = run(j.plan(&roots, None, false));
+    j.in_step_at(e);
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+    std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), feed.next()).await.unwrap().unwrap();
+    assert_eq!(heard.paths.first(), Some(&d.path().join("memory/b.md")));
+    // What the watcher's feed took is still the search's named change.
+    let e = named(j.plan(&roots, None, false));
+    assert_eq!(j.take_files(), [d.path().join("memory/b.md")]);
+    j.in_step_at(e);
+    assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
+}
