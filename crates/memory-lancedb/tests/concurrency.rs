@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use memory_core::{MemoryBackend, SearchRequest, SyncOptions};
+use memory_core::{ErrorKind, MemoryBackend, SearchRequest, SyncOptions};
 
 const ROLE: &str = "MEMORY_LANCEDB_ROLE";
 const DB: &str = "MEMORY_LANCEDB_DB";
@@ -120,7 +120,7 @@ async fn writer(name: &str, db: &Path, ws: &Path, log: &Path) -> Result<(), Stri
             write_note(ws, log, &rel, &format!("# Note {name} {old}\n\nRewritten by writer {name}: {tok} {}.\n", file_word(name, old)));
             done.push((rel, tok));
         }
-        b.sync(SyncOptions::default()).await.map_err(|e| format!("sync {round} failed: {e}"))?;
+        sync_retrying_while_busy(&b, round).await?;
         for (rel, tok) in done {
             writeln!(record, "{rel} {tok}").unwrap();
         }
@@ -129,6 +129,23 @@ async fn writer(name: &str, db: &Path, ws: &Path, log: &Path) -> Result<(), Stri
     b.close().await.map_err(|e| e.to_string())?;
     std::fs::write(log.join(format!("done-{name}")), "").unwrap();
     Ok(())
+}
+
+/// A writer's sync, tried again while the other writer holds the index (a sync gives up after waiting 5 s for
+/// the lock, by design, and says so as `Unavailable`; a host tries again later, as this writer does). On a loaded
+/// machine the other writer's sync can outlast that wait; anything else is a failure.
+async fn sync_retrying_while_busy(b: &dyn MemoryBackend, round: usize) -> Result<(), String> {
+    const ATTEMPTS: usize = 12;
+    for attempt in 1..=ATTEMPTS {
+        match b.sync(SyncOptions::default()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Unavailable && attempt < ATTEMPTS => {
+                eprintln!("sync {round}: the other writer holds the index ({e}); trying again");
+            }
+            Err(e) => return Err(format!("sync {round} failed (attempt {attempt}): {e}")),
+        }
+    }
+    unreachable!("the last attempt returns")
 }
 
 async fn find(b: &dyn MemoryBackend, tok: &str) -> Result<Vec<String>, String> {
