@@ -113,6 +113,9 @@ pub struct Options {
     pub rerank_candidates: usize,
     pub rerank_weight: f64,
     pub rerank_budget_ms: u64,
+    /// Also run keyword search through `memory serve` (this `memory` binary) as an agent's MCP client calls it:
+    /// the same figures, and the latency a client sees.
+    pub served: Option<PathBuf>,
 }
 
 struct Run {
@@ -218,8 +221,45 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         runs.push(run);
     }
+    if let Some(bin) = &opts.served {
+        runs.push(served_keyword(bin, &opts.dataset, &questions, &convs, state_root.join("served").as_path())?);
+    }
     report(&runs);
     Ok(())
+}
+
+/// Keyword search through `memory serve`: each question as `memory_search {query, maxResults: 10, minScore: 0}`
+/// over MCP (stdio), timed from the request to its answer; one server per conversation, its index built by the
+/// first search (not timed).
+fn served_keyword(bin: &Path, dataset: &Path, questions: &[Question], convs: &[String], state: &Path) -> anyhow::Result<Run> {
+    let mut run = Run { label: "keyword via memory serve".into(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new() };
+    for conv in convs {
+        let state = state.join(conv);
+        std::fs::create_dir_all(&state)?;
+        std::fs::write(state.join("none.json5"), "{}")?;
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("--workspace").arg(dataset.join(conv).join("ws")).arg("--state-dir").arg(&state).arg("serve");
+        // Default settings, whatever the machine's OpenClaw or memory-rs config says.
+        cmd.env("OPENCLAW_STATE_DIR", state.join("no-openclaw")).env("MEMORY_CONFIG", state.join("none.json5")).env("RUST_LOG", "error");
+        let mut session = crate::mcp::Session::start(&mut cmd).with_context(|| format!("memory serve for {conv}"))?;
+        let mut ask = |query: &str| -> anyhow::Result<(Vec<SearchResult>, f64)> {
+            let t = Instant::now();
+            let v = session
+                .call("tools/call", serde_json::json!({"name": "memory_search", "arguments": {"query": query, "maxResults": 10, "minScore": 0}}))?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let results = v["result"]["structuredContent"]["results"].clone();
+            Ok((serde_json::from_value(results).with_context(|| format!("memory_search answer {v}"))?, ms))
+        };
+        ask("warm up: build the index")?;
+        for q in questions.iter().filter(|q| &q.conv == conv) {
+            let (hits, ms) = ask(&q.question)?;
+            run.latencies_ms.push(ms);
+            let (rec, seen) = score_question(q, &hits);
+            run.by_category.entry(q.category).or_default().add(rec, seen);
+            run.all.add(rec, seen);
+        }
+    }
+    Ok(run)
 }
 
 /// What reranking costs: `runs` rerankings of n passages (each a turn-sized line of a LoCoMo session, the query one

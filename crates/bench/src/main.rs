@@ -126,6 +126,12 @@ enum Command {
         rerank_weight: f64,
         #[arg(long, default_value_t = 60_000)]
         rerank_budget_ms: u64,
+        /// Also run keyword search through `memory serve` (MCP over stdio, as an agent's client calls it).
+        #[arg(long)]
+        served: bool,
+        /// The `memory` binary `--served` runs (default: the one beside this program).
+        #[arg(long)]
+        memory_bin: Option<PathBuf>,
     },
     /// What reranking n candidates costs (p50 / p95 over runs), for each n.
     RerankCost {
@@ -272,7 +278,25 @@ fn main() -> anyhow::Result<()> {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
         }
-        Command::Locomo { dataset, models, keyword_only, modes, misses, keep, reranker, rerank_candidates, rerank_weight, rerank_budget_ms } => {
+        Command::Locomo {
+            dataset,
+            models,
+            keyword_only,
+            modes,
+            misses,
+            keep,
+            reranker,
+            rerank_candidates,
+            rerank_weight,
+            rerank_budget_ms,
+            served,
+            memory_bin,
+        } => {
+            let served = match (served, memory_bin) {
+                (false, _) => None,
+                (true, Some(bin)) => Some(bin),
+                (true, None) => Some(std::env::current_exe()?.with_file_name("memory")),
+            };
             let models = if keyword_only {
                 Vec::new()
             } else if models.is_empty() {
@@ -290,6 +314,7 @@ fn main() -> anyhow::Result<()> {
                 rerank_candidates,
                 rerank_weight,
                 rerank_budget_ms,
+                served,
             }))
         }
         Command::RerankCost { dataset, reranker, pairs, runs } => {
