@@ -725,8 +725,13 @@ pub fn date_from_path(key: &str) -> Option<i64> {
     if !(rest.is_empty() || rest.starts_with('-')) {
         return None;
     }
-    let d = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
-    Some(d.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
+    day_millis(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?)
+}
+
+/// A day as [`date_from_path`] gives a dated note: its midnight UTC, in milliseconds (what a question's named day
+/// is compared with, `ranking::named_day`).
+pub fn day_millis(day: chrono::NaiveDate) -> Option<i64> {
+    Some(day.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
 }
 
 /// True for files that never decay: `MEMORY.md`/`memory.md` and undated notes under `memory/`.

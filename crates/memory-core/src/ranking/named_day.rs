@@ -4,7 +4,7 @@
 //! candidates move up by a share of the search's score spread ([`prefer_named_days`]).
 
 use super::Scored;
-use crate::discovery::date_from_path;
+use crate::discovery::{date_from_path, day_millis};
 use crate::Source;
 
 /// How far a candidate from a day the query names moves up, as a share of the search's score spread (the best
@@ -62,7 +62,7 @@ fn year(word: &str) -> Option<i32> {
 }
 
 fn millis(y: i32, m: u32, d: u32) -> Option<i64> {
-    Some(chrono::NaiveDate::from_ymd_opt(y, m, d)?.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
+    day_millis(chrono::NaiveDate::from_ymd_opt(y, m, d)?)
 }
 
 /// The days `query` names with their year, as the midnight UTC milliseconds [`date_from_path`] gives a note.
