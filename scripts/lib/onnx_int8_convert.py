@@ -3,12 +3,14 @@
 
 Usage: onnx_int8_convert.py MODEL.onnx OUT_DIR
 
-- Each `MatMulInteger` whose weight is an initializer: float = (q - zero_point) x scale (per output column or one
-  scalar), transposed from ONNX's [in, out] to a Linear layer's [out, in], and named after the bias of the `Add`
-  its output flows into (`...dense.bias` -> `...dense.weight`).
+- Each `MatMulInteger` whose weight is an initializer: transposed from ONNX's [in, out] to a Linear layer's
+  [out, in] and named after the bias of the `Add` its output flows into (`...dense.bias` -> `...dense.weight`).
+  Symmetric int8 weights (zero point 0, the dynamic quantiser's default) stay int8 (`I8`) with their scale as
+  `...dense.weight_scale` (F32, one per output; a scalar scale repeated); the provider runs them with an int8
+  kernel, or dequantises them where the CPU has none. Other weights: float = (q - zero_point) x scale.
 - Each quantised embedding (`X.weight_quantized` read by `DequantizeLinear`) dequantised the same way as `X.weight`.
 - Every other float initializer whose name is a model path (LayerNorm weights, biases) is copied as is.
-Writes `model.safetensors` (F32, little-endian) into OUT_DIR; nothing else (the caller adds the configs).
+Writes `model.safetensors` (F32 and I8, little-endian) into OUT_DIR; nothing else (the caller adds the configs).
 Needs `onnx` and `numpy`.
 """
 import json
@@ -57,11 +59,17 @@ def convert(model_path):
             scale_name = node.input[1].replace("_quantized", "_scale")
             if scale_name not in inits:
                 raise SystemExit(f"no scale {scale_name} for {node.name}")
-            w = dequantize(q, inits[scale_name], zp)  # [in, out]
+            scale = inits[scale_name].astype(np.float32)
             bias = bias_after(node.output[0])
             if bias is None:
                 raise SystemExit(f"no bias after {node.name}: cannot name its weight")
-            tensors[bias[: -len(".bias")] + ".weight"] = np.ascontiguousarray(w.T)
+            name = bias[: -len(".bias")] + ".weight"
+            if q.dtype == np.int8 and not np.any(zp):
+                # Symmetric int8 (zero point 0): kept as published, one scale per output column.
+                tensors[name] = np.ascontiguousarray(q.T)
+                tensors[name + "_scale"] = np.ascontiguousarray(np.broadcast_to(scale, (q.shape[1],)))
+            else:
+                tensors[name] = np.ascontiguousarray(dequantize(q, scale, zp).T)  # [in, out] -> [out, in]
         elif node.op_type == "DequantizeLinear" and node.input[0] not in inits:
             # A quantised embedding table, gathered then dequantised: find the Gather that reads the table.
             src = next((n for n in graph.node if node.input[0] in n.output), None)
@@ -85,9 +93,10 @@ def write_safetensors(tensors, path):
     offset = 0
     blobs = []
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name], dtype="<f4")
+        kind = "I8" if tensors[name].dtype == np.int8 else "F32"
+        arr = np.ascontiguousarray(tensors[name], dtype="i1" if kind == "I8" else "<f4")
         data = arr.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": kind, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
     head = json.dumps(header, separators=(",", ":")).encode()

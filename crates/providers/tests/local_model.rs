@@ -226,3 +226,85 @@ async fn an_mpnet_folder_is_recognised_and_embeds() {
         assert!(cosine(v, &alone[0]) > 0.99999, "{t:.20}");
     }
 }
+
+/// `tensors` as a safetensors file: `F32` tensors and `I8` ones (given as raw bytes with their shape).
+fn write_safetensors(path: &std::path::Path, floats: &[(String, Vec<usize>, Vec<f32>)], int8: &[(String, Vec<usize>, Vec<i8>)]) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, shape, v) in floats {
+        let start = data.len();
+        data.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        header.insert(name.clone(), serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}));
+    }
+    for (name, shape, v) in int8 {
+        let start = data.len();
+        data.extend(v.iter().map(|x| *x as u8));
+        header.insert(name.clone(), serde_json::json!({"dtype": "I8", "shape": shape, "data_offsets": [start, data.len()]}));
+    }
+    let head = serde_json::to_vec(&header).unwrap();
+    let mut out = (head.len() as u64).to_le_bytes().to_vec();
+    out.extend(head);
+    out.extend(data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// A model folder whose dense layers are stored as int8 (`X.weight` `I8` + `X.weight_scale`), as the converter
+/// writes bge-small and the reranker: it loads (int8 kernel, or dequantised where the CPU has none) and embeds
+/// like the float model it was quantised from; an int8 weight without its scale is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn int8_weights_load_and_embed_like_the_float_model() {
+    use candle_core::Device;
+    let src = common::test_model_dir();
+    let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).unwrap();
+    let (mut floats, mut int8) = (Vec::new(), Vec::new());
+    for (name, t) in &tensors {
+        let shape = t.dims().to_vec();
+        let v: Vec<f32> = t.to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let dense = name.contains("encoder.layer.") && name.ends_with(".weight") && shape.len() == 2;
+        if !dense {
+            floats.push((name.clone(), shape, v));
+            continue;
+        }
+        let inp = shape[1];
+        let mut q = Vec::with_capacity(v.len());
+        let mut scale = Vec::new();
+        for row in v.chunks(inp) {
+            let s = row.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-12) / 127.0;
+            q.extend(row.iter().map(|x| (x / s).round() as i8));
+            scale.push(s);
+        }
+        floats.push((format!("{name}_scale"), vec![shape[0]], scale));
+        int8.push((name.clone(), shape, q));
+    }
+    assert_eq!(int8.len(), 6 * 6, "six dense layers in each of MiniLM's six layers");
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap();
+        if f.file_type().unwrap().is_file() && f.file_name() != "model.safetensors" {
+            std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+        }
+    }
+    if src.join("1_Pooling").is_dir() {
+        std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+        std::fs::copy(src.join("1_Pooling/config.json"), dir.path().join("1_Pooling/config.json")).unwrap();
+    }
+    write_safetensors(&dir.path().join("model.safetensors"), &floats, &int8);
+    let quant = LocalProvider::open(dir.path()).unwrap();
+    let texts = [s("The gateway runs on the Mac Studio."), s("Alice prefers oat milk in her coffee"), s(&"a long note about the deploy ".repeat(40))];
+    let want = model().await.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    let got = quant.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
+        let c = cosine(g, w);
+        assert!(c > 0.99, "{t:.20}: cosine {c} with the float model");
+    }
+
+    // The same file without one layer's scale: refused, naming the tensor.
+    let missing = floats.iter().position(|(n, _, _)| n.ends_with("layer.0.attention.self.query.weight_scale")).unwrap();
+    floats.remove(missing);
+    write_safetensors(&dir.path().join("model.safetensors"), &floats, &int8);
+    let err = match LocalProvider::open(dir.path()) {
+        Err(e) => e.to_string(),
+        Ok(p) => p.embed(&texts[..1], EmbeddingPurpose::Document).await.unwrap_err().to_string(),
+    };
+    assert!(err.contains("query.weight_scale"), "{err}");
+}

@@ -13,6 +13,9 @@
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use std::collections::HashMap;
+
+use super::int8::{Activation, Int8Linear, Int8Weight};
 
 /// Encoder family of a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,11 +109,49 @@ enum Words {
     Rows(WordRows),
 }
 
-fn linear(vb: &VarBuilder, in_dim: usize, out_dim: usize, name: &str) -> candle_core::Result<Linear> {
+/// A dense layer: f32 weights through candle, or int8 weights through [`Int8Linear`].
+enum Dense {
+    Float(Linear),
+    Int8(Int8Linear),
+}
+
+impl Dense {
+    fn forward(&self, x: &Tensor, act: Activation) -> candle_core::Result<Tensor> {
+        match self {
+            Dense::Float(l) => {
+                let y = l.forward(x)?;
+                if act == Activation::GeluErf {
+                    y.gelu_erf()
+                } else {
+                    Ok(y)
+                }
+            }
+            Dense::Int8(l) => {
+                let mut dims = x.dims().to_vec();
+                let inp = dims.pop().unwrap_or(0);
+                let rows = dims.iter().product::<usize>();
+                let data: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                debug_assert_eq!(data.len(), rows * inp);
+                dims.push(l.out_features());
+                Tensor::from_vec(l.forward(&data, rows, act), dims, x.device())
+            }
+        }
+    }
+}
+
+/// Layer `name` under `vb`: int8 when `int8` holds its weight (taken out of it), else f32 from `vb`.
+fn dense(vb: &VarBuilder, in_dim: usize, out_dim: usize, name: &str, int8: &mut HashMap<String, Int8Weight>) -> candle_core::Result<Dense> {
     let vb = vb.pp(name);
-    let w = vb.get((out_dim, in_dim), "weight")?;
+    let key = format!("{}.weight", vb.prefix());
     let b = vb.get(out_dim, "bias")?;
-    Ok(Linear::new(w, Some(b)))
+    if let Some(w) = int8.remove(&key) {
+        if (w.out, w.inp) != (out_dim, in_dim) {
+            candle_core::bail!("`{key}` is {}x{}, expected {out_dim}x{in_dim}", w.out, w.inp);
+        }
+        return Ok(Dense::Int8(Int8Linear::new(&w, b.to_vec1()?)));
+    }
+    let w = vb.get((out_dim, in_dim), "weight")?;
+    Ok(Dense::Float(Linear::new(w, Some(b))))
 }
 
 fn layer_norm(vb: &VarBuilder, dim: usize, eps: f64, name: &str) -> candle_core::Result<LayerNorm> {
@@ -122,13 +163,13 @@ fn layer_norm(vb: &VarBuilder, dim: usize, eps: f64, name: &str) -> candle_core:
 }
 
 struct Layer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    attn_out: Linear,
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    attn_out: Dense,
     attn_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     out_norm: LayerNorm,
 }
 
@@ -150,8 +191,9 @@ pub struct BertModel {
 }
 
 impl BertModel {
-    /// The encoder from `vb`; the word embeddings from `words` when given, else from `vb`.
-    pub fn load(vb: VarBuilder, cfg: &BertConfig, words: Option<WordRows>) -> candle_core::Result<Self> {
+    /// The encoder from `vb`; the word embeddings from `words` when given, else from `vb`; each dense layer whose
+    /// weight `int8` holds (by its full name) runs in int8 (those weights are taken out of `int8`).
+    pub fn load(vb: VarBuilder, cfg: &BertConfig, words: Option<WordRows>, int8: &mut HashMap<String, Int8Weight>) -> candle_core::Result<Self> {
         let vb = ["bert", "roberta", "mpnet"]
             .into_iter()
             .find(|p| vb.contains_tensor(&format!("{p}.embeddings.position_embeddings.weight")))
@@ -189,13 +231,13 @@ impl BertModel {
                 ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm")
             };
             layers.push(Layer {
-                query: linear(&a, h, h, q)?,
-                key: linear(&a, h, h, k)?,
-                value: linear(&a, h, h, v)?,
-                attn_out: linear(&a, h, h, o)?,
+                query: dense(&a, h, h, q, int8)?,
+                key: dense(&a, h, h, k, int8)?,
+                value: dense(&a, h, h, v, int8)?,
+                attn_out: dense(&a, h, h, o, int8)?,
                 attn_norm: layer_norm(&a, h, cfg.layer_norm_eps, norm)?,
-                intermediate: linear(&l, h, cfg.intermediate_size, "intermediate.dense")?,
-                output: linear(&l, cfg.intermediate_size, h, "output.dense")?,
+                intermediate: dense(&l, h, cfg.intermediate_size, "intermediate.dense", int8)?,
+                output: dense(&l, cfg.intermediate_size, h, "output.dense", int8)?,
                 out_norm: layer_norm(&l, h, cfg.layer_norm_eps, "output.LayerNorm")?,
             });
         }
@@ -252,16 +294,19 @@ impl BertModel {
         for layer in &self.layers {
             let split =
                 |t: Tensor| -> candle_core::Result<Tensor> { t.reshape((batch, seq, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous() };
-            let q = split(layer.query.forward(&x)?)?;
-            let k = split(layer.key.forward(&x)?)?;
-            let v = split(layer.value.forward(&x)?)?;
+            let q = split(layer.query.forward(&x, Activation::None)?)?;
+            let k = split(layer.key.forward(&x, Activation::None)?)?;
+            let v = split(layer.value.forward(&x, Activation::None)?)?;
             let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let ctx = probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((batch, seq, self.heads * self.head_dim))?;
-            let attn = layer.attn_norm.forward(&(layer.attn_out.forward(&ctx)? + &x)?)?;
-            let inter = layer.intermediate.forward(&attn)?;
-            let inter = if self.tanh_gelu { inter.gelu()? } else { inter.gelu_erf()? };
-            x = layer.out_norm.forward(&(layer.output.forward(&inter)? + &attn)?)?;
+            let attn = layer.attn_norm.forward(&(layer.attn_out.forward(&ctx, Activation::None)? + &x)?)?;
+            let inter = if self.tanh_gelu {
+                layer.intermediate.forward(&attn, Activation::None)?.gelu()?
+            } else {
+                layer.intermediate.forward(&attn, Activation::GeluErf)?
+            };
+            x = layer.out_norm.forward(&(layer.output.forward(&inter, Activation::None)? + &attn)?)?;
         }
         Ok(x)
     }
@@ -450,7 +495,7 @@ mod tests {
         let w = tiny_mpnet(&cfg);
         let dev = Device::Cpu;
         let tensors = w.iter().map(|(n, (shape, v))| (format!("mpnet.{n}"), Tensor::from_vec(v.clone(), shape.as_slice(), &dev).unwrap())).collect();
-        let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &cfg, None).unwrap();
+        let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &cfg, None, &mut HashMap::new()).unwrap();
         // Two texts in one batch: the shorter is padded (id 1) and must come out as if alone. Long enough
         // (20 tokens) for logarithmic position buckets.
         let long: Vec<u32> = (0..20).map(|i| (i * 7 + 3) % 40).collect();
@@ -510,6 +555,64 @@ mod tests {
     }
 
     #[test]
+    fn int8_dense_layers_give_the_float_models_hidden_states() {
+        if !super::super::int8::supported() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI (int8 weights are dequantised to f32 here)");
+            return;
+        }
+        let cfg = BertConfig {
+            architecture: Architecture::Bert,
+            relative_attention_num_buckets: 32,
+            vocab_size: 50,
+            hidden_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            intermediate_size: 128,
+            max_position_embeddings: 32,
+            type_vocab_size: 1,
+            layer_norm_eps: 1e-5,
+            hidden_act: "gelu".into(),
+            position_offset: 0,
+        };
+        let mut w = tiny_bert(&cfg, 32);
+        // Every encoder dense weight quantised symmetrically per output row; the float twin gets the same values
+        // dequantised, so the two models differ only by the activations' int8 rounding.
+        let mut int8 = HashMap::new();
+        for (name, (shape, v)) in w.iter_mut() {
+            if !(name.starts_with("encoder.") && name.ends_with(".weight") && shape.len() == 2) {
+                continue;
+            }
+            let (out, inp) = (shape[0], shape[1]);
+            let mut q = Vec::with_capacity(out * inp);
+            let mut scale = Vec::with_capacity(out);
+            for row in v.chunks(inp) {
+                let s = row.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
+                q.extend(row.iter().map(|x| (x / s).round() as i8));
+                scale.push(s);
+            }
+            let iw = Int8Weight { out, inp, q, scale };
+            *v = iw.dequantize();
+            int8.insert(name.clone(), iw);
+        }
+        assert_eq!(int8.len(), 12);
+        let dev = Device::Cpu;
+        let float = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut HashMap::new()).unwrap();
+        let quant = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut int8).unwrap();
+        assert!(int8.is_empty(), "every int8 weight was taken by a layer");
+        let ids: Vec<u32> = vec![2, 7, 7, 49, 3, 12, 30, 1, 9, 0, 0, 0];
+        let mask: Vec<u32> = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0];
+        let t = |v: Vec<u32>| Tensor::from_vec(v, (1, 12), &dev).unwrap();
+        let run = |m: &BertModel| -> Vec<Vec<f32>> {
+            m.forward(&t(ids.clone()), &t(vec![0; 12]), &t(mask.clone())).unwrap().squeeze(0).unwrap().to_vec2().unwrap()
+        };
+        let (a, b) = (run(&float), run(&quant));
+        for (tok, (x, y)) in a.iter().zip(&b).take(9).enumerate() {
+            let cos = memory_core::embedding::cosine(x, y);
+            assert!(cos > 0.999, "token {tok}: cosine {cos}");
+        }
+    }
+
+    #[test]
     fn xlm_roberta_positions_start_after_padding_and_word_rows_read_from_a_file() {
         let bert_cfg = BertConfig {
             architecture: Architecture::Bert,
@@ -532,8 +635,9 @@ mod tests {
         let (shape, pos) = &w["embeddings.position_embeddings.weight"];
         bert_w.insert("embeddings.position_embeddings.weight".into(), (vec![30, shape[1]], pos[2 * shape[1]..].to_vec()));
         let xlmr_cfg = BertConfig { architecture: Architecture::XlmRoberta, max_position_embeddings: 32, position_offset: 2, ..bert_cfg.clone() };
-        let bert = BertModel::load(VarBuilder::from_tensors(tensors(&bert_w, ""), DType::F32, &dev), &bert_cfg, None).unwrap();
-        let xlmr = BertModel::load(VarBuilder::from_tensors(tensors(&w, "roberta."), DType::F32, &dev), &xlmr_cfg, None).unwrap();
+        let bert = BertModel::load(VarBuilder::from_tensors(tensors(&bert_w, ""), DType::F32, &dev), &bert_cfg, None, &mut HashMap::new()).unwrap();
+        let xlmr =
+            BertModel::load(VarBuilder::from_tensors(tensors(&w, "roberta."), DType::F32, &dev), &xlmr_cfg, None, &mut HashMap::new()).unwrap();
         // The word table in a file, read row by row.
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("words.bin");
@@ -544,7 +648,7 @@ mod tests {
         let rows = WordRows::new(std::fs::File::open(&path).unwrap(), 12, DType::F32, wshape[0], wshape[1]);
         let mut no_words = tensors(&w, "roberta.");
         no_words.remove("roberta.embeddings.word_embeddings.weight");
-        let mapped = BertModel::load(VarBuilder::from_tensors(no_words, DType::F32, &dev), &xlmr_cfg, Some(rows)).unwrap();
+        let mapped = BertModel::load(VarBuilder::from_tensors(no_words, DType::F32, &dev), &xlmr_cfg, Some(rows), &mut HashMap::new()).unwrap();
 
         let ids: Vec<u32> = vec![0, 7, 7, 49, 3, 12, 1, 1];
         let mask: Vec<u32> = vec![1, 1, 1, 1, 1, 1, 0, 0];

@@ -24,8 +24,10 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
+pub mod int8;
 mod rerank;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -506,18 +508,39 @@ impl LocalModelInfo {
     }
 }
 
-/// Every float tensor of the file but the word embeddings (read by positioned reads, only those bytes), and
-/// the word embeddings as rows to read on demand.
-fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(std::collections::HashMap<String, Tensor>, WordRows), LocalModelError> {
+/// A model file's weights: float tensors by name, and the int8 dense weights (`X.weight` stored `I8` beside its
+/// `X.weight_scale`) by name where this CPU runs the int8 kernel (elsewhere they are dequantised into `floats`).
+pub(crate) struct Weights {
+    pub floats: HashMap<String, Tensor>,
+    pub int8: HashMap<String, int8::Int8Weight>,
+}
+
+impl Weights {
+    /// The float tensor `name`, dequantising an int8 one (layers the int8 kernel does not run, e.g. a classifier).
+    pub fn take_float(&mut self, name: &str) -> Option<candle_core::Result<Tensor>> {
+        if let Some(t) = self.floats.remove(name) {
+            return Some(Ok(t));
+        }
+        self.int8.remove(name).map(|w| Tensor::from_vec(w.dequantize(), (w.out, w.inp), &Device::Cpu))
+    }
+}
+
+/// Every tensor of the file but the word embeddings (read by positioned reads, only those bytes), and the word
+/// embeddings as rows to read on demand.
+fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows), LocalModelError> {
     let invalid = |message: String| LocalModelError::Invalid { path: path.into(), message };
     let file = fs::File::open(path).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let (word_name, word_entry) =
         tensor_entry(&info.header, "embeddings.word_embeddings.weight").ok_or_else(|| invalid("no `embeddings.word_embeddings.weight`".into()))?;
-    let span = |name: &str, e: &Value| -> Result<(DType, Vec<usize>, u64, u64), LocalModelError> {
+    // (dtype, or None for I8; shape; file offset; byte length)
+    let span = |name: &str, e: &Value| -> Result<(Option<DType>, Vec<usize>, u64, u64), LocalModelError> {
         let bad = |what: &str| invalid(format!("tensor `{name}`: {what}"));
         let dtype_name = e.get("dtype").and_then(Value::as_str).ok_or_else(|| bad("no dtype"))?;
-        let dtype = safetensors_dtype(dtype_name).ok_or_else(|| bad(&format!("dtype {dtype_name} is not a float type")))?;
+        let dtype = match dtype_name {
+            "I8" => None,
+            other => Some(safetensors_dtype(other).ok_or_else(|| bad(&format!("dtype {other} is not a float type")))?),
+        };
         let shape: Vec<usize> = e
             .get("shape")
             .and_then(Value::as_array)
@@ -529,13 +552,15 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(std::collections:
             _ => return Err(bad("bad data_offsets")),
         };
         let elems = shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).ok_or_else(|| bad("shape too large"))?;
-        let expected = (elems as u64).checked_mul(dtype.size_in_bytes() as u64).ok_or_else(|| bad("shape too large"))?;
+        let width = dtype.map_or(1, |d| d.size_in_bytes()) as u64;
+        let expected = (elems as u64).checked_mul(width).ok_or_else(|| bad("shape too large"))?;
         if end < start || end - start != expected || info.data_start + end > size {
             return Err(bad("data offsets do not match the shape or the file size"));
         }
         Ok((dtype, shape, info.data_start + start, end - start))
     };
     let (wdtype, wshape, wstart, _) = span(&word_name, word_entry)?;
+    let wdtype = wdtype.ok_or_else(|| invalid("int8 word embeddings are not supported".into()))?;
     let words = match wshape.as_slice() {
         [rows, hidden] => WordRows::new(
             file.try_clone().map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?,
@@ -546,27 +571,60 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(std::collections:
         ),
         _ => return Err(invalid("word embeddings are not 2-dimensional".into())),
     };
-    let mut tensors = std::collections::HashMap::new();
+    let mut floats = HashMap::new();
+    let mut int8 = HashMap::new();
     let entries = info.header.as_object().ok_or_else(|| invalid("bad header".into()))?;
-    let mut buf = Vec::new();
+    let read = |start: u64, len: u64| -> Result<Vec<u8>, LocalModelError> {
+        let mut buf = vec![0u8; len as usize];
+        read_exact_at(&file, &mut buf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+        Ok(buf)
+    };
+    let is_int8 = |name: &str| entries.get(name).and_then(|e| e.get("dtype")).and_then(Value::as_str) == Some("I8");
+    let run_int8 = int8::supported();
     for (name, e) in entries {
         if name == "__metadata__" || *name == word_name {
             continue;
         }
+        // An int8 weight's scale is read with the weight.
+        if name.strip_suffix("_scale").is_some_and(is_int8) {
+            continue;
+        }
+        let dtype_name = e.get("dtype").and_then(Value::as_str);
+        if dtype_name == Some("I8") {
+            let (_, shape, start, len) = span(name, e)?;
+            let [out, inp] = shape[..] else { return Err(invalid(format!("int8 tensor `{name}` is not 2-dimensional"))) };
+            let scale_name = format!("{name}_scale");
+            let scale_entry = entries.get(&scale_name).ok_or_else(|| invalid(format!("int8 tensor `{name}` has no `{scale_name}`")))?;
+            let (sdtype, sshape, sstart, slen) = span(&scale_name, scale_entry)?;
+            if sdtype != Some(DType::F32) || sshape != [out] {
+                return Err(invalid(format!("`{scale_name}` must be F32 [{out}], one scale per output")));
+            }
+            let q = read(start, len)?.into_iter().map(|b| b as i8).collect();
+            let scale = read(sstart, slen)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let w = int8::Int8Weight { out, inp, q, scale };
+            if run_int8 {
+                int8.insert(name.clone(), w);
+            } else {
+                let t = Tensor::from_vec(w.dequantize(), (out, inp), &Device::Cpu)
+                    .map_err(|e| LocalModelError::Model(format!("tensor `{name}`: {e}")))?;
+                floats.insert(name.clone(), t);
+            }
+            continue;
+        }
         // Integer buffers (`position_ids`) are not weights.
-        if e.get("dtype").and_then(Value::as_str).and_then(safetensors_dtype).is_none() {
+        if dtype_name.and_then(safetensors_dtype).is_none() {
             debug!(tensor = %name, "skipped (not a float tensor)");
             continue;
         }
         let (dtype, shape, start, len) = span(name, e)?;
-        buf.resize(len as usize, 0);
-        read_exact_at(&file, &mut buf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+        let dtype = dtype.unwrap_or(DType::F32);
+        let buf = read(start, len)?;
         let t = Tensor::from_raw_buffer(&buf, dtype, &shape, &Device::Cpu)
             .and_then(|t| t.to_dtype(DType::F32))
             .map_err(|e| LocalModelError::Model(format!("tensor `{name}`: {e}")))?;
-        tensors.insert(name.clone(), t);
+        floats.insert(name.clone(), t);
     }
-    Ok((tensors, words))
+    Ok((Weights { floats, int8 }, words))
 }
 
 #[cfg(unix)]
@@ -612,9 +670,9 @@ impl Loaded {
             (tokenizer, weights)
         });
         let (tokenizer, pad_id) = tokenizer?;
-        let (tensors, words) = weights?;
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        let model = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
+        let (mut weights, words) = weights?;
+        let vb = VarBuilder::from_tensors(std::mem::take(&mut weights.floats), DType::F32, &Device::Cpu);
+        let model = BertModel::load(vb, &info.config, Some(words), &mut weights.int8).map_err(|e| LocalModelError::Model(e.to_string()))?;
         info!(
             dir = %info.dir.display(),
             dims = info.config.hidden_size,

@@ -144,13 +144,14 @@ impl Model {
     fn load(info: &LocalModelInfo) -> Result<Model, LocalModelError> {
         let started = Instant::now();
         let path = info.dir.join("model.safetensors");
-        let (mut tensors, words) = read_weights(info, &path)?;
+        let (mut weights, words) = read_weights(info, &path)?;
         let h = info.config.hidden_size;
         let mut take = |name: &str| -> Result<Tensor, LocalModelError> {
             ["bert.", ""]
                 .iter()
-                .find_map(|p| tensors.remove(&format!("{p}{name}")))
-                .ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("no `{name}`") })
+                .find_map(|p| weights.take_float(&format!("{p}{name}")))
+                .ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("no `{name}`") })?
+                .map_err(|e| LocalModelError::Model(format!("`{name}`: {e}")))
         };
         let pooler = Linear::new(take("pooler.dense.weight")?, Some(take("pooler.dense.bias")?));
         let classifier_w = take("classifier.weight")?;
@@ -161,8 +162,8 @@ impl Model {
             });
         }
         let classifier = Linear::new(classifier_w, Some(take("classifier.bias")?));
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        let encoder = BertModel::load(vb, &info.config, Some(words)).map_err(|e| LocalModelError::Model(e.to_string()))?;
+        let vb = VarBuilder::from_tensors(std::mem::take(&mut weights.floats), DType::F32, &Device::Cpu);
+        let encoder = BertModel::load(vb, &info.config, Some(words), &mut weights.int8).map_err(|e| LocalModelError::Model(e.to_string()))?;
         let (mut tokenizer, pad_id) = Loaded::load_tokenizer(info)?;
         tokenizer
             .with_truncation(Some(TruncationParams {

