@@ -148,7 +148,7 @@ fn dense(vb: &VarBuilder, in_dim: usize, out_dim: usize, name: &str, int8: &mut 
         if (w.out, w.inp) != (out_dim, in_dim) {
             candle_core::bail!("`{key}` is {}x{}, expected {out_dim}x{in_dim}", w.out, w.inp);
         }
-        return Ok(Dense::Int8(Int8Linear::new(&w, b.to_vec1()?)));
+        return Ok(Dense::Int8(Int8Linear::new(w, b.to_vec1()?)));
     }
     let w = vb.get((out_dim, in_dim), "weight")?;
     Ok(Dense::Float(Linear::new(w, Some(b))))
@@ -590,7 +590,7 @@ mod tests {
                 q.extend(row.iter().map(|x| (x / s).round() as i8));
                 scale.push(s);
             }
-            let iw = Int8Weight { out, inp, q, scale };
+            let iw = Int8Weight::new(out, inp, &q, scale);
             *v = iw.dequantize();
             int8.insert(name.clone(), iw);
         }

@@ -12,19 +12,48 @@
 
 use rayon::prelude::*;
 
-/// Int8 weights of one dense layer as stored: `q` is `[out, inp]` row-major, `scale` one per output.
+/// Int8 weights of one dense layer (`[out, inp]` values, one scale per output), packed for the kernel as they are
+/// read, so a model's int8 weights are held once.
 #[derive(Debug, Clone)]
 pub struct Int8Weight {
     pub out: usize,
     pub inp: usize,
-    pub q: Vec<i8>,
-    pub scale: Vec<f32>,
+    /// `inp` rounded up to a multiple of 4 (VNNI sums four products per lane).
+    k_pad: usize,
+    panels: usize,
+    /// Panel-major: for each panel of 64 outputs, for each group of 4 inputs, 4 x 16 outputs x 4 bytes.
+    packed: Vec<i8>,
+    /// Per output: the sum of its int8 weights (to take the activations' zero point back out).
+    col_sums: Vec<i32>,
+    scale: Vec<f32>,
 }
 
 impl Int8Weight {
+    /// From `q`, `[out, inp]` row-major, and one scale per output.
+    pub fn new(out: usize, inp: usize, q: &[i8], scale: Vec<f32>) -> Self {
+        assert_eq!(q.len(), out * inp, "int8 weight size");
+        assert_eq!(scale.len(), out, "one scale per output");
+        let k_pad = inp.div_ceil(4) * 4;
+        let panels = out.div_ceil(PANEL);
+        let mut packed = vec![0i8; panels * (k_pad / 4) * PANEL * 4];
+        for (col, row) in q.chunks(inp.max(1)).enumerate() {
+            for (k, v) in row.iter().enumerate() {
+                packed[Self::at(k_pad, col, k)] = *v;
+            }
+        }
+        let col_sums = q.chunks(inp.max(1)).map(|row| row.iter().map(|q| *q as i32).sum()).collect();
+        Int8Weight { out, inp, k_pad, panels, packed, col_sums, scale }
+    }
+
+    /// Where weight `(col, k)` sits in `packed`.
+    fn at(k_pad: usize, col: usize, k: usize) -> usize {
+        let (panel, within) = (col / PANEL, col % PANEL);
+        ((panel * (k_pad / 4) + k / 4) * 4 + within / 16) * 64 + (within % 16) * 4 + k % 4
+    }
+
     /// `[out, inp]` f32: `q x scale`, the float layer this stands for.
     pub fn dequantize(&self) -> Vec<f32> {
-        self.q.chunks(self.inp.max(1)).zip(&self.scale).flat_map(|(row, s)| row.iter().map(move |q| *q as f32 * s)).collect()
+        (0..self.out).flat_map(|c| (0..self.inp).map(move |k| self.packed[Self::at(self.k_pad, c, k)] as f32 * self.scale[c])).collect()
     }
 }
 
@@ -57,69 +86,45 @@ const TILE_ROWS: usize = 4;
 /// Rows per parallel task.
 const TASK_ROWS: usize = 32;
 
-/// A dense layer `y = x W^T + b` with `W` in int8, packed for the VNNI kernel.
+/// A dense layer `y = x W^T + b` with `W` in int8.
 #[derive(Debug)]
 pub struct Int8Linear {
-    out: usize,
-    inp: usize,
-    /// `inp` rounded up to a multiple of 4 (VNNI sums four products per lane).
-    k_pad: usize,
-    panels: usize,
-    /// Panel-major: for each panel, for each group of 4 inputs, 4 x 16 columns x 4 bytes.
-    packed: Vec<i8>,
-    /// Per output column: the sum of its int8 weights (to take the activations' zero point back out).
-    col_sums: Vec<i32>,
-    scale: Vec<f32>,
+    w: Int8Weight,
     bias: Vec<f32>,
 }
 
 impl Int8Linear {
-    pub fn new(w: &Int8Weight, bias: Vec<f32>) -> Self {
-        assert_eq!(w.q.len(), w.out * w.inp, "int8 weight size");
-        assert_eq!(w.scale.len(), w.out, "one scale per output");
+    pub fn new(w: Int8Weight, bias: Vec<f32>) -> Self {
         assert_eq!(bias.len(), w.out, "one bias per output");
-        let k_pad = w.inp.div_ceil(4) * 4;
-        let groups = k_pad / 4;
-        let panels = w.out.div_ceil(PANEL);
-        let mut packed = vec![0i8; panels * groups * PANEL * 4];
-        for col in 0..w.out {
-            let (panel, within) = (col / PANEL, col % PANEL);
-            let (sub, lane) = (within / 16, within % 16);
-            for k in 0..w.inp {
-                let g = k / 4;
-                packed[((panel * groups + g) * 4 + sub) * 64 + lane * 4 + k % 4] = w.q[col * w.inp + k];
-            }
-        }
-        let col_sums = w.q.chunks(w.inp.max(1)).map(|row| row.iter().map(|q| *q as i32).sum()).collect();
-        Int8Linear { out: w.out, inp: w.inp, k_pad, panels, packed, col_sums, scale: w.scale.clone(), bias }
+        Int8Linear { w, bias }
     }
 
     pub fn out_features(&self) -> usize {
-        self.out
+        self.w.out
     }
 
     /// `rows x inp` activations (row-major) to `rows x out`. Call only where [`supported`] is true.
     pub fn forward(&self, x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
-        assert_eq!(x.len(), rows * self.inp, "activations are rows x inputs");
-        let (a, a_scale, a_zero) = quantize_rows(x, rows, self.inp, self.k_pad);
-        let mut y = vec![0f32; rows * self.out];
+        assert_eq!(x.len(), rows * self.w.inp, "activations are rows x inputs");
+        let (a, a_scale, a_zero) = quantize_rows(x, rows, self.w.inp, self.w.k_pad);
+        let mut y = vec![0f32; rows * self.w.out];
         let out = SharedOut(y.as_mut_ptr());
         let row_tasks = rows.div_ceil(TASK_ROWS);
-        (0..row_tasks * self.panels).into_par_iter().for_each(|task| {
-            let (rt, panel) = (task / self.panels, task % self.panels);
+        (0..row_tasks * self.w.panels).into_par_iter().for_each(|task| {
+            let (rt, panel) = (task / self.w.panels, task % self.w.panels);
             let r0 = rt * TASK_ROWS;
             let r1 = (r0 + TASK_ROWS).min(rows);
             let mut acc = [[0i32; PANEL]; TILE_ROWS];
             let mut r = r0;
             while r < r1 {
                 let n = (r1 - r).min(TILE_ROWS);
-                self.tile(&a[r * self.k_pad..], n, panel, &mut acc);
+                self.tile(&a[r * self.w.k_pad..], n, panel, &mut acc);
                 for (i, acc_row) in acc.iter().enumerate().take(n) {
                     let c0 = panel * PANEL;
-                    let cols = (self.out - c0).min(PANEL);
+                    let cols = (self.w.out - c0).min(PANEL);
                     // SAFETY: each task writes rows r0..r1 of columns c0..c0+cols only, and tasks differ in
                     // (row range, panel), so no two tasks write the same element; `y` outlives the parallel loop.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add((r + i) * self.out + c0), cols) };
+                    let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add((r + i) * self.w.out + c0), cols) };
                     // SAFETY: only called where `supported()` holds (the loader checks it).
                     unsafe { self.finish(acc_row, a_scale[r + i], a_zero[r + i], c0, dst, act) };
                 }
@@ -131,19 +136,19 @@ impl Int8Linear {
 
     /// i32 sums of one tile: rows `a[0..n]` (stride `k_pad`) against panel `panel`.
     fn tile(&self, a: &[u8], n: usize, panel: usize, acc: &mut [[i32; PANEL]; TILE_ROWS]) {
-        let groups = self.k_pad / 4;
-        let b = &self.packed[panel * groups * 256..(panel + 1) * groups * 256];
-        debug_assert!(a.len() >= (n - 1) * self.k_pad + self.k_pad);
+        let groups = self.w.k_pad / 4;
+        let b = &self.w.packed[panel * groups * 256..(panel + 1) * groups * 256];
+        debug_assert!(a.len() >= (n - 1) * self.w.k_pad + self.w.k_pad);
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: `supported()` was checked by the caller (the loader builds an Int8Linear only then); the
             // slices hold `n` rows of `k_pad` bytes and `groups * 256` packed bytes, which is all the kernel reads.
             unsafe {
                 match n {
-                    4 => vnni::tile::<4>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
-                    3 => vnni::tile::<3>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
-                    2 => vnni::tile::<2>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
-                    _ => vnni::tile::<1>(a.as_ptr(), self.k_pad, b.as_ptr(), groups, acc),
+                    4 => vnni::tile::<4>(a.as_ptr(), self.w.k_pad, b.as_ptr(), groups, acc),
+                    3 => vnni::tile::<3>(a.as_ptr(), self.w.k_pad, b.as_ptr(), groups, acc),
+                    2 => vnni::tile::<2>(a.as_ptr(), self.w.k_pad, b.as_ptr(), groups, acc),
+                    _ => vnni::tile::<1>(a.as_ptr(), self.w.k_pad, b.as_ptr(), groups, acc),
                 }
             }
         }
@@ -159,7 +164,7 @@ impl Int8Linear {
     #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw,avx512vnni,fma"))]
     fn finish(&self, acc: &[i32; PANEL], a_scale: f32, a_zero: i32, c0: usize, dst: &mut [f32], act: Activation) {
         let cols = dst.len();
-        let (sums, scale, bias) = (&self.col_sums[c0..c0 + cols], &self.scale[c0..c0 + cols], &self.bias[c0..c0 + cols]);
+        let (sums, scale, bias) = (&self.w.col_sums[c0..c0 + cols], &self.w.scale[c0..c0 + cols], &self.bias[c0..c0 + cols]);
         for j in 0..cols {
             dst[j] = (acc[j] - a_zero * sums[j]) as f32 * (a_scale * scale[j]) + bias[j];
         }
@@ -302,20 +307,23 @@ mod tests {
         *seed >> 33
     }
 
-    fn weight(out: usize, inp: usize, seed: &mut u64) -> Int8Weight {
-        let q = (0..out * inp).map(|_| ((lcg(seed) % 255) as i32 - 127) as i8).collect();
+    fn weight(out: usize, inp: usize, seed: &mut u64) -> (Int8Weight, Vec<i8>) {
+        let q: Vec<i8> = (0..out * inp).map(|_| ((lcg(seed) % 255) as i32 - 127) as i8).collect();
         let scale = (0..out).map(|_| 0.001 + (lcg(seed) % 1000) as f32 * 1e-5).collect();
-        Int8Weight { out, inp, q, scale }
+        (Int8Weight::new(out, inp, &q, scale), q)
     }
 
-    /// The same layer by plain loops: the quantised activations' exact integer products, then the same scaling.
-    fn reference(l: &Int8Linear, w: &Int8Weight, x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
-        let (a, sa, za) = quantize_rows(x, rows, w.inp, l.k_pad);
+    /// The same layer by plain loops on the unpacked values `q`: the quantised activations' exact integer
+    /// products, then the same scaling.
+    fn reference(l: &Int8Linear, q: &[i8], x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
+        let w = &l.w;
+        let (a, sa, za) = quantize_rows(x, rows, w.inp, w.k_pad);
         let mut y = vec![0f32; rows * w.out];
         for r in 0..rows {
             for c in 0..w.out {
-                let dot: i32 = (0..w.inp).map(|k| a[r * l.k_pad + k] as i32 * w.q[c * w.inp + k] as i32).sum();
-                let v = (dot - za[r] * l.col_sums[c]) as f32 * (sa[r] * w.scale[c]) + l.bias[c];
+                let dot: i32 = (0..w.inp).map(|k| a[r * w.k_pad + k] as i32 * q[c * w.inp + k] as i32).sum();
+                let sum: i32 = q[c * w.inp..(c + 1) * w.inp].iter().map(|v| *v as i32).sum();
+                let v = (dot - za[r] * sum) as f32 * (sa[r] * w.scale[c]) + l.bias[c];
                 y[r * w.out + c] = if act == Activation::GeluErf { gelu_erf(v) } else { v };
             }
         }
@@ -331,13 +339,13 @@ mod tests {
         let mut seed = 7;
         // Rows not a multiple of the tile or the task, outputs not a multiple of the panel, inputs not of 4.
         for (rows, out, inp) in [(1, 64, 4), (3, 70, 9), (37, 130, 384), (70, 16, 33)] {
-            let w = weight(out, inp, &mut seed);
+            let (w, q) = weight(out, inp, &mut seed);
             let bias: Vec<f32> = (0..out).map(|i| i as f32 * 0.01 - 0.3).collect();
-            let l = Int8Linear::new(&w, bias);
+            let l = Int8Linear::new(w, bias);
             let x: Vec<f32> = (0..rows * inp).map(|_| (lcg(&mut seed) % 2001) as f32 / 500.0 - 2.5).collect();
             for act in [Activation::None, Activation::GeluErf] {
                 let got = l.forward(&x, rows, act);
-                let want = reference(&l, &w, &x, rows, act);
+                let want = reference(&l, &q, &x, rows, act);
                 assert_eq!(got.len(), want.len());
                 for (i, (g, e)) in got.iter().zip(&want).enumerate() {
                     assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "{rows}x{inp}->{out} {act:?} at {i}: {g} vs {e}");
@@ -354,11 +362,13 @@ mod tests {
         }
         let mut seed = 11;
         let (rows, out, inp) = (9, 96, 384);
-        let w = weight(out, inp, &mut seed);
-        let l = Int8Linear::new(&w, vec![0.0; out]);
+        let (w, q) = weight(out, inp, &mut seed);
+        let f = w.dequantize();
+        // Unpacking gives back the values packed.
+        assert!(f.iter().zip(&q).enumerate().all(|(i, (f, q))| *f == *q as f32 * w.scale[i / inp]));
+        let l = Int8Linear::new(w, vec![0.0; out]);
         let x: Vec<f32> = (0..rows * inp).map(|_| (lcg(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
         let got = l.forward(&x, rows, Activation::None);
-        let f = w.dequantize();
         for r in 0..rows {
             let want: Vec<f32> = (0..out).map(|c| (0..inp).map(|k| x[r * inp + k] * f[c * inp + k]).sum()).collect();
             let cos = memory_core::embedding::cosine(&got[r * out..(r + 1) * out], &want);
@@ -375,37 +385,5 @@ mod tests {
         }
         assert_eq!(gelu_erf(-100.0), 0.0);
         assert!((gelu_erf(100.0) - 100.0).abs() < 1e-4);
-    }
-}
-
-#[cfg(test)]
-mod speed_probe {
-    use super::*;
-    use candle_core::{Device, Tensor};
-    #[test]
-    #[ignore]
-    fn probe() {
-        let (rows, out, inp) = (1536usize, 1536usize, 384usize);
-        let q: Vec<i8> = (0..out * inp).map(|i| ((i * 31 % 255) as i32 - 127) as i8).collect();
-        let w = Int8Weight { out, inp, q, scale: vec![0.01; out] };
-        let l = Int8Linear::new(&w, vec![0.0; out]);
-        let x: Vec<f32> = (0..rows * inp).map(|i| ((i * 17 % 101) as f32) / 50.0 - 1.0).collect();
-        let f = Tensor::from_vec(w.dequantize(), (out, inp), &Device::Cpu).unwrap();
-        let lin = candle_nn::Linear::new(f, None);
-        let xt = Tensor::from_vec(x.clone(), (rows, inp), &Device::Cpu).unwrap();
-        use candle_core::Module;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            for _ in 0..10 {
-                let _ = l.forward(&x, rows, Activation::GeluErf);
-            }
-            let a = t.elapsed();
-            let t = std::time::Instant::now();
-            for _ in 0..10 {
-                let _ = lin.forward(&xt).unwrap().gelu_erf().unwrap();
-            }
-            let b = t.elapsed();
-            eprintln!("int8 {:?} f32 {:?}", a / 10, b / 10);
-        }
     }
 }

@@ -581,6 +581,7 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
     };
     let is_int8 = |name: &str| entries.get(name).and_then(|e| e.get("dtype")).and_then(Value::as_str) == Some("I8");
     let run_int8 = int8::supported();
+    let mut qbuf = Vec::new();
     for (name, e) in entries {
         if name == "__metadata__" || *name == word_name {
             continue;
@@ -599,9 +600,12 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
             if sdtype != Some(DType::F32) || sshape != [out] {
                 return Err(invalid(format!("`{scale_name}` must be F32 [{out}], one scale per output")));
             }
-            let q = read(start, len)?.into_iter().map(|b| b as i8).collect();
+            // Read into one buffer reused for every layer and packed from there: the weights are held once.
+            qbuf.resize(len as usize, 0);
+            read_exact_at(&file, &mut qbuf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+            let q: &[i8] = as_i8(&qbuf);
             let scale = read(sstart, slen)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-            let w = int8::Int8Weight { out, inp, q, scale };
+            let w = int8::Int8Weight::new(out, inp, q, scale);
             if run_int8 {
                 int8.insert(name.clone(), w);
             } else {
@@ -625,6 +629,12 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
         floats.insert(name.clone(), t);
     }
     Ok((Weights { floats, int8 }, words))
+}
+
+/// Bytes as the int8 values they store.
+fn as_i8(b: &[u8]) -> &[i8] {
+    // SAFETY: u8 and i8 have the same size and alignment and every bit pattern is valid for both.
+    unsafe { std::slice::from_raw_parts(b.as_ptr() as *const i8, b.len()) }
 }
 
 #[cfg(unix)]
