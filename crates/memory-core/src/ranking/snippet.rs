@@ -6,8 +6,10 @@
 //! (a speaker's name on every line of a conversation weighs little, the one word only the answer holds weighs
 //! most). The window is the run of whole lines around the best line (and the line after it, which most often
 //! holds what the best line leads to: the answer to a question, the body under a heading) that covers the most
-//! query-term weight (then the most matching lines, then the most text, then the best line nearest its middle). A line longer than the cap is cut around its
-//! matches at word boundaries. The same rule serves every engine: QMD's hits are passed through it too.
+//! query-term weight (then the most matching lines, then the most text, then the best line nearest its middle).
+//! Heading lines show but do not match (a heading names its section, whose every chunk carries its words). A
+//! line longer than the cap is cut around its matches at word boundaries. The same rule serves every engine:
+//! QMD's hits are passed through it too.
 
 use std::collections::HashMap;
 
@@ -105,7 +107,17 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
         return Snippet { text: text.to_string(), first_line: 0, last_line: lines.len().saturating_sub(1) };
     }
     let weights = query.weights();
-    let hits: Vec<Vec<usize>> = lines.iter().map(|l| query.terms_in(l)).collect();
+    let mut hits: Vec<Vec<usize>> = lines.iter().map(|l| query.terms_in(l)).collect();
+    // A heading names its section; it is not what the section says. Its words are every chunk's below it (the
+    // index gives each chunk its headings), so they do not pull the window up to the heading line: a daily log's
+    // "# 2023-10-13: conversation between Caroline and Melanie" matches every question about either of them, and
+    // the window went to the top of the chunk instead of the line that answers (locomo-dev keyword S@5 +0.003).
+    // A heading still shows as context, and a query only its heading matches still shows the chunk's start.
+    for (i, _, _) in crate::chunking::headings::headings(text) {
+        if let Some(h) = hits.get_mut(i) {
+            h.clear();
+        }
+    }
     let line_score = |h: &Vec<usize>| h.iter().map(|&i| weights[i]).sum::<f64>();
     // Length of each line with its newline (the last line has none, but counting one keeps windows simple).
     let lens: Vec<usize> = lines.iter().map(|l| l.chars().count() + 1).collect();
@@ -334,6 +346,24 @@ mod tests {
         let s = pick(&cjk, "数据库迁移", 100);
         assert!(s.text.contains("数据库迁移"), "{:?}", s.text);
         assert!(s.text.chars().count() <= 100);
+    }
+
+    #[test]
+    fn a_heading_does_not_pull_the_window_away_from_the_answer() {
+        // A question naming the day and both speakers: the daily log's heading holds all of those words, the
+        // answer deeper in the chunk only one of them and the thing asked about. The window shows the answer.
+        let mut lines = vec!["# 2023-10-13: conversation between Caroline and Melanie (13 October, 2023)".to_string(), String::new()];
+        for i in 0..4 {
+            lines.push(format!("Caroline: we chatted about the weather and the weekend, part {i}, for quite a while"));
+            lines.push(format!("Melanie: and about the garden and the neighbours' dog, part {i}, for a long time too"));
+        }
+        lines.push("Caroline: Find an adoption agency or a lawyer first, they help with everything.".into());
+        let text = lines.join("\n");
+        let s = pick(&text, "What did Caroline tell Melanie about the agency on 13 October?", 300);
+        assert!(s.text.contains("Find an adoption agency or a lawyer first"), "{:?}", s.text);
+        // Matched by its heading only, a chunk still shows its start.
+        let s = pick(&text, "conversation on 13 October", 300);
+        assert_eq!(s.first_line, 0, "{s:?}");
     }
 
     #[test]
