@@ -194,7 +194,8 @@ fn quantize_rows(x: &[f32], rows: usize, inp: usize, k_pad: usize) -> (Vec<u8>, 
     let mut params = vec![(0f32, 0i32); rows];
     let (inp, k_pad) = (inp.max(1), k_pad.max(1));
     // SAFETY: only called where `supported()` holds (the loader checks it).
-    let one = |((row, dst), p): ((&[f32], &mut [u8]), &mut (f32, i32))| *p = unsafe { quantize_row(row, dst) };
+    type Row<'a> = ((&'a [f32], &'a mut [u8]), &'a mut (f32, i32));
+    let one = |((row, dst), p): Row| *p = unsafe { quantize_row(row, dst) };
     if rows >= 64 {
         x.par_chunks(inp).zip(a.par_chunks_mut(k_pad)).zip(params.par_iter_mut()).for_each(one);
     } else {
