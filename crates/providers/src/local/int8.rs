@@ -51,10 +51,17 @@ impl Int8Weight {
         ((panel * (k_pad / 4) + k / 4) * 4 + within / 16) * 64 + (within % 16) * 4 + k % 4
     }
 
-    /// `[out, inp]` f32: `q x scale`, the float layer this stands for.
+    /// `[out, inp]` f32: `q x scale`, the float layer this stands for (as [`dequantize_rows`] of the values packed).
     pub fn dequantize(&self) -> Vec<f32> {
         (0..self.out).flat_map(|c| (0..self.inp).map(move |k| self.packed[Self::at(self.k_pad, c, k)] as f32 * self.scale[c])).collect()
     }
+}
+
+/// `[out, inp]` int8 values (`q`, row-major) times their output's scale: the f32 layer, where the int8 kernel does
+/// not run.
+pub fn dequantize_rows(q: &[i8], scale: &[f32]) -> Vec<f32> {
+    let inp = q.len() / scale.len().max(1);
+    q.chunks(inp.max(1)).zip(scale).flat_map(|(row, s)| row.iter().map(move |v| *v as f32 * s)).collect()
 }
 
 /// What follows the product, applied while the output is still in cache.
@@ -94,7 +101,9 @@ pub struct Int8Linear {
 }
 
 impl Int8Linear {
+    /// Panics where [`supported`] is false: the kernel's instructions do not exist there.
     pub fn new(w: Int8Weight, bias: Vec<f32>) -> Self {
+        assert!(supported(), "the int8 kernel needs AVX-512 VNNI");
         assert_eq!(bias.len(), w.out, "one bias per output");
         Int8Linear { w, bias }
     }
@@ -103,7 +112,7 @@ impl Int8Linear {
         self.w.out
     }
 
-    /// `rows x inp` activations (row-major) to `rows x out`. Call only where [`supported`] is true.
+    /// `rows x inp` activations (row-major) to `rows x out`.
     pub fn forward(&self, x: &[f32], rows: usize, act: Activation) -> Vec<f32> {
         assert_eq!(x.len(), rows * self.w.inp, "activations are rows x inputs");
         let (a, a_scale, a_zero) = quantize_rows(x, rows, self.w.inp, self.w.k_pad);
@@ -125,7 +134,7 @@ impl Int8Linear {
                     // SAFETY: each task writes rows r0..r1 of columns c0..c0+cols only, and tasks differ in
                     // (row range, panel), so no two tasks write the same element; `y` outlives the parallel loop.
                     let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add((r + i) * self.w.out + c0), cols) };
-                    // SAFETY: only called where `supported()` holds (the loader checks it).
+                    // SAFETY: `supported()` holds (checked by `new`).
                     unsafe { self.finish(acc_row, a_scale[r + i], a_zero[r + i], c0, dst, act) };
                 }
                 r += n;
@@ -141,8 +150,7 @@ impl Int8Linear {
         debug_assert!(a.len() >= (n - 1) * self.w.k_pad + self.w.k_pad);
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: `supported()` was checked by the caller (the loader builds an Int8Linear only then); the
-            // slices hold `n` rows of `k_pad` bytes and `groups * 256` packed bytes, which is all the kernel reads.
+            // SAFETY: `supported()` holds (checked by `new`); the slices hold `n` rows of `k_pad` bytes and `groups * 256` packed bytes, which is all the kernel reads.
             unsafe {
                 match n {
                     4 => vnni::tile::<4>(a.as_ptr(), self.w.k_pad, b.as_ptr(), groups, acc),
@@ -193,8 +201,8 @@ fn quantize_rows(x: &[f32], rows: usize, inp: usize, k_pad: usize) -> (Vec<u8>, 
     let mut a = vec![0u8; rows * k_pad];
     let mut params = vec![(0f32, 0i32); rows];
     let (inp, k_pad) = (inp.max(1), k_pad.max(1));
-    // SAFETY: only called where `supported()` holds (the loader checks it).
     type Row<'a> = ((&'a [f32], &'a mut [u8]), &'a mut (f32, i32));
+    // SAFETY: private, called from `Int8Linear::forward` (whose `new` checked `supported()`) and tests that check it.
     let one = |((row, dst), p): Row| *p = unsafe { quantize_row(row, dst) };
     if rows >= 64 {
         x.par_chunks(inp).zip(a.par_chunks_mut(k_pad)).zip(params.par_iter_mut()).for_each(one);
@@ -365,8 +373,8 @@ mod tests {
         let (rows, out, inp) = (9, 96, 384);
         let (w, q) = weight(out, inp, &mut seed);
         let f = w.dequantize();
-        // Unpacking gives back the values packed.
-        assert!(f.iter().zip(&q).enumerate().all(|(i, (f, q))| *f == *q as f32 * w.scale[i / inp]));
+        // Unpacking gives back the values packed, as the unpacked rows dequantise.
+        assert_eq!(f, dequantize_rows(&q, &w.scale));
         let l = Int8Linear::new(w, vec![0.0; out]);
         let x: Vec<f32> = (0..rows * inp).map(|_| (lcg(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
         let got = l.forward(&x, rows, Activation::None);

@@ -24,7 +24,7 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
-pub mod int8;
+mod int8;
 mod rerank;
 
 use std::collections::HashMap;
@@ -574,14 +574,15 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
     let mut floats = HashMap::new();
     let mut int8 = HashMap::new();
     let entries = info.header.as_object().ok_or_else(|| invalid("bad header".into()))?;
-    let read = |start: u64, len: u64| -> Result<Vec<u8>, LocalModelError> {
-        let mut buf = vec![0u8; len as usize];
-        read_exact_at(&file, &mut buf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
+    // Every tensor is read into this one buffer and copied (or packed) from there.
+    let mut buf = Vec::new();
+    fn read<'b>(file: &fs::File, path: &Path, buf: &'b mut Vec<u8>, start: u64, len: u64) -> Result<&'b [u8], LocalModelError> {
+        buf.resize(len as usize, 0);
+        read_exact_at(file, buf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
         Ok(buf)
-    };
+    }
     let is_int8 = |name: &str| entries.get(name).and_then(|e| e.get("dtype")).and_then(Value::as_str) == Some("I8");
     let run_int8 = int8::supported();
-    let mut qbuf = Vec::new();
     for (name, e) in entries {
         if name == "__metadata__" || *name == word_name {
             continue;
@@ -600,16 +601,14 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
             if sdtype != Some(DType::F32) || sshape != [out] {
                 return Err(invalid(format!("`{scale_name}` must be F32 [{out}], one scale per output")));
             }
-            // Read into one buffer reused for every layer and packed from there: the weights are held once.
-            qbuf.resize(len as usize, 0);
-            read_exact_at(&file, &mut qbuf, start).map_err(|e| LocalModelError::Read { path: path.into(), message: e.to_string() })?;
-            let q: &[i8] = as_i8(&qbuf);
-            let scale = read(sstart, slen)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-            let w = int8::Int8Weight::new(out, inp, q, scale);
+            let scale: Vec<f32> =
+                read(&file, path, &mut buf, sstart, slen)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let q = as_i8(read(&file, path, &mut buf, start, len)?);
             if run_int8 {
-                int8.insert(name.clone(), w);
+                // Packed straight from the buffer: the weights are held once.
+                int8.insert(name.clone(), int8::Int8Weight::new(out, inp, q, scale));
             } else {
-                let t = Tensor::from_vec(w.dequantize(), (out, inp), &Device::Cpu)
+                let t = Tensor::from_vec(int8::dequantize_rows(q, &scale), (out, inp), &Device::Cpu)
                     .map_err(|e| LocalModelError::Model(format!("tensor `{name}`: {e}")))?;
                 floats.insert(name.clone(), t);
             }
@@ -620,10 +619,8 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
             debug!(tensor = %name, "skipped (not a float tensor)");
             continue;
         }
-        let (dtype, shape, start, len) = span(name, e)?;
-        let dtype = dtype.unwrap_or(DType::F32);
-        let buf = read(start, len)?;
-        let t = Tensor::from_raw_buffer(&buf, dtype, &shape, &Device::Cpu)
+        let (Some(dtype), shape, start, len) = span(name, e)? else { unreachable!("a float dtype was checked above") };
+        let t = Tensor::from_raw_buffer(read(&file, path, &mut buf, start, len)?, dtype, &shape, &Device::Cpu)
             .and_then(|t| t.to_dtype(DType::F32))
             .map_err(|e| LocalModelError::Model(format!("tensor `{name}`: {e}")))?;
         floats.insert(name.clone(), t);
