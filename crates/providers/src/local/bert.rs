@@ -16,6 +16,7 @@ use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use std::collections::HashMap;
 
 use super::int8::{Activation, Int8Linear, Int8Weight};
+use super::plain;
 
 /// Encoder family of a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +117,13 @@ enum Dense {
 }
 
 impl Dense {
+    fn int8(&self) -> Option<&Int8Linear> {
+        match self {
+            Dense::Int8(l) => Some(l),
+            Dense::Float(_) => None,
+        }
+    }
+
     fn forward(&self, x: &Tensor, act: Activation) -> candle_core::Result<Tensor> {
         match self {
             Dense::Float(l) => {
@@ -171,6 +179,33 @@ struct Layer {
     intermediate: Dense,
     output: Dense,
     out_norm: LayerNorm,
+    /// The two norms as plain vectors, where every dense layer is int8 (see [`BertModel::plain_layers`]).
+    plain_norms: Option<(plain::Norm, plain::Norm)>,
+}
+
+impl Layer {
+    fn plain(&self) -> Option<plain::Layer<'_>> {
+        let (attn_norm, out_norm) = self.plain_norms.as_ref()?;
+        Some(plain::Layer {
+            query: self.query.int8()?,
+            key: self.key.int8()?,
+            value: self.value.int8()?,
+            attn_out: self.attn_out.int8()?,
+            attn_norm,
+            intermediate: self.intermediate.int8()?,
+            output: self.output.int8()?,
+            out_norm,
+        })
+    }
+}
+
+/// A layer norm's parameters as plain vectors.
+fn plain_norm(n: &LayerNorm, eps: f64) -> candle_core::Result<plain::Norm> {
+    let bias = match n.bias() {
+        Some(b) => b.to_vec1()?,
+        None => vec![0.0; n.weight().dims1()?],
+    };
+    Ok(plain::Norm { weight: n.weight().to_vec1()?, bias, eps: eps as f32 })
 }
 
 pub struct BertModel {
@@ -188,6 +223,8 @@ pub struct BertModel {
     head_dim: usize,
     tanh_gelu: bool,
     device: Device,
+    /// Whether int8 layers may run on plain buffers ([`plain`]); tests turn it off to compare with candle's path.
+    plain_enabled: bool,
 }
 
 impl BertModel {
@@ -230,7 +267,7 @@ impl BertModel {
             } else {
                 ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm")
             };
-            layers.push(Layer {
+            let mut layer = Layer {
                 query: dense(&a, h, h, q, int8)?,
                 key: dense(&a, h, h, k, int8)?,
                 value: dense(&a, h, h, v, int8)?,
@@ -239,7 +276,14 @@ impl BertModel {
                 intermediate: dense(&l, h, cfg.intermediate_size, "intermediate.dense", int8)?,
                 output: dense(&l, cfg.intermediate_size, h, "output.dense", int8)?,
                 out_norm: layer_norm(&l, h, cfg.layer_norm_eps, "output.LayerNorm")?,
-            });
+                plain_norms: None,
+            };
+            let all_int8 =
+                [&layer.query, &layer.key, &layer.value, &layer.attn_out, &layer.intermediate, &layer.output].iter().all(|d| d.int8().is_some());
+            if all_int8 {
+                layer.plain_norms = Some((plain_norm(&layer.attn_norm, cfg.layer_norm_eps)?, plain_norm(&layer.out_norm, cfg.layer_norm_eps)?));
+            }
+            layers.push(layer);
         }
         let tanh_gelu = matches!(cfg.hidden_act.as_str(), "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast");
         Ok(BertModel {
@@ -255,6 +299,7 @@ impl BertModel {
             head_dim: h / cfg.num_attention_heads,
             tanh_gelu,
             device: vb.device().clone(),
+            plain_enabled: true,
         })
     }
 
@@ -282,6 +327,11 @@ impl BertModel {
             x = x.add(&tt.forward(type_ids)?)?;
         }
         let mut x = self.emb_norm.forward(&x)?;
+        if let Some(layers) = self.plain_layers() {
+            if let Some(lens) = prefix_lengths(mask)? {
+                return self.forward_plain(&layers, &x, &lens);
+            }
+        }
         // Additive mask: 0 where attended, a large negative where padded: (batch, 1, 1, seq).
         let mut bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((batch, 1, 1, seq))?;
         if let Some(rel) = &self.relative_bias {
@@ -310,6 +360,50 @@ impl BertModel {
         }
         Ok(x)
     }
+}
+
+impl BertModel {
+    /// The layers on plain buffers ([`plain`]), where every dense layer is int8 and the model a plain BERT.
+    fn plain_layers(&self) -> Option<Vec<plain::Layer<'_>>> {
+        if !self.plain_enabled || self.relative_bias.is_some() || self.tanh_gelu || self.layers.is_empty() {
+            return None;
+        }
+        self.layers.iter().map(Layer::plain).collect()
+    }
+
+    /// The layers on `x` (after the embeddings' norm) by [`plain::encode`]: the real tokens packed, the padding
+    /// rows of the result zero.
+    fn forward_plain(&self, layers: &[plain::Layer], x: &Tensor, lens: &[usize]) -> candle_core::Result<Tensor> {
+        let (batch, seq, hidden) = x.dims3()?;
+        let all: Vec<f32> = x.flatten_all()?.to_vec1()?;
+        let mut packed = Vec::with_capacity(lens.iter().sum::<usize>() * hidden);
+        for (b, len) in lens.iter().enumerate() {
+            packed.extend_from_slice(&all[b * seq * hidden..(b * seq + len) * hidden]);
+        }
+        plain::encode(layers, &mut packed, lens, self.heads);
+        let mut out = vec![0f32; batch * seq * hidden];
+        let mut at = 0;
+        for (b, len) in lens.iter().enumerate() {
+            out[b * seq * hidden..(b * seq + len) * hidden].copy_from_slice(&packed[at..at + len * hidden]);
+            at += len * hidden;
+        }
+        Tensor::from_vec(out, (batch, seq, hidden), x.device())
+    }
+}
+
+/// Each row's length when the mask is ones then zeros (padding on the right, as `forward_padded` builds it);
+/// `None` otherwise.
+fn prefix_lengths(mask: &Tensor) -> candle_core::Result<Option<Vec<usize>>> {
+    let rows: Vec<Vec<u32>> = mask.to_dtype(DType::U32)?.to_vec2()?;
+    let mut lens = Vec::with_capacity(rows.len());
+    for r in rows {
+        let len = r.iter().take_while(|m| **m != 0).count();
+        if r[len..].iter().any(|m| *m != 0) {
+            return Ok(None);
+        }
+        lens.push(len);
+    }
+    Ok(Some(lens))
 }
 
 /// MPNet's (T5's) bucket of each relative position `key - query`, `seq x seq` row-major: exact buckets for
@@ -560,13 +654,20 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX-512 VNNI (int8 weights are dequantised to f32 here)");
             return;
         }
+        // Heads of 16, 32 and 64 columns (the attention has register paths for 32 and 64, a plain loop else).
+        for (hidden, heads) in [(64, 4), (64, 2), (128, 2)] {
+            int8_model_matches(hidden, heads);
+        }
+    }
+
+    fn int8_model_matches(hidden: usize, heads: usize) {
         let cfg = BertConfig {
             architecture: Architecture::Bert,
             relative_attention_num_buckets: 32,
             vocab_size: 50,
-            hidden_size: 64,
+            hidden_size: hidden,
             num_hidden_layers: 2,
-            num_attention_heads: 4,
+            num_attention_heads: heads,
             intermediate_size: 128,
             max_position_embeddings: 32,
             type_vocab_size: 1,
@@ -609,6 +710,51 @@ mod tests {
         for (tok, (x, y)) in a.iter().zip(&b).take(9).enumerate() {
             let cos = memory_core::embedding::cosine(x, y);
             assert!(cos > 0.999, "token {tok}: cosine {cos}");
+        }
+
+        // A batch of sequences of different lengths, padded on the right: the int8 model runs on plain buffers
+        // (`plain`); each sequence gives what the float model gives it alone, and what the same int8 model gives
+        // through candle's tensors with the padding masked.
+        assert!(quant.plain_layers().is_some() && float.plain_layers().is_none());
+        let lens = [9usize, 12, 4];
+        let seqs: Vec<Vec<u32>> = lens.iter().enumerate().map(|(s, &n)| (0..n).map(|i| ((i * 7 + s * 13 + 2) % 50) as u32).collect()).collect();
+        let (mut ids, mut mask) = (Vec::new(), Vec::new());
+        for q in &seqs {
+            ids.extend(q.iter().copied().chain(std::iter::repeat_n(0, 12 - q.len())));
+            mask.extend(std::iter::repeat_n(1u32, q.len()).chain(std::iter::repeat_n(0, 12 - q.len())));
+        }
+        let t3 = |v: Vec<u32>| Tensor::from_vec(v, (3, 12), &dev).unwrap();
+        let batch =
+            |m: &BertModel| -> Vec<Vec<Vec<f32>>> { m.forward(&t3(ids.clone()), &t3(vec![0; 36]), &t3(mask.clone())).unwrap().to_vec3().unwrap() };
+        let plain = batch(&quant);
+        // The same int8 layers again, this time through candle.
+        let mut int8_again = HashMap::new();
+        for (name, (shape, v)) in w.iter() {
+            if name.starts_with("encoder.") && name.ends_with(".weight") && shape.len() == 2 {
+                let (out, inp) = (shape[0], shape[1]);
+                let scale: Vec<f32> = v.chunks(inp).map(|row| row.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).collect();
+                let q: Vec<i8> = v.chunks(inp).zip(&scale).flat_map(|(row, s)| row.iter().map(move |x| (x / s).round() as i8)).collect();
+                int8_again.insert(name.clone(), Int8Weight::new(out, inp, &q, scale));
+            }
+        }
+        let mut tensors_only = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut int8_again).unwrap();
+        tensors_only.plain_enabled = false;
+        assert!(tensors_only.plain_layers().is_none());
+        let masked = batch(&tensors_only);
+        for (s, q) in seqs.iter().enumerate() {
+            let n = q.len();
+            let alone = |m: &BertModel| -> Vec<Vec<f32>> {
+                let t1 = |v: Vec<u32>| Tensor::from_vec(v, (1, n), &dev).unwrap();
+                m.forward(&t1(q.clone()), &t1(vec![0; n]), &t1(vec![1; n])).unwrap().squeeze(0).unwrap().to_vec2().unwrap()
+            };
+            let reference = alone(&float);
+            for tok in 0..n {
+                let cos = memory_core::embedding::cosine(&plain[s][tok], &reference[tok]);
+                assert!(cos > 0.999, "sequence {s} token {tok}: cosine {cos} against the float model");
+                let cos = memory_core::embedding::cosine(&plain[s][tok], &masked[s][tok]);
+                assert!(cos > 0.99999, "sequence {s} token {tok}: cosine {cos} against candle's path");
+            }
+            assert!(plain[s][n..].iter().flatten().all(|v| *v == 0.0), "padding rows are zero");
         }
     }
 

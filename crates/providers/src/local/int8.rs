@@ -168,18 +168,21 @@ impl Int8Linear {
     }
 
     /// One row of a tile back to f32: take the zero point out, scale, add the bias, apply the activation.
-    /// (Compiled for AVX-512 like the kernel, so these loops run 16 lanes wide.)
-    #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw,avx512vnni,fma"))]
-    fn finish(&self, acc: &[i32; PANEL], a_scale: f32, a_zero: i32, c0: usize, dst: &mut [f32], act: Activation) {
+    ///
+    /// # Safety
+    /// [`supported`] must hold.
+    unsafe fn finish(&self, acc: &[i32; PANEL], a_scale: f32, a_zero: i32, c0: usize, dst: &mut [f32], act: Activation) {
         let cols = dst.len();
         let (sums, scale, bias) = (&self.w.col_sums[c0..c0 + cols], &self.w.scale[c0..c0 + cols], &self.bias[c0..c0 + cols]);
-        for j in 0..cols {
-            dst[j] = (acc[j] - a_zero * sums[j]) as f32 * (a_scale * scale[j]) + bias[j];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as this function's; the slices hold `cols` <= PANEL values each.
+        unsafe {
+            vnni::finish(acc, a_scale, a_zero, sums, scale, bias, dst, act == Activation::GeluErf)
         }
-        if act == Activation::GeluErf {
-            for v in dst.iter_mut() {
-                *v = gelu_erf(*v);
-            }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (acc, a_scale, a_zero, sums, scale, bias, act);
+            unreachable!("the int8 kernel is built for x86-64 only; `supported()` is false elsewhere");
         }
     }
 }
@@ -213,36 +216,33 @@ fn quantize_rows(x: &[f32], rows: usize, inp: usize, k_pad: usize) -> (Vec<u8>, 
     (a, scales, zeros)
 }
 
-/// One row: its scale and zero point. Compiled for AVX-512 like the kernel; the min and max are kept in 16 lanes
-/// so the loop vectorises (an f32 min/max fold does not).
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw,avx512vnni,fma"))]
-fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
-    let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
-    let mut chunks = row.chunks_exact(16);
-    for c in &mut chunks {
-        for i in 0..16 {
-            lo[i] = if c[i] < lo[i] { c[i] } else { lo[i] };
-            hi[i] = if c[i] > hi[i] { c[i] } else { hi[i] };
-        }
+/// One row to u8: its scale and zero point. Rounds half to even, as onnxruntime's `DynamicQuantizeLinear`.
+///
+/// # Safety
+/// [`supported`] must hold.
+unsafe fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as this function's.
+    unsafe {
+        vnni::quantize_row(row, dst)
     }
-    for (i, v) in chunks.remainder().iter().enumerate() {
-        lo[i] = lo[i].min(*v);
-        hi[i] = hi[i].max(*v);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (row, dst);
+        unreachable!("the int8 kernel is built for x86-64 only; `supported()` is false elsewhere");
     }
-    let lo = lo.iter().fold(0f32, |a, b| a.min(*b));
-    let hi = hi.iter().fold(0f32, |a, b| a.max(*b));
-    let scale = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
-    let zero = (-lo / scale).round().clamp(0.0, 255.0);
-    let inv = 1.0 / scale;
-    for (d, v) in dst.iter_mut().zip(row) {
-        // Clamped first, so adding a half and truncating rounds (no libm call: the loop vectorises).
-        *d = ((v * inv + zero).clamp(0.0, 255.0) + 0.5) as u8;
-    }
-    (scale, zero as i32)
 }
 
-/// `x/2 (1 + erf(x/sqrt 2))` in plain arithmetic the compiler vectorises (libm's erff is a scalar call per
-/// element and cost more than the products it follows).
+/// The scale and zero point of a row whose values lie in `[lo, hi]` (`lo <= 0 <= hi`).
+fn row_params(lo: f32, hi: f32) -> (f32, f32) {
+    let scale = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
+    (scale, (-lo / scale).round().clamp(0.0, 255.0))
+}
+
+/// `x/2 (1 + erf(x/sqrt 2))` in plain arithmetic: the definition the kernel's sixteen-lane version
+/// (`vnni::gelu_erf`) follows step by step, and the tests' reference (libm's erff is a scalar call per element
+/// and cost more than the products it follows).
+#[cfg_attr(not(test), allow(dead_code))]
 #[inline(always)]
 pub fn gelu_erf(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
@@ -272,9 +272,111 @@ fn exp(x: f32) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod vnni {
-    use super::{PANEL, TILE_ROWS};
+pub(super) mod vnni {
+    use super::{row_params, PANEL, TILE_ROWS};
     use std::arch::x86_64::*;
+
+    /// The lanes below `n` (at most 16).
+    pub fn lanes(n: usize) -> __mmask16 {
+        if n >= 16 {
+            0xffff
+        } else {
+            ((1u32 << n) - 1) as __mmask16
+        }
+    }
+
+    /// See [`super::quantize_row`]; sixteen values an instruction (the plain loop had compiled to one
+    /// conversion per byte and cost two thirds of the products it feeds).
+    ///
+    /// # Safety
+    /// AVX-512 F/BW must be available; `dst` at least as long as `row`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+    pub unsafe fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
+        debug_assert!(dst.len() >= row.len());
+        let n = row.len();
+        let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let mut i = 0;
+        while i < n {
+            // Lanes past the end load as zero, which the range holds anyway.
+            let v = _mm512_maskz_loadu_ps(lanes(n - i), row.as_ptr().add(i));
+            lo = _mm512_min_ps(lo, v);
+            hi = _mm512_max_ps(hi, v);
+            i += 16;
+        }
+        let (scale, zero) = row_params(_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
+        let (inv, z) = (_mm512_set1_ps(1.0 / scale), _mm512_set1_ps(zero));
+        let (floor, ceil) = (_mm512_setzero_ps(), _mm512_set1_ps(255.0));
+        let mut i = 0;
+        while i < n {
+            let m = lanes(n - i);
+            let v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row.as_ptr().add(i)), inv, z);
+            // Clamped (a NaN becomes 0: max returns its second operand), then rounded to nearest even.
+            let v = _mm512_min_ps(_mm512_max_ps(v, floor), ceil);
+            _mm512_mask_cvtusepi32_storeu_epi8(dst.as_mut_ptr().add(i) as *mut _, m, _mm512_cvtps_epi32(v));
+            i += 16;
+        }
+        (scale, zero as i32)
+    }
+
+    /// See [`super::Int8Linear::finish`], sixteen columns at a time, GELU included.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW must be available; `sums`, `scale` and `bias` as long as `dst`, which is at most `PANEL`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+    pub unsafe fn finish(acc: &[i32; PANEL], a_scale: f32, a_zero: i32, sums: &[i32], scale: &[f32], bias: &[f32], dst: &mut [f32], gelu: bool) {
+        let cols = dst.len();
+        debug_assert!(cols <= PANEL && sums.len() == cols && scale.len() == cols && bias.len() == cols);
+        let (az, asc) = (_mm512_set1_epi32(a_zero), _mm512_set1_ps(a_scale));
+        let mut c = 0;
+        while c < cols {
+            let m = lanes(cols - c);
+            let dot = _mm512_maskz_loadu_epi32(m, acc.as_ptr().add(c));
+            let fixed = _mm512_sub_epi32(dot, _mm512_mullo_epi32(az, _mm512_maskz_loadu_epi32(m, sums.as_ptr().add(c))));
+            let s = _mm512_mul_ps(asc, _mm512_maskz_loadu_ps(m, scale.as_ptr().add(c)));
+            let mut y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fixed), s, _mm512_maskz_loadu_ps(m, bias.as_ptr().add(c)));
+            if gelu {
+                y = gelu_erf(y);
+            }
+            _mm512_mask_storeu_ps(dst.as_mut_ptr().add(c), m, y);
+            c += 16;
+        }
+    }
+
+    /// [`super::exp`] on sixteen lanes (x <= 0): 2^n x p(r), the power of two applied by `scalef`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+    pub fn exp(x: __m512) -> __m512 {
+        let set = _mm512_set1_ps;
+        let x = _mm512_max_ps(x, set(-87.0));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(x, set(std::f32::consts::LOG2_E)));
+        let r = _mm512_fnmadd_ps(n, set(1.428_606_8e-6), _mm512_fnmadd_ps(n, set(0.693_145_75), x));
+        let mut p = set(0.001_388_889);
+        for c in [0.008_333_334, 0.041_666_668, 0.166_666_67, 0.5, 1.0, 1.0] {
+            p = _mm512_fmadd_ps(p, r, set(c));
+        }
+        _mm512_scalef_ps(p, n)
+    }
+
+    /// [`super::gelu_erf`] on sixteen lanes: the same Abramowitz-Stegun erf and polynomial exp, with the power
+    /// of two applied by `scalef`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+    pub fn gelu_erf(x: __m512) -> __m512 {
+        let set = _mm512_set1_ps;
+        let u = _mm512_mul_ps(x, set(std::f32::consts::FRAC_1_SQRT_2));
+        let ax = _mm512_abs_ps(u);
+        let t = _mm512_div_ps(set(1.0), _mm512_fmadd_ps(set(0.327_591_1), ax, set(1.0)));
+        let mut poly = set(1.061_405_4);
+        for c in [-1.453_152_1, 1.421_413_7, -0.284_496_74, 0.254_829_6] {
+            poly = _mm512_fmadd_ps(poly, t, set(c));
+        }
+        poly = _mm512_mul_ps(poly, t);
+        let exp = exp(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax));
+        let erf_abs = _mm512_fnmadd_ps(poly, exp, set(1.0));
+        // erf takes the sign of its argument.
+        let sign = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(i32::MIN));
+        let erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(erf_abs), sign));
+        _mm512_mul_ps(_mm512_mul_ps(set(0.5), x), _mm512_add_ps(set(1.0), erf))
+    }
 
     /// `acc[r][c] = sum_k a[r][k] * b[k][c]` for `R` rows of u8 (`a_stride` apart) and one packed panel of 64
     /// int8 columns, `groups` groups of four k.
@@ -394,5 +496,66 @@ mod tests {
         }
         assert_eq!(gelu_erf(-100.0), 0.0);
         assert!((gelu_erf(100.0) - 100.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn the_sixteen_lane_gelu_is_the_plain_one() {
+        if !supported() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) / 250.0).chain([-100.0, -0.0, 1e-8, 100.0, f32::MIN_POSITIVE]).collect();
+        for chunk in xs.chunks(16) {
+            let mut x = [0f32; 16];
+            x[..chunk.len()].copy_from_slice(chunk);
+            let mut got = [0f32; 16];
+            // SAFETY: supported() holds.
+            unsafe { std::arch::x86_64::_mm512_storeu_ps(got.as_mut_ptr(), vnni::gelu_erf(std::arch::x86_64::_mm512_loadu_ps(x.as_ptr()))) };
+            for (g, v) in got.iter().zip(x) {
+                let want = gelu_erf(v);
+                assert!((g - want).abs() <= 1e-6 * want.abs().max(1.0), "gelu({v}) = {g}, plain {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_quantise_to_u8_with_zero_exact_and_ties_to_even() {
+        if !supported() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let mut seed = 5;
+        // Lengths around the sixteen lanes; an all-positive, an all-negative and an all-zero row.
+        let mut rows: Vec<Vec<f32>> =
+            [1usize, 15, 16, 17, 33, 384].iter().map(|&n| (0..n).map(|_| (lcg(&mut seed) % 2001) as f32 / 300.0 - 3.0).collect()).collect();
+        rows.push(vec![0.5, 2.0, 1.0]);
+        rows.push(vec![-0.5, -2.0]);
+        rows.push(vec![0.0; 20]);
+        // 255 steps over [-1, 1.55]: -1 is 0, 0 is 100 exactly, 0.005 is 100.5 (ties to 100), 0.015 is 101.5 (to 102).
+        rows.push(vec![-1.0, 1.55, 0.0, 0.005, 0.015]);
+        for row in rows {
+            let mut dst = vec![7u8; row.len() + 3];
+            // SAFETY: supported() holds.
+            let (scale, zero) = unsafe { quantize_row(&row, &mut dst) };
+            let lo = row.iter().fold(0f32, |a, b| a.min(*b));
+            let hi = row.iter().fold(0f32, |a, b| a.max(*b));
+            let (want_scale, want_zero) = row_params(lo, hi);
+            assert_eq!((scale, zero), (want_scale, want_zero as i32));
+            for (i, v) in row.iter().enumerate() {
+                let want = (v / scale + want_zero).clamp(0.0, 255.0).round_ties_even() as u8;
+                // x * (1/scale) may differ from x / scale in the last bit: one step at an exact tie.
+                assert!(dst[i].abs_diff(want) <= 1, "{v} -> {} (want {want}) in {row:?}", dst[i]);
+            }
+            assert!(dst[row.len()..].iter().all(|b| *b == 7), "wrote past the row");
+            // Zero is exactly representable.
+            assert_eq!((0.0 / scale + want_zero).round() as i32, zero);
+        }
+        // The tie case exactly (scale 0.01, zero 100).
+        let mut dst = [0u8; 5];
+        // SAFETY: supported() holds.
+        let (scale, zero) = unsafe { quantize_row(&[-1.0, 1.55, 0.0, 0.005, 0.015], &mut dst) };
+        assert_eq!(zero, 100);
+        assert!((scale - 0.01).abs() < 1e-7);
+        assert_eq!(dst[..3], [0, 255, 100]);
     }
 }

@@ -25,6 +25,7 @@
 
 mod bert;
 mod int8;
+mod plain;
 mod rerank;
 
 use std::collections::HashMap;
