@@ -88,9 +88,10 @@ fn attention(q: &[f32], k: &[f32], v: &[f32], lens: &[usize], heads: usize, hidd
 unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: usize, dim: usize, hidden: usize) -> Vec<f32> {
     use std::arch::x86_64::*;
     let at = |t: usize| (start + t) * hidden + col;
-    // Keys transposed (dim x keys, keys padded to sixteen), so a query's scores against sixteen keys are one
-    // register: dim multiply-adds of a broadcast query value.
-    let stride = len.div_ceil(16) * 16;
+    // Keys transposed (dim x keys, keys padded to 64 with zeros), so a query's scores against sixteen keys are
+    // one register: dim multiply-adds of a broadcast query value, four registers at a time so the sums do not
+    // wait on each other.
+    let stride = len.div_ceil(64) * 64;
     let mut kt = vec![0f32; dim * stride];
     for t in 0..len {
         for (d, kv) in k[at(t)..at(t) + dim].iter().enumerate() {
@@ -99,7 +100,7 @@ unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: u
     }
     let scale = 1.0 / (dim as f32).sqrt();
     let mut out = vec![0f32; len * dim];
-    let mut scores = vec![0f32; len];
+    let mut scores = vec![0f32; stride];
     let mut qs = vec![0f32; dim];
     for i in 0..len {
         for (a, b) in qs.iter_mut().zip(&q[at(i)..at(i) + dim]) {
@@ -107,19 +108,25 @@ unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: u
         }
         let mut j = 0;
         while j < len {
-            let mut acc = _mm512_setzero_ps();
+            let mut acc = [_mm512_setzero_ps(); 4];
             for (d, qd) in qs.iter().enumerate() {
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(*qd), _mm512_loadu_ps(kt.as_ptr().add(d * stride + j)), acc);
+                let (qv, row) = (_mm512_set1_ps(*qd), kt.as_ptr().add(d * stride + j));
+                for (b, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row.add(16 * b)), *a);
+                }
             }
-            _mm512_mask_storeu_ps(scores.as_mut_ptr().add(j), super::int8::vnni::lanes(len - j), acc);
-            j += 16;
+            for (b, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(scores.as_mut_ptr().add(j + 16 * b), *a);
+            }
+            j += 64;
         }
-        softmax(&mut scores);
+        let scores = &mut scores[..len];
+        let inv = 1.0 / softmax_unnormalised(scores);
         let ctx = &mut out[i * dim..(i + 1) * dim];
         // The context row held in registers across the keys (sixteen columns a register).
         match dim {
-            32 => weighted_rows::<2>(&scores, v, at, ctx),
-            64 => weighted_rows::<4>(&scores, v, at, ctx),
+            32 => weighted_rows::<2>(scores, v, at, ctx),
+            64 => weighted_rows::<4>(scores, v, at, ctx),
             _ => {
                 for (t, p) in scores.iter().enumerate() {
                     for (c, vv) in ctx.iter_mut().zip(&v[at(t)..at(t) + dim]) {
@@ -128,6 +135,7 @@ unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: u
                 }
             }
         }
+        ctx.iter_mut().for_each(|c| *c *= inv);
     }
     out
 }
@@ -147,26 +155,27 @@ unsafe fn head(_: &[f32], _: &[f32], _: &[f32], _: usize, _: usize, _: usize, _:
 unsafe fn weighted_rows<const R: usize>(p: &[f32], v: &[f32], row: impl Fn(usize) -> usize, out: &mut [f32]) {
     use std::arch::x86_64::*;
     debug_assert_eq!(out.len(), 16 * R);
-    let mut acc = [_mm512_setzero_ps(); R];
+    // Even and odd keys in separate registers: twice the independent sums in flight.
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
     for (t, pt) in p.iter().enumerate() {
         let (w, r) = (_mm512_set1_ps(*pt), row(t));
         debug_assert!(r + 16 * R <= v.len());
-        for (c, a) in acc.iter_mut().enumerate() {
+        for (c, a) in acc[t & 1].iter_mut().enumerate() {
             *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(v.as_ptr().add(r + 16 * c)), *a);
         }
     }
-    for (c, a) in acc.iter().enumerate() {
-        _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), *a);
+    for c in 0..R {
+        _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), _mm512_add_ps(acc[0][c], acc[1][c]));
     }
 }
 
-/// In place: `e^(s - max) / sum`.
+/// In place: `e^(s - max)`; returns their sum (the caller divides once per output instead of once per score).
 ///
 /// # Safety
 /// AVX-512 F must be available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
-unsafe fn softmax(s: &mut [f32]) {
+unsafe fn softmax_unnormalised(s: &mut [f32]) -> f32 {
     use std::arch::x86_64::*;
     let n = s.len();
     let max = s.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
@@ -176,19 +185,12 @@ unsafe fn softmax(s: &mut [f32]) {
     while i < n {
         let lanes = super::int8::vnni::lanes(n - i);
         let p = s.as_mut_ptr().add(i);
-        let e = super::int8::vnni::exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, p), m));
-        let e = _mm512_maskz_mov_ps(lanes, e);
+        let e = _mm512_maskz_mov_ps(lanes, super::int8::vnni::exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, p), m)));
         sum = _mm512_add_ps(sum, e);
         _mm512_mask_storeu_ps(p, lanes, e);
         i += 16;
     }
-    let inv = 1.0 / _mm512_reduce_add_ps(sum);
-    s.iter_mut().for_each(|v| *v *= inv);
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn softmax(_: &mut [f32]) {
-    unreachable!("the int8 path is built for x86-64 only");
+    _mm512_reduce_add_ps(sum)
 }
 
 /// `y = norm(y + x)` row by row (the residual added inside the norm).
