@@ -164,8 +164,8 @@ unsafe fn weighted_rows<const R: usize>(p: &[f32], v: &[f32], row: impl Fn(usize
             *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(v.as_ptr().add(r + 16 * c)), *a);
         }
     }
-    for c in 0..R {
-        _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), _mm512_add_ps(acc[0][c], acc[1][c]));
+    for (c, (even, odd)) in acc[0].iter().zip(&acc[1]).enumerate() {
+        _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), _mm512_add_ps(*even, *odd));
     }
 }
 
