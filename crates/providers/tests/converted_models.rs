@@ -95,6 +95,26 @@ async fn reranker_matches_onnxruntime_and_orders_by_relevance() {
     assert!(matches!(rr.score("q", &passages, past).await, Err(RerankError::OverBudget { .. })));
 }
 
+/// The two checks above again where the int8 kernel does not run (every CPU without AVX-512 VNNI):
+/// `MEMORY_LOCAL_INT8=off` has the loader dequantise the int8 weights to f32 as it does there, and candle's
+/// float path runs. The same test binary, run again with that variable.
+#[test]
+fn without_the_int8_kernel_the_models_match_onnxruntime_too() {
+    if std::env::var_os("MEMORY_LOCAL_INT8").is_some() {
+        return; // the run below
+    }
+    for test in ["bge_small_matches_onnxruntime_on_the_original_int8_model", "reranker_matches_onnxruntime_and_orders_by_relevance"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env("MEMORY_LOCAL_INT8", "off")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        eprintln!("f32 path: {}", stderr.lines().filter(|l| l.contains("onnxruntime")).collect::<Vec<_>>().join("; "));
+        assert!(out.status.success() && stdout.contains("1 passed"), "{test} with MEMORY_LOCAL_INT8=off:\n{stdout}\n{stderr}");
+    }
+}
+
 #[test]
 fn an_embedding_model_is_not_a_reranker() {
     let dir = model_dir("MEMORY_TEST_BGE_MODEL", "bge-small-en-v1.5");

@@ -86,6 +86,13 @@ pub fn supported() -> bool {
     }
 }
 
+/// Whether int8 weights run in int8: where [`supported`], unless `MEMORY_LOCAL_INT8=off` (or `0`, `false`) asks
+/// for the f32 path every other CPU takes (to compare the two, or to rule the kernel out).
+pub fn enabled() -> bool {
+    let off = std::env::var("MEMORY_LOCAL_INT8").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false"));
+    supported() && !off
+}
+
 /// Output columns per panel: four 16-lane registers.
 const PANEL: usize = 64;
 /// Rows per register tile.

@@ -583,7 +583,7 @@ fn read_weights(info: &LocalModelInfo, path: &Path) -> Result<(Weights, WordRows
         Ok(buf)
     }
     let is_int8 = |name: &str| entries.get(name).and_then(|e| e.get("dtype")).and_then(Value::as_str) == Some("I8");
-    let run_int8 = int8::supported();
+    let run_int8 = int8::enabled();
     for (name, e) in entries {
         if name == "__metadata__" || *name == word_name {
             continue;
