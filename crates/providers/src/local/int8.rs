@@ -436,6 +436,15 @@ pub(super) mod vnni {
 mod tests {
     use super::*;
 
+    /// Whether the kernel runs here; says so when it does not (the loader uses f32 weights there).
+    fn vnni() -> bool {
+        let ok = supported();
+        if !ok {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI (the loader uses f32 weights here)");
+        }
+        ok
+    }
+
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *seed >> 33
@@ -466,8 +475,7 @@ mod tests {
 
     #[test]
     fn the_kernel_equals_plain_integer_loops_for_every_tile_and_panel_remainder() {
-        if !supported() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI (the loader uses f32 weights here)");
+        if !vnni() {
             return;
         }
         let mut seed = 7;
@@ -490,8 +498,7 @@ mod tests {
 
     #[test]
     fn the_int8_layer_is_the_float_layer_within_quantisation_error() {
-        if !supported() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        if !vnni() {
             return;
         }
         let mut seed = 11;
@@ -523,8 +530,7 @@ mod tests {
 
     #[test]
     fn the_sixteen_lane_gelu_is_the_plain_one() {
-        if !supported() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        if !vnni() {
             return;
         }
         let xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) / 250.0).chain([-100.0, -0.0, 1e-8, 100.0, f32::MIN_POSITIVE]).collect();
@@ -543,8 +549,7 @@ mod tests {
 
     #[test]
     fn rows_quantise_to_u8_with_zero_exact_and_ties_to_even() {
-        if !supported() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        if !vnni() {
             return;
         }
         let mut seed = 5;
