@@ -95,6 +95,13 @@ enum Command {
         /// Keyword-only, even when a model is available.
         #[arg(long)]
         keyword_only: bool,
+        /// A cross-encoder folder: also hybrid search (keyword search without a model) with reranking.
+        #[arg(long)]
+        reranker: Option<PathBuf>,
+        #[arg(long, default_value_t = 10)]
+        rerank_candidates: usize,
+        #[arg(long, default_value_t = 0.5)]
+        rerank_weight: f64,
     },
     /// Long-conversation recall (LoCoMo layout): R@k and S@k for k = 1, 5, 10 per category, keyword and, per
     /// model, vector-only and hybrid, with search latency.
@@ -274,9 +281,10 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(options) => rt.block_on(scale::run(options)),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Server(options) => server::run(options),
-        Command::Quality { dataset, verbose, model, keyword_only } => {
+        Command::Quality { dataset, verbose, model, keyword_only, reranker, rerank_candidates, rerank_weight } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
-            rt.block_on(quality::run(&dataset, verbose, model.as_deref()))
+            let rerank = reranker.map(|dir| quality::RerankSetup { dir, candidates: rerank_candidates, weight: rerank_weight });
+            rt.block_on(quality::run(&dataset, verbose, model.as_deref(), rerank.as_ref()))
         }
         Command::Locomo {
             dataset,

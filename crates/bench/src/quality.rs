@@ -188,7 +188,14 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
     Ok(Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n })
 }
 
-pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Result<()> {
+/// A reranker for the quality figures: its folder, how many candidates it reads, its weight in the fold.
+pub struct RerankSetup {
+    pub dir: std::path::PathBuf,
+    pub candidates: usize,
+    pub weight: f64,
+}
+
+pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>, rerank: Option<&RerankSetup>) -> anyhow::Result<()> {
     let data = load(dir)?;
     let tmp = tempfile::tempdir()?;
     let ws = tmp.path().join("workspace");
@@ -200,38 +207,57 @@ pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>) -> anyhow::Res
         model.map(|m| format!(", local model {}", m.display())).unwrap_or_default()
     );
     println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
-    for (label, s) in builtin_scores(&data, &ws, &tmp.path().join("state"), verbose, model).await? {
+    for (label, s) in builtin_scores(&data, &ws, &tmp.path().join("state"), verbose, model, rerank).await? {
         println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
     }
     Ok(())
 }
 
-/// The builtin engine's figures per mode (keyword; with a model also vector and hybrid) on a Cranfield
-/// workspace already written to `ws`.
+/// The builtin engine's figures per mode (keyword; with a model also vector and hybrid; with a reranker also
+/// hybrid, or keyword without a model, reranked) on a Cranfield workspace already written to `ws`.
 pub async fn builtin_scores(
     data: &Dataset,
     ws: &Path,
     state: &Path,
     verbose: bool,
     model: Option<&Path>,
+    rerank: Option<&RerankSetup>,
 ) -> anyhow::Result<Vec<(&'static str, Scores)>> {
     let ws = ws.to_path_buf();
     let embedder = local_embedder(model)?;
+    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = match rerank {
+        Some(r) => Some(Arc::new(providers::LocalReranker::open(&r.dir)?)),
+        None => None,
+    };
     // Vector and hybrid share one index (the weights are ranking settings, not part of the index identity);
     // keyword search without a provider has an index of its own, or each would rebuild the other's (and re-embed
     // every chunk) on every run with `--keep`.
-    let modes: Vec<(&str, f64, f64)> =
+    let mut modes: Vec<(&str, f64, f64)> =
         if embedder.is_some() { vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)] } else { vec![("keyword", 0.0, 1.0)] };
+    if reranker.is_some() {
+        modes.push(if embedder.is_some() { ("hybrid+rr", 0.7, 0.3) } else { ("kw+rr", 0.0, 1.0) });
+    }
     let state = state.to_path_buf();
     let mut out = Vec::new();
     for (label, vw, tw) in modes {
+        let reranked = label.ends_with("+rr");
+        let keyword = label.starts_with("k");
         let mut config = Config::default();
+        if let (true, Some(r)) = (reranked, rerank) {
+            let c = &mut config.memory.search.query.rerank;
+            c.enabled = true;
+            c.model_path = Some(r.dir.display().to_string());
+            c.candidates = r.candidates;
+            c.weight = r.weight;
+            c.budget_ms = 60_000;
+        }
         config.memory.search.query.min_score = 0.0;
         config.memory.search.query.hybrid.vector_weight = vw;
         crate::apply_ranking_profile(&mut config);
         config.memory.search.query.hybrid.text_weight = tw;
-        let ctx = OpenContext::new(Arc::new(config), ws.clone(), if label == "keyword" { state.join("keyword") } else { state.clone() }, "quality")
-            .with_embedder(if label == "keyword" { None } else { embedder.clone() });
+        let ctx = OpenContext::new(Arc::new(config), ws.clone(), if keyword { state.join("keyword") } else { state.clone() }, "quality")
+            .with_embedder(if keyword { None } else { embedder.clone() })
+            .with_reranker(if reranked { reranker.clone() } else { None });
         let engine = BuiltinFactory.open_indexed(ctx).await?;
         let started = std::time::Instant::now();
         let report = engine.sync(SyncOptions::default()).await?;
