@@ -696,6 +696,8 @@ mod tests {
             int8.insert(name.clone(), iw);
         }
         assert_eq!(int8.len(), 12);
+        // The same int8 layers for a model that will run them through candle's tensors (below).
+        let mut int8_again = int8.clone();
         let dev = Device::Cpu;
         let float = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut HashMap::new()).unwrap();
         let quant = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut int8).unwrap();
@@ -727,16 +729,6 @@ mod tests {
         let batch =
             |m: &BertModel| -> Vec<Vec<Vec<f32>>> { m.forward(&t3(ids.clone()), &t3(vec![0; 36]), &t3(mask.clone())).unwrap().to_vec3().unwrap() };
         let plain = batch(&quant);
-        // The same int8 layers again, this time through candle.
-        let mut int8_again = HashMap::new();
-        for (name, (shape, v)) in w.iter() {
-            if name.starts_with("encoder.") && name.ends_with(".weight") && shape.len() == 2 {
-                let (out, inp) = (shape[0], shape[1]);
-                let scale: Vec<f32> = v.chunks(inp).map(|row| row.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0).collect();
-                let q: Vec<i8> = v.chunks(inp).zip(&scale).flat_map(|(row, s)| row.iter().map(move |x| (x / s).round() as i8)).collect();
-                int8_again.insert(name.clone(), Int8Weight::new(out, inp, &q, scale));
-            }
-        }
         let mut tensors_only = BertModel::load(VarBuilder::from_tensors(tensors(&w, ""), DType::F32, &dev), &cfg, None, &mut int8_again).unwrap();
         tensors_only.plain_enabled = false;
         assert!(tensors_only.plain_layers().is_none());

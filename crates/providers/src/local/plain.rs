@@ -198,30 +198,27 @@ fn add_norm(y: &mut [f32], x: &[f32], n: &Norm) {
     let h = n.weight.len();
     y.par_chunks_mut(h * 16).zip(x.par_chunks(h * 16)).for_each(|(ys, xs)| {
         for (yr, xr) in ys.chunks_mut(h).zip(xs.chunks(h)) {
-            let mut mean = 0f32;
             for (a, b) in yr.iter_mut().zip(xr) {
                 *a += b;
             }
-            // Sixteen partial sums, so the loop vectorises (one running f32 sum does not).
-            let mut acc = [0f32; 16];
-            for c in yr.chunks(16) {
-                for (a, v) in acc.iter_mut().zip(c) {
-                    *a += v;
-                }
-            }
-            mean += acc.iter().sum::<f32>();
-            mean /= h as f32;
-            let mut acc = [0f32; 16];
-            for c in yr.chunks(16) {
-                for (a, v) in acc.iter_mut().zip(c) {
-                    *a += (v - mean) * (v - mean);
-                }
-            }
-            let var = acc.iter().sum::<f32>() / h as f32;
+            let mean = lane_sum(yr, |v| v) / h as f32;
+            let var = lane_sum(yr, |v| (v - mean) * (v - mean)) / h as f32;
             let inv = 1.0 / (var + n.eps).sqrt();
             for ((v, w), b) in yr.iter_mut().zip(&n.weight).zip(&n.bias) {
                 *v = (*v - mean) * inv * w + b;
             }
         }
     });
+}
+
+/// `sum f(v)` in sixteen partial sums, so the loop vectorises (one running f32 sum does not).
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; 16];
+    for c in xs.chunks(16) {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += f(*v);
+        }
+    }
+    acc.iter().sum()
 }
