@@ -6,7 +6,7 @@
 //! "lit", "rose", "ground", "wound", "bound", "bore", "dove", "saw" kept: in notes and conversations it is the
 //! verb), and forms that are stop words ("was", "did", "had", ...): queries drop those anyway.
 
-/// (form, base word), sorted by form for a binary search.
+/// (form, base word), sorted by form (kept so: the list reads as a dictionary and repeats show).
 const FORMS: &[(&str, &str)] = &[
     ("arisen", "arise"),
     ("arose", "arise"),
@@ -165,9 +165,11 @@ const FORMS: &[(&str, &str)] = &[
     ("wrote", "write"),
 ];
 
-/// The base word of an irregular form (lowercase), if `word` is one.
+/// The base word of an irregular form (lowercase), if `word` is one. Every word of every note and query asks,
+/// so the table is a hash map (a binary search's string comparisons were half of choosing a snippet).
 pub(super) fn base_of(word: &str) -> Option<&'static str> {
-    FORMS.binary_search_by(|(form, _)| (*form).cmp(word)).ok().map(|i| FORMS[i].1)
+    static MAP: std::sync::OnceLock<rustc_hash::FxHashMap<&'static str, &'static str>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| FORMS.iter().copied().collect()).get(word).copied()
 }
 
 #[cfg(test)]
