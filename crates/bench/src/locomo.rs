@@ -6,6 +6,7 @@
 //! mean over questions; category 5 (adversarial: not answered by the conversation) is left out.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -105,6 +106,8 @@ pub struct Options {
     pub misses: bool,
     /// Keep indexes here (later runs reuse the embeddings).
     pub keep: Option<PathBuf>,
+    /// Write each setup's answers here, one `<setup>.jsonl` ([`DumpLine`]).
+    pub dump: Option<PathBuf>,
     /// Only these modes (keyword, vector, hybrid); all when empty.
     pub modes: Vec<String>,
     /// A cross-encoder folder: every setup also runs with reranking.
@@ -116,6 +119,36 @@ pub struct Options {
     /// Also run keyword search through `memory serve` (this `memory` binary) as an agent's MCP client calls it:
     /// the same figures, and the latency a client sees.
     pub served: Option<PathBuf>,
+}
+
+/// One question's answer in a `--dump` file: the hits as returned and, for a reranked setup, the reranker's logits
+/// in the order it was handed the candidates (the first stage's: the same setup without reranking ranks them so).
+#[derive(serde::Serialize)]
+struct DumpLine<'a> {
+    id: &'a str,
+    category: u32,
+    hits: &'a [SearchResult],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logits: Option<Vec<f32>>,
+}
+
+/// A reranker that remembers the logits of its last call (searches run one at a time), for `--dump`.
+struct Recording {
+    inner: Arc<dyn memory_core::rerank::Reranker>,
+    last: std::sync::Mutex<Option<Vec<f32>>>,
+}
+
+#[async_trait::async_trait]
+impl memory_core::rerank::Reranker for Recording {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, memory_core::rerank::RerankError> {
+        let out = self.inner.score(query, passages, deadline).await;
+        *self.last.lock().unwrap() = out.as_ref().ok().cloned();
+        out
+    }
 }
 
 struct Run {
@@ -153,10 +186,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             setups.push((format!("hybrid {name}"), Some(m.clone()), 0.7, 0.3));
         }
     }
-    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = match &opts.reranker {
-        Some(dir) => Some(Arc::new(providers::LocalReranker::open(dir)?)),
+    let recording: Option<Arc<Recording>> = match &opts.reranker {
+        Some(dir) => Some(Arc::new(Recording { inner: Arc::new(providers::LocalReranker::open(dir)?), last: Default::default() })),
         None => None,
     };
+    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = recording.clone().map(|r| r as Arc<dyn memory_core::rerank::Reranker>);
+    if let Some(dir) = &opts.dump {
+        std::fs::create_dir_all(dir)?;
+    }
     let setups: Vec<(String, Option<PathBuf>, f64, f64, bool)> = setups
         .into_iter()
         .flat_map(|(label, m, vw, tw)| {
@@ -168,6 +205,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     for (label, model, vw, tw, rerank) in setups {
         let embedder = crate::quality::local_embedder(model.as_deref())?;
         let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new() };
+        let mut dump = match &opts.dump {
+            Some(dir) => Some(std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{}.jsonl", label.replace(' ', "_"))))?)),
+            None => None,
+        };
         for conv in &convs {
             let mut config = Config::default();
             config.memory.search.query.min_score = 0.0;
@@ -215,6 +256,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 run.all.add(rec, seen);
                 if opts.misses && seen[1] < 1.0 {
                     print_miss(q, &r.results, rec[1], seen[1]);
+                }
+                if let Some(out) = dump.as_mut() {
+                    let logits = if rerank { recording.as_ref().and_then(|r| r.last.lock().unwrap().take()) } else { None };
+                    let line = DumpLine { id: &q.id, category: q.category, hits: &r.results, logits };
+                    writeln!(out, "{}", serde_json::to_string(&line)?)?;
                 }
             }
             engine.close().await?;

@@ -124,6 +124,10 @@ enum Command {
         /// Keep indexes here: later runs reuse the embeddings.
         #[arg(long)]
         keep: Option<PathBuf>,
+        /// Write each setup's answers here (`<setup>.jsonl`: per question its hits and, reranked, the reranker's
+        /// logits in first-stage order), to study ranking rules offline.
+        #[arg(long)]
+        dump: Option<PathBuf>,
         /// A cross-encoder folder: each setup also runs with reranking (`memory.search.query.rerank`).
         #[arg(long)]
         reranker: Option<PathBuf>,
@@ -293,6 +297,7 @@ fn main() -> anyhow::Result<()> {
             modes,
             misses,
             keep,
+            dump,
             reranker,
             rerank_candidates,
             rerank_weight,
@@ -317,6 +322,7 @@ fn main() -> anyhow::Result<()> {
                 models,
                 misses,
                 keep,
+                dump,
                 modes,
                 reranker,
                 rerank_candidates,

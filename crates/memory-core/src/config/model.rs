@@ -268,7 +268,7 @@ pub struct RerankConfig {
     pub candidates: usize,
     /// Time budget of one reranking, in milliseconds: past it the first-stage order answers, with a warning.
     pub budget_ms: u64,
-    /// Share of the reranker's probability in the folded score (0..1).
+    /// The reranker's share in the folded order (0..1; both sides scaled over the candidates first).
     pub weight: f64,
 }
 

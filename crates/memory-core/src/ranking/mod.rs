@@ -662,14 +662,34 @@ pub fn rerank_passages(items: &[Scored], n: usize, query: &str) -> Vec<String> {
     top.iter().map(|s| snippet::choose(&s.candidate.text, &terms, RERANK_PASSAGE_CHARS).text).collect()
 }
 
-/// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]) and sort those
-/// again (exact-path tiers and exact matches first, as before); the rest keep their order below them.
+/// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]): those are ordered
+/// by the folded share (exact-path tiers and exact matches first, as before; ties in first-stage order) and
+/// scored within the first stage's range of them, so the rest keep their order and scores below them.
 pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
     let n = logits.len().min(items.len());
-    for (s, &l) in items[..n].iter_mut().zip(logits) {
-        s.score = crate::rerank::fold(s.score, l, weight);
+    if n == 0 {
+        return;
     }
-    sort(&mut items[..n]);
+    let scores: Vec<f64> = items[..n].iter().map(|s| s.score).collect();
+    let share = crate::rerank::fold(&scores, &logits[..n], weight);
+    let lo = scores.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&items[a], &items[b]);
+        y.tier.cmp(&x.tier).then(y.exact_match.cmp(&x.exact_match)).then(share[b].total_cmp(&share[a])).then(a.cmp(&b))
+    });
+    let mut reordered: Vec<Scored> = order
+        .iter()
+        .map(|&i| {
+            let mut s = items[i].clone();
+            s.score = lo + share[i] * (hi - lo);
+            s
+        })
+        .collect();
+    for (slot, s) in items[..n].iter_mut().zip(reordered.drain(..)) {
+        *slot = s;
+    }
 }
 
 /// After ordering (and reranking): MMR, the min-score selection and the results with their snippets.

@@ -564,3 +564,30 @@ fn a_question_naming_a_day_prefers_that_days_notes() {
     let r = rank(keyword2, vec![], vec![], "anything on 2023-10-13", &o);
     assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
 }
+
+#[test]
+fn reranked_candidates_are_ordered_by_both_sides_and_keep_the_first_stages_range() {
+    // First stage: a (0.86) > b (0.84) > c (0.80) > d (0.50, not reranked). The reranker loves b, dislikes a.
+    let mut items = vec![scored("a", "a", 0.86), scored("b", "b", 0.84), scored("c", "c", 0.80), scored("d", "d", 0.50)];
+    rerank(&mut items, &[-2.0, 6.0, 2.0], 0.5);
+    let ids: Vec<&str> = items.iter().map(|s| s.candidate.chunk_id.as_str()).collect();
+    assert_eq!(ids, ["b", "a", "c", "d"]);
+    let scores: Vec<f64> = items.iter().map(|s| s.score).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores fall with the order: {scores:?}");
+    assert!(scores[..3].iter().all(|&s| (0.80..=0.86).contains(&s)), "within the first stage's range: {scores:?}");
+    assert_eq!(scores[3], 0.50, "the candidate not reranked keeps its score");
+    // Weight 0: the first stage's order and scores, unchanged.
+    let mut same = vec![scored("a", "a", 0.86), scored("b", "b", 0.84), scored("c", "c", 0.80)];
+    rerank(&mut same, &[-2.0, 6.0, 2.0], 0.0);
+    assert_eq!(same.iter().map(|s| (s.candidate.chunk_id.as_str(), s.score)).collect::<Vec<_>>(), [("a", 0.86), ("b", 0.84), ("c", 0.80)]);
+}
+
+#[test]
+fn reranking_keeps_exact_matches_first_and_orders_ties_of_the_first_stage() {
+    let mut exact = scored("x", "x", 0.60);
+    exact.exact_match = true;
+    let mut items = vec![exact, scored("a", "a", 0.60), scored("b", "b", 0.60)];
+    rerank(&mut items, &[-5.0, 1.0, 3.0], 1.0);
+    let ids: Vec<&str> = items.iter().map(|s| s.candidate.chunk_id.as_str()).collect();
+    assert_eq!(ids, ["x", "b", "a"], "exact match first; equal first-stage scores: the reranker decides");
+}
