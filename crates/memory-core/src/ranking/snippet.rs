@@ -7,12 +7,12 @@
 //! most). Two more kinds of term count: the query's words joined where a note may write them as one ("work
 //! out" finds "workout": [`crate::analysis::query_compounds`]), and its adjacent word pairs in order ("after the
 //! accident": [`crate::analysis::query_word_pairs`]), which weigh [`PAIR_SHARE`] of a word: a phrase decides
-//! between lines that hold the same words. The window is the run of whole lines around the best line (and the line after it, which most often
-//! holds what the best line leads to: the answer to a question, the body under a heading) that covers the most
-//! query-term weight (then the most matching lines, then the most text, then the best line nearest its middle).
-//! Heading lines show but do not match (a heading names its section, whose every chunk carries its words). A
-//! line longer than the cap is cut around its matches at word boundaries. The same rule serves every engine:
-//! QMD's hits are passed through it too.
+//! between lines that hold the same words. The window is the run of whole lines around the best line (and the
+//! line after it, which most often holds what the best line leads to: the answer to a question, the body under a
+//! heading) that covers the most query-term weight (then the most matching lines, then the most text, then the
+//! best line nearest its middle). Heading lines show but do not match (a heading names its section, whose every
+//! chunk carries its words). A line longer than the cap is cut around its matches at word boundaries. The same
+//! rule serves every engine: QMD's hits are passed through it too.
 
 use std::collections::HashMap;
 
