@@ -481,12 +481,13 @@ pub fn query_word_pairs(query: &str) -> Vec<String> {
 }
 
 /// Each term of [`each_document_term`] and, after each word, the pair it makes with the word before it
-/// ([`query_word_pairs`]' form: articles skipped, a CJK run breaks the sequence). One pass: snippets score
-/// every line of every hit with it.
+/// ([`query_word_pairs`]' form: articles skipped, a CJK run breaks the sequence), both without the clitics an
+/// apostrophe leaves, as queries are read ("Melanie's son" holds the pair "melani son", not "melani s"). One
+/// pass: snippets score every line of every hit with it.
 pub fn each_term_and_word_pair(text: &str, emit: &mut dyn FnMut(&str)) {
     let mut prev = String::new();
     let mut pair = String::new();
-    raw_tokens(text, |t, cjk| {
+    raw_tokens(&without_clitics(text), |t, cjk| {
         if cjk {
             cjk_terms_each(t, emit);
             prev.clear();
@@ -681,6 +682,11 @@ mod tests {
         let mut seen = Vec::new();
         each_term_and_word_pair("Especially after the accident, 中文 here", &mut |t| seen.push(t.to_string()));
         assert_eq!(seen, ["especi", "after", "especi after", "the", "accid", "after accid", "中文", "here"]);
+        // A possessive reads as the query reads it: "Melanie's son" is the pair "melani son" on both sides.
+        seen.clear();
+        each_term_and_word_pair("Melanie's son", &mut |t| seen.push(t.to_string()));
+        assert_eq!(seen, ["melani", "son", "melani son"]);
+        assert!(query_word_pairs("What happened to Melanie's son?").contains(&"melani son".to_string()));
     }
 
     #[test]
