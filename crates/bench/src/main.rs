@@ -131,7 +131,7 @@ enum Command {
         /// A cross-encoder folder: each setup also runs with reranking (`memory.search.query.rerank`).
         #[arg(long)]
         reranker: Option<PathBuf>,
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 10)]
         rerank_candidates: usize,
         #[arg(long, default_value_t = 0.5)]
         rerank_weight: f64,

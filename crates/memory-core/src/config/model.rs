@@ -264,7 +264,9 @@ pub struct RerankConfig {
     pub enabled: bool,
     /// The cross-encoder's folder (`model.safetensors`, `tokenizer.json`, `config.json`); `~` allowed.
     pub model_path: Option<String>,
-    /// How many of the best candidates are reranked (the rest keep their order below them).
+    /// How many of the best candidates are reranked (the rest keep their order below them). 10 by default: about
+    /// a quarter of a second with the int8 cross-encoder on two cores; 20 reads deeper on conversations at twice
+    /// the cost and did worse on Cranfield's abstracts (docs/BENCHMARKS.md).
     pub candidates: usize,
     /// Time budget of one reranking, in milliseconds: past it the first-stage order answers, with a warning.
     pub budget_ms: u64,
@@ -274,7 +276,7 @@ pub struct RerankConfig {
 
 impl Default for RerankConfig {
     fn default() -> Self {
-        RerankConfig { enabled: false, model_path: None, candidates: 20, budget_ms: 2000, weight: 0.5 }
+        RerankConfig { enabled: false, model_path: None, candidates: 10, budget_ms: 2000, weight: 0.5 }
     }
 }
 
