@@ -674,21 +674,15 @@ pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
     let share = crate::rerank::fold(&scores, &logits[..n], weight);
     let lo = scores.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (&items[a], &items[b]);
-        y.tier.cmp(&x.tier).then(y.exact_match.cmp(&x.exact_match)).then(share[b].total_cmp(&share[a])).then(a.cmp(&b))
-    });
-    let mut reordered: Vec<Scored> = order
-        .iter()
-        .map(|&i| {
-            let mut s = items[i].clone();
-            s.score = lo + share[i] * (hi - lo);
-            s
-        })
-        .collect();
-    for (slot, s) in items[..n].iter_mut().zip(reordered.drain(..)) {
-        *slot = s;
+    // Each candidate holds its share in `score` while they are sorted (stable: ties keep the first stage's order;
+    // the share, not the mapped score, so that candidates the first stage scored alike still take the reranker's
+    // order), then the share becomes a score in the first stage's range.
+    for (s, f) in items[..n].iter_mut().zip(share) {
+        s.score = f;
+    }
+    items[..n].sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)).then(b.score.total_cmp(&a.score)));
+    for s in &mut items[..n] {
+        s.score = lo + s.score * (hi - lo);
     }
 }
 
