@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Version of the keyword analysis in [`crate::analysis`]. Bump when tokenisation changes so indexes rebuild.
-pub const ANALYZER_VERSION: &str = "an4";
+pub const ANALYZER_VERSION: &str = "an5";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

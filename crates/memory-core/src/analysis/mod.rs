@@ -351,6 +351,41 @@ pub fn each_document_term(text: &str, emit: &mut dyn FnMut(&str)) {
             with_stem(t, |s| emit(s));
         }
     });
+    each_hyphen_compound(text, &mut |w| with_stem(w, |s| emit(s)));
+}
+
+/// The longest word a hyphenated compound can join to: longer runs are not words.
+const MAX_COMPOUND_CHARS: usize = 40;
+
+/// Each hyphenated compound of `text` written as one word, lowercased ("de-stress" -> "destress", "self-care" ->
+/// "selfcare"): two or more runs of letters joined by single hyphens, the whole not part of a longer word with
+/// digits or underscores ("covid-19", "x_y-z" are not compounds). Its parts are terms already; the joined word
+/// is a term too, so a question that writes the word whole ("destress", "email") finds the note that hyphenates
+/// it, and the other way round (what Lucene's word-delimiter filter calls catenating words).
+fn each_hyphen_compound(text: &str, emit: &mut dyn FnMut(&str)) {
+    const HYPHENS: [char; 2] = ['-', '\u{2010}'];
+    if !text.contains(HYPHENS) {
+        return;
+    }
+    let mut joined = String::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || HYPHENS.contains(&c)) || is_cjk(c)) {
+        if !word.contains(HYPHENS) {
+            continue;
+        }
+        joined.clear();
+        let mut parts = 0;
+        for part in word.split(HYPHENS) {
+            if part.is_empty() || !part.chars().all(char::is_alphabetic) {
+                parts = 0;
+                break;
+            }
+            parts += 1;
+            joined.extend(part.chars().flat_map(char::to_lowercase));
+        }
+        if parts >= 2 && joined.chars().count() <= MAX_COMPOUND_CHARS {
+            emit(&joined);
+        }
+    }
 }
 
 /// Document terms joined by spaces, ready for a store's full-text index (`document_terms(text).join(" ")`,
@@ -410,6 +445,13 @@ pub fn query_terms(query: &str) -> Vec<String> {
                 }
                 all.push(term);
             }
+        }
+    });
+    each_hyphen_compound(query, &mut |w| {
+        let term = stem_word(w);
+        if seen.insert(term.clone()) {
+            content.push(term.clone());
+            all.push(term);
         }
     });
     let mut terms = if content.is_empty() { all } else { content };
@@ -509,6 +551,7 @@ pub fn each_term_and_word_pair(text: &str, emit: &mut dyn FnMut(&str)) {
             prev.push_str(s);
         });
     });
+    each_hyphen_compound(text, &mut |w| with_stem(w, |s| emit(s)));
 }
 
 /// Pseudo-relevance feedback (RM3-style): terms that carry the top-ranked documents, weighted by how much of
@@ -615,6 +658,24 @@ mod tests {
             }
         }
         flush(&mut word, &mut cjk, &mut terms);
+        // Hyphenated compounds, joined, after the words: runs of word characters and hyphens, each split at its
+        // hyphens into two or more parts of letters only.
+        let mut run = String::new();
+        for c in text.chars().chain(std::iter::once(' ')) {
+            if (c.is_alphanumeric() || c == '_' || c == '-' || c == '\u{2010}') && !is_cjk(c) {
+                run.push(c);
+                continue;
+            }
+            let parts: Vec<&str> = run.split(['-', '\u{2010}']).collect();
+            if parts.len() >= 2 && parts.iter().all(|p| !p.is_empty() && p.chars().all(char::is_alphabetic)) {
+                let joined: String = parts.concat().chars().flat_map(char::to_lowercase).collect();
+                if joined.chars().count() <= MAX_COMPOUND_CHARS {
+                    let mut word = joined;
+                    flush(&mut word, &mut String::new(), &mut terms);
+                }
+            }
+            run.clear();
+        }
         terms.join(" ")
     }
 
@@ -658,6 +719,30 @@ mod tests {
         assert_eq!(query_terms("vitamin D for 's' plans"), vec!["vitamin", "d", "s", "plan"]);
         // Documents keep them (term frequencies and indexes do not change).
         assert_eq!(document_terms("Gina's"), vec!["gina", "s"]);
+    }
+
+    #[test]
+    fn a_hyphenated_compound_is_also_one_word() {
+        // The note hyphenates, the question does not, and the other way round.
+        let note = document_terms("I've been running farther to de-stress, it helps my well\u{2010}being.");
+        for q in ["destress", "wellbeing"] {
+            assert!(note.contains(&query_terms(q)[0]), "{q}: {note:?}");
+        }
+        assert!(query_terms("How do you de-stress?").contains(&document_terms("destress")[0]));
+        // The parts stay terms.
+        assert!(note.contains(&"stress".to_string()) && note.contains(&"well".to_string()));
+        // Not compounds: digits, underscores, a hyphen at an end, two hyphens, CJK, a run too long to be a word.
+        for text in ["covid-19", "x_y-z", "-flag", "well-", "a--b", "中文-word", "state-of-the-art-and-then-some-more-words-and-yet-more-words"] {
+            let joined: Vec<String> = {
+                let mut v = Vec::new();
+                each_hyphen_compound(text, &mut |w| v.push(w.to_string()));
+                v
+            };
+            assert!(joined.is_empty(), "{text}: {joined:?}");
+        }
+        let mut v = Vec::new();
+        each_hyphen_compound("state-of-the-art, Self-Care", &mut |w| v.push(w.to_string()));
+        assert_eq!(v, ["stateoftheart", "selfcare"]);
     }
 
     #[test]
