@@ -665,3 +665,48 @@ async fn a_chunk_deep_in_a_section_answers_for_its_heading() {
     assert!(hit.start_line > 1 && hit.end_line == 43, "the chunk with the ferry line, not the first: {hit:?}");
     assert!(hit.snippet.contains("booked the ferry to Cacilhas"), "{:?}", hit.snippet);
 }
+
+/// An agent asking for five results reads the first five of what one asking for ten reads: the same hits in the
+/// same order with the same snippets (the ranking reads at least ten candidates' worth, and snippets weigh a
+/// query's words over the best ten, whatever `maxResults` is).
+#[tokio::test]
+async fn fewer_results_are_the_first_of_more() {
+    let env = Env::new();
+    // Chat-like daily logs over one small vocabulary, so that every query has many partial matches.
+    let words = [
+        "garden", "tomato", "camping", "lake", "pottery", "class", "running", "shoes", "kids", "museum", "painting", "sunset",
+        "dinner", "friends", "trip", "beach", "book", "music", "violin", "weekend",
+    ];
+    let mut seed: u64 = 7;
+    let mut next = |n: usize| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as usize % n
+    };
+    for day in 1..=24 {
+        let mut text = format!("# 2026-10-{day:02}: a conversation\n\n");
+        for turn in 0..14 {
+            let who = if turn % 2 == 0 { "Ana" } else { "Ben" };
+            let line: Vec<&str> = (0..12).map(|_| words[next(words.len())]).collect();
+            text.push_str(&format!("{who}: we talked about the {} and then the {}.\n", line[..6].join(" "), line[6..].join(" ")));
+        }
+        env.write(&format!("memory/2026-10-{day:02}.md"), &text);
+    }
+    let engine = env.open_keyword_only().await;
+    engine.sync(SyncOptions::default()).await.unwrap();
+    let search = |q: &str, k: usize| {
+        let mut req = SearchRequest::new(q);
+        req.max_results = Some(k);
+        req.min_score = Some(0.0);
+        let engine = &engine;
+        async move {
+            engine.search(&req).await.unwrap().results.into_iter().map(|r| (r.path, r.start_line, r.end_line, r.snippet)).collect::<Vec<_>>()
+        }
+    };
+    for q in ["What did Ana say about the garden tomato?", "camping at the lake with the kids", "pottery class on the weekend", "violin music"] {
+        let ten = search(q, 10).await;
+        assert_eq!(ten.len(), 10, "{q}");
+        for k in [1, 3, 5, 7] {
+            assert_eq!(search(q, k).await, ten[..k], "{q}: maxResults {k}");
+        }
+    }
+}

@@ -356,8 +356,11 @@ fn results_say_which_lines_their_snippet_shows() {
 
 #[test]
 fn candidate_limit_is_capped() {
-    assert_eq!(RankingOptions::candidate_limit(6, 4), 24);
+    assert_eq!(RankingOptions::candidate_limit(12, 4), 48);
     assert_eq!(RankingOptions::candidate_limit(100, 4), 200);
+    // A search for fewer results than the ranking reads still has the candidates of ten behind it.
+    assert_eq!(RankingOptions::candidate_limit(6, 4), 40);
+    assert_eq!(RankingOptions::candidate_limit(1, 1), 10);
 }
 
 pub(crate) fn candidate_for_floor() -> Candidate {
