@@ -674,8 +674,8 @@ async fn fewer_results_are_the_first_of_more() {
     let env = Env::new();
     // Chat-like daily logs over one small vocabulary, so that every query has many partial matches.
     let words = [
-        "garden", "tomato", "camping", "lake", "pottery", "class", "running", "shoes", "kids", "museum", "painting", "sunset",
-        "dinner", "friends", "trip", "beach", "book", "music", "violin", "weekend",
+        "garden", "tomato", "camping", "lake", "pottery", "class", "running", "shoes", "kids", "museum", "painting", "sunset", "dinner", "friends",
+        "trip", "beach", "book", "music", "violin", "weekend",
     ];
     let mut seed: u64 = 7;
     let mut next = |n: usize| {
@@ -698,9 +698,7 @@ async fn fewer_results_are_the_first_of_more() {
         req.max_results = Some(k);
         req.min_score = Some(0.0);
         let engine = &engine;
-        async move {
-            engine.search(&req).await.unwrap().results.into_iter().map(|r| (r.path, r.start_line, r.end_line, r.snippet)).collect::<Vec<_>>()
-        }
+        async move { engine.search(&req).await.unwrap().results.into_iter().map(|r| (r.path, r.start_line, r.end_line, r.snippet)).collect::<Vec<_>>() }
     };
     for q in ["What did Ana say about the garden tomato?", "camping at the lake with the kids", "pottery class on the weekend", "violin music"] {
         let ten = search(q, 10).await;
