@@ -126,7 +126,7 @@ impl RankingOptions {
     /// ten, the score spread to the tenth), and with fewer candidates behind them a search for five results ranked
     /// its first five otherwise than a search for ten did (locomo-dev keyword R@5 0.835 against 0.838).
     pub fn candidate_limit(max_results: usize, multiplier: usize) -> usize {
-        max_results.max(SPREAD_DEPTH).saturating_mul(multiplier).clamp(1, 200)
+        read_depth(max_results).saturating_mul(multiplier).clamp(1, 200)
     }
 }
 
@@ -323,6 +323,13 @@ pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
 
 /// How many of a leg's best scores its [`leg_spread`] is measured over: the depth a search is read to.
 pub const SPREAD_DEPTH: usize = 10;
+
+/// How deep a search for `max_results` is read: at least [`SPREAD_DEPTH`], so that the first k results of any search
+/// are the first k of a search for more (its candidate budget, [`RankingOptions::candidate_limit`], and the lines
+/// its snippets weigh the query's words over, [`finish`]).
+pub fn read_depth(max_results: usize) -> usize {
+    max_results.max(SPREAD_DEPTH)
+}
 
 /// How decisively a leg of one hybrid search tells its best candidates from the rest: the coefficient of variation
 /// (standard deviation / mean) of its best `depth` calibrated scores, a candidate the leg did not return counting
@@ -706,7 +713,7 @@ pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec
     // are asked for), not over the results alone: an agent asking for five results reads the same snippets in them
     // as one asking for ten (over five hits, one query word on most of their lines weighed little, and the window
     // moved to another word's line).
-    let depth = opts.max_results.max(SPREAD_DEPTH).min(items.len());
+    let depth = read_depth(opts.max_results).min(items.len());
     let texts: Vec<&str> = items[..depth].iter().map(|s| s.candidate.text.as_str()).collect();
     let terms = snippet::SnippetQuery::new(query, &texts);
     let selected = select(items, opts.max_results, opts.min_score);

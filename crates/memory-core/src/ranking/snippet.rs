@@ -2,9 +2,9 @@
 //! neighbours as context, within [`super::SNIPPET_MAX_CHARS`].
 //!
 //! Lines are scored by the query's analysed terms ([`crate::analysis::query_terms`]: stems, CJK words,
-//! identifiers; stop words out), each term weighted by how rare it is among the lines of this search's best candidates
-//! (`ranking::finish`: the best ten, or more when more results are asked for) (a speaker's name on every line of a conversation weighs little, the one word only the answer holds weighs
-//! most). Two more kinds of term count: the query's words joined where a note may write them as one ("work
+//! identifiers; stop words out), each term weighted by how rare it is among the lines of this search's best
+//! candidates (`ranking::finish`: the best ten, or more when more results are asked for; a speaker's name on every
+//! line of a conversation weighs little, the one word only the answer holds weighs most). Two more kinds of term count: the query's words joined where a note may write them as one ("work
 //! out" finds "workout": [`crate::analysis::query_compounds`]), and its adjacent word pairs in order ("after the
 //! accident": [`crate::analysis::query_word_pairs`]), which weigh [`PAIR_SHARE`] of a word: a phrase decides
 //! between lines that hold the same words. The window is the run of whole lines around the best line (and the
