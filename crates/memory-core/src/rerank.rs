@@ -2,9 +2,12 @@
 //! and says how well the candidate answers it. Implementations live in the `providers` crate (the in-process
 //! local model); the ranking pipeline folds their scores in ([`fold`]), every engine alike.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use tracing::{debug, warn};
+
+use crate::config::RerankConfig;
 
 /// Why a reranking call gave no scores. The search then answers in its first-stage order, with a warning.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -49,6 +52,56 @@ pub fn fold(scores: &[f64], logits: &[f32], weight: f64) -> Vec<f64> {
     first.iter().zip(&second).map(|(a, b)| (1.0 - w) * a + w * b).collect()
 }
 
+/// The candidates in their folded order, each with its folded score: indexes into `scores` by [`fold`]'s share,
+/// highest first (ties keep the first stage's order), and the share as a score in the first stage's range,
+/// `lowest + share x (highest - lowest)`, so that `minScore` keeps its meaning and candidates not reranked stay
+/// below. An engine with rules the reranker must not overturn (exact-path tiers) sorts this order by them, stably.
+pub fn folded_order(scores: &[f64], logits: &[f32], weight: f64) -> Vec<(usize, f64)> {
+    let share = fold(scores, logits, weight);
+    let finite = || scores.iter().copied().filter(|v| v.is_finite());
+    let lo = finite().fold(f64::INFINITY, f64::min);
+    let hi = finite().fold(f64::NEG_INFINITY, f64::max);
+    let span = if hi > lo { hi - lo } else { 0.0 };
+    let base = if lo.is_finite() { lo } else { 0.0 };
+    let mut order: Vec<(usize, f64)> = share.into_iter().enumerate().collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    order.into_iter().map(|(i, s)| (i, base + s * span)).collect()
+}
+
+/// The second stage of one search, the same for every engine: `reranker` reads the query with each passage (the
+/// lines the best candidates' snippets would show) within `cfg.budget_ms`. The logits, one per passage, or `None`
+/// when there are none to use: over the budget, failed, or a wrong count; the first-stage order then answers and
+/// `warnings` says why.
+pub async fn second_stage(
+    reranker: &dyn Reranker,
+    cfg: &RerankConfig,
+    query: &str,
+    passages: &[String],
+    warnings: &mut Vec<String>,
+) -> Option<Vec<f32>> {
+    let n = passages.len();
+    if n < 2 {
+        return None;
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(cfg.budget_ms);
+    match reranker.score(query, passages, deadline).await {
+        Ok(logits) if logits.len() == n => {
+            debug!(candidates = n, ms = started.elapsed().as_millis() as u64, "reranked");
+            Some(logits)
+        }
+        Ok(logits) => {
+            warnings.push(format!("reranker {} returned {} scores for {n} candidates; results are not reranked", reranker.id(), logits.len()));
+            None
+        }
+        Err(e) => {
+            warn!(error = %e, "reranking skipped");
+            warnings.push(format!("{e}; results are not reranked"));
+            None
+        }
+    }
+}
+
 /// Values scaled to 0..1 between their lowest and highest (non-finite values: 0); all equal: all 0.
 fn unit_range(values: impl Iterator<Item = f64> + Clone) -> Vec<f64> {
     let finite = values.clone().filter(|v| v.is_finite());
@@ -85,5 +138,19 @@ mod tests {
         // A NaN logit counts as the lowest; the others still spread.
         let f = fold(&[0.5, 0.5, 0.5], &[f32::NAN, 1.0, 3.0], 1.0);
         assert!(close(&f, &[0.0, 0.0, 1.0]), "{f:?}");
+    }
+
+    #[test]
+    fn the_folded_order_keeps_the_first_stages_range_and_its_ties() {
+        // The reranker prefers the second candidate; the scores stay within 0.80..0.86.
+        let order = folded_order(&[0.86, 0.84, 0.80], &[-2.0, 6.0, 2.0], 0.5);
+        let ids: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+        assert_eq!(ids, [1, 0, 2]);
+        assert!(order.iter().all(|(_, s)| (0.80..=0.86).contains(s)), "{order:?}");
+        assert!(order.windows(2).all(|w| w[0].1 >= w[1].1), "{order:?}");
+        // Equal shares keep the first stage's order; equal first-stage scores keep that score.
+        let order = folded_order(&[0.5, 0.5, 0.5], &[1.0, 1.0, 1.0], 0.5);
+        assert_eq!(order, [(0, 0.5), (1, 0.5), (2, 0.5)]);
+        assert!(folded_order(&[], &[], 0.5).is_empty());
     }
 }

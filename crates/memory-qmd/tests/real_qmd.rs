@@ -247,3 +247,84 @@ async fn session_transcripts_are_searchable_with_jsonl_line_numbers() {
     assert!(r.results[0].end_line == 6, "{:?}", r.results[0]);
     qmd.close().await.unwrap();
 }
+
+/// A reranker that likes passages holding a marker word (deterministic: the test is of the second stage around
+/// it, not of a model), or that always runs out of time.
+struct MarkerReranker {
+    marker: &'static str,
+    over_budget: bool,
+}
+
+#[async_trait::async_trait]
+impl memory_core::rerank::Reranker for MarkerReranker {
+    fn id(&self) -> &str {
+        "marker"
+    }
+
+    async fn score(&self, _query: &str, passages: &[String], _deadline: std::time::Instant) -> Result<Vec<f32>, memory_core::rerank::RerankError> {
+        if self.over_budget {
+            return Err(memory_core::rerank::RerankError::OverBudget { budget_ms: 1 });
+        }
+        Ok(passages.iter().map(|p| if p.contains(self.marker) { 5.0 } else { 0.0 }).collect())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reranker_reorders_qmd_hits_like_the_indexed_engines() {
+    // `memory.search.query.rerank` is core's second stage on every engine: QMD's hits too. Four short notes say
+    // "canary deploy" twice; the fifth says it once in a longer note, so BM25 ranks it last, outside the two
+    // results asked for, and only it names the zebra the reranker looks for.
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    for d in 1..=4 {
+        write(&ws, &format!("memory/2026-01-0{d}.md"), &format!("# Day {d}\n\nThe canary deploy went fine; canary deploy number {d}.\n"));
+    }
+    write(
+        &ws,
+        "memory/2026-01-05.md",
+        "# Day 5\n\nA long day of planning, reviews, hiring loops and a budget meeting that ran over.\nThe canary deploy of the zebra service needs a manual gate.\nLunch was late and the coffee machine broke again.\n",
+    );
+    // Notes without the words, so that they are rare enough for BM25 to score.
+    for (i, topic) in ["garden tomatoes", "piano lessons", "tax forms", "bicycle repair", "museum tickets", "recipe for soup"].iter().enumerate() {
+        write(&ws, &format!("memory/notes/n{i}.md"), &format!("# Note\n\nSomething about {topic}.\n"));
+    }
+    let search = |rr: Option<MarkerReranker>, weight: f64| {
+        let (ws, state) = (ws.clone(), tmp.path().join("state"));
+        let mut cfg = config(entry.to_str().unwrap());
+        cfg.memory.search.query.rerank.enabled = rr.is_some();
+        cfg.memory.search.query.rerank.weight = weight;
+        async move {
+            let reranker = rr.map(|r| std::sync::Arc::new(r) as std::sync::Arc<dyn memory_core::rerank::Reranker>);
+            let qmd = QmdBackend::open(ctx(cfg, &ws, &state).with_reranker(reranker), QmdOptions::default()).await.unwrap();
+            let mut req = SearchRequest::new("canary deploy");
+            req.max_results = Some(2);
+            let r = qmd.search(&req).await.unwrap();
+            qmd.close().await.unwrap();
+            r
+        }
+    };
+    let paths = |r: &memory_core::SearchResponse| r.results.iter().map(|h| h.path.clone()).collect::<Vec<_>>();
+
+    let plain = search(None, 0.5).await;
+    assert_eq!(plain.results.len(), 2);
+    assert!(!paths(&plain).contains(&"memory/2026-01-05.md".to_string()), "BM25 alone ranks the long note below two: {plain:?}");
+
+    // Weight 1: the reranker's order. The zebra note is read (QMD is asked for the reranker's ten candidates, not
+    // the two results) and comes first, with its snippet on the line that matched, and a score in QMD's range.
+    let reranked = search(Some(MarkerReranker { marker: "zebra", over_budget: false }), 1.0).await;
+    assert_eq!(paths(&reranked)[0], "memory/2026-01-05.md", "{reranked:?}");
+    assert!(reranked.results[0].snippet.contains("zebra service"), "{:?}", reranked.results[0].snippet);
+    assert!(reranked.results[0].score >= reranked.results[1].score);
+    assert!(reranked.results.iter().all(|h| h.score > 0.0 && h.score <= 1.0), "{reranked:?}");
+    assert!(reranked.warnings.is_empty(), "{:?}", reranked.warnings);
+
+    // Weight 0: the first stage's order, as without a reranker.
+    let kept = search(Some(MarkerReranker { marker: "zebra", over_budget: false }), 0.0).await;
+    assert_eq!(paths(&kept), paths(&plain));
+
+    // Over its budget: QMD's order answers, and the agent is told.
+    let late = search(Some(MarkerReranker { marker: "zebra", over_budget: true }), 1.0).await;
+    assert_eq!(paths(&late), paths(&plain));
+    assert!(late.warnings.iter().any(|w| w.contains("budget") && w.contains("not reranked")), "{:?}", late.warnings);
+}

@@ -104,25 +104,9 @@ impl IndexedBackend {
     /// says why.
     async fn rerank(&self, reranker: &dyn crate::rerank::Reranker, query: &str, items: &mut [crate::ranking::Scored], warnings: &mut Vec<String>) {
         let cfg = &self.config.memory.search.query.rerank;
-        let n = cfg.candidates.min(items.len());
-        if n < 2 {
-            return;
-        }
-        let passages = crate::ranking::rerank_passages(items, n, query);
-        let started = std::time::Instant::now();
-        let deadline = started + std::time::Duration::from_millis(cfg.budget_ms);
-        match reranker.score(query, &passages, deadline).await {
-            Ok(logits) if logits.len() == n => {
-                crate::ranking::rerank(items, &logits, cfg.weight);
-                debug!(candidates = n, ms = started.elapsed().as_millis() as u64, "reranked");
-            }
-            Ok(logits) => {
-                warnings.push(format!("reranker {} returned {} scores for {n} candidates; results are not reranked", reranker.id(), logits.len()))
-            }
-            Err(e) => {
-                warn!(error = %e, "reranking skipped");
-                warnings.push(format!("{e}; results are not reranked"));
-            }
+        let passages = crate::ranking::rerank_passages(items, cfg.candidates, query);
+        if let Some(logits) = crate::rerank::second_stage(reranker, cfg, query, &passages, warnings).await {
+            crate::ranking::rerank(items, &logits, cfg.weight);
         }
     }
 

@@ -686,18 +686,12 @@ pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
         return;
     }
     let scores: Vec<f64> = items[..n].iter().map(|s| s.score).collect();
-    let share = crate::rerank::fold(&scores, &logits[..n], weight);
-    let lo = scores.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    // Each candidate holds its share in `score` while they are sorted (stable: ties keep the first stage's order;
-    // the share, not the mapped score, so that candidates the first stage scored alike still take the reranker's
-    // order), then the share becomes a score in the first stage's range.
-    for (s, f) in items[..n].iter_mut().zip(share) {
-        s.score = f;
-    }
-    items[..n].sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)).then(b.score.total_cmp(&a.score)));
-    for s in &mut items[..n] {
-        s.score = lo + s.score * (hi - lo);
+    let mut reordered: Vec<Scored> =
+        crate::rerank::folded_order(&scores, &logits[..n], weight).into_iter().map(|(i, score)| Scored { score, ..items[i].clone() }).collect();
+    // The folded order, exact-path tiers and exact matches first (a stable sort keeps it within them).
+    reordered.sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)));
+    for (slot, s) in items[..n].iter_mut().zip(reordered) {
+        *slot = s;
     }
 }
 

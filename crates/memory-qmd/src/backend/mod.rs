@@ -105,6 +105,9 @@ struct Inner {
     closed: AtomicBool,
     /// Background work (boot update, timers, embeds, updates after searches); aborted on close and drop.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The second stage `memory.search.query.rerank` turned on (core's, as the indexed engines run it).
+    reranker: Option<Arc<dyn memory_core::rerank::Reranker>>,
+    rerank: memory_core::config::RerankConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +179,8 @@ impl QmdBackend {
             state: Mutex::new(RunState { registered, ..Default::default() }),
             closed: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
+            reranker: ctx.reranker.clone(),
+            rerank: ctx.config.memory.search.query.rerank.clone(),
         });
         info!(home = %inner.home.display(), command = %inner.invocation.describe(), mode = mode.as_str(), "qmd engine opened");
         let backend = QmdBackend { inner: inner.clone() };

@@ -2,7 +2,10 @@
 
 use std::time::Instant;
 
+use memory_core::config::RerankConfig;
 use memory_core::error::{MemoryError, Result};
+use memory_core::ranking::{self, snippet};
+use memory_core::rerank::Reranker;
 use memory_core::types::{SearchRequest, SearchResponse, SearchResult, Source};
 use tracing::{debug, warn};
 
@@ -63,13 +66,15 @@ impl QmdBackend {
             Some(t) => crate::query::all_words_query(t),
             None => query,
         };
-        let mut attempt = inner.run_search(mode, &query, max, &names).await;
+        // With a reranker, QMD is asked for as many hits as it reads, and the best `max` of its order answer.
+        let fetch = if inner.reranker.is_some() { max.max(inner.rerank.candidates.min(100)) } else { max };
+        let mut attempt = inner.run_search(mode, &query, fetch, &names).await;
         if let Err(e) = &attempt {
             if mode != SearchMode::Query && flags_rejected(e.stderr()) {
                 warn!(mode = mode.as_str(), "qmd rejected the mode's flags; retrying as `query`");
                 warnings.push(format!("qmd rejected `{}` flags; answered with `query`", mode.as_str()));
                 mode = SearchMode::Query;
-                attempt = inner.run_search(mode, &query, max, &names).await;
+                attempt = inner.run_search(mode, &query, fetch, &names).await;
             }
         }
         let mut what = format!("qmd {}", mode.as_str());
@@ -84,10 +89,13 @@ impl QmdBackend {
             // No note holds every word (most questions): ask again for any word. One `lex:` sub-query per
             // word, fused by QMD (reciprocal rank); lexical only, so no model is loaded.
             what = "qmd query (any word)".into();
-            (hits, stderr) = inner.run_any_word(&doc, max, &names).await.map_err(|e| e.into_memory_error(&what))?;
+            (hits, stderr) = inner.run_any_word(&doc, fetch, &names).await.map_err(|e| e.into_memory_error(&what))?;
             if let Some(msg) = stderr.strip_prefix('\u{0}') {
                 return Err(MemoryError::Internal(format!("{what}: {msg}")));
             }
+        }
+        if let Some(reranker) = &inner.reranker {
+            rerank_hits(reranker.as_ref(), &inner.rerank, &request.query, &mut hits, &mut warnings).await;
         }
         // minScore applies to QMD's scores; when no hit reaches it, the hits (all keyword-backed in keyword
         // mode) are returned rather than nothing, as the shared selection does (SPEC 5).
@@ -143,6 +151,23 @@ impl QmdBackend {
             }
         }
         Ok(SearchResponse { results, mode: Some(mode.response_mode().into()), warnings })
+    }
+}
+
+/// The second stage on QMD's hits, as the indexed engines run it ([`memory_core::rerank::second_stage`]): the
+/// reranker reads the lines each of the best `cfg.candidates` hits' snippet would show, and they take the folded
+/// order, with scores in the range of QMD's own. Over the budget or failed, QMD's order stands (`warnings`).
+async fn rerank_hits(reranker: &dyn Reranker, cfg: &RerankConfig, query: &str, hits: &mut [QmdHit], warnings: &mut Vec<String>) {
+    let n = cfg.candidates.min(hits.len());
+    let texts: Vec<&str> = hits[..n].iter().map(|h| h.text.as_str()).collect();
+    let terms = snippet::SnippetQuery::new(query, &texts);
+    let passages: Vec<String> = texts.iter().map(|t| snippet::choose(t, &terms, ranking::RERANK_PASSAGE_CHARS).text).collect();
+    let Some(logits) = memory_core::rerank::second_stage(reranker, cfg, query, &passages, warnings).await else { return };
+    let scores: Vec<f64> = hits[..n].iter().map(|h| h.score).collect();
+    let reordered: Vec<QmdHit> =
+        memory_core::rerank::folded_order(&scores, &logits, cfg.weight).into_iter().map(|(i, score)| QmdHit { score, ..hits[i].clone() }).collect();
+    for (slot, h) in hits[..n].iter_mut().zip(reordered) {
+        *slot = h;
     }
 }
 
