@@ -119,6 +119,8 @@ pub struct Options {
     /// Also run keyword search through `memory serve` (this `memory` binary) as an agent's MCP client calls it:
     /// the same figures, and the latency a client sees.
     pub served: Option<PathBuf>,
+    /// Also run the QMD engine with this `qmd` command (`search` mode; reranked too with `reranker`).
+    pub qmd: Option<PathBuf>,
 }
 
 /// One question's answer in a `--dump` file: the hits as returned and, for a reranked setup, the reranker's logits
@@ -158,6 +160,9 @@ struct Run {
     latencies_ms: Vec<f64>,
 }
 
+/// The label of the QMD engine's setup.
+const QMD_SETUP: &str = "qmd search";
+
 pub async fn run(opts: Options) -> anyhow::Result<()> {
     let questions: Vec<Question> = load(&opts.dataset)?.into_iter().filter(|q| q.category != 5 && !q.evidence.is_empty()).collect();
     let mut convs: Vec<String> = questions.iter().map(|q| q.conv.clone()).collect();
@@ -176,6 +181,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let mut setups: Vec<(String, Option<PathBuf>, f64, f64)> = Vec::new();
     if want("keyword") {
         setups.push(("keyword".into(), None, 0.0, 1.0));
+    }
+    if opts.qmd.is_some() {
+        setups.push((QMD_SETUP.into(), None, 0.0, 1.0));
     }
     for m in &opts.models {
         let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -228,7 +236,22 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             let ctx = OpenContext::new(Arc::new(config), opts.dataset.join(conv).join("ws"), state_root.join(&model_key), conv)
                 .with_embedder(embedder.clone())
                 .with_reranker(if rerank { reranker.clone() } else { None });
-            let engine = BuiltinFactory.open_indexed(ctx).await?;
+            let engine: Box<dyn MemoryBackend> = match (&opts.qmd, label.starts_with(QMD_SETUP)) {
+                (Some(command), true) => {
+                    let mut config = (*ctx.config).clone();
+                    config.memory.backend = "qmd".into();
+                    let mut q = memory_qmd::config::QmdConfig::from_config(&config)?;
+                    q.command = Some(command.display().to_string());
+                    q.update.wait_for_boot_sync = true;
+                    q.update.interval = None;
+                    q.update.embed_interval = None;
+                    q.write_to(&mut config)?;
+                    let ctx = OpenContext::new(Arc::new(config), opts.dataset.join(conv).join("ws"), state_root.join("qmd"), conv)
+                        .with_reranker(if rerank { reranker.clone() } else { None });
+                    Box::new(memory_qmd::QmdBackend::open(ctx, memory_qmd::QmdOptions::default()).await?)
+                }
+                _ => Box::new(BuiltinFactory.open_indexed(ctx).await?),
+            };
             let started = Instant::now();
             let report = engine.sync(SyncOptions::default()).await?;
             if report.changed_anything() {

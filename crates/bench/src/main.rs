@@ -143,6 +143,10 @@ enum Command {
         /// The `memory` binary `--served` runs (default: the one beside this program).
         #[arg(long)]
         memory_bin: Option<PathBuf>,
+        /// Also run the QMD engine (`backend: "qmd"`, its default `search` mode) with this `qmd` command, and with
+        /// `--reranker` QMD's hits reranked too.
+        #[arg(long)]
+        qmd: Option<PathBuf>,
     },
     /// What reranking n candidates costs (p50 / p95 over runs), for each n.
     RerankCost {
@@ -304,6 +308,7 @@ fn main() -> anyhow::Result<()> {
             rerank_budget_ms,
             served,
             memory_bin,
+            qmd,
         } => {
             let served = match (served, memory_bin) {
                 (false, _) => None,
@@ -329,6 +334,7 @@ fn main() -> anyhow::Result<()> {
                 rerank_weight,
                 rerank_budget_ms,
                 served,
+                qmd,
             }))
         }
         Command::RerankCost { dataset, reranker, pairs, runs } => {
