@@ -140,6 +140,39 @@ mod tests {
         assert!(close(&f, &[0.0, 0.0, 1.0]), "{f:?}");
     }
 
+    /// Answers with a fixed result, whatever it is asked.
+    struct Fixed(Result<Vec<f32>, RerankError>);
+
+    #[async_trait]
+    impl Reranker for Fixed {
+        fn id(&self) -> &str {
+            "fixed"
+        }
+
+        async fn score(&self, _query: &str, _passages: &[String], _deadline: Instant) -> Result<Vec<f32>, RerankError> {
+            self.0.clone()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_second_stage_answers_logits_or_says_why_there_are_none() {
+        let cfg = RerankConfig { enabled: true, ..Default::default() };
+        let passages: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut warnings = Vec::new();
+        let got = second_stage(&Fixed(Ok(vec![1.0, 2.0, 3.0])), &cfg, "q", &passages, &mut warnings).await;
+        assert_eq!(got, Some(vec![1.0, 2.0, 3.0]));
+        assert!(warnings.is_empty());
+        // A wrong count is not used: the first stage's order answers, and the warning says why.
+        assert_eq!(second_stage(&Fixed(Ok(vec![1.0])), &cfg, "q", &passages, &mut warnings).await, None);
+        assert!(warnings[0].contains("returned 1 scores for 3 candidates"), "{warnings:?}");
+        let late = Fixed(Err(RerankError::OverBudget { budget_ms: 5 }));
+        assert_eq!(second_stage(&late, &cfg, "q", &passages, &mut warnings).await, None);
+        assert!(warnings[1].contains("budget of 5 ms") && warnings[1].contains("not reranked"), "{warnings:?}");
+        // One candidate has no order to change: the reranker is not asked, nothing is said.
+        assert_eq!(second_stage(&late, &cfg, "q", &passages[..1], &mut warnings).await, None);
+        assert_eq!(warnings.len(), 2);
+    }
+
     #[test]
     fn the_folded_order_keeps_the_first_stages_range_and_its_ties() {
         // The reranker prefers the second candidate; the scores stay within 0.80..0.86.
