@@ -68,6 +68,24 @@ pub fn folded_order(scores: &[f64], logits: &[f32], weight: f64) -> Vec<(usize, 
     order.into_iter().map(|(i, s)| (i, base + s * span)).collect()
 }
 
+/// `items`, one per logit, put in their folded order ([`folded_order`]), each given its folded score by
+/// `set_score`: what every engine does with a reranker's logits (an engine with rules the reranker must not
+/// overturn then sorts by them, stably).
+pub fn reorder<T: Clone>(items: &mut [T], logits: &[f32], weight: f64, score: impl Fn(&T) -> f64, set_score: impl Fn(&mut T, f64)) {
+    let scores: Vec<f64> = items.iter().map(&score).collect();
+    let reordered: Vec<T> = folded_order(&scores, logits, weight)
+        .into_iter()
+        .map(|(i, folded)| {
+            let mut item = items[i].clone();
+            set_score(&mut item, folded);
+            item
+        })
+        .collect();
+    for (slot, item) in items.iter_mut().zip(reordered) {
+        *slot = item;
+    }
+}
+
 /// The second stage of one search, the same for every engine: `reranker` reads the query with each passage (the
 /// lines the best candidates' snippets would show) within `cfg.budget_ms`. The logits, one per passage, or `None`
 /// when there are none to use: over the budget, failed, or a wrong count; the first-stage order then answers and

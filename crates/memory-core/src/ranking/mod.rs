@@ -669,12 +669,17 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
 /// so that query and passage fit the reranker's token budget.
 pub const RERANK_PASSAGE_CHARS: usize = 500;
 
-/// The passages a reranker reads for the first `n` of `items`: each one's best lines ([`snippet::choose`]).
+/// The passages a reranker reads for the first `n` of `items`: each one's best lines ([`passages_to_rerank`]).
 pub fn rerank_passages(items: &[Scored], n: usize, query: &str) -> Vec<String> {
-    let top = &items[..n.min(items.len())];
-    let texts: Vec<&str> = top.iter().map(|s| s.candidate.text.as_str()).collect();
-    let terms = snippet::SnippetQuery::new(query, &texts);
-    top.iter().map(|s| snippet::choose(&s.candidate.text, &terms, RERANK_PASSAGE_CHARS).text).collect()
+    let texts: Vec<&str> = items.iter().take(n).map(|s| s.candidate.text.as_str()).collect();
+    passages_to_rerank(&texts, query)
+}
+
+/// The passage a reranker reads of each of `texts` (the best candidates' texts, of any engine): its best lines
+/// ([`snippet::choose`], the query's terms weighed over these texts), at most [`RERANK_PASSAGE_CHARS`].
+pub fn passages_to_rerank(texts: &[&str], query: &str) -> Vec<String> {
+    let terms = snippet::SnippetQuery::new(query, texts);
+    texts.iter().map(|t| snippet::choose(t, &terms, RERANK_PASSAGE_CHARS).text).collect()
 }
 
 /// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]): those are ordered
@@ -682,17 +687,9 @@ pub fn rerank_passages(items: &[Scored], n: usize, query: &str) -> Vec<String> {
 /// scored within the first stage's range of them, so the rest keep their order and scores below them.
 pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
     let n = logits.len().min(items.len());
-    if n == 0 {
-        return;
-    }
-    let scores: Vec<f64> = items[..n].iter().map(|s| s.score).collect();
-    let mut reordered: Vec<Scored> =
-        crate::rerank::folded_order(&scores, &logits[..n], weight).into_iter().map(|(i, score)| Scored { score, ..items[i].clone() }).collect();
-    // The folded order, exact-path tiers and exact matches first (a stable sort keeps it within them).
-    reordered.sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)));
-    for (slot, s) in items[..n].iter_mut().zip(reordered) {
-        *slot = s;
-    }
+    crate::rerank::reorder(&mut items[..n], &logits[..n], weight, |s| s.score, |s, score| s.score = score);
+    // Exact-path tiers and exact matches first (a stable sort keeps the folded order within them).
+    items[..n].sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)));
 }
 
 /// After ordering (and reranking): MMR, the min-score selection and the results with their snippets.

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use memory_core::config::RerankConfig;
 use memory_core::error::{MemoryError, Result};
-use memory_core::ranking::{self, snippet};
+use memory_core::ranking;
 use memory_core::rerank::Reranker;
 use memory_core::types::{SearchRequest, SearchResponse, SearchResult, Source};
 use tracing::{debug, warn};
@@ -160,15 +160,9 @@ impl QmdBackend {
 async fn rerank_hits(reranker: &dyn Reranker, cfg: &RerankConfig, query: &str, hits: &mut [QmdHit], warnings: &mut Vec<String>) {
     let n = cfg.candidates.min(hits.len());
     let texts: Vec<&str> = hits[..n].iter().map(|h| h.text.as_str()).collect();
-    let terms = snippet::SnippetQuery::new(query, &texts);
-    let passages: Vec<String> = texts.iter().map(|t| snippet::choose(t, &terms, ranking::RERANK_PASSAGE_CHARS).text).collect();
+    let passages = ranking::passages_to_rerank(&texts, query);
     let Some(logits) = memory_core::rerank::second_stage(reranker, cfg, query, &passages, warnings).await else { return };
-    let scores: Vec<f64> = hits[..n].iter().map(|h| h.score).collect();
-    let reordered: Vec<QmdHit> =
-        memory_core::rerank::folded_order(&scores, &logits, cfg.weight).into_iter().map(|(i, score)| QmdHit { score, ..hits[i].clone() }).collect();
-    for (slot, h) in hits[..n].iter_mut().zip(reordered) {
-        *slot = h;
-    }
+    memory_core::rerank::reorder(&mut hits[..n], &logits, cfg.weight, |h| h.score, |h, score| h.score = score);
 }
 
 impl Inner {
