@@ -324,6 +324,8 @@ struct Opened {
     workspace_from: openclaw::WorkspaceFrom,
     /// Why embeddings do not answer as configured (shown by `status`).
     provider_note: Option<String>,
+    /// The second stage the engine was given (`status` describes it and `--deep` tries it).
+    reranker: Option<Arc<dyn memory_core::rerank::Reranker>>,
 }
 
 fn parse_source(s: &str) -> Result<memory_core::Source, String> {
@@ -405,14 +407,14 @@ async fn open(resolved: Resolved, state_dir: PathBuf, agent: &str, is_status: bo
         Err(e) => return Err(e.into()),
     };
     let reranker = memory_host::reranker(&config)?;
-    let ctx = OpenContext::new(config.clone(), workspace, state_dir, agent).with_embedder(embedder).with_reranker(reranker);
+    let ctx = OpenContext::new(config.clone(), workspace, state_dir, agent).with_embedder(embedder).with_reranker(reranker.clone());
     let space = ctx.space.clone();
     let engine = host.registry().open(ctx).await?;
     if progress {
         // Bars only when someone watches a terminal.
         engine.set_progress(Some(progress::bar()));
     }
-    Ok(Opened { engine: Arc::from(engine), space, config, config_path, workspace_from, provider_note })
+    Ok(Opened { engine: Arc::from(engine), space, config, config_path, workspace_from, provider_note, reranker })
 }
 
 /// What `search`, `get`, `status`, `index` and `append` do, as data: run here or by a shared server
@@ -616,6 +618,7 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
                 config_path: opened.config_path.as_deref(),
                 workspace_from: opened.workspace_from,
                 provider_note: opened.provider_note.as_deref(),
+                reranker: opened.reranker.as_deref(),
             };
             let (s, v) = status::collect(engine, &host, *deep).await?;
             if *json {

@@ -16,6 +16,8 @@ pub struct HostInfo<'a> {
     pub config_path: Option<&'a Path>,
     pub workspace_from: WorkspaceFrom,
     pub provider_note: Option<&'a str>,
+    /// The engine's second stage, when `memory.search.query.rerank` is on.
+    pub reranker: Option<&'a dyn memory_core::rerank::Reranker>,
 }
 
 /// Bytes of the index on disk: the file or folder at `location` (SQLite's -wal / -shm included).
@@ -55,6 +57,7 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
     obj.insert("workspaceFrom".into(), serde_json::to_value(host.workspace_from)?);
     obj.insert("searchEnabled".into(), host.config.memory.search.enabled.into());
     obj.insert("providerNote".into(), host.provider_note.into());
+    obj.insert("reranker".into(), reranker_json(host));
     let warnings: Vec<Value> = host.config.warnings.iter().map(|w| json!({ "key": w.key, "message": w.message })).collect();
     obj.insert("configWarnings".into(), Value::Array(warnings));
     if let Some(bytes) = status.index_path.as_deref().and_then(index_bytes) {
@@ -65,9 +68,35 @@ pub async fn collect(engine: &dyn MemoryBackend, host: &HostInfo<'_>, deep: bool
         json!({ "watch": sync.watch, "watchDebounceMs": sync.watch_debounce_ms, "intervalMinutes": sync.interval_minutes, "onSearch": sync.on_search }),
     );
     if deep {
-        obj.insert("deep".into(), probe(engine, host.config).await);
+        let mut probes = probe(engine, host.config).await;
+        if let (Some(rr), Value::Object(p)) = (host.reranker, &mut probes) {
+            p.insert("reranker".into(), probe_reranker(rr, host.config).await);
+        }
+        obj.insert("deep".into(), probes);
     }
     Ok((status, v))
+}
+
+/// The second stage as configured, and whether it can run: `null` when reranking is off.
+fn reranker_json(host: &HostInfo<'_>) -> Value {
+    let Some(rr) = host.reranker else { return Value::Null };
+    let r = &host.config.memory.search.query.rerank;
+    json!({ "model": rr.id(), "candidates": r.candidates, "budgetMs": r.budget_ms, "weight": r.weight, "unavailable": rr.unavailable() })
+}
+
+/// A real reranking of two passages: the weights load (a damaged file is found here, not by the next search).
+async fn probe_reranker(rr: &dyn memory_core::rerank::Reranker, config: &Config) -> Value {
+    let started = Instant::now();
+    let deadline = started + std::time::Duration::from_millis(config.memory.search.query.rerank.budget_ms.max(10_000));
+    let passages = ["The memory status probe reads this line.".to_string(), "An unrelated line about the weather.".to_string()];
+    let ms = || started.elapsed().as_secs_f64() * 1000.0;
+    match rr.score("memory status probe", &passages, deadline).await {
+        Ok(logits) if logits.len() == passages.len() => json!({ "ok": true, "model": rr.id(), "ms": ms() }),
+        Ok(logits) => {
+            json!({ "ok": false, "model": rr.id(), "error": format!("{} scores for {} passages", logits.len(), passages.len()), "ms": ms() })
+        }
+        Err(e) => json!({ "ok": false, "model": rr.id(), "error": e.to_string(), "ms": ms() }),
+    }
 }
 
 /// Run a real search and a real embedding.
@@ -132,6 +161,13 @@ pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()>
     if let Some(note) = v.get("providerNote").and_then(Value::as_str) {
         writeln!(out, "Embeddings: {note}")?;
     }
+    let r = &v["reranker"];
+    if let Some(model) = r["model"].as_str() {
+        match r["unavailable"].as_str() {
+            Some(why) => writeln!(out, "Reranking:  UNAVAILABLE ({why}); searches answer in first-stage order")?,
+            None => writeln!(out, "Reranking:  {model}, {} candidates, budget {} ms, weight {}", r["candidates"], r["budgetMs"], r["weight"])?,
+        }
+    }
     for w in v.get("configWarnings").and_then(Value::as_array).into_iter().flatten() {
         writeln!(out, "Config key: {} ({})", w["key"].as_str().unwrap_or("?"), w["message"].as_str().unwrap_or(""))?;
     }
@@ -158,6 +194,14 @@ pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()>
             }
             (Some(true), None) => writeln!(out, "Probe:      no embedding provider (keyword only)")?,
             _ => writeln!(out, "Probe:      embeddings FAILED: {}", e["error"].as_str().unwrap_or("?"))?,
+        }
+        let r = &d["reranker"];
+        match r["ok"].as_bool() {
+            Some(true) => {
+                writeln!(out, "Probe:      reranking ok ({}) in {:.1} ms", r["model"].as_str().unwrap_or("?"), r["ms"].as_f64().unwrap_or(0.0))?
+            }
+            Some(false) => writeln!(out, "Probe:      reranking FAILED: {}", r["error"].as_str().unwrap_or("?"))?,
+            None => {}
         }
     }
     Ok(())

@@ -120,6 +120,37 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
 }
 
+/// A reranker whose model folder is gone (a cleared cache, a moved folder) costs the second stage, not the memory:
+/// the server starts, every search answers in first-stage order and says why, and `status` names the cause. It
+/// refused to start before, and the agent had no memory tools at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reranker_that_cannot_be_opened_costs_the_order_not_the_memory() {
+    let env = env();
+    fs::write(env.ws.path().join("memory/2026-11-30.md"), "# 2026-11-30\n\n- The billing error came back after the deploy\n").unwrap();
+    let gone = env.state.path().join("models/ms-marco-MiniLM-L-12-v2");
+    let config = env.state.path().join("config.json5");
+    let rerank = json!({ "enabled": true, "modelPath": gone.to_str().unwrap() });
+    fs::write(&config, json!({ "memory": { "search": { "query": { "rerank": rerank } } } }).to_string()).unwrap();
+
+    let client = connect(&env, &["--config", config.to_str().unwrap()]).await;
+    let r = call(&client, "memory_search", json!({ "query": "billing error", "maxResults": 3 })).await;
+    assert_ne!(r.is_error, Some(true));
+    let v = payload(&r);
+    let paths: Vec<&str> = v["results"].as_array().unwrap().iter().filter_map(|h| h["path"].as_str()).collect();
+    assert!(paths.contains(&"memory/2026-11-29.md") && paths.contains(&"memory/2026-11-30.md"), "{v}");
+    let warning = v["warnings"].as_array().and_then(|w| w.first()).and_then(Value::as_str).unwrap_or_default().to_string();
+    assert!(warning.contains("memory.search.query.rerank.modelPath") && warning.contains("not found") && warning.contains("not reranked"), "{v}");
+    let r = call(&client, "memory_get", json!({ "path": "MEMORY.md" })).await;
+    assert!(payload(&r)["text"].as_str().unwrap().contains("Mac Studio"));
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+
+    let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["status", "--deep"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Reranking:  UNAVAILABLE") && text.contains("not found"), "{text}");
+    assert!(text.contains("Probe:      reranking FAILED"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_is_opt_in_and_searchable_at_once() {
     let env = env();

@@ -28,6 +28,42 @@ pub trait Reranker: Send + Sync {
     /// One relevance logit per passage, in order (higher: more relevant; a cross-encoder's raw output). Stops
     /// with [`RerankError::OverBudget`] once `deadline` has passed, rather than finish late.
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError>;
+
+    /// Why this reranker can score nothing at all ([`Unavailable`]), for `status`; `None` for a working one.
+    fn unavailable(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A reranker whose model could not be opened (its folder missing, moved or damaged). Every call fails with why,
+/// so a search answers in its first-stage order and says so in `warnings`, as it does when the weights turn out
+/// unreadable at first use or the budget runs out: a second stage is an improvement, and losing it must not cost
+/// the agent its memory (a server that refused to start would).
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    id: String,
+    why: String,
+}
+
+impl Unavailable {
+    pub fn new(id: impl Into<String>, why: impl Into<String>) -> Unavailable {
+        Unavailable { id: id.into(), why: why.into() }
+    }
+}
+
+#[async_trait]
+impl Reranker for Unavailable {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn score(&self, _query: &str, _passages: &[String], _deadline: Instant) -> Result<Vec<f32>, RerankError> {
+        Err(RerankError::Failed { reranker: self.id.clone(), message: format!("cannot be used: {}", self.why) })
+    }
+
+    fn unavailable(&self) -> Option<&str> {
+        Some(&self.why)
+    }
 }
 
 /// How a reranker's logits join the first-stage scores of the candidates it read: each side scaled to 0..1 over
@@ -189,6 +225,11 @@ mod tests {
         // One candidate has no order to change: the reranker is not asked, nothing is said.
         assert_eq!(second_stage(&late, &cfg, "q", &passages[..1], &mut warnings).await, None);
         assert_eq!(warnings.len(), 2);
+        // A reranker whose model could not be opened: every search says why, and answers.
+        let gone = Unavailable::new("ms-marco", "model folder /x not found");
+        assert_eq!(gone.unavailable(), Some("model folder /x not found"));
+        assert_eq!(second_stage(&gone, &cfg, "q", &passages, &mut warnings).await, None);
+        assert!(warnings[2].contains("ms-marco") && warnings[2].contains("/x not found") && warnings[2].contains("not reranked"), "{warnings:?}");
     }
 
     #[test]

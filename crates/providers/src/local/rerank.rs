@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 use memory_core::rerank::{RerankError, Reranker};
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::bert::{cls_pool, BertModel};
 use super::{forward_padded, read_weights, Loaded, LocalModelError, LocalModelInfo};
@@ -46,8 +46,11 @@ impl std::fmt::Debug for LocalReranker {
     }
 }
 
-/// The reranker `memory.search.query.rerank` asks for: `None` when it is off; an error naming the key when its
-/// folder cannot be used (a search must not silently run without the reranking the user turned on).
+/// The reranker `memory.search.query.rerank` asks for: `None` when it is off. When its folder cannot be used
+/// (missing, not a cross-encoder, a damaged header) the reranker is [`memory_core::rerank::Unavailable`]: not
+/// silent, since every search's `warnings` and `memory status` name the key and the cause, but the memory still
+/// answers (in first-stage order), as it does when the weights prove unreadable at first use. A missing
+/// `modelPath` is a config error (checked with the config).
 pub fn reranker_from_config(config: &memory_core::Config) -> memory_core::Result<Option<Arc<dyn Reranker>>> {
     let r = &config.memory.search.query.rerank;
     if !r.enabled {
@@ -59,8 +62,16 @@ pub fn reranker_from_config(config: &memory_core::Config) -> memory_core::Result
         .filter(|p| !p.trim().is_empty())
         .ok_or_else(|| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true"))?;
     let dir = memory_core::paths::expand_home(path);
-    let rr = LocalReranker::open(&dir).map_err(|e| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", e.to_string()))?;
-    Ok(Some(Arc::new(rr)))
+    match LocalReranker::open(&dir) {
+        Ok(rr) => Ok(Some(Arc::new(rr))),
+        // Searches still answer, in first-stage order, each saying why ([`memory_core::rerank::Unavailable`]).
+        Err(e) => {
+            let why = format!("memory.search.query.rerank.modelPath: {e}");
+            warn!(error = %why, "the reranker cannot be opened; searches answer without reranking");
+            let id = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+            Ok(Some(Arc::new(memory_core::rerank::Unavailable::new(id, why))))
+        }
+    }
 }
 
 impl LocalReranker {
