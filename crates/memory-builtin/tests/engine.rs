@@ -708,3 +708,70 @@ async fn fewer_results_are_the_first_of_more() {
         }
     }
 }
+
+/// A generated agent workload: short facts about many people and things, some in a daily log of facts, some
+/// alone in a note, some added to a long conversation log; each asked back by who and what. The note that
+/// holds the fact must come first, with the fact in its snippet. BM25 alone put a daily log holding the
+/// question's words in different sentences (other people's keys) first in about a quarter of the questions;
+/// the head's preference for a sentence holding the question together reads the right fact first.
+#[tokio::test]
+async fn a_fact_asked_by_who_and_what_is_read_first_among_many_alike() {
+    const NAMES: &[&str] = &["Priya", "Tomás", "Yuki", "Olu", "Marta", "Chen Wei", "Søren", "Aisha"];
+    const THINGS: &[&str] =
+        &["the spare key", "the Wi-Fi password", "the boiler service", "the passport renewal", "the storage unit", "the car insurance"];
+    const PLACES: &[&str] =
+        &["under the blue flowerpot", "in the kitchen drawer", "at Harbour Street 12", "with the neighbour at number 7", "in the glovebox"];
+    let env = Env::new();
+    let memory = env.ws.path().join("memory");
+    fs::create_dir_all(&memory).unwrap();
+    // A conversation the facts are sometimes added to: long lines about other things.
+    let talk: String =
+        (0..30).map(|i| format!("Sam: On day {i} we walked the dog, cooked dinner and talked about the garden and the weather.\n")).collect();
+    for d in 1..=4 {
+        fs::write(memory.join(format!("2026-11-0{d}.md")), format!("# 2026-11-0{d}\n\n{talk}")).unwrap();
+    }
+    let mut seed = 7u64;
+    let mut next = |n: usize| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    let mut log = String::from("# 2026-12-04\n\n");
+    let mut facts = Vec::new();
+    // Every second (person, thing) pair: 24 facts, each pair once.
+    let pairs: Vec<(&str, &str)> = NAMES.iter().flat_map(|w| THINGS.iter().map(move |t| (*w, *t))).step_by(2).collect();
+    for (k, (who, what)) in pairs.into_iter().enumerate() {
+        let fact = format!("{who} says {what} is {} (ref {}).", PLACES[next(PLACES.len())], 100 + k);
+        let path = match next(3) {
+            0 => {
+                log.push_str(&format!("- {fact}\n"));
+                "memory/2026-12-04.md".to_string()
+            }
+            1 => {
+                fs::write(memory.join(format!("note-{k}.md")), format!("# Note {k}\n\n{fact}\n")).unwrap();
+                format!("memory/note-{k}.md")
+            }
+            _ => {
+                let day = 1 + next(4);
+                let p = memory.join(format!("2026-11-0{day}.md"));
+                let mut text = fs::read_to_string(&p).unwrap();
+                text.push_str(&format!("Sam: {fact}\n"));
+                fs::write(&p, text).unwrap();
+                format!("memory/2026-11-0{day}.md")
+            }
+        };
+        facts.push((who, what, fact, path));
+    }
+    fs::write(memory.join("2026-12-04.md"), &log).unwrap();
+    let e = env.open_keyword_only().await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let mut missed = Vec::new();
+    for (who, what, fact, path) in &facts {
+        let q = format!("what did {who} say about {what}?");
+        let r = e.search(&SearchRequest::new(&q)).await.unwrap();
+        let first = r.results.first();
+        if !first.is_some_and(|h| h.path == *path && h.snippet.contains(fact.as_str())) {
+            missed.push(format!("{q} -> {:?} (the fact is in {path})", first.map(|h| &h.path)));
+        }
+    }
+    assert!(missed.len() * 10 <= facts.len(), "{} of {} facts not read first:\n{}", missed.len(), facts.len(), missed.join("\n"));
+}

@@ -105,6 +105,23 @@ impl SnippetQuery {
         out
     }
 
+    /// The most query-term weight one sentence of `text` holds (each term once; a sentence ends a line or ends at
+    /// `.`, `?`, `!` or `;`; heading lines do not count, as in [`choose`]): how closely the text holds the query's
+    /// words together.
+    pub fn best_sentence_weight(&self, text: &str) -> f64 {
+        if self.terms.is_empty() {
+            return 0.0;
+        }
+        let weights = self.weights();
+        let headings: Vec<usize> = crate::chunking::headings::headings(text).map(|(i, _, _)| i).collect();
+        text.split('\n')
+            .enumerate()
+            .filter(|(i, _)| !headings.contains(i))
+            .flat_map(|(_, line)| line.split_inclusive(['.', '?', '!', ';']))
+            .map(|sentence| self.terms_in(sentence).iter().map(|&i| weights[i]).sum::<f64>())
+            .fold(0.0, f64::max)
+    }
+
     fn weights(&self) -> Vec<f64> {
         let mut w = vec![0.0; self.terms.len()];
         for (i, v) in self.terms.values() {

@@ -507,6 +507,15 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
         kw("ever", "MEMORY.md", "databases", 1.0),
     ];
     let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
+    // The older note's sentence holds more of the question ("backend" and "use"): the head prefers it.
+    assert_eq!(r[0].path, "memory/2026-03-02.md", "{r:?}");
+    // Where both sentences hold the question alike, near ties go to the newer note.
+    let alike = vec![
+        kw("old", "memory/2026-03-02.md", "the backend uses MySQL", 3.0),
+        kw("new", "memory/2026-09-18.md", "the backend uses PostgreSQL since the migration", 2.9),
+        kw("ever", "MEMORY.md", "databases", 1.0),
+    ];
+    let r = rank(alike, vec![], vec![], "which database does the backend use", &o);
     assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
     // A clearly better older match stays first.
     let keyword2 = vec![kw("old", "memory/2026-03-02.md", "x", 6.0), kw("new", "memory/2026-09-18.md", "y", 2.0), kw("ever", "MEMORY.md", "z", 0.5)];
@@ -593,4 +602,36 @@ fn reranking_keeps_exact_matches_first_and_orders_ties_of_the_first_stage() {
     rerank(&mut items, &[-5.0, 1.0, 3.0], 1.0);
     let ids: Vec<&str> = items.iter().map(|s| s.candidate.chunk_id.as_str()).collect();
     assert_eq!(ids, ["x", "b", "a"], "exact match first; equal first-stage scores: the reranker decides");
+}
+
+#[test]
+fn the_head_prefers_a_sentence_that_holds_the_query_together() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    // A daily log of facts about many people holds "Søren", "spare" and "key", in different sentences; the note
+    // where Søren says where the spare key is scores a little lower by its words alone.
+    let log = "# 2026-12-04\n\n- Marta says the spare key is with the neighbour.\n- Søren says the Wi-Fi password is on the router.\n- Aisha says the spare key is in the drawer.";
+    let note = "# Keys\n\nSøren says the spare key is under the blue flowerpot.";
+    let filler = |i: usize| kw(&format!("f{i}"), &format!("memory/f{i}.md"), "the key to a good week is sleep", 1.0 + i as f64 * 0.01);
+    let mut keyword = vec![kw("log", "memory/2026-12-04.md", log, 3.2), kw("note", "memory/keys.md", note, 3.0)];
+    keyword.extend((0..8).map(filler));
+    let r = rank(keyword.clone(), vec![], vec![], "where does Søren keep the spare key", &o);
+    assert_eq!(r[0].path, "memory/keys.md", "{r:?}");
+    assert_eq!(r[1].path, "memory/2026-12-04.md");
+    // A clearly better match by its words keeps its place.
+    keyword[0].keyword_score = Some(9.0);
+    let r = rank(keyword.clone(), vec![], vec![], "where does Søren keep the spare key", &o);
+    assert_eq!(r[0].path, "memory/2026-12-04.md", "{r:?}");
+    // Only the head moves: a sixth candidate whose sentence holds the whole query stays out of the first five.
+    let mut items = merge(keyword, vec![], None, 0.7, 0.3);
+    items.push(Scored {
+        candidate: cand("deep", "memory/deep.md", "Søren keeps the spare key in the car."),
+        score: 0.01,
+        text_score: Some(0.01),
+        vector_score: None,
+        tier: 0,
+        exact_match: false,
+    });
+    let before: f64 = items.last().unwrap().score;
+    prefer_sentences_holding_the_query(&mut items, "where does Søren keep the spare key");
+    assert_eq!(items.last().unwrap().score, before);
 }
