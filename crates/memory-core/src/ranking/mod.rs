@@ -673,9 +673,10 @@ pub const HEAD: usize = 5;
 /// spread ([`score_spread`]); the others move in proportion to what their best sentence holds.
 pub const SENTENCE_PREFERENCE: f64 = 0.5;
 
-/// Among the best [`HEAD`] candidates, prefer those with one sentence that holds the query's words together: each
-/// gains [`SENTENCE_PREFERENCE`] x spread x (its best sentence's query weight / the most any of them holds), the
-/// weights being [`snippet::SnippetQuery`]'s (rarer words weigh more) over the head's lines.
+/// Among the best [`HEAD`] candidates, prefer those with one sentence that holds the query's words together: they
+/// are reordered as if each gained [`SENTENCE_PREFERENCE`] x spread x (its best sentence's query weight / the most
+/// any of them holds), the weights being [`snippet::SnippetQuery`]'s (rarer words weigh more) over the head's lines,
+/// and keep the head's scores in that order.
 ///
 /// Why: a chunk's BM25 and its vector count the query's words anywhere in it. A daily log of short facts about
 /// many people ("Marta says the spare key is with the neighbour", "Søren says the Wi-Fi password is ...") holds
@@ -703,8 +704,18 @@ pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
     if most <= 0.0 || !most.is_finite() {
         return;
     }
-    for (&i, h) in head.iter().zip(held) {
-        items[i].score += SENTENCE_PREFERENCE * spread * h / most;
+    // The head is reordered by score + bonus, and its own scores, best first, are given out in that order: the
+    // scores an agent reads stay those the search computed (within 0..1 as before; added, the bonus put the first
+    // hit above 1 for half of locomo-dev's questions), only who holds which changes.
+    let mut scores: Vec<f64> = head.iter().map(|&i| items[i].score).collect();
+    let mut order: Vec<(usize, f64)> = head.iter().zip(held).map(|(&i, h)| (i, items[i].score + SENTENCE_PREFERENCE * spread * h / most)).collect();
+    order.sort_by(|a, b| {
+        let (x, y) = (&items[a.0], &items[b.0]);
+        y.tier.cmp(&x.tier).then(y.exact_match.cmp(&x.exact_match)).then(b.1.total_cmp(&a.1))
+    });
+    scores.sort_by(|a, b| b.total_cmp(a));
+    for ((i, _), score) in order.into_iter().zip(scores) {
+        items[i].score = score;
     }
 }
 
