@@ -511,14 +511,17 @@ pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
 }
 
 fn sort(items: &mut [Scored]) {
-    items.sort_by(|a, b| {
-        b.tier
-            .cmp(&a.tier)
-            .then(b.exact_match.cmp(&a.exact_match))
-            .then(b.score.total_cmp(&a.score))
-            .then_with(|| a.candidate.path.cmp(&b.candidate.path))
-            .then(a.candidate.start_line.cmp(&b.candidate.start_line))
-    });
+    items.sort_by(ranked_before);
+}
+
+/// The ranking's order: exact-path tiers, then exact matches, then score (ties: path, line).
+fn ranked_before(a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    b.tier
+        .cmp(&a.tier)
+        .then(b.exact_match.cmp(&a.exact_match))
+        .then(b.score.total_cmp(&a.score))
+        .then_with(|| a.candidate.path.cmp(&b.candidate.path))
+        .then(a.candidate.start_line.cmp(&b.candidate.start_line))
 }
 
 /// Jaccard similarity of two token sets.
@@ -692,10 +695,7 @@ pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
     let Some(spread) = score_spread(items) else { return };
     // The head as the ranking orders it: exact-path tiers and exact matches first.
     let mut head: Vec<usize> = (0..items.len()).collect();
-    head.sort_by(|&a, &b| {
-        let (a, b) = (&items[a], &items[b]);
-        b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)).then(b.score.total_cmp(&a.score))
-    });
+    head.sort_by(|&a, &b| ranked_before(&items[a], &items[b]));
     head.truncate(HEAD);
     let texts: Vec<&str> = head.iter().map(|&i| items[i].candidate.text.as_str()).collect();
     let terms = snippet::SnippetQuery::new(query, &texts);
@@ -707,14 +707,14 @@ pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
     // The head is reordered by score + bonus, and its own scores, best first, are given out in that order: the
     // scores an agent reads stay those the search computed (within 0..1 as before; added, the bonus put the first
     // hit above 1 for half of locomo-dev's questions), only who holds which changes.
-    let mut scores: Vec<f64> = head.iter().map(|&i| items[i].score).collect();
-    let mut order: Vec<(usize, f64)> = head.iter().zip(held).map(|(&i, h)| (i, items[i].score + SENTENCE_PREFERENCE * spread * h / most)).collect();
-    order.sort_by(|a, b| {
-        let (x, y) = (&items[a.0], &items[b.0]);
-        y.tier.cmp(&x.tier).then(y.exact_match.cmp(&x.exact_match)).then(b.1.total_cmp(&a.1))
-    });
-    scores.sort_by(|a, b| b.total_cmp(a));
-    for ((i, _), score) in order.into_iter().zip(scores) {
+    // In ranking order, and the bonus reorders only within a tier (and exact-match class): each class's scores are
+    // best first here, and go back to its members in their new order.
+    let scores: Vec<f64> = head.iter().map(|&i| items[i].score).collect();
+    for (&i, h) in head.iter().zip(held) {
+        items[i].score += SENTENCE_PREFERENCE * spread * h / most;
+    }
+    head.sort_by(|&a, &b| ranked_before(&items[a], &items[b]));
+    for (&i, score) in head.iter().zip(scores) {
         items[i].score = score;
     }
 }
