@@ -10,6 +10,7 @@ mod progress;
 mod serve;
 mod server;
 mod status;
+mod unopened;
 mod watch;
 
 use std::io::Write;
@@ -661,9 +662,69 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         _ => false,
     };
     let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
-    let opened = open(resolved, state_dir, &cli.agent, false, progress).await?;
+    // What `memory serve` needs to serve without its engine, kept before `open` takes the resolution.
+    let unopened = matches!(cli.command, Command::Serve { .. }).then(|| UnopenedArgs::of(&resolved, &state_dir, &cli.agent));
+    let opened = match (open(resolved, state_dir.clone(), &cli.agent, false, progress).await, unopened) {
+        (Ok(opened), _) => opened,
+        (Err(e), Some(args)) => {
+            let Command::Serve { allow_append, http, .. } = &cli.command else { return Err(e) };
+            return serve_unopened(args, &e, *allow_append, http, &state_dir).await;
+        }
+        (Err(e), None) => return Err(e),
+    };
     let result = run_command(&cli, &opened).await;
     let closed = opened.engine.close().await;
+    result?;
+    closed?;
+    Ok(())
+}
+
+/// What `memory serve` keeps to serve when its engine cannot open ([`unopened::Reopening`]): how to open it again
+/// and how to read the files without it.
+struct UnopenedArgs {
+    name: String,
+    workspace: PathBuf,
+    reopen: unopened::Reopen,
+    reader: Option<unopened::Reader>,
+}
+
+impl UnopenedArgs {
+    fn of(resolved: &Resolved, state_dir: &std::path::Path, agent: &str) -> UnopenedArgs {
+        let (config_path, workspace, agent, state) =
+            (resolved.config_path.clone(), resolved.workspace.clone(), agent.to_string(), state_dir.to_path_buf());
+        let reopen: unopened::Reopen = Box::new(move || {
+            let (config_path, workspace, agent, state) = (config_path.clone(), workspace.clone(), agent.clone(), state.clone());
+            // The same resolution and open as at start: a config fixed meanwhile is read again.
+            Box::pin(async move {
+                let resolved = resolve_at(ResolveArgs { config_path, workspace: Some(&workspace), agent: &agent, is_status: false })?;
+                Ok(open(resolved, state, &agent, false, false).await?.engine)
+            })
+        });
+        let search = &resolved.config.memory.search;
+        let reader = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb").then(|| unopened::Reader {
+            roots: memory_core::discovery::MemoryRoots::for_search(resolved.workspace.clone(), search),
+            max_file_bytes: search.max_file_bytes,
+        });
+        UnopenedArgs { name: resolved.config.memory.backend.clone(), workspace: resolved.workspace.clone(), reopen, reader }
+    }
+}
+
+/// `memory serve` with an engine that could not open: the tools answer why (and `memory_get` reads the files)
+/// until it opens. No watcher: once it opens, each search checks the files itself.
+async fn serve_unopened(
+    args: UnopenedArgs,
+    error: &anyhow::Error,
+    allow_append: bool,
+    http: &http::HttpArgs,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let options = http.to_options(state_dir)?;
+    let engine: Arc<dyn MemoryBackend> = Arc::new(unopened::Reopening::new(args.name, error, args.reopen, args.reader));
+    let result = match options {
+        Some(options) => http::run(engine.clone(), args.workspace, allow_append, None, options).await,
+        None => serve::run(engine.clone(), args.workspace, allow_append, None, false).await,
+    };
+    let closed = engine.close().await;
     result?;
     closed?;
     Ok(())

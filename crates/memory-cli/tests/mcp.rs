@@ -151,6 +151,48 @@ async fn a_reranker_that_cannot_be_opened_costs_the_order_not_the_memory() {
     assert!(text.contains("Probe:      reranking FAILED"), "{text}");
 }
 
+/// A local model folder gone (a cache cleaned) used to stop `memory serve` before its handshake: the agent lost
+/// every memory tool, `memory_get` of its own notes included. Now the server starts, searches say exactly what
+/// is wrong, the notes stay readable, and once the cause is fixed a later call answers without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_cannot_open_keeps_the_tools_and_opens_once_fixed() {
+    let env = env();
+    let gone = env.state.path().join("models/all-MiniLM-L6-v2");
+    let config = env.state.path().join("config.json5");
+    let local = json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": gone.to_str().unwrap() } } } });
+    fs::write(&config, local.to_string()).unwrap();
+    let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["search", "billing"]).output().unwrap();
+    assert!(!out.status.success(), "a one-shot command still fails on it, naming the key");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memory.search.local.modelPath"));
+
+    let client = connect(&env, &["--config", config.to_str().unwrap()]).await;
+    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    assert!(tools.iter().any(|t| t.name == "memory_search") && tools.iter().any(|t| t.name == "memory_get"));
+    let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let message = payload(&r)["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("memory.search.local.modelPath") && message.contains("not found"), "{message}");
+    let r = call(&client, "memory_get", json!({ "path": "memory/2026-11-29.md" })).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert!(payload(&r)["text"].as_str().unwrap().contains("E4012"), "the notes stay readable");
+    let r = call(&client, "memory_get", json!({ "path": "../outside.md" })).await;
+    assert_eq!(r.is_error, Some(true), "and the read is as safe as ever");
+
+    // Fixed (here: keyword search instead of the missing model): a later call opens the engine and answers.
+    fs::write(&config, json!({ "memory": { "search": { "provider": "none" } } }).to_string()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;
+        if r.is_error != Some(true) {
+            assert_eq!(payload(&r)["results"][0]["path"], "memory/2026-11-29.md");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the engine was not opened again: {r:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_is_opt_in_and_searchable_at_once() {
     let env = env();

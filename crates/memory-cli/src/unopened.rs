@@ -1,0 +1,139 @@
+//! `memory serve` when the engine cannot open: the server starts all the same, so the agent keeps its memory
+//! tools and reads why they do not answer, instead of finding them gone.
+//!
+//! Why: an MCP server that exits before its handshake takes every tool with it, `memory_get` of the agent's own
+//! notes included, and the agent cannot tell the user what is wrong (a local model folder deleted with a cache,
+//! a state disk gone read-only, an index another process holds). OpenClaw's own memory tools answer `disabled`
+//! with the error in such a case. Here every search answers with the exact error (the config key and cause),
+//! `memory_get` still reads the files (it needs no index), and the engine is opened again at most every
+//! [`RETRY`]: once the cause is fixed the next call answers, without restarting the client.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use memory_core::discovery::MemoryRoots;
+use memory_core::{
+    Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, RecallRequest, RecallResponse, Result, SearchRequest, SearchResponse, Status,
+    SyncOptions, SyncReport,
+};
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+
+/// How long a failed open stands before a call tries again.
+pub const RETRY: Duration = Duration::from_secs(10);
+
+/// Opens the engine again (the same resolution and open as at start).
+pub type Reopen = Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<Arc<dyn MemoryBackend>>> + Send>> + Send + Sync>;
+
+/// The files `memory_get` reads without an engine (the builtin and LanceDB engines read them from the memory
+/// roots; QMD's `qmd://` paths need QMD).
+pub struct Reader {
+    pub roots: MemoryRoots,
+    pub max_file_bytes: u64,
+}
+
+enum State {
+    Open(Arc<dyn MemoryBackend>),
+    Failed { why: String, retry_at: Instant },
+}
+
+/// An engine that could not open, opened again on use (see the module docs).
+pub struct Reopening {
+    name: String,
+    state: Mutex<State>,
+    reopen: Reopen,
+    reader: Option<Reader>,
+}
+
+impl Reopening {
+    pub fn new(name: String, error: &anyhow::Error, reopen: Reopen, reader: Option<Reader>) -> Reopening {
+        let why = format!("{error:#}");
+        warn!(engine = %name, error = %why, "the memory engine cannot open; serving anyway: searches say why, memory_get reads the files, the engine is opened again on use");
+        Reopening { name, state: Mutex::new(State::Failed { why, retry_at: Instant::now() + RETRY }), reopen, reader }
+    }
+
+    /// The engine, opening it again when the last failure is older than [`RETRY`]; else why it is not open.
+    async fn engine(&self) -> Result<Arc<dyn MemoryBackend>> {
+        let mut state = self.state.lock().await;
+        if let State::Failed { retry_at, .. } = &*state {
+            if Instant::now() >= *retry_at {
+                match (self.reopen)().await {
+                    Ok(engine) => {
+                        info!(engine = %self.name, "the memory engine opened");
+                        *state = State::Open(engine);
+                    }
+                    Err(e) => *state = State::Failed { why: format!("{e:#}"), retry_at: Instant::now() + RETRY },
+                }
+            }
+        }
+        match &*state {
+            State::Open(engine) => Ok(engine.clone()),
+            State::Failed { why, .. } => Err(MemoryError::Unavailable(format!(
+                "the memory engine cannot open: {why} (memory_get still reads the files; the engine is tried again every {} s)",
+                RETRY.as_secs()
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for Reopening {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match self.state.try_lock().as_deref() {
+            Ok(State::Open(engine)) => engine.capabilities(),
+            _ => Capabilities::default(),
+        }
+    }
+
+    async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        self.engine().await?.search(request).await
+    }
+
+    async fn recall(&self, request: &RecallRequest) -> Result<RecallResponse> {
+        self.engine().await?.recall(request).await
+    }
+
+    async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
+        match (self.engine().await, &self.reader) {
+            (Ok(engine), _) => engine.get(request).await,
+            (Err(_), Some(reader)) if !request.path.trim_start().starts_with("qmd://") => {
+                memory_core::access::read(&reader.roots, request, reader.max_file_bytes)
+            }
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
+        self.engine().await?.sync(options).await
+    }
+
+    async fn status(&self) -> Result<Status> {
+        self.engine().await?.status().await
+    }
+
+    async fn reset(&self) -> Result<()> {
+        self.engine().await?.reset().await
+    }
+
+    async fn verify(&self) -> Result<Option<String>> {
+        self.engine().await?.verify().await
+    }
+
+    fn notify_changed(&self, paths: &[std::path::PathBuf]) {
+        if let Ok(State::Open(engine)) = self.state.try_lock().as_deref() {
+            engine.notify_changed(paths);
+        }
+    }
+
+    async fn close(&self) -> Result<()> {
+        match &*self.state.lock().await {
+            State::Open(engine) => engine.close().await,
+            State::Failed { .. } => Ok(()),
+        }
+    }
+}
