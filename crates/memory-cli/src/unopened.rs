@@ -48,7 +48,7 @@ pub struct Reopening {
 
 impl Reopening {
     pub fn new(name: String, error: &anyhow::Error, reopen: Reopen, reader: Option<Reader>) -> Reopening {
-        let why = format!("{error:#}");
+        let why = said_once(error);
         warn!(engine = %name, error = %why, "the memory engine cannot open; serving anyway: searches say why, memory_get reads the files, the engine is opened again on use");
         Reopening { name, state: Mutex::new(State::Failed { why, retry_at: Instant::now() + RETRY }), reopen, reader }
     }
@@ -63,7 +63,7 @@ impl Reopening {
                         info!(engine = %self.name, "the memory engine opened");
                         *state = State::Open(engine);
                     }
-                    Err(e) => *state = State::Failed { why: format!("{e:#}"), retry_at: Instant::now() + RETRY },
+                    Err(e) => *state = State::Failed { why: said_once(&e), retry_at: Instant::now() + RETRY },
                 }
             }
         }
@@ -75,6 +75,23 @@ impl Reopening {
             ))),
         }
     }
+}
+
+/// An error and its causes, each said once: an error whose message already ends with its cause's (an I/O error's
+/// `context: source`) does not repeat it.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 #[async_trait]
@@ -135,5 +152,19 @@ impl MemoryBackend for Reopening {
             State::Open(engine) => engine.close().await,
             State::Failed { .. } => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ReadOnlyFilesystem, "Read-only file system (os error 30)");
+        let e = anyhow::Error::new(memory_core::MemoryError::Io { context: "cannot create index folder /s".into(), source: io });
+        assert_eq!(said_once(&e), "cannot create index folder /s: Read-only file system (os error 30)");
+        let e = anyhow::anyhow!("model folder /m not found").context("cannot open the engine");
+        assert_eq!(said_once(&e), "cannot open the engine: model folder /m not found");
     }
 }
