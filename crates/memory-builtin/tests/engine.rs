@@ -351,6 +351,44 @@ async fn vectors_are_stored_searched_and_cached() {
     assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().results[0].path, "MEMORY.md");
 }
 
+/// A local model that goes missing (a cache cleaned) has a stand-in ([`memory_core::embedding::Unavailable`]): the
+/// index and its vectors are kept (not rebuilt for "other settings"), searches answer by their words saying why, a
+/// note written meanwhile is found by its words, and once the model is back only that note is embedded.
+#[tokio::test]
+async fn a_stand_in_for_a_missing_model_keeps_the_index_and_answers_by_words() {
+    let env = sample_env();
+    let mut config = Config::default();
+    config.memory.search.sync.on_search = true;
+    let model = Arc::new(BagOfWordsEmbedder::new(64));
+    let e = env.open(config.clone(), Some(model.clone())).await;
+    assert_eq!(e.sync(SyncOptions::default()).await.unwrap().chunks_embedded, 4);
+    drop(e);
+
+    let why = "memory.search.local.modelPath: model folder /models/gone not found";
+    let stand_in = Arc::new(memory_core::embedding::Unavailable::new(model.id(), "gone", why));
+    let e = env.open(config.clone(), Some(stand_in)).await;
+    let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
+    assert_eq!(res.results[0].path, "MEMORY.md", "{res:?}");
+    assert!(res.warnings.iter().any(|w| w.contains(why)), "the reason is said: {:?}", res.warnings);
+    fs::write(env.ws.path().join("memory/2026-12-03.md"), "- The new router sits in the hallway closet\n").unwrap();
+    let res = e.search(&SearchRequest::new("router")).await.unwrap();
+    assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/2026-12-03.md"), "found by its words at once: {res:?}");
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(!r.rebuilt, "the index is kept with its vectors");
+    let status = e.status().await.unwrap();
+    assert!(status.warnings.iter().all(|w| !w.contains("identity")), "{:?}", status.warnings);
+    drop(e);
+
+    let before = model.texts();
+    let e = env.open(config, Some(model.clone())).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert!(!r.rebuilt);
+    assert_eq!((r.chunks_embedded, model.texts() - before), (1, 1), "only the note written meanwhile is embedded");
+    let res = e.search(&SearchRequest::new("router hallway")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("hybrid"));
+    assert!(res.results[0].path == "memory/2026-12-03.md" && res.results[0].vector_score.is_some_and(|v| v > 0.0), "{res:?}");
+}
+
 /// Fails every call: keyword search must still answer, and the failure is reported.
 struct DownEmbedder;
 

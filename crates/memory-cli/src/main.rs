@@ -403,7 +403,15 @@ async fn open(resolved: Resolved, state_dir: PathBuf, agent: &str, is_status: bo
     let config = Arc::new(config);
     // `status` reports a half-set-up provider (no key yet) instead of failing on it.
     let (embedder, provider_note) = match memory_host::embedder(&config) {
-        Ok(e) => (e, providers::provider_note(&config)),
+        Ok(e) => {
+            let note = match e.as_ref().and_then(|e| e.unavailable()) {
+                Some(why) => {
+                    Some(format!("UNAVAILABLE ({why}); searches answer by their words and the index keeps its vectors until the model is back"))
+                }
+                None => providers::provider_note(&config),
+            };
+            (e, note)
+        }
         Err(e) if is_status => (None, Some(format!("{e}; keyword search answers until it is set up"))),
         Err(e) => return Err(e.into()),
     };

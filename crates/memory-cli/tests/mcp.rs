@@ -151,35 +151,57 @@ async fn a_reranker_that_cannot_be_opened_costs_the_order_not_the_memory() {
     assert!(text.contains("Probe:      reranking FAILED"), "{text}");
 }
 
-/// A local model folder gone (a cache cleaned) used to stop `memory serve` before its handshake: the agent lost
-/// every memory tool, `memory_get` of its own notes included. Now the server starts, searches say exactly what
-/// is wrong, the notes stay readable, and once the cause is fixed a later call answers without a restart.
+/// A local model folder gone (a cache cleaned) was a config error at every command, and stopped `memory serve`
+/// before its handshake: the agent lost every memory tool. Now a stand-in keeps the index (and its vectors, for
+/// when the model is back) and searches answer by their words, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_engine_that_cannot_open_keeps_the_tools_and_opens_once_fixed() {
+async fn a_missing_local_model_costs_the_vectors_not_the_memory() {
     let env = env();
     let gone = env.state.path().join("models/all-MiniLM-L6-v2");
     let config = env.state.path().join("config.json5");
     let local = json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": gone.to_str().unwrap() } } } });
     fs::write(&config, local.to_string()).unwrap();
     let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["search", "billing"]).output().unwrap();
-    assert!(!out.status.success(), "a one-shot command still fails on it, naming the key");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("memory.search.local.modelPath"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("E4012"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memory.search.local.modelPath"), "the reason is said");
+    let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Embeddings: UNAVAILABLE (memory.search.local.modelPath: model folder"), "{text}");
 
     let client = connect(&env, &["--config", config.to_str().unwrap()]).await;
+    let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let v = payload(&r);
+    assert_eq!(v["results"][0]["path"], "memory/2026-11-29.md", "{v}");
+    let said = v["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|w| w.contains("memory.search.local.modelPath"));
+    assert!(said, "{v}");
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
+/// An engine that cannot open (here its index folder cannot be created) used to stop `memory serve` before its
+/// handshake. Now the server starts, searches say exactly what is wrong, the notes stay readable, and once the
+/// cause is gone a later call answers without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_cannot_open_keeps_the_tools_and_opens_once_fixed() {
+    let env = env();
+    let blocker = env.state.path().join("agents");
+    fs::write(&blocker, "a file where the index folder goes").unwrap();
+    let client = connect(&env, &[]).await;
     let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
     assert!(tools.iter().any(|t| t.name == "memory_search") && tools.iter().any(|t| t.name == "memory_get"));
     let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;
     assert_eq!(r.is_error, Some(true), "{r:?}");
-    let message = payload(&r)["error"]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("memory.search.local.modelPath") && message.contains("not found"), "{message}");
+    let error = payload(&r)["error"].clone();
+    let message = error["message"].as_str().unwrap_or_default().to_string();
+    assert!(error["kind"] == "unavailable" && message.contains("cannot open") && message.contains("agents"), "{error}");
     let r = call(&client, "memory_get", json!({ "path": "memory/2026-11-29.md" })).await;
     assert_ne!(r.is_error, Some(true), "{r:?}");
     assert!(payload(&r)["text"].as_str().unwrap().contains("E4012"), "the notes stay readable");
     let r = call(&client, "memory_get", json!({ "path": "../outside.md" })).await;
     assert_eq!(r.is_error, Some(true), "and the read is as safe as ever");
 
-    // Fixed (here: keyword search instead of the missing model): a later call opens the engine and answers.
-    fs::write(&config, json!({ "memory": { "search": { "provider": "none" } } }).to_string()).unwrap();
+    fs::remove_file(&blocker).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(40);
     loop {
         let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;

@@ -68,9 +68,85 @@ pub trait EmbeddingProvider: Send + Sync {
         })
     }
 
+    /// Why this provider cannot embed at all (an [`Unavailable`] stand-in), for `status`; `None` for a real one.
+    fn unavailable(&self) -> Option<&str> {
+        None
+    }
+
+    /// For a stand-in ([`Unavailable`]): take the identity (`provider`, `model`, fingerprint, width) the index was
+    /// built with, so that the index is kept as it is instead of rebuilt for "other settings". A real provider
+    /// never does (the default).
+    fn adopt_identity(&self, provider: &str, model: &str, fingerprint: &str, dimensions: Option<usize>) -> bool {
+        let _ = (provider, model, fingerprint, dimensions);
+        false
+    }
+
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbeddingError> {
         let mut v = self.embed(&[text.to_string()], EmbeddingPurpose::Query).await?;
         v.pop().ok_or_else(|| EmbeddingError::Permanent { provider: self.id().to_string(), message: "empty embedding response".into() })
+    }
+}
+
+/// An embedding provider that could not be built (its local model folder missing, moved or damaged) standing in
+/// for it. Every embedding fails with why, so a search answers by its words with the reason in `warnings`, and a
+/// sync indexes changed notes by their words and leaves them pending for their vectors (as after any failed
+/// embedding call). It takes the identity the index was built with ([`EmbeddingProvider::adopt_identity`], when
+/// the index was built by the same provider): the vectors already in the index stay, for when the model is back.
+///
+/// Why: a memory whose model went missing (a cache cleaned, a disk not mounted yet) would otherwise stop answering
+/// at all (a config error at every command), or, opened without a provider, rebuild its index without vectors.
+pub struct Unavailable {
+    provider: String,
+    model: String,
+    why: String,
+    adopted: std::sync::OnceLock<(String, String, Option<usize>)>,
+}
+
+impl Unavailable {
+    pub fn new(provider: impl Into<String>, model: impl Into<String>, why: impl Into<String>) -> Unavailable {
+        Unavailable { provider: provider.into(), model: model.into(), why: why.into(), adopted: std::sync::OnceLock::new() }
+    }
+}
+
+impl std::fmt::Debug for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unavailable").field("provider", &self.provider).field("why", &self.why).finish()
+    }
+}
+
+#[async_trait]
+impl EmbeddingProvider for Unavailable {
+    fn id(&self) -> &str {
+        &self.provider
+    }
+
+    fn model(&self) -> &str {
+        self.adopted.get().map_or(self.model.as_str(), |(m, _, _)| m.as_str())
+    }
+
+    fn dimensions(&self) -> Option<usize> {
+        self.adopted.get().and_then(|(_, _, d)| *d)
+    }
+
+    /// The adopted index's fingerprint; before any (no index yet, or one of another provider), one that matches
+    /// no model's, so the index is built anew once the model is back.
+    fn fingerprint(&self) -> String {
+        match self.adopted.get() {
+            Some((_, f, _)) => f.clone(),
+            None => format!("unavailable:{}:{}", self.provider, self.model),
+        }
+    }
+
+    async fn embed(&self, _texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        Err(EmbeddingError::NotConfigured { provider: self.provider.clone(), message: self.why.clone() })
+    }
+
+    fn unavailable(&self) -> Option<&str> {
+        Some(&self.why)
+    }
+
+    fn adopt_identity(&self, provider: &str, model: &str, fingerprint: &str, dimensions: Option<usize>) -> bool {
+        provider == self.provider && self.adopted.set((model.to_string(), fingerprint.to_string(), dimensions)).is_ok()
     }
 }
 

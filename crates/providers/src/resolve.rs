@@ -73,6 +73,9 @@ struct BuildError {
     missing: bool,
     /// The provider exists in OpenClaw but not here: keyword search (or the fallback) answers.
     unavailable: bool,
+    /// A configured local model folder that cannot be used (missing, incomplete, damaged): an
+    /// [`memory_core::embedding::Unavailable`] stands in for it when there is no fallback.
+    stand_in: bool,
 }
 
 impl From<BuildError> for MemoryError {
@@ -171,6 +174,13 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
             warn!(provider = %primary_name, reason = %e.message, "embedding provider not available here");
             Ok(secondary)
         }
+        Err(e) if e.stand_in => {
+            // The memory keeps answering by its words, and keeps its index, while the model is away.
+            let why = format!("{}: {}", e.key, e.message);
+            warn!(provider = %primary_name, reason = %why, "the local model cannot be used; searches answer by words until it is back");
+            let model = local_model_dir(search, env).and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_default();
+            Ok(Some(Arc::new(memory_core::embedding::Unavailable::new(primary_name, model, why))))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -229,6 +239,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 message: format!("provider `local` needs a model folder: set memory.search.local.modelPath or ${LOCAL_MODEL_ENV}"),
                 missing: true,
                 unavailable: false,
+                stand_in: false,
             });
         };
         // Prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the primary
@@ -252,12 +263,14 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 },
                 missing: false,
                 unavailable: false,
+                stand_in: false,
                 message: format!("the local model in {} has no prompt named `{name}` (its prompts: {available})", dir.display()),
             }),
             Err(e) => Err(BuildError {
                 key: "memory.search.local.modelPath".into(),
                 missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),
                 unavailable: false,
+                stand_in: primary,
                 message: e.to_string(),
             }),
         };
@@ -268,9 +281,16 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
             message: format!("provider `{name}` is not available in memory-rs: {why}"),
             missing: false,
             unavailable: true,
+            stand_in: false,
         });
     }
-    let target = target(name, config).map_err(|message| BuildError { key: provider_key.into(), message, missing: false, unavailable: false })?;
+    let target = target(name, config).map_err(|message| BuildError {
+        key: provider_key.into(),
+        message,
+        missing: false,
+        unavailable: false,
+        stand_in: false,
+    })?;
     let provider = target.provider;
     let entry = target.entries.iter().find_map(|e| config.models.providers.get(e));
     let exposed = |h: &std::collections::BTreeMap<String, memory_core::config::SecretString>| {
@@ -295,7 +315,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 ("memory.search.fallback", format!("`{id}` needs a model name and memory.search.model applies to the primary provider only"))
             }
         };
-        return Err(BuildError { key: key.into(), message, missing: false, unavailable: false });
+        return Err(BuildError { key: key.into(), message, missing: false, unavailable: false, stand_in: false });
     }
     let settings = RemoteSettings {
         model,
@@ -334,6 +354,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 ),
                 missing: true,
                 unavailable: false,
+                stand_in: false,
             })
         }
         Err(e) => {
@@ -342,7 +363,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 Role::Primary if e.to_string().contains("header") => "memory.search.remote.headers",
                 _ => provider_key,
             };
-            Err(BuildError { key: key.into(), message: e.to_string(), missing: false, unavailable: false })
+            Err(BuildError { key: key.into(), message: e.to_string(), missing: false, unavailable: false, stand_in: false })
         }
     }
 }

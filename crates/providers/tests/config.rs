@@ -117,9 +117,6 @@ fn config_errors_name_the_key() {
 
     assert_eq!(config_key(resolve(&config("openai-compatible"), &env).err().unwrap()), "memory.search.model");
     assert_eq!(config_key(resolve(&config("local"), &env).err().unwrap()), "memory.search.local.modelPath");
-    let mut c = config("local");
-    c.memory.search.local.model_path = Some("/nonexistent/model".into());
-    assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.local.modelPath");
     let mut c = config("ollama");
     c.memory.search.remote.base_url = Some("localhost:11434".into());
     assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.remote.baseUrl");
@@ -291,4 +288,37 @@ fn openclaw_provider_ids() {
     c.models.providers.insert("claude".into(), ModelProviderConfig { api: Some("anthropic-messages".into()), ..Default::default() });
     let e = resolve(&c, &env_of(&[])).err().unwrap();
     assert!(e.to_string().contains("models.providers.claude.api"), "{e}");
+}
+
+/// A configured local model folder that cannot be used (moved, a cache cleaned, damaged) is not a config error at
+/// every command: a stand-in answers whose every embedding fails with the key and the cause, so searches answer by
+/// their words and the index keeps its vectors; with a fallback, the fallback answers as before.
+#[tokio::test]
+async fn a_local_model_folder_that_cannot_be_used_has_a_stand_in_naming_the_key() {
+    let env = env_of(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged");
+    std::fs::create_dir_all(&damaged).unwrap();
+    std::fs::write(damaged.join("model.safetensors"), b"not a model").unwrap();
+    for folder in [dir.path().join("gone"), damaged] {
+        let mut c = config("local");
+        c.memory.search.local.model_path = Some(folder.to_string_lossy().into_owned());
+        let p = resolve(&c, &env).unwrap().expect("a stand-in");
+        let why = p.unavailable().expect("says it cannot embed").to_string();
+        assert!(why.starts_with("memory.search.local.modelPath: "), "{why}");
+        assert_eq!(p.id(), "local");
+        let err = p.embed(&["x".to_string()], providers::EmbeddingPurpose::Query).await.unwrap_err().to_string();
+        assert!(err.contains("memory.search.local.modelPath") && !err.is_empty(), "{err}");
+        // It takes the identity of an index the local provider built, and no other provider's.
+        assert!(!p.adopt_identity("openai", "text-embedding-3-small", "fp-o", Some(1536)));
+        assert!(p.adopt_identity("local", "all-MiniLM-L6-v2", "fp-l", Some(384)));
+        assert_eq!((p.model(), p.fingerprint().as_str(), p.dimensions()), ("all-MiniLM-L6-v2", "fp-l", Some(384)));
+    }
+    // With a fallback, the fallback answers (unchanged).
+    let mut c = config("local");
+    c.memory.search.local.model_path = Some(dir.path().join("gone").to_string_lossy().into_owned());
+    c.memory.search.fallback = "openai".into();
+    let env = env_of(&[("OPENAI_API_KEY", "sk-test")]);
+    let p = resolve(&c, &env).unwrap().expect("the fallback");
+    assert_eq!((p.id(), p.unavailable()), ("openai", None));
 }

@@ -223,6 +223,17 @@ impl IndexedBackend {
         let live_marker = storage.live_marker().await?;
         let live = storage.open_live().await?;
         let embedder = if config.memory.search.store.vector.enabled { embedder } else { None };
+        if let Some(stand_in) = embedder.as_ref().filter(|e| e.unavailable().is_some()) {
+            // A provider that cannot embed stands in for the one the index was built with: it takes that one's
+            // identity, so the index and its vectors are kept (not rebuilt without them) until the model is back.
+            if let Some(id) = live.identity().await.ok().flatten() {
+                if let (Some(provider), Some(model), Some(fingerprint)) = (&id.provider, &id.model, &id.provider_fingerprint) {
+                    if stand_in.adopt_identity(provider, model, fingerprint, id.dimensions) {
+                        warn!(provider = %provider, model = %model, "the embedding model cannot be used; the index keeps its vectors, searches answer by words until it is back");
+                    }
+                }
+            }
+        }
         Ok(IndexedBackend {
             name: name.into(),
             config,
