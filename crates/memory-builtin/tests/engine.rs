@@ -389,6 +389,34 @@ async fn a_stand_in_for_a_missing_model_keeps_the_index_and_answers_by_words() {
     assert!(res.results[0].path == "memory/2026-12-03.md" && res.results[0].vector_score.is_some_and(|v| v > 0.0), "{res:?}");
 }
 
+/// A long-running process (`memory serve`) with a stand-in answers with vectors again once the same model is back,
+/// without a restart; a folder that now holds another model is not used (the index holds the old one's vectors).
+#[tokio::test]
+async fn a_stand_in_uses_the_model_again_once_the_same_one_is_back() {
+    use memory_core::embedding::{Reload, Unavailable};
+    let env = sample_env();
+    let model = Arc::new(BagOfWordsEmbedder::new(64));
+    let e = env.open(Config::default(), Some(model.clone())).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    drop(e);
+    let why = "memory.search.local.modelPath: model folder /models/gone not found";
+    for (same, want) in [(true, "hybrid"), (false, "keyword")] {
+        let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let returned: Arc<dyn EmbeddingProvider> = if same { model.clone() } else { Arc::new(BagOfWordsEmbedder::new(32)) };
+        let flag = back.clone();
+        let reload: Reload =
+            Box::new(move || if flag.load(Ordering::SeqCst) { Ok(returned.clone()) } else { Err("model folder /models/gone not found".into()) });
+        let stand_in = Unavailable::new(model.id(), "gone", why).with_reload(reload, std::time::Duration::ZERO);
+        let e = env.open(Config::default(), Some(Arc::new(stand_in))).await;
+        assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().mode.as_deref(), Some("keyword"));
+        back.store(true, Ordering::SeqCst);
+        let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
+        assert_eq!(res.mode.as_deref(), Some(want), "same model back: {same}; {:?}", res.warnings);
+        assert_eq!(res.results[0].path, "MEMORY.md");
+        assert!(!e.sync(SyncOptions::default()).await.unwrap().rebuilt, "never rebuilt by the stand-in");
+    }
+}
+
 /// Fails every call: keyword search must still answer, and the failure is reported.
 struct DownEmbedder;
 

@@ -100,14 +100,57 @@ pub struct Unavailable {
     model: String,
     why: String,
     adopted: std::sync::OnceLock<(String, String, Option<usize>)>,
+    reload: Option<Reload>,
+    retry_every: std::time::Duration,
+    /// The provider once it is back, and when to try again meanwhile.
+    back: std::sync::Mutex<(Option<std::sync::Arc<dyn EmbeddingProvider>>, std::time::Instant)>,
 }
+
+/// Builds the real provider again (the model folder read anew), for [`Unavailable::with_reload`].
+pub type Reload = Box<dyn Fn() -> Result<std::sync::Arc<dyn EmbeddingProvider>, String> + Send + Sync>;
 
 impl Unavailable {
     pub fn new(provider: impl Into<String>, model: impl Into<String>, why: impl Into<String>) -> Unavailable {
-        Unavailable { provider: provider.into(), model: model.into(), why: why.into(), adopted: std::sync::OnceLock::new() }
+        Unavailable {
+            provider: provider.into(),
+            model: model.into(),
+            why: why.into(),
+            adopted: std::sync::OnceLock::new(),
+            reload: None,
+            retry_every: std::time::Duration::ZERO,
+            back: std::sync::Mutex::new((None, std::time::Instant::now())),
+        }
+    }
+
+    /// Try `reload` at most every `every` on use: once it builds a provider with the adopted index's fingerprint
+    /// (the same model is back), embeddings go to it, so a long-running process answers with vectors again without
+    /// a restart. A provider of another model is not used (the index holds the old one's vectors): the next
+    /// process rebuilds for it.
+    pub fn with_reload(mut self, reload: Reload, every: std::time::Duration) -> Unavailable {
+        self.reload = Some(reload);
+        self.back = std::sync::Mutex::new((None, std::time::Instant::now() + every));
+        self.retry_every = every;
+        self
+    }
+
+    /// The provider, when it is back.
+    fn back(&self) -> Option<std::sync::Arc<dyn EmbeddingProvider>> {
+        let reload = self.reload.as_ref()?;
+        let (_, fingerprint, _) = self.adopted.get()?;
+        let mut back = self.back.lock().unwrap_or_else(|e| e.into_inner());
+        if back.0.is_none() && std::time::Instant::now() >= back.1 {
+            back.1 = std::time::Instant::now() + self.retry_every;
+            match reload() {
+                Ok(p) if p.fingerprint() == *fingerprint => back.0 = Some(p),
+                Ok(p) => {
+                    tracing::warn!(model = %p.model(), "the model folder holds another model than the index was built with; searching by words until the next start rebuilds the index")
+                }
+                Err(e) => tracing::debug!(error = %e, "the embedding model is still unavailable"),
+            }
+        }
+        back.0.clone()
     }
 }
-
 impl std::fmt::Debug for Unavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Unavailable").field("provider", &self.provider).field("why", &self.why).finish()
@@ -137,12 +180,16 @@ impl EmbeddingProvider for Unavailable {
         }
     }
 
-    async fn embed(&self, _texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        Err(EmbeddingError::NotConfigured { provider: self.provider.clone(), message: self.why.clone() })
+    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        match self.back() {
+            Some(p) => p.embed(texts, purpose).await,
+            None => Err(EmbeddingError::NotConfigured { provider: self.provider.clone(), message: self.why.clone() }),
+        }
     }
 
     fn unavailable(&self) -> Option<&str> {
-        Some(&self.why)
+        let back = self.back.lock().map(|b| b.0.is_some()).unwrap_or(false);
+        (!back).then_some(self.why.as_str())
     }
 
     fn adopt_identity(&self, provider: &str, model: &str, fingerprint: &str, dimensions: Option<usize>) -> bool {

@@ -14,6 +14,9 @@ use crate::http::{ApiKey, HttpOptions};
 use crate::local::{model_folder_present, LocalModelError, LocalOptions, LocalProvider};
 use crate::remote::{RemoteProvider, RemoteSettings};
 
+/// How often a stand-in for a local model that cannot be used looks for it again ([`memory_core::embedding::Unavailable`]).
+const STAND_IN_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
 pub const LOCAL_MODEL_ENV: &str = "MEMORY_LOCAL_MODEL";
 
@@ -178,8 +181,16 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
             // The memory keeps answering by its words, and keeps its index, while the model is away.
             let why = format!("{}: {}", e.key, e.message);
             warn!(provider = %primary_name, reason = %why, "the local model cannot be used; searches answer by words until it is back");
-            let model = local_model_dir(search, env).and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_default();
-            Ok(Some(Arc::new(memory_core::embedding::Unavailable::new(primary_name, model, why))))
+            let dir = local_model_dir(search, env).unwrap_or_default();
+            let model = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let options = local_options(search, Role::Primary);
+            // A long-running process (`memory serve`) looks for the model again, so it answers with vectors once
+            // the folder is back.
+            let reload: memory_core::embedding::Reload = Box::new(move || {
+                LocalProvider::open_with(&dir, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string())
+            });
+            let stand_in = memory_core::embedding::Unavailable::new(primary_name, model, why).with_reload(reload, STAND_IN_RETRY);
+            Ok(Some(Arc::new(stand_in)))
         }
         Err(e) => Err(e.into()),
     }
@@ -205,6 +216,18 @@ fn normalize_name(s: &str) -> String {
 
 fn non_empty(s: Option<&String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// The local provider's prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the
+/// primary provider's settings, as for remote providers).
+fn local_options(search: &SearchConfig, role: Role) -> LocalOptions {
+    let primary = role == Role::Primary;
+    LocalOptions {
+        query_prompt: search.local.query_prompt.clone().filter(|_| primary),
+        document_prompt: search.local.document_prompt.clone().filter(|_| primary),
+        query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+        document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+    }
 }
 
 fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf> {
@@ -242,15 +265,8 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 stand_in: false,
             });
         };
-        // Prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the primary
-        // provider's settings, as for remote providers).
         let primary = role == Role::Primary;
-        let options = LocalOptions {
-            query_prompt: search.local.query_prompt.clone().filter(|_| primary),
-            document_prompt: search.local.document_prompt.clone().filter(|_| primary),
-            query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
-            document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
-        };
+        let options = local_options(search, role);
         return match LocalProvider::open_with(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
             Err(LocalModelError::UnknownPrompt { key, dir, name, available }) => Err(BuildError {
