@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use crate::catalogue::{self, Provider, CATALOGUE};
 use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
-use crate::local::{model_folder_present, LocalModelError, LocalOptions, LocalProvider};
+use crate::local::{LocalModelError, LocalOptions, LocalProvider};
 use crate::remote::{RemoteProvider, RemoteSettings};
 
 /// How often a stand-in for a local model that cannot be used looks for it again ([`memory_core::embedding::Unavailable`]).
@@ -96,7 +96,8 @@ pub fn from_config(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>
 /// [`from_config`] with an explicit environment and options.
 ///
 /// - `auto`: `local` when its model folder is present (`local.modelPath`, else `$MEMORY_LOCAL_MODEL`), then
-///   `openai`, `gemini`, `voyage`, `mistral`, the first with an API key; else `None`.
+///   `openai`, `gemini`, `voyage`, `mistral`, the first with an API key; else `None`. A configured local folder
+///   that cannot be used is still `local` (its stand-in answers, as for an explicit `local`).
 /// - An explicit provider that is not set up (no key, no model folder) is an error naming the key to set,
 ///   unless a `fallback` is configured: then the fallback is used alone.
 /// - `fallback` (other than `none`) wraps both in a [`FallbackProvider`].
@@ -197,9 +198,14 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
 }
 
 /// What `auto` would pick, without building it: `local`, `openai`, `gemini`, `voyage`, `mistral`, or `None`.
+///
+/// A local model folder that is configured (`local.modelPath` or `$MEMORY_LOCAL_MODEL`) is picked even when it is
+/// not there (moved, a cache cleaned): the local model is what was asked for, and its stand-in keeps the index's
+/// vectors for when it is back, where a remote provider or keyword-only search would rebuild the index without
+/// them.
 pub fn auto_choice(config: &Config, env: EnvLookup<'_>) -> Option<&'static str> {
     let search = &config.memory.search;
-    if local_model_dir(search, env).is_some_and(|d| model_folder_present(&d)) {
+    if local_model_dir(search, env).is_some() {
         return Some("local");
     }
     CATALOGUE.iter().filter(|p| p.auto).find(|p| api_key(p, Role::Primary, config, env).is_some()).map(|p| p.id)

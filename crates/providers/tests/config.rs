@@ -55,10 +55,15 @@ fn auto_with_nothing_available_is_keyword_only() {
     let c = config("auto");
     assert!(resolve(&c, &env).unwrap().is_none());
     assert_eq!(auto_choice(&c, &|_| None), None);
-    // A model path that does not exist does not count as available.
+    // A model folder configured but not there is the local model asked for: its stand-in answers (searches by
+    // words, the index keeps its vectors), not keyword-only or a remote provider, which would rebuild without them.
     let mut c = config("auto");
     c.memory.search.local.model_path = Some("/nonexistent/model".into());
-    assert!(resolve(&c, &env).unwrap().is_none());
+    let p = resolve(&c, &env).unwrap().expect("the local model's stand-in");
+    assert_eq!(p.id(), "local");
+    assert!(p.unavailable().is_some_and(|why| why.contains("memory.search.local.modelPath")));
+    let p = resolve(&c, &env_of(&[("OPENAI_API_KEY", "k1")])).unwrap().unwrap();
+    assert_eq!(p.id(), "local", "a configured local model is preferred to a key in the environment, as when present");
 }
 
 #[test]
