@@ -13,6 +13,7 @@ use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
 use crate::local::{LocalModelError, LocalOptions, LocalProvider};
 use crate::remote::{RemoteProvider, RemoteSettings};
+use memory_core::embedding::Unavailable;
 
 /// How often a stand-in for a local model that cannot be used looks for it again ([`memory_core::embedding::Unavailable`]).
 const STAND_IN_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -76,9 +77,9 @@ struct BuildError {
     missing: bool,
     /// The provider exists in OpenClaw but not here: keyword search (or the fallback) answers.
     unavailable: bool,
-    /// A configured local model folder that cannot be used (missing, incomplete, damaged): an
-    /// [`memory_core::embedding::Unavailable`] stands in for it when there is no fallback.
-    stand_in: bool,
+    /// A configured local model folder that cannot be used (missing, incomplete, damaged): the provider that
+    /// stands in for it when there is no fallback ([`local_stand_in`]).
+    stand_in: Option<Box<Unavailable>>,
 }
 
 impl From<BuildError> for MemoryError {
@@ -178,20 +179,10 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
             warn!(provider = %primary_name, reason = %e.message, "embedding provider not available here");
             Ok(secondary)
         }
-        Err(e) if e.stand_in => {
+        Err(BuildError { stand_in: Some(stand_in), key, message, .. }) => {
             // The memory keeps answering by its words, and keeps its index, while the model is away.
-            let why = format!("{}: {}", e.key, e.message);
-            warn!(provider = %primary_name, reason = %why, "the local model cannot be used; searches answer by words until it is back");
-            let dir = local_model_dir(search, env).unwrap_or_default();
-            let model = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let options = local_options(search, Role::Primary);
-            // A long-running process (`memory serve`) looks for the model again, so it answers with vectors once
-            // the folder is back.
-            let reload: memory_core::embedding::Reload = Box::new(move || {
-                LocalProvider::open_with(&dir, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string())
-            });
-            let stand_in = memory_core::embedding::Unavailable::new(primary_name, model, why).with_reload(reload, STAND_IN_RETRY);
-            Ok(Some(Arc::new(stand_in)))
+            warn!(provider = %primary_name, reason = %format!("{key}: {message}"), "the local model cannot be used; searches answer by words until it is back");
+            Ok(Some(Arc::new(*stand_in)))
         }
         Err(e) => Err(e.into()),
     }
@@ -224,16 +215,14 @@ fn non_empty(s: Option<&String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-/// The local provider's prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the
-/// primary provider's settings, as for remote providers).
-fn local_options(search: &SearchConfig, role: Role) -> LocalOptions {
-    let primary = role == Role::Primary;
-    LocalOptions {
-        query_prompt: search.local.query_prompt.clone().filter(|_| primary),
-        document_prompt: search.local.document_prompt.clone().filter(|_| primary),
-        query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
-        document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
-    }
+/// The provider standing in for the local model in `dir` that cannot be used (`why`): every embedding fails with
+/// why, and a long-running process (`memory serve`) looks for the model again every [`STAND_IN_RETRY`], so it
+/// answers with vectors once the folder is back.
+fn local_stand_in(dir: PathBuf, options: LocalOptions, why: String) -> Unavailable {
+    let model = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let reload: memory_core::embedding::Reload =
+        Box::new(move || LocalProvider::open_with(&dir, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string()));
+    Unavailable::new("local", model, why).with_reload(reload, STAND_IN_RETRY)
 }
 
 fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf> {
@@ -268,11 +257,18 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 message: format!("provider `local` needs a model folder: set memory.search.local.modelPath or ${LOCAL_MODEL_ENV}"),
                 missing: true,
                 unavailable: false,
-                stand_in: false,
+                stand_in: None,
             });
         };
+        // Prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the primary
+        // provider's settings, as for remote providers).
         let primary = role == Role::Primary;
-        let options = local_options(search, role);
+        let options = LocalOptions {
+            query_prompt: search.local.query_prompt.clone().filter(|_| primary),
+            document_prompt: search.local.document_prompt.clone().filter(|_| primary),
+            query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+            document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+        };
         return match LocalProvider::open_with(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
             Err(LocalModelError::UnknownPrompt { key, dir, name, available }) => Err(BuildError {
@@ -285,16 +281,20 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 },
                 missing: false,
                 unavailable: false,
-                stand_in: false,
+                stand_in: None,
                 message: format!("the local model in {} has no prompt named `{name}` (its prompts: {available})", dir.display()),
             }),
-            Err(e) => Err(BuildError {
-                key: "memory.search.local.modelPath".into(),
-                missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),
-                unavailable: false,
-                stand_in: primary,
-                message: e.to_string(),
-            }),
+            Err(e) => {
+                let key = "memory.search.local.modelPath";
+                let message = e.to_string();
+                Err(BuildError {
+                    key: key.into(),
+                    missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),
+                    unavailable: false,
+                    stand_in: primary.then(|| Box::new(local_stand_in(dir, options, format!("{key}: {message}")))),
+                    message,
+                })
+            }
         };
     }
     if let Some(why) = unavailable_reason(name) {
@@ -303,7 +303,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
             message: format!("provider `{name}` is not available in memory-rs: {why}"),
             missing: false,
             unavailable: true,
-            stand_in: false,
+            stand_in: None,
         });
     }
     let target = target(name, config).map_err(|message| BuildError {
@@ -311,7 +311,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
         message,
         missing: false,
         unavailable: false,
-        stand_in: false,
+        stand_in: None,
     })?;
     let provider = target.provider;
     let entry = target.entries.iter().find_map(|e| config.models.providers.get(e));
@@ -337,7 +337,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 ("memory.search.fallback", format!("`{id}` needs a model name and memory.search.model applies to the primary provider only"))
             }
         };
-        return Err(BuildError { key: key.into(), message, missing: false, unavailable: false, stand_in: false });
+        return Err(BuildError { key: key.into(), message, missing: false, unavailable: false, stand_in: None });
     }
     let settings = RemoteSettings {
         model,
@@ -376,7 +376,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 ),
                 missing: true,
                 unavailable: false,
-                stand_in: false,
+                stand_in: None,
             })
         }
         Err(e) => {
@@ -385,7 +385,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 Role::Primary if e.to_string().contains("header") => "memory.search.remote.headers",
                 _ => provider_key,
             };
-            Err(BuildError { key: key.into(), message: e.to_string(), missing: false, unavailable: false, stand_in: false })
+            Err(BuildError { key: key.into(), message: e.to_string(), missing: false, unavailable: false, stand_in: None })
         }
     }
 }
