@@ -387,14 +387,7 @@ fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
 /// `IndexedBackend`), no index is opened, so a full, read-only or damaged state disk never stands in its way.
 /// `None`: the engine must answer (QMD's `qmd://` paths and collections, plugins).
 fn get_without_index(resolved: &Resolved, request: &GetRequest) -> Option<memory_core::Result<memory_core::GetResponse>> {
-    let reads_roots = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb");
-    if !reads_roots || request.path.trim_start().starts_with("qmd://") {
-        return None;
-    }
-    // The space's roots rule alone: a read needs no state folder or transcripts folder.
-    let search = &resolved.config.memory.search;
-    let roots = memory_core::discovery::MemoryRoots::for_search(resolved.workspace.clone(), search);
-    Some(memory_core::access::read(&roots, request, search.max_file_bytes))
+    unopened::Reader::of(&resolved.workspace, &resolved.config)?.read(request)
 }
 
 /// Open the engine for `agent` (the one open logic: the CLI's commands and the shared server's engines).
@@ -708,11 +701,7 @@ impl UnopenedArgs {
                 Ok(open(resolved, state, &agent, false, false).await?.engine)
             })
         });
-        let search = &resolved.config.memory.search;
-        let reader = matches!(resolved.config.memory.backend.as_str(), "builtin" | "lancedb").then(|| unopened::Reader {
-            roots: memory_core::discovery::MemoryRoots::for_search(resolved.workspace.clone(), search),
-            max_file_bytes: search.max_file_bytes,
-        });
+        let reader = unopened::Reader::of(&resolved.workspace, &resolved.config);
         UnopenedArgs { name: resolved.config.memory.backend.clone(), workspace: resolved.workspace.clone(), reopen, reader }
     }
 }

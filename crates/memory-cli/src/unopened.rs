@@ -26,11 +26,26 @@ pub const RETRY: Duration = Duration::from_secs(10);
 /// Opens the engine again (the same resolution and open as at start).
 pub type Reopen = Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<Arc<dyn MemoryBackend>>> + Send>> + Send + Sync>;
 
-/// The files `memory_get` reads without an engine (the builtin and LanceDB engines read them from the memory
-/// roots; QMD's `qmd://` paths need QMD).
+/// The files `memory_get` reads without an engine, by the memory roots' rule alone (no state folder, no index): for
+/// the builtin and LanceDB engines, which read them so themselves. `memory get` reads through it without opening
+/// the index, and an engine that cannot open still answers `memory_get` with it.
 pub struct Reader {
-    pub roots: MemoryRoots,
-    pub max_file_bytes: u64,
+    roots: MemoryRoots,
+    max_file_bytes: u64,
+}
+
+impl Reader {
+    /// `None` for an engine that must answer reads itself (QMD's collections, plugins).
+    pub fn of(workspace: &std::path::Path, config: &memory_core::Config) -> Option<Reader> {
+        let search = &config.memory.search;
+        matches!(config.memory.backend.as_str(), "builtin" | "lancedb")
+            .then(|| Reader { roots: MemoryRoots::for_search(workspace.to_path_buf(), search), max_file_bytes: search.max_file_bytes })
+    }
+
+    /// The read; `None` for a `qmd://` path (QMD's own).
+    pub fn read(&self, request: &GetRequest) -> Option<Result<GetResponse>> {
+        (!request.path.trim_start().starts_with("qmd://")).then(|| memory_core::access::read(&self.roots, request, self.max_file_bytes))
+    }
 }
 
 enum State {
@@ -116,12 +131,9 @@ impl MemoryBackend for Reopening {
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
-        match (self.engine().await, &self.reader) {
-            (Ok(engine), _) => engine.get(request).await,
-            (Err(_), Some(reader)) if !request.path.trim_start().starts_with("qmd://") => {
-                memory_core::access::read(&reader.roots, request, reader.max_file_bytes)
-            }
-            (Err(e), _) => Err(e),
+        match self.engine().await {
+            Ok(engine) => engine.get(request).await,
+            Err(e) => self.reader.as_ref().and_then(|r| r.read(request)).unwrap_or(Err(e)),
         }
     }
 
