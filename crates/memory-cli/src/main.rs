@@ -717,14 +717,26 @@ async fn serve_unopened(
 ) -> anyhow::Result<()> {
     let options = http.to_options(state_dir)?;
     let engine: Arc<dyn MemoryBackend> = Arc::new(unopened::Reopening::new(args.name, error, args.reopen, args.reader));
-    let result = match options {
-        Some(options) => http::run(engine.clone(), args.workspace, allow_append, None, options).await,
-        None => serve::run(engine.clone(), args.workspace, allow_append, None, false).await,
-    };
+    let result = serve_mcp(engine.clone(), args.workspace, allow_append, None, false, options).await;
     let closed = engine.close().await;
     result?;
     closed?;
     Ok(())
+}
+
+/// `memory serve`'s MCP server: over HTTP when `--http` gave `options`, else over stdio.
+async fn serve_mcp(
+    engine: Arc<dyn MemoryBackend>,
+    workspace: PathBuf,
+    allow_append: bool,
+    watch: Option<watch::WatchHandle>,
+    session_start_sync: bool,
+    options: Option<http::HttpOptions>,
+) -> anyhow::Result<()> {
+    match options {
+        Some(options) => http::run(engine, workspace, allow_append, watch, options).await,
+        None => serve::run(engine, workspace, allow_append, watch, session_start_sync).await,
+    }
 }
 
 /// The commands that are not jobs: they hold the engine (watch, serve) or delete it (reset).
@@ -755,10 +767,8 @@ async fn run_command(cli: &Cli, opened: &Opened) -> anyhow::Result<()> {
                 Some(start_watch(opened, true, Arc::new(|_: &watch::SyncEvent| {})).await?)
             };
             let session_start_sync = opened.config.memory.search.sync.on_session_start;
-            match http.to_options(&cli.state_dir.clone().unwrap_or_else(default_state_dir))? {
-                Some(options) => http::run(opened.engine.clone(), opened.space.workspace().to_path_buf(), *allow_append, watch, options).await,
-                None => serve::run(opened.engine.clone(), opened.space.workspace().to_path_buf(), *allow_append, watch, session_start_sync).await,
-            }
+            let options = http.to_options(&cli.state_dir.clone().unwrap_or_else(default_state_dir))?;
+            serve_mcp(opened.engine.clone(), opened.space.workspace().to_path_buf(), *allow_append, watch, session_start_sync, options).await
         }
         _ => Ok(()),
     }
