@@ -375,6 +375,7 @@ async fn a_stand_in_for_a_missing_model_keeps_the_index_and_answers_by_words() {
     assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/2026-12-03.md"), "found by its words at once: {res:?}");
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(!r.rebuilt, "the index is kept with its vectors");
+    assert_eq!(r.files_pending, 1, "the new note waits for its embedding: {r:?}");
     let status = e.status().await.unwrap();
     assert!(status.warnings.iter().all(|w| !w.contains("identity")), "{:?}", status.warnings);
     drop(e);
@@ -384,6 +385,7 @@ async fn a_stand_in_for_a_missing_model_keeps_the_index_and_answers_by_words() {
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(!r.rebuilt);
     assert_eq!((r.chunks_embedded, model.texts() - before), (1, 1), "only the note written meanwhile is embedded");
+    assert_eq!(r.files_pending, 0);
     let res = e.search(&SearchRequest::new("router hallway")).await.unwrap();
     assert_eq!(res.mode.as_deref(), Some("hybrid"));
     assert!(res.results[0].path == "memory/2026-12-03.md" && res.results[0].vector_score.is_some_and(|v| v > 0.0), "{res:?}");
@@ -400,7 +402,11 @@ async fn a_stand_in_uses_the_model_again_once_the_same_one_is_back() {
     e.sync(SyncOptions::default()).await.unwrap();
     drop(e);
     let why = "memory.search.local.modelPath: model folder /models/gone not found";
-    for (same, want) in [(true, "hybrid"), (false, "keyword")] {
+    let notes = [
+        ("memory/2026-12-03.md", "- The new router sits in the hallway closet\n"),
+        ("memory/2026-12-04.md", "- The old modem went back to the shop\n"),
+    ];
+    for (same, want, (note, text)) in [(true, "hybrid", notes[0]), (false, "keyword", notes[1])] {
         let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let returned: Arc<dyn EmbeddingProvider> = if same { model.clone() } else { Arc::new(BagOfWordsEmbedder::new(32)) };
         let flag = back.clone();
@@ -409,11 +415,19 @@ async fn a_stand_in_uses_the_model_again_once_the_same_one_is_back() {
         let stand_in = Unavailable::new(model.id(), "gone", why).with_reload(reload, std::time::Duration::ZERO);
         let e = env.open(Config::default(), Some(Arc::new(stand_in))).await;
         assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().mode.as_deref(), Some("keyword"));
+        fs::write(env.ws.path().join(note), text).unwrap();
+        let r = e.sync(SyncOptions::default()).await.unwrap();
+        assert_eq!(r.files_pending, 1, "written while the model is away: {r:?}");
         back.store(true, Ordering::SeqCst);
         let res = e.search(&SearchRequest::new("oat milk")).await.unwrap();
         assert_eq!(res.mode.as_deref(), Some(want), "same model back: {same}; {:?}", res.warnings);
         assert_eq!(res.results[0].path, "MEMORY.md");
-        assert!(!e.sync(SyncOptions::default()).await.unwrap().rebuilt, "never rebuilt by the stand-in");
+        // The sync a long-running process runs while files wait (the watcher's) embeds the note once the same
+        // model is back; with another model the note waits on.
+        let r = e.sync(SyncOptions::default()).await.unwrap();
+        assert!(!r.rebuilt, "never rebuilt by the stand-in");
+        assert_eq!((r.files_pending, r.chunks_embedded > 0), if same { (0, true) } else { (1, false) }, "{r:?}");
+        fs::remove_file(env.ws.path().join(note)).unwrap();
     }
 }
 
@@ -445,6 +459,7 @@ async fn keyword_search_answers_when_embeddings_fail() {
     let e = env.open(Config::default(), Some(Arc::new(DownEmbedder))).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(r.warnings.iter().any(|w| w.contains("embedding failed")));
+    assert_eq!(r.files_pending, 4, "every file waits for its embeddings: {r:?}");
     let res = e.search(&SearchRequest::new("gateway")).await.unwrap();
     assert_eq!(res.mode.as_deref(), Some("keyword"));
     assert_eq!(res.results[0].path, "MEMORY.md");

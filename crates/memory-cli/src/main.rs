@@ -809,8 +809,16 @@ async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()> {
                 (Some(r), _) => {
                     let _ = writeln!(
                         out,
-                        "sync #{} ({:?}, {} changes): {} added, {} changed, {} removed, {} unchanged in {} ms",
-                        ev.seq, ev.trigger, ev.changes, r.files_added, r.files_changed, r.files_removed, r.files_unchanged, ev.took_ms
+                        "sync #{} ({:?}, {} changes): {} added, {} changed, {} removed, {} unchanged in {} ms{}",
+                        ev.seq,
+                        ev.trigger,
+                        ev.changes,
+                        r.files_added,
+                        r.files_changed,
+                        r.files_removed,
+                        r.files_unchanged,
+                        ev.took_ms,
+                        if r.files_pending > 0 { format!("; {} waiting for embeddings", r.files_pending) } else { String::new() }
                     );
                 }
                 (_, Some(e)) => {

@@ -133,6 +133,13 @@ pub fn sync_report(out: &mut dyn Write, r: &SyncReport, took: Duration, json: bo
     if r.chunks_embedded + r.embeddings_cached > 0 {
         writeln!(out, "Embeddings: {} computed, {} from cache", r.chunks_embedded, r.embeddings_cached)?;
     }
+    if r.files_pending > 0 {
+        writeln!(
+            out,
+            "Waiting for embeddings: {} files (found by their words meanwhile; the next sync that reaches the provider embeds them)",
+            r.files_pending
+        )?;
+    }
     // Per-file warnings were already logged as they happened.
     Ok(())
 }

@@ -8,7 +8,10 @@
 //! debounce period (`memory.search.sync.watchDebounceMs`, 1.5 s by default), or at the latest `MAX_WAIT_FACTOR`
 //! debounce periods after the first change of a burst, then ONE incremental sync runs (unchanged files cost a
 //! stat). Changes seen while a sync runs schedule one more sync after it. An interval (`sync.intervalMinutes`)
-//! syncs too.
+//! syncs too. A sync that left files waiting for embeddings (the provider failed: a network blip, an API outage, a
+//! local model folder away) schedules another after [`PENDING_RETRY_FIRST`], then twice as long each time up to
+//! [`PENDING_RETRY_MAX`], until none waits: what was written meanwhile gets its vectors once the provider answers
+//! again, without a file change or a restart.
 //!
 //! The changed paths of a burst are handed to the engine first (`MemoryBackend::notify_changed`): it checks them by
 //! content before its next search, alone when its own change journal vouches for every other file.
@@ -32,6 +35,11 @@ pub const MAX_WAIT_FACTOR: u32 = 10;
 /// At most this many changed paths of one burst are handed to the engine (a bulk change is synced whole anyway).
 const MAX_ANNOUNCED: usize = 1024;
 
+/// How long after a sync that left files waiting for embeddings the watcher syncs again (see the module docs).
+pub const PENDING_RETRY_FIRST: Duration = Duration::from_secs(30);
+/// The longest wait between such syncs: an outage that lasts costs one sync every ten minutes.
+pub const PENDING_RETRY_MAX: Duration = Duration::from_secs(600);
+
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
     pub debounce: Duration,
@@ -42,6 +50,8 @@ pub struct WatchOptions {
     /// Run that first sync in the background instead of before [`spawn`] returns (the MCP server answers at once;
     /// its searches check the files themselves meanwhile).
     pub initial_sync_in_background: bool,
+    /// The first and the longest wait before syncing again for files waiting for embeddings.
+    pub pending_retry: (Duration, Duration),
 }
 
 impl WatchOptions {
@@ -51,6 +61,7 @@ impl WatchOptions {
             interval: (sync.interval_minutes > 0).then(|| Duration::from_secs(sync.interval_minutes.saturating_mul(60))),
             initial_sync: sync.on_session_start,
             initial_sync_in_background: false,
+            pending_retry: (PENDING_RETRY_FIRST, PENDING_RETRY_MAX),
         }
     }
 
@@ -90,6 +101,8 @@ pub enum Trigger {
     Start,
     Files,
     Interval,
+    /// Files were waiting for embeddings.
+    Pending,
 }
 
 /// One sync the watcher ran.
@@ -148,7 +161,7 @@ pub async fn spawn(engine: Arc<dyn MemoryBackend>, targets: WatchTargets, option
         None => targets.watch()?,
     };
     info!(workspace = %targets.roots.workspace.display(), extra = targets.roots.extra_paths.len(), "watching memory files");
-    let mut state = Loop { engine, targets, options, on_sync, seq: 0 };
+    let mut state = Loop { engine, targets, options, on_sync, seq: 0, pending: None };
     if state.options.initial_sync && !state.options.initial_sync_in_background {
         state.sync(Trigger::Start, 0, Vec::new()).await;
     }
@@ -163,6 +176,8 @@ struct Loop {
     options: WatchOptions,
     on_sync: OnSync,
     seq: u64,
+    /// While files wait for embeddings: the wait before the next sync for them, and when that sync is due.
+    pending: Option<(Duration, Instant)>,
 }
 
 impl Loop {
@@ -239,6 +254,9 @@ impl Loop {
                 _ = async { interval.as_mut().unwrap().tick().await }, if interval.is_some() => {
                     self.sync(Trigger::Interval, 0, Vec::new()).await;
                 }
+                _ = tokio::time::sleep_until(self.pending.map_or_else(Instant::now, |(_, at)| at).into()), if self.pending.is_some() => {
+                    self.sync(Trigger::Pending, 0, Vec::new()).await;
+                }
             }
         }
         debug!("watcher stopped");
@@ -257,6 +275,8 @@ impl Loop {
             Err(e) => (None, Some(format!("sync task failed: {e}"))),
         };
         let event = SyncEvent { seq: self.seq, trigger, changes, paths, took_ms: started.elapsed().as_millis() as u64, report, error };
+        self.pending = next_pending_retry(self.pending.map(|(wait, _)| wait), event.report.as_ref(), self.options.pending_retry)
+            .map(|wait| (wait, Instant::now() + wait));
         match (&event.report, &event.error) {
             (Some(r), _) => info!(
                 seq = event.seq,
@@ -265,6 +285,7 @@ impl Loop {
                 added = r.files_added,
                 changed = r.files_changed,
                 removed = r.files_removed,
+                pending = r.files_pending,
                 took_ms = event.took_ms,
                 "sync"
             ),
@@ -273,6 +294,18 @@ impl Loop {
         }
         (self.on_sync)(&event);
     }
+}
+
+/// The wait before the next sync for files waiting for embeddings, after a sync: none when its report says none
+/// waits; `first` after the first sync that left some; twice the last wait (at most `max`) after each sync that
+/// left some again or failed while some waited.
+fn next_pending_retry(last: Option<Duration>, report: Option<&SyncReport>, (first, max): (Duration, Duration)) -> Option<Duration> {
+    let waiting = match report {
+        Some(r) => r.files_pending > 0,
+        // A failed sync says nothing new: files that waited still wait.
+        None => last.is_some(),
+    };
+    waiting.then(|| last.map_or(first, |wait| (wait * 2).min(max)))
 }
 
 #[cfg(test)]
@@ -291,6 +324,8 @@ mod tests {
     struct Recording {
         announced: Mutex<Vec<PathBuf>>,
         journal: Option<ChangeJournal>,
+        /// The files each sync reports waiting for embeddings, in turn (then none).
+        pending: Mutex<Vec<usize>>,
     }
 
     #[async_trait::async_trait]
@@ -308,7 +343,9 @@ mod tests {
             Err(memory_core::MemoryError::InvalidInput("not here".into()))
         }
         async fn sync(&self, _options: SyncOptions) -> memory_core::Result<SyncReport> {
-            Ok(SyncReport::default())
+            let mut pending = self.pending.lock().unwrap();
+            let files_pending = if pending.is_empty() { 0 } else { pending.remove(0) };
+            Ok(SyncReport { files_pending, ..SyncReport::default() })
         }
         async fn status(&self) -> memory_core::Result<Status> {
             Ok(Status::default())
@@ -339,8 +376,57 @@ mod tests {
             let _ = tx.send(seen.announced.lock().unwrap().clone());
         });
         let targets = WatchTargets { roots: MemoryRoots::new(ws, &[] as &[String]), sessions_dir: None };
-        let options = WatchOptions { debounce: Duration::from_millis(50), interval: None, initial_sync: false, initial_sync_in_background: false };
-        (spawn(engine, targets, options, on_sync).await.unwrap(), rx)
+        (spawn(engine, targets, quick(), on_sync).await.unwrap(), rx)
+    }
+
+    fn quick() -> WatchOptions {
+        WatchOptions {
+            debounce: Duration::from_millis(50),
+            interval: None,
+            initial_sync: false,
+            initial_sync_in_background: false,
+            pending_retry: (Duration::from_millis(100), Duration::from_millis(300)),
+        }
+    }
+
+    #[test]
+    fn files_waiting_for_embeddings_are_synced_again_later_and_later() {
+        let limits = (Duration::from_secs(30), Duration::from_secs(600));
+        let waiting = SyncReport { files_pending: 2, ..SyncReport::default() };
+        let done = SyncReport::default();
+        let mut wait = None;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            wait = next_pending_retry(wait, Some(&waiting), limits);
+            waits.push(wait.unwrap().as_secs());
+        }
+        assert_eq!(waits, [30, 60, 120, 240, 480, 600, 600]);
+        assert_eq!(next_pending_retry(wait, None, limits), Some(limits.1), "a failed sync keeps the files waiting");
+        assert_eq!(next_pending_retry(None, None, limits), None, "nor does it start a wait");
+        assert_eq!(next_pending_retry(wait, Some(&done), limits), None, "none waits");
+        assert_eq!(next_pending_retry(None, Some(&waiting), limits), Some(limits.0), "a new wait starts short");
+    }
+
+    /// A sync that leaves files waiting for embeddings is followed by more, with no file changing, until none waits.
+    #[tokio::test]
+    async fn the_watcher_syncs_again_while_files_wait_for_embeddings() {
+        let (_dir, ws) = workspace();
+        let engine = Arc::new(Recording { pending: Mutex::new(vec![3, 3, 1]), ..Recording::default() });
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Trigger, usize)>();
+        let on_sync: OnSync = Arc::new(move |ev: &SyncEvent| {
+            let _ = tx.send((ev.trigger, ev.report.as_ref().map_or(0, |r| r.files_pending)));
+        });
+        let targets = WatchTargets { roots: MemoryRoots::new(&ws, &[] as &[String]), sessions_dir: None };
+        let handle = spawn(engine, targets, WatchOptions { initial_sync: true, ..quick() }, on_sync).await.unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            seen.push(tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a sync within 20 s").unwrap());
+        }
+        let want = [(Trigger::Start, 3), (Trigger::Pending, 3), (Trigger::Pending, 1), (Trigger::Pending, 0)];
+        assert_eq!(seen, want);
+        // None waits any more: no further sync.
+        assert!(tokio::time::timeout(Duration::from_millis(800), rx.recv()).await.is_err(), "synced again with nothing waiting");
+        handle.stop().await;
     }
 
     /// What the engine was told by the next sync.

@@ -282,6 +282,10 @@ pub struct SyncReport {
     pub embeddings_cached: usize,
     /// True when the whole index was rebuilt (forced, or its identity changed).
     pub rebuilt: bool,
+    /// Files this sync indexed by their words only, waiting for embeddings (the embedding failed, or a provider
+    /// batch job is still running): keyword search finds them, and a later sync embeds them.
+    #[serde(default)]
+    pub files_pending: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

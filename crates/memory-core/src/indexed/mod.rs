@@ -523,6 +523,7 @@ impl IndexedBackend {
                 }
             }
             self.embed_batch(&mut batch, target, cache_from, planned, &batch_vectors, &mut report).await;
+            report.files_pending += batch.upserts.iter().chain(batch.appends.iter()).filter(|(file, _)| file.state() == FileState::Pending).count();
             target.apply(batch).await?;
             done += part.len();
             if let Some(p) = &progress {
