@@ -171,7 +171,9 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
             Some(s) => Arc::new(FallbackProvider::new(primary, s)) as Arc<dyn EmbeddingProvider>,
             None => primary,
         })),
-        Err(e) if e.missing && secondary.is_some() => {
+        // A local model folder that cannot be used (missing or damaged) is the primary failing: the fallback the
+        // user set answers, as it does when the primary fails later.
+        Err(e) if (e.missing || e.stand_in.is_some()) && secondary.is_some() => {
             warn!(provider = %primary_name, reason = %e.message, "embedding provider not available; using the fallback");
             Ok(secondary)
         }

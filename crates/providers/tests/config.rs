@@ -297,7 +297,7 @@ fn openclaw_provider_ids() {
 
 /// A configured local model folder that cannot be used (moved, a cache cleaned, damaged) is not a config error at
 /// every command: a stand-in answers whose every embedding fails with the key and the cause, so searches answer by
-/// their words and the index keeps its vectors; with a fallback, the fallback answers as before.
+/// their words and the index keeps its vectors; with a fallback, the fallback answers (missing or damaged alike).
 #[tokio::test]
 async fn a_local_model_folder_that_cannot_be_used_has_a_stand_in_naming_the_key() {
     let env = env_of(&[]);
@@ -319,11 +319,13 @@ async fn a_local_model_folder_that_cannot_be_used_has_a_stand_in_naming_the_key(
         assert!(p.adopt_identity("local", "all-MiniLM-L6-v2", "fp-l", Some(384)));
         assert_eq!((p.model(), p.fingerprint().as_str(), p.dimensions()), ("all-MiniLM-L6-v2", "fp-l", Some(384)));
     }
-    // With a fallback, the fallback answers (unchanged).
-    let mut c = config("local");
-    c.memory.search.local.model_path = Some(dir.path().join("gone").to_string_lossy().into_owned());
-    c.memory.search.fallback = "openai".into();
+    // With a fallback, the fallback answers, whether the folder is missing or damaged.
     let env = env_of(&[("OPENAI_API_KEY", "sk-test")]);
-    let p = resolve(&c, &env).unwrap().expect("the fallback");
-    assert_eq!((p.id(), p.unavailable()), ("openai", None));
+    for folder in ["gone", "damaged"] {
+        let mut c = config("local");
+        c.memory.search.local.model_path = Some(dir.path().join(folder).to_string_lossy().into_owned());
+        c.memory.search.fallback = "openai".into();
+        let p = resolve(&c, &env).unwrap().expect("the fallback");
+        assert_eq!((p.id(), p.unavailable()), ("openai", None), "{folder}");
+    }
 }
