@@ -414,7 +414,7 @@ async fn run_step(
     }
     if let Action::Sync { force } = action {
         *pending_sync = false;
-        return match engine.sync(SyncOptions { force: *force }).await {
+        return match engine.sync(SyncOptions { force: *force, ..SyncOptions::default() }).await {
             Ok(_) => Ok(()),
             Err(e) => Err(format!("    sync failed: {e}\n")),
         };

@@ -182,7 +182,7 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(!r.rebuilt && !r.changed_anything());
     // A forced rebuild also goes through staging.
-    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    let r = e.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(e.status().await.unwrap().files, 4);
     assert!(!Path::new(&index).exists(), "generation 0 is deleted by the rebuild after the next one");
@@ -223,7 +223,7 @@ async fn an_engine_follows_a_rebuild_swapped_in_by_another() {
     let terminal = env.open(config.clone(), None).await;
     for _ in 0..2 {
         // Twice: the second rebuild deletes the generation the first engine opened.
-        assert!(terminal.sync(SyncOptions { force: true }).await.unwrap().rebuilt);
+        assert!(terminal.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap().rebuilt);
     }
     let live = terminal.status().await.unwrap().index_path.unwrap();
     assert_eq!(serve.status().await.unwrap().index_path.unwrap(), live, "status names the new generation");
@@ -247,7 +247,7 @@ async fn interrupted_rebuild_leaves_the_live_index_usable() {
     fs::write(format!("{index}.g1-wal"), b"more garbage").unwrap();
     let e = env.open_keyword_only().await;
     assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
-    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    let r = e.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
     assert_eq!(e.status().await.unwrap().files, 4);
@@ -333,7 +333,7 @@ async fn vectors_are_stored_searched_and_cached() {
 
     // A forced rebuild with the same provider re-embeds nothing.
     let before = emb.texts();
-    let r = e.sync(SyncOptions { force: true }).await.unwrap();
+    let r = e.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(r.chunks_embedded, 0);
     assert_eq!(r.embeddings_cached, 4);
@@ -466,6 +466,81 @@ async fn keyword_search_answers_when_embeddings_fail() {
     assert!(res.warnings.iter().any(|w| w.contains("embeddings unavailable")));
     let st = e.status().await.unwrap();
     assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
+}
+
+/// A provider that stops answering (a network that drops packets) while `hang` is set, and otherwise embeds as
+/// `inner` does.
+struct HangingEmbedder {
+    inner: Arc<BagOfWordsEmbedder>,
+    hang: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl EmbeddingProvider for HangingEmbedder {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    fn dimensions(&self) -> Option<usize> {
+        self.inner.dimensions()
+    }
+    fn fingerprint(&self) -> String {
+        self.inner.fingerprint()
+    }
+    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        if self.hang.load(Ordering::SeqCst) {
+            // Longer than any test waits: a request timeout and its retries.
+            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+        }
+        self.inner.embed(texts, purpose).await
+    }
+}
+
+/// An agent's search never waits long for a provider that does not answer: the search answers by its words within
+/// the wait (`patience::EMBED_WAIT`), the next ones at once (paused), a note written meanwhile is found by its words
+/// and waits for its vectors; the next sync nobody waits for (the watcher's) embeds it and ends the pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_does_not_answer_costs_one_search_a_few_seconds_not_every_search_minutes() {
+    use memory_core::indexed::patience::EMBED_WAIT;
+    use std::time::{Duration, Instant};
+    let env = sample_env();
+    let embedder = Arc::new(HangingEmbedder { inner: Arc::new(BagOfWordsEmbedder::new(64)), hang: false.into() });
+    let e = env.open(Config::default(), Some(embedder.clone())).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().mode.as_deref(), Some("hybrid"));
+
+    embedder.hang.store(true, Ordering::SeqCst);
+    env.write("memory/2026-12-04.md", "- The new router sits in the hallway closet\n");
+    let started = Instant::now();
+    let res = e.search(&SearchRequest::new("router")).await.unwrap();
+    let took = started.elapsed();
+    assert!(took >= EMBED_WAIT && took < EMBED_WAIT + Duration::from_secs(3), "the search waited {took:?}");
+    assert_eq!((res.mode.as_deref(), res.results[0].path.as_str()), (Some("keyword"), "memory/2026-12-04.md"), "{res:?}");
+    assert!(res.warnings.iter().any(|w| w.contains("did not answer within")), "{:?}", res.warnings);
+    // The next searches do not wait for it: it failed slowly moments ago.
+    env.write("memory/2026-12-05.md", "- The spare modem went back to the shop\n");
+    let started = Instant::now();
+    let res = e.search(&SearchRequest::new("modem")).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "waited again: {:?}", started.elapsed());
+    assert_eq!(res.results[0].path, "memory/2026-12-05.md", "found by its words: {res:?}");
+    assert!(res.warnings.iter().any(|w| w.contains("not waited for again")), "{:?}", res.warnings);
+    assert!(e.status().await.unwrap().warnings.iter().any(|w| w.contains("waiting for embeddings")));
+    // A background sync beside searches (the watcher's) does not hold the index waiting for it either.
+    let started = Instant::now();
+    let beside = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
+    let r = e.sync(beside).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2) && r.files_pending == 2, "{:?} {r:?}", started.elapsed());
+
+    // The provider answers again: a sync that waits for it (`memory index`; the watcher's retry once the pause is
+    // over) embeds the two notes and ends the pause, and searches use vectors again.
+    embedder.hang.store(false, Ordering::SeqCst);
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_pending, r.chunks_embedded), (0, 2), "{r:?}");
+    let res = e.search(&SearchRequest::new("router hallway")).await.unwrap();
+    assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
+    assert!(res.results[0].path == "memory/2026-12-04.md" && res.results[0].vector_score.is_some(), "{res:?}");
 }
 
 #[tokio::test]

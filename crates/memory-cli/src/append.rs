@@ -40,7 +40,15 @@ pub async fn index_appended(engine: &dyn MemoryBackend, appended: Appended) -> A
     // The note is safely on disk before the index is touched; a failed sync (another process holding the index
     // longer than the engine waits, say) only delays searchability: the watcher or the next search indexes it. A
     // retry would write the entry twice, so this is never an error.
-    let (indexed, warning) = match engine.sync(SyncOptions::default()).await {
+    // The agent waits for this call: the embedding provider is waited for a few seconds at most (an entry not
+    // embedded by then is found by its words and embedded by a later sync).
+    let options = SyncOptions { embed_wait: memory_core::EmbedWait::agent_call(), ..SyncOptions::default() };
+    let (indexed, warning) = match engine.sync(options).await {
+        Ok(report) if report.files_pending > 0 => {
+            let why =
+                report.warnings.iter().find(|w| w.starts_with("embedding failed")).map_or("the embedding provider did not answer", String::as_str);
+            (true, Some(format!("the entry is found by its words; its vectors come with a later sync ({why})")))
+        }
         Ok(_) => (true, None),
         Err(e) => {
             tracing::debug!(error = %e, "entry written but not indexed yet");

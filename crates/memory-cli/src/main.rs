@@ -590,7 +590,7 @@ async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, err: &mut V
     match job {
         Job::Index { force, json } => {
             let started = std::time::Instant::now();
-            let report = engine.sync(SyncOptions { force: *force }).await?;
+            let report = engine.sync(SyncOptions { force: *force, ..SyncOptions::default() }).await?;
             output::sync_report(out, &report, started.elapsed(), *json)
         }
         Job::Search { query, max_results, min_score, sources, projects, json } => {

@@ -234,7 +234,8 @@ pub async fn run(
         // handshake; every search checks the files itself before answering.
         let engine = engine.clone();
         tokio::spawn(async move {
-            if let Err(e) = engine.sync(SyncOptions::default()).await {
+            let options = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
+            if let Err(e) = engine.sync(options).await {
                 warn!(error = %e, "initial sync failed; answering from the current index");
             }
         });

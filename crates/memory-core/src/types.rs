@@ -266,6 +266,37 @@ pub struct SyncProgress {
 pub struct SyncOptions {
     /// Rebuild everything, ignoring what is already indexed.
     pub force: bool,
+    /// How long the sync waits for the embedding provider (`indexed::patience`).
+    pub embed_wait: EmbedWait,
+}
+
+/// How long a sync waits for the embedding provider. What a bounded sync does not get embedded in time is indexed
+/// by its words and waits for a later sync; both bounded kinds do not wait at all while the provider is paused
+/// after a slow failure (`indexed::patience`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EmbedWait {
+    /// As long as the provider takes, its own timeouts and retries included: `memory index`, watched by someone who
+    /// sees its progress, with nothing else waiting on the index.
+    #[default]
+    AsLongAsItTakes,
+    /// Someone waits for the sync (an agent's append, a search's sync): at most this long in all.
+    AtMost(std::time::Duration),
+    /// Searches share the index meanwhile (the watcher's syncs in `memory serve`): each call to the provider at most
+    /// this long, so that a backfill goes at the provider's pace and a provider that stopped answering holds the
+    /// index for one such wait, not for its timeouts times its retries.
+    EachCallAtMost(std::time::Duration),
+}
+
+impl EmbedWait {
+    /// For a sync an agent waits for: [`crate::indexed::patience::EMBED_WAIT`] in all.
+    pub fn agent_call() -> EmbedWait {
+        EmbedWait::AtMost(crate::indexed::patience::EMBED_WAIT)
+    }
+
+    /// For a background sync beside searches: [`crate::indexed::patience::CALL_WAIT`] a call.
+    pub fn beside_searches() -> EmbedWait {
+        EmbedWait::EachCallAtMost(crate::indexed::patience::CALL_WAIT)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

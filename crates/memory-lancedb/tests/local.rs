@@ -120,7 +120,7 @@ async fn restart_reopens_without_re_embedding() {
         assert_eq!(f.emb.calls(), calls + 1);
 
         // A forced rebuild reuses the cache: no document is embedded again.
-        let r = b.sync(SyncOptions { force: true }).await.unwrap();
+        let r = b.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
         assert!(r.rebuilt);
         assert_eq!(r.chunks_embedded, 0, "{r:?}");
         assert_eq!(f.emb.texts(), embedded + 1);

@@ -152,7 +152,7 @@ async fn limits_extra_paths_and_reopen_with_real_qmd() {
     assert!(qmd.search(&SearchRequest::new("walrus")).await.unwrap().results.is_empty());
     assert_eq!(qmd.search(&SearchRequest::new("giraffe")).await.unwrap().results[0].path, "memory/2026-11-02.md");
     // A forced sync rebuilds the collections.
-    let rep = qmd.sync(SyncOptions { force: true }).await.unwrap();
+    let rep = qmd.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(rep.rebuilt);
     assert_eq!(qmd.search(&SearchRequest::new("giraffe")).await.unwrap().results[0].path, "memory/2026-11-02.md");
     qmd.close().await.unwrap();

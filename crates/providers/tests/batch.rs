@@ -458,7 +458,7 @@ mod engine {
 
         // Everything is in the embedding cache: a forced rebuild submits nothing.
         let before = server.requests().len();
-        let report = engine.sync(SyncOptions { force: true }).await.unwrap();
+        let report = engine.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
         assert_eq!(report.embeddings_cached, 5, "{report:?}");
         let new: Vec<String> = server.requests()[before..].iter().map(|r| format!("{} {}", r.method, r.path)).collect();
         assert!(new.iter().all(|r| r.contains("/embeddings")), "only the query embedding may go out: {new:?}");

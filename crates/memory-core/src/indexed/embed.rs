@@ -3,12 +3,25 @@
 
 use super::*;
 
+/// What one sync's embedding step works with besides the batch: the store it fills and the one whose cache it
+/// reads too (the old index during a rebuild), the provider fingerprint it was planned for, what provider batch
+/// jobs already produced, and how long it waits for the provider.
+#[derive(Clone, Copy)]
+pub(super) struct EmbedStep<'a> {
+    pub target: &'a Arc<dyn ChunkStore>,
+    pub cache_from: &'a Arc<dyn ChunkStore>,
+    pub planned: Option<&'a str>,
+    pub from_batch: &'a BatchVectors,
+    pub bound: patience::Bound,
+}
+
 impl IndexedBackend {
     /// Embed media chunks from their files; returns (hash, vector) pairs, or the error that stopped it.
     pub(super) async fn embed_media_chunks(
         &self,
         embedder: &Arc<dyn EmbeddingProvider>,
         todo: &[(String, String)],
+        bound: patience::Bound,
     ) -> (Vec<(String, Vec<f32>)>, Option<String>) {
         let mut out = Vec::new();
         for (hash, key) in todo {
@@ -18,7 +31,7 @@ impl IndexedBackend {
                 Ok(d) => d,
                 Err(e) => return (out, Some(format!("{key}: cannot read: {e}"))),
             };
-            match embedder.embed_media(&[MediaInput { mime_type: mime.to_string(), data }]).await {
+            match self.patience.call(bound, embedder.embed_media(&[MediaInput { mime_type: mime.to_string(), data }])).await {
                 Ok(mut v) if v.len() == 1 => out.push((hash.clone(), v.pop().unwrap_or_default())),
                 Ok(v) => return (out, Some(format!("embedding provider returned {} vectors for 1 media file", v.len()))),
                 Err(e) => return (out, Some(format!("{key}: {e}"))),
@@ -93,15 +106,8 @@ impl IndexedBackend {
     /// Fill embeddings of the batch's new chunks from the cache or the provider. On provider failure the chunks
     /// are stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
     /// sync tries again.
-    pub(super) async fn embed_batch(
-        &self,
-        batch: &mut SyncBatch,
-        target: &Arc<dyn ChunkStore>,
-        cache_from: &Arc<dyn ChunkStore>,
-        planned: Option<&str>,
-        from_batch: &BatchVectors,
-        report: &mut SyncReport,
-    ) {
+    pub(super) async fn embed_batch(&self, batch: &mut SyncBatch, step: &EmbedStep<'_>, report: &mut SyncReport) {
+        let EmbedStep { target, cache_from, planned, from_batch, bound } = *step;
         let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
         if planned != Some(embedder.fingerprint().as_str()) {
             // The provider switched (e.g. to its fallback) since this index was planned: its vectors do not
@@ -170,9 +176,15 @@ impl IndexedBackend {
             }
         }
         let mut failed = false;
+        // A bounded sync, and the provider failed slowly moments ago: its chunks wait for a later sync.
+        if let Some(why) = bound.bounded().then(|| self.patience.paused()).flatten().filter(|_| !todo.is_empty() || !media_todo.is_empty()) {
+            debug!(reason = %why, "embedding skipped for this sync; indexed by words");
+            report.warnings.push(format!("embedding failed: {why}; indexed by words, embedded by a later sync"));
+            (todo, media_todo, failed) = (Vec::new(), Vec::new(), true);
+        }
         if !media_todo.is_empty() {
             if embedder.supports_media() {
-                let (entries, error) = self.embed_media_chunks(embedder, &media_todo).await;
+                let (entries, error) = self.embed_media_chunks(embedder, &media_todo, bound).await;
                 report.chunks_embedded += entries.len();
                 if use_cache && !entries.is_empty() {
                     if let Err(e) = target.cache_embeddings(&key, &entries, max_entries).await {
@@ -195,7 +207,7 @@ impl IndexedBackend {
         }
         for part in todo.chunks(EMBED_BATCH) {
             let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
-            match embedder.embed(&texts, EmbeddingPurpose::Document).await {
+            match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
                 Ok(vs) if vs.len() == texts.len() => {
                     let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
                     report.chunks_embedded += entries.len();

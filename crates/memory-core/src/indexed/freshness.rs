@@ -176,12 +176,13 @@ impl IndexedBackend {
     /// the file records) and sync what changed, so the search sees what was just written, rewritten or deleted.
     /// A rebuild in progress is not waited for: the changed files go into the live index meanwhile. Returns the
     /// files the index could not be brought up to date for (the search vouches for their hits itself).
-    pub(super) async fn freshen(&self, warnings: &mut Vec<String>) -> Result<Staleness> {
+    pub(super) async fn freshen(&self, warnings: &mut Vec<String>, deadline: tokio::time::Instant) -> Result<Staleness> {
         self.follow_live().await?;
         let store = self.store();
         if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
             // Never indexed: index first (SPEC: a search on a new workspace answers).
-            self.sync(SyncOptions::default()).await?;
+            let embed_wait = crate::EmbedWait::AtMost(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            self.sync(SyncOptions { embed_wait, ..SyncOptions::default() }).await?;
             self.indexed.store(true, Ordering::Relaxed);
             return Ok(Staleness::default());
         }
@@ -261,7 +262,7 @@ impl IndexedBackend {
             Some(keys) => SyncScope::Named { files, keys },
             None => SyncScope::Listed(files),
         };
-        match self.sync_for_search(scope).await {
+        match self.sync_for_search(scope, deadline).await {
             Ok(None) => {
                 self.journal.lock().unwrap().in_step_at(epoch);
                 Ok(Staleness::default())
@@ -284,7 +285,7 @@ impl IndexedBackend {
 
     /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task
     /// or process is running, never for a rebuild. Returns a warning when a rebuild is pending or running.
-    pub(super) async fn sync_for_search(&self, files: SyncScope) -> Result<Option<String>> {
+    pub(super) async fn sync_for_search(&self, files: SyncScope, embed_deadline: tokio::time::Instant) -> Result<Option<String>> {
         let deadline = Instant::now() + FRESHEN_WAIT;
         let mut pause = Duration::from_millis(2);
         // Polls back off from 2 ms to 25 ms: a short sync ends within a few polls, a long wait costs little CPU.
@@ -298,7 +299,7 @@ impl IndexedBackend {
             if self.rebuilding.load(Ordering::SeqCst) {
                 let _patch = self.live_patch.lock().await;
                 if self.rebuilding.load(Ordering::SeqCst) {
-                    self.sync_live(files).await?;
+                    self.sync_live(files, embed_deadline).await?;
                     return Ok(Some(
                         "the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into(),
                     ));
@@ -322,14 +323,14 @@ impl IndexedBackend {
                 Err(e) => return Err(e),
             }
         };
-        let pending = self.sync_live(files).await?;
+        let pending = self.sync_live(files, embed_deadline).await?;
         Ok(pending.then(|| "the index was built with other settings than the configuration now asks for; searching it as it is (updated with the files that changed) until `memory index` rebuilds it".into()))
     }
 
     /// Sync `files` into the live index with its own identity's settings: when a rebuild is pending, changed
     /// files get vectors only if the live index's embedding settings are still the provider's (else they are
     /// found by their words until the rebuild). The caller holds the locks. Returns whether a rebuild is pending.
-    pub(super) async fn sync_live(&self, files: SyncScope) -> Result<bool> {
+    pub(super) async fn sync_live(&self, files: SyncScope, embed_deadline: tokio::time::Instant) -> Result<bool> {
         let live = self.store();
         let desired = self.desired_identity();
         let current = live.identity().await?;
@@ -338,7 +339,7 @@ impl IndexedBackend {
             Some(c) if pending => c.provider_fingerprint.clone(),
             _ => desired.provider_fingerprint.clone(),
         };
-        let result = self.sync_into(&live, &live, planned.as_deref(), files).await;
+        let result = self.sync_into(&live, &live, planned.as_deref(), files, super::patience::Bound::Until(embed_deadline)).await;
         *self.built_fingerprint.write().unwrap() = None;
         let report = result?;
         if !pending {

@@ -75,6 +75,7 @@ fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 
 mod embed;
 mod freshness;
+pub mod patience;
 mod plan;
 mod prepare;
 pub mod recall;
@@ -160,6 +161,8 @@ pub struct IndexedBackend {
     batch_state_file: Option<PathBuf>,
     /// The second stage of a search (`memory.search.query.rerank`).
     reranker: Option<Arc<dyn crate::rerank::Reranker>>,
+    /// How long calls someone waits for wait for the embedding provider ([`patience`]).
+    patience: patience::Patience,
 }
 
 /// Vectors a batch run produced for this sync, and chunks whose jobs are still running (`remote.batch.wait` off).
@@ -254,6 +257,7 @@ impl IndexedBackend {
             sessions_dir: None,
             batch_state_file: None,
             reranker: None,
+            patience: patience::Patience::default(),
         })
     }
 
@@ -397,8 +401,9 @@ impl IndexedBackend {
         };
         // The identity is written only once a sync has completed: an index without one is unfinished, and the
         // next search completes it before answering.
+        let bound = patience::Bound::of(options.embed_wait);
         if !needs_rebuild {
-            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), SyncScope::All).await?;
+            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -412,7 +417,7 @@ impl IndexedBackend {
         let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
         let filled = async {
-            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All).await?;
+            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound).await?;
             staging.set_identity(&desired).await?;
             staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             Ok::<_, MemoryError>(report)
@@ -442,13 +447,15 @@ impl IndexedBackend {
 
     /// Bring `target` in step with the files. Embeddings are looked up in `target`'s cache, then in
     /// `cache_from`'s (the old index during a rebuild), so a rebuild re-embeds nothing already embedded.
-    /// `scope` says which files the sync looks at (every file, or a few a change journal named).
+    /// `scope` says which files the sync looks at (every file, or a few a change journal named); `bound`, how long it
+    /// waits for the embedding provider ([`patience`]).
     async fn sync_into(
         &self,
         target: &Arc<dyn ChunkStore>,
         cache_from: &Arc<dyn ChunkStore>,
         planned: Option<&str>,
         scope: SyncScope,
+        bound: patience::Bound,
     ) -> Result<SyncReport> {
         // A sync of every file answers for the files a host announced: read by content, not trusted by their stat.
         // If it fails (any early return) they stay announced.
@@ -522,7 +529,8 @@ impl IndexedBackend {
                     }
                 }
             }
-            self.embed_batch(&mut batch, target, cache_from, planned, &batch_vectors, &mut report).await;
+            let step = embed::EmbedStep { target, cache_from, planned, from_batch: &batch_vectors, bound };
+            self.embed_batch(&mut batch, &step, &mut report).await;
             report.files_pending += batch.upserts.iter().chain(batch.appends.iter()).filter(|(file, _)| file.state() == FileState::Pending).count();
             target.apply(batch).await?;
             done += part.len();

@@ -88,7 +88,7 @@ impl IndexedBackend {
         }
         let hits = if message.is_empty() {
             // Only project entries: the index is brought in step as a search would.
-            let stale = self.freshen(&mut response.warnings).await?;
+            let stale = self.freshen(&mut response.warnings, tokio::time::Instant::now() + super::patience::EMBED_WAIT).await?;
             drop(stale);
             None
         } else {

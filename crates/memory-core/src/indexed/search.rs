@@ -43,7 +43,9 @@ impl IndexedBackend {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
         let mut warnings = Vec::new();
-        let stale = self.freshen(&mut warnings).await?;
+        // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.
+        let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
+        let stale = self.freshen(&mut warnings, embed_deadline).await?;
         let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
         opts.active_projects = crate::ranking::project::active_keys(&request.active_projects);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
@@ -55,7 +57,7 @@ impl IndexedBackend {
 
         let terms = query_terms(query);
         let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await?;
-        let vector = self.vector_leg(&ctx, query, &mut warnings).await?;
+        let vector = self.vector_leg(&ctx, query, embed_deadline, &mut warnings).await?;
         if keyword.is_none() && vector.is_none() && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
@@ -129,7 +131,13 @@ impl IndexedBackend {
 
     /// Vector candidates, when hybrid search is on and the index holds vectors of the provider's settings;
     /// `None` otherwise (a failure is said in `warnings`).
-    async fn vector_leg(&self, ctx: &SearchContext<'_>, query: &str, warnings: &mut Vec<String>) -> Result<Option<VectorLeg>> {
+    async fn vector_leg(
+        &self,
+        ctx: &SearchContext<'_>,
+        query: &str,
+        deadline: tokio::time::Instant,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<VectorLeg>> {
         let Some(embedder) = self.embedder.as_ref().filter(|_| self.config.memory.search.query.hybrid.enabled) else { return Ok(None) };
         if self.index_fingerprint(&ctx.store).await.as_deref() != Some(embedder.fingerprint().as_str()) {
             warnings.push(format!(
@@ -138,7 +146,11 @@ impl IndexedBackend {
             ));
             return Ok(None);
         }
-        let query_vector = match embedder.embed_query(query).await {
+        if let Some(why) = self.patience.paused() {
+            warnings.push(format!("embeddings unavailable: {why}; keyword results only"));
+            return Ok(None);
+        }
+        let query_vector = match self.patience.call(patience::Bound::Until(deadline), embedder.embed_query(query)).await {
             Ok(v) => v,
             Err(e) => {
                 warn!(error = %e, "query embedding failed; keyword results only");
