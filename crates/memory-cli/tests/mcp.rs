@@ -179,6 +179,42 @@ async fn a_missing_local_model_costs_the_vectors_not_the_memory() {
     tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
 }
 
+/// An embedding provider that stops answering (a network that drops packets: each request waits its 60 s timeout,
+/// three retries) cost every search about four minutes, past any client's patience. Through the real HTTP client
+/// and a real MCP client: the agent's calls answer by their words within the wait (`patience::EMBED_WAIT`), and
+/// the next ones at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_does_not_answer_does_not_hold_up_the_agent() {
+    let env = env();
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let config = env.state.path().join("config.json5");
+    let remote = json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m",
+        "remote": { "baseUrl": format!("http://127.0.0.1:{port}/v1"), "apiKey": "k" } } } });
+    fs::write(&config, remote.to_string()).unwrap();
+    let client = connect(&env, &["--config", config.to_str().unwrap(), "--allow-append"]).await;
+    for query in ["billing error", "lunch with Alice"] {
+        let started = std::time::Instant::now();
+        let r = call(&client, "memory_search", json!({ "query": query })).await;
+        let took = started.elapsed();
+        let v = payload(&r);
+        assert_eq!((v["mode"].as_str(), v["results"][0]["path"].as_str()), (Some("keyword"), Some("memory/2026-11-29.md")), "{v}");
+        let said = v["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|w| w.contains("embeddings unavailable"));
+        assert!(said && took < Duration::from_secs(20), "{took:?} {v}");
+    }
+    let r = call(&client, "memory_append", json!({ "text": "The spare router sits in the hallway closet" })).await;
+    let v = payload(&r);
+    assert_eq!(v["indexed"], true, "{v}");
+    let r = call(&client, "memory_search", json!({ "query": "spare router" })).await;
+    assert_eq!(payload(&r)["results"][0]["path"], v["path"], "found by its words at once");
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
 /// An engine that cannot open (here its index folder cannot be created) used to stop `memory serve` before its
 /// handshake. Now the server starts, searches say exactly what is wrong, the notes stay readable, and once the
 /// cause is gone a later call answers without a restart.

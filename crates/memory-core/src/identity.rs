@@ -33,7 +33,15 @@ impl IndexIdentity {
         serde_json::from_str(s).ok()
     }
 
-    /// Which fields differ, for the log line that explains a rebuild.
+    /// Whether an index built with `self` serves `other`'s settings: no [`IndexIdentity::differences`].
+    pub fn same_settings(&self, other: &IndexIdentity) -> bool {
+        self.differences(other).is_empty()
+    }
+
+    /// Which fields differ, for the log line that explains a rebuild. The vector width counts only when both know
+    /// it: a provider that learns its width from its first answer does not know it before (an index built by it
+    /// stored none, and the process that reopens it knows none until it embeds), and the width follows from the
+    /// model and its settings, which count.
     pub fn differences(&self, other: &IndexIdentity) -> Vec<&'static str> {
         let mut d = Vec::new();
         if self.schema != other.schema {
@@ -48,7 +56,7 @@ impl IndexIdentity {
         if self.provider_fingerprint != other.provider_fingerprint {
             d.push("provider settings");
         }
-        if self.dimensions != other.dimensions {
+        if self.dimensions.is_some() && other.dimensions.is_some() && self.dimensions != other.dimensions {
             d.push("dimensions");
         }
         if self.sources != other.sources {

@@ -13,6 +13,42 @@ pub(super) struct EmbedStep<'a> {
     pub planned: Option<&'a str>,
     pub from_batch: &'a BatchVectors,
     pub bound: patience::Bound,
+    /// With [`patience::Bound::WordsOnly`]: where the chunks left for the provider are collected, to be embedded
+    /// outside the index's locks ([`IndexedBackend::embed_collected`]).
+    pub collect: Option<&'a Mutex<Collected>>,
+}
+
+/// How one sync gets its vectors: how long it waits for the provider and, for a sync beside searches
+/// ([`IndexedBackend::sync_beside_searches`]), where a words-only pass collects the chunks left for the provider,
+/// or the vectors computed for them outside the locks.
+pub(super) struct SyncVectors<'a> {
+    pub bound: patience::Bound,
+    pub collect: Option<&'a Mutex<Collected>>,
+    pub computed: Option<BatchVectors>,
+}
+
+impl From<patience::Bound> for SyncVectors<'_> {
+    fn from(bound: patience::Bound) -> Self {
+        SyncVectors { bound, collect: None, computed: None }
+    }
+}
+
+/// Chunks a words-only pass left for the provider: (hash, text) and, for media, (hash, file key).
+#[derive(Default)]
+pub(super) struct Collected {
+    texts: Vec<(String, String)>,
+    media: Vec<(String, String)>,
+    seen: HashSet<String>,
+}
+
+impl Collected {
+    pub(super) fn is_empty(&self) -> bool {
+        self.texts.is_empty() && self.media.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.texts.len() + self.media.len()
+    }
 }
 
 impl IndexedBackend {
@@ -107,7 +143,7 @@ impl IndexedBackend {
     /// are stored without vectors (keyword search still finds them) and the file's hash is left empty so the next
     /// sync tries again.
     pub(super) async fn embed_batch(&self, batch: &mut SyncBatch, step: &EmbedStep<'_>, report: &mut SyncReport) {
-        let EmbedStep { target, cache_from, planned, from_batch, bound } = *step;
+        let EmbedStep { target, cache_from, planned, from_batch, bound, collect } = *step;
         let (Some(embedder), Some(key)) = (&self.embedder, self.cache_key()) else { return };
         if planned != Some(embedder.fingerprint().as_str()) {
             // The provider switched (e.g. to its fallback) since this index was planned: its vectors do not
@@ -176,8 +212,21 @@ impl IndexedBackend {
             }
         }
         let mut failed = false;
+        if bound.words_only() {
+            // Media a model cannot embed are indexed by name, as below: they do not wait.
+            failed = !todo.is_empty() || (embedder.supports_media() && !media_todo.is_empty());
+            if let Some(collect) = collect {
+                let mut collected = collect.lock().unwrap_or_else(|e| e.into_inner());
+                let Collected { texts, media, seen } = &mut *collected;
+                texts.extend(todo.drain(..).filter(|(h, _)| seen.insert(h.clone())));
+                if embedder.supports_media() {
+                    media.extend(media_todo.iter().filter(|(h, _)| seen.insert(h.clone())).cloned());
+                }
+            }
+            (todo, media_todo) = (Vec::new(), Vec::new());
+        }
         // A bounded sync, and the provider failed slowly moments ago: its chunks wait for a later sync.
-        if let Some(why) = bound.bounded().then(|| self.patience.paused()).flatten().filter(|_| !todo.is_empty() || !media_todo.is_empty()) {
+        else if let Some(why) = bound.bounded().then(|| self.patience.paused()).flatten().filter(|_| !todo.is_empty() || !media_todo.is_empty()) {
             debug!(reason = %why, "embedding skipped for this sync; indexed by words");
             report.warnings.push(format!("embedding failed: {why}; indexed by words, embedded by a later sync"));
             (todo, media_todo, failed) = (Vec::new(), Vec::new(), true);
@@ -243,5 +292,42 @@ impl IndexedBackend {
                 file.hash = FileState::Pending.to_stored();
             }
         }
+    }
+
+    /// Embed what a words-only pass collected, outside the index's locks (searches sync and answer meanwhile),
+    /// each call within `bound` and none while the provider is paused; stops at the first failure, which
+    /// `report` says. The vectors, by chunk hash, for a second pass to apply.
+    pub(super) async fn embed_collected(&self, collected: Collected, bound: patience::Bound, report: &mut SyncReport) -> HashMap<String, Vec<f32>> {
+        let mut vectors = HashMap::new();
+        let Some(embedder) = &self.embedder else { return vectors };
+        if let Some(why) = self.patience.paused() {
+            report.warnings.push(format!("embedding failed: {why}; indexed by words, embedded by a later sync"));
+            return vectors;
+        }
+        if !collected.media.is_empty() && embedder.supports_media() {
+            let (entries, error) = self.embed_media_chunks(embedder, &collected.media, bound).await;
+            vectors.extend(entries);
+            if let Some(e) = error {
+                warn!(error = %e, "media embedding failed; media files indexed by name only for now");
+                report.warnings.push(format!("media embedding failed: {e}"));
+            }
+        }
+        for part in collected.texts.chunks(EMBED_BATCH) {
+            let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
+            match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
+                Ok(vs) if vs.len() == texts.len() => vectors.extend(part.iter().map(|(h, _)| h.clone()).zip(vs)),
+                Ok(vs) => {
+                    report.warnings.push(format!("embedding provider returned {} vectors for {} texts", vs.len(), texts.len()));
+                    break;
+                }
+                Err(e) => {
+                    warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    report.warnings.push(format!("embedding failed: {e}"));
+                    break;
+                }
+            }
+        }
+        report.chunks_embedded += vectors.len();
+        vectors
     }
 }

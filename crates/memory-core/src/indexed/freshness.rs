@@ -334,12 +334,12 @@ impl IndexedBackend {
         let live = self.store();
         let desired = self.desired_identity();
         let current = live.identity().await?;
-        let pending = current.as_ref().is_some_and(|c| *c != desired);
+        let pending = current.as_ref().is_some_and(|c| !c.same_settings(&desired));
         let planned = match &current {
             Some(c) if pending => c.provider_fingerprint.clone(),
             _ => desired.provider_fingerprint.clone(),
         };
-        let result = self.sync_into(&live, &live, planned.as_deref(), files, super::patience::Bound::Until(embed_deadline)).await;
+        let result = self.sync_into(&live, &live, planned.as_deref(), files, super::patience::Bound::Until(embed_deadline).into()).await;
         *self.built_fingerprint.write().unwrap() = None;
         let report = result?;
         if !pending {

@@ -30,6 +30,9 @@ use crate::types::*;
 const FILES_PER_BATCH: usize = 256;
 /// Texts per embedding call (providers split further by their token budget).
 const EMBED_BATCH: usize = 64;
+/// The most chunks a sync beside searches embeds outside the index's locks ([`IndexedBackend::sync_beside_searches`]);
+/// a larger backfill is embedded under them.
+const OFF_LOCK_MAX_CHUNKS: usize = 2048;
 const META_LAST_SYNC: &str = "lastSyncMs";
 /// How long a sync, a reset or a search waits for another process's (or another task's) hold on the index
 /// before it gives up with `Unavailable`: a command never hangs behind a long rebuild elsewhere.
@@ -380,6 +383,101 @@ impl IndexedBackend {
         self.embedder.as_ref().map(|e| EmbeddingCacheKey { provider: e.id().to_string(), model: e.model().to_string(), fingerprint: e.fingerprint() })
     }
 
+    /// A sync under this engine's locks, a damaged index repaired and synced again.
+    async fn sync_locked(&self, options: SyncOptions) -> Result<SyncReport> {
+        match self.sync_inner(options).await {
+            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
+                let note = self.replace_corrupt_live(e).await?;
+                let mut report = self.sync_inner(options).await?;
+                report.warnings.push(note);
+                Ok(report)
+            }
+            other => other,
+        }
+    }
+
+    /// A sync while searches share the index (the watcher's in `memory serve`): the provider is never waited for
+    /// under the index's locks. Under them, the changed files are indexed by their words (found at once) and the
+    /// chunks left for the provider collected; without them, those are embedded ([`patience`]: each call bounded,
+    /// none while paused), so searches and appends sync and answer meanwhile; under them again, the vectors are
+    /// applied to the files still as they were (a file changed meanwhile keeps waiting: its change brings another
+    /// sync). A first build goes the same way; a rebuild for new settings (or a forced one) runs as any sync.
+    async fn sync_beside_searches(&self, options: SyncOptions) -> Result<SyncReport> {
+        let bound = patience::Bound::of(options.embed_wait);
+        let collected = Mutex::new(embed::Collected::default());
+        let (mut report, settings) = {
+            let _guard = self.sync_lock.lock().await;
+            let _writer = self.writer_lock_bounded("sync").await?;
+            self.follow_live().await?;
+            let live = self.store();
+            let desired = self.desired_identity();
+            let current = live.identity().await?;
+            if options.force || current.as_ref().is_some_and(|c| !c.same_settings(&desired)) {
+                return self.sync_locked(options).await;
+            }
+            let planned = desired.provider_fingerprint.as_deref();
+            let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: Some(&collected), computed: None };
+            let words = self.sync_into(&live, &live, planned, SyncScope::All, with).await;
+            *self.built_fingerprint.write().unwrap() = None;
+            let report = match words {
+                Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => return self.sync_locked(options).await,
+                other => other?,
+            };
+            if current.is_none() {
+                live.set_identity(&desired).await?;
+                self.indexed.store(true, Ordering::Relaxed);
+            }
+            live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+            (report, desired)
+        };
+        let collected = collected.into_inner().unwrap_or_else(|e| e.into_inner());
+        if collected.is_empty() {
+            return Ok(report);
+        }
+        if collected.len() > OFF_LOCK_MAX_CHUNKS {
+            // A backfill (a first build, a bulk import): its texts and vectors are not held in memory all at once;
+            // it is embedded under the locks as any sync, the notes already found by their words meanwhile.
+            drop(collected);
+            let _guard = self.sync_lock.lock().await;
+            let _writer = self.writer_lock_bounded("sync").await?;
+            let vectors = self.sync_locked(options).await?;
+            report.chunks_embedded += vectors.chunks_embedded;
+            report.embeddings_cached += vectors.embeddings_cached;
+            report.files_pending = vectors.files_pending;
+            report.warnings.extend(vectors.warnings);
+            return Ok(report);
+        }
+        let vectors = self.embed_collected(collected, bound, &mut report).await;
+        if vectors.is_empty() {
+            return Ok(report);
+        }
+        let _guard = self.sync_lock.lock().await;
+        let _writer = self.writer_lock_bounded("sync").await?;
+        self.follow_live().await?;
+        let live = self.store();
+        // The identity this sync indexed for (a provider that learns its width from its first answer reports it
+        // only now, so the one stored is compared, not the one the provider would describe now).
+        if !live.identity().await?.is_some_and(|id| id.same_settings(&settings)) {
+            // The settings changed meanwhile: these vectors belong to no index; the rebuild embeds anew.
+            return Ok(report);
+        }
+        if let (true, Some(key)) = (self.config.memory.search.cache.enabled, self.cache_key()) {
+            let entries: Vec<(String, Vec<f32>)> = vectors.iter().map(|(h, v)| (h.clone(), v.clone())).collect();
+            if let Err(e) = live.cache_embeddings(&key, &entries, self.config.memory.search.cache.max_entries).await {
+                warn!(error = %e, "embedding cache write failed");
+            }
+        }
+        let computed = BatchVectors { vectors, pending: HashSet::new() };
+        let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: None, computed: Some(computed) };
+        let applied = self.sync_into(&live, &live, settings.provider_fingerprint.as_deref(), SyncScope::All, with).await;
+        *self.built_fingerprint.write().unwrap() = None;
+        let applied = applied?;
+        report.files_pending = applied.files_pending;
+        report.warnings.extend(applied.warnings);
+        live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+        Ok(report)
+    }
+
     async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
         self.follow_live().await?;
         let result = self.sync_inner_uncached(options).await;
@@ -392,7 +490,7 @@ impl IndexedBackend {
         let live = self.store();
         let current = live.identity().await?;
         let needs_rebuild = match &current {
-            Some(cur) if *cur != desired => {
+            Some(cur) if !cur.same_settings(&desired) => {
                 info!(changed = ?cur.differences(&desired), "index identity changed; rebuilding beside the live index");
                 true
             }
@@ -403,7 +501,24 @@ impl IndexedBackend {
         // next search completes it before answering.
         let bound = patience::Bound::of(options.embed_wait);
         if !needs_rebuild {
-            let report = self.sync_into(&live, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound).await?;
+            let planned = desired.provider_fingerprint.as_deref();
+            if current.is_none() && bound.bounded() && self.embedder.is_some() {
+                // A first build beside searches (or for one): every note by its words first, so that searches
+                // answer from them at once (a backfill's embeddings take minutes, a provider that does not answer
+                // longer), then the vectors, found pending as the files were left.
+                let mut report = self.sync_into(&live, &live, planned, SyncScope::All, patience::Bound::WordsOnly.into()).await?;
+                live.set_identity(&desired).await?;
+                live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+                self.indexed.store(true, Ordering::Relaxed);
+                let vectors = self.sync_into(&live, &live, planned, SyncScope::All, bound.into()).await?;
+                report.chunks_embedded += vectors.chunks_embedded;
+                report.embeddings_cached += vectors.embeddings_cached;
+                report.files_pending = vectors.files_pending;
+                report.warnings.extend(vectors.warnings);
+                live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
+                return Ok(report);
+            }
+            let report = self.sync_into(&live, &live, planned, SyncScope::All, bound.into()).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -417,7 +532,7 @@ impl IndexedBackend {
         let _rebuilding = ClearOnDrop(&self.rebuilding);
         let staging = self.storage.open_staging().await?;
         let filled = async {
-            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound).await?;
+            let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound.into()).await?;
             staging.set_identity(&desired).await?;
             staging.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             Ok::<_, MemoryError>(report)
@@ -455,8 +570,9 @@ impl IndexedBackend {
         cache_from: &Arc<dyn ChunkStore>,
         planned: Option<&str>,
         scope: SyncScope,
-        bound: patience::Bound,
+        with: embed::SyncVectors<'_>,
     ) -> Result<SyncReport> {
+        let embed::SyncVectors { bound, collect, computed } = with;
         // A sync of every file answers for the files a host announced: read by content, not trusted by their stat.
         // If it fails (any early return) they stay announced.
         let announced = Announced::take(self, matches!(scope, SyncScope::All));
@@ -486,8 +602,11 @@ impl IndexedBackend {
         } else {
             Vec::new()
         };
-        let batch_vectors =
-            if batch_mode { self.run_batch_jobs(&prepared_parts, target, cache_from, &mut report).await } else { BatchVectors::default() };
+        let batch_vectors = match computed {
+            Some(computed) => computed,
+            None if batch_mode => self.run_batch_jobs(&prepared_parts, target, cache_from, &mut report).await,
+            None => BatchVectors::default(),
+        };
         for (i, part) in work.chunks(FILES_PER_BATCH).enumerate() {
             // Reading, hashing, chunking and analysing are CPU work: spread them over the cores.
             let prepared = match prepared_parts.get_mut(i).and_then(Option::take) {
@@ -529,7 +648,7 @@ impl IndexedBackend {
                     }
                 }
             }
-            let step = embed::EmbedStep { target, cache_from, planned, from_batch: &batch_vectors, bound };
+            let step = embed::EmbedStep { target, cache_from, planned, from_batch: &batch_vectors, bound, collect };
             self.embed_batch(&mut batch, &step, &mut report).await;
             report.files_pending += batch.upserts.iter().chain(batch.appends.iter()).filter(|(file, _)| file.state() == FileState::Pending).count();
             target.apply(batch).await?;
@@ -541,7 +660,7 @@ impl IndexedBackend {
         if let Some(removals) = removals.filter(|r| !r.is_empty()) {
             target.apply(SyncBatch { removals, ..Default::default() }).await?;
         }
-        self.record_unrelated_centroid(target, cache_from, planned).await;
+        self.record_unrelated_centroid(target, cache_from, planned, bound).await;
         debug!(?report, "sync finished");
         announced.answered();
         Ok(report)
@@ -631,18 +750,23 @@ impl MemoryBackend for IndexedBackend {
         access::read(&self.roots, request, self.config.memory.search.max_file_bytes)
     }
 
-    async fn sync(&self, options: SyncOptions) -> Result<SyncReport> {
-        let _guard = self.sync_lock.lock().await;
-        let _writer = self.writer_lock_bounded("sync").await?;
-        match self.sync_inner(options).await {
-            Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
-                let note = self.replace_corrupt_live(e).await?;
-                let mut report = self.sync_inner(options).await?;
-                report.warnings.push(note);
-                Ok(report)
+    async fn sync(&self, mut options: SyncOptions) -> Result<SyncReport> {
+        let _guard = match options.embed_wait {
+            // Someone waits for this sync: another sync of this engine (the watcher's, waiting on a provider that
+            // does not answer) is waited for within the same wait, and what is left of it goes to the provider.
+            crate::EmbedWait::AtMost(wait) => {
+                let started = tokio::time::Instant::now();
+                let guard = tokio::time::timeout(wait, self.sync_lock.lock()).await.map_err(|_| {
+                    MemoryError::Unavailable(format!("another sync of this engine is still updating the index (waited {} s)", wait.as_secs()))
+                })?;
+                options.embed_wait = crate::EmbedWait::AtMost(wait.saturating_sub(started.elapsed()));
+                guard
             }
-            other => other,
-        }
+            crate::EmbedWait::EachCallAtMost(_) if self.embedder.is_some() => return self.sync_beside_searches(options).await,
+            _ => self.sync_lock.lock().await,
+        };
+        let _writer = self.writer_lock_bounded("sync").await?;
+        self.sync_locked(options).await
     }
 
     async fn status(&self) -> Result<Status> {

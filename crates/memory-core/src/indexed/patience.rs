@@ -45,6 +45,8 @@ pub(crate) enum Bound {
     None,
     Until(Instant),
     EachCall(Duration),
+    /// Not at all: the chunks are indexed by their words and wait for their vectors (a first build's first pass).
+    WordsOnly,
 }
 
 impl Bound {
@@ -61,11 +63,17 @@ impl Bound {
         !matches!(self, Bound::None)
     }
 
+    /// Whether the provider is not called at all.
+    pub(crate) fn words_only(&self) -> bool {
+        matches!(self, Bound::WordsOnly)
+    }
+
     fn deadline(&self) -> Option<Instant> {
         match *self {
             Bound::None => None,
             Bound::Until(t) => Some(t),
             Bound::EachCall(d) => Some(Instant::now() + d),
+            Bound::WordsOnly => Some(Instant::now()),
         }
     }
 }
@@ -94,7 +102,10 @@ impl Patience {
         let outcome = match deadline {
             Some(d) => match tokio::time::timeout_at(d, call).await {
                 Ok(result) => result.map_err(|e| e.to_string()),
-                Err(_) => Err(format!("the embedding provider did not answer within {} s", started.elapsed().as_secs_f64().round())),
+                Err(_) => Err(match bound {
+                    Bound::EachCall(d) => format!("the embedding provider did not answer within {} s", d.as_secs()),
+                    _ => format!("the embedding provider did not answer in time (a search or an append waits {} s for it)", EMBED_WAIT.as_secs()),
+                }),
             },
             None => call.await.map_err(|e| e.to_string()),
         };
@@ -143,7 +154,7 @@ mod tests {
         let never = std::future::pending::<Result<(), EmbeddingError>>();
         let started = Instant::now();
         let err = p.call(Bound::of(EmbedWait::AtMost(EMBED_WAIT)), never).await.unwrap_err();
-        assert!(err.contains("did not answer within 5 s"), "{err}");
+        assert!(err.contains("did not answer in time (a search or an append waits 5 s"), "{err}");
         assert!(started.elapsed() <= EMBED_WAIT + Duration::from_millis(50));
         assert!(p.paused().is_some());
     }

@@ -67,7 +67,7 @@ impl IndexedBackend {
             _ => "keyword",
         };
         let centroid = match (&vector, &self.embedder) {
-            (Some(_), Some(embedder)) => self.unrelated_centroid(&ctx.store, embedder).await,
+            (Some(_), Some(embedder)) => self.unrelated_centroid(&ctx.store, embedder, patience::Bound::Until(embed_deadline)).await,
             _ => None,
         };
         ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));

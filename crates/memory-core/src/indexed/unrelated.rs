@@ -94,7 +94,12 @@ impl IndexedBackend {
     /// The probes' centroid for searches on `store` ([`unrelated`]): remembered, else read from the index's meta
     /// (a sync stores it), else embedded now and remembered for this process. `None` when the provider cannot
     /// embed the probes: vector scores then count as raw cosines.
-    pub(super) async fn unrelated_centroid(&self, store: &Arc<dyn ChunkStore>, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Arc<Vec<f32>>> {
+    pub(super) async fn unrelated_centroid(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        embedder: &Arc<dyn EmbeddingProvider>,
+        bound: super::patience::Bound,
+    ) -> Option<Arc<Vec<f32>>> {
         let handle = store_handle(store);
         let fingerprint = embedder.fingerprint();
         if let Some((c, _)) = self.remembered_centroid(handle, &fingerprint) {
@@ -112,7 +117,7 @@ impl IndexedBackend {
             None => {
                 // An index synced before probes existed: embed them now, and keep them in the index when its
                 // writer lock is free at once (a search never waits for a writer), so later processes read them.
-                let c = self.embed_unrelated_probes(embedder).await?;
+                let c = self.embed_unrelated_probes(embedder, bound).await?;
                 let stored = match self.storage.writer_lock(false).await {
                     Ok(_writer) => match store.set_meta(META_KEY, &encode(&fingerprint, &c)).await {
                         Ok(()) => true,
@@ -147,9 +152,17 @@ impl IndexedBackend {
         centroid
     }
 
-    pub(super) async fn embed_unrelated_probes(&self, embedder: &Arc<dyn EmbeddingProvider>) -> Option<Vec<f32>> {
+    /// The probes' centroid, embedded within `bound` (not at all while a bounded wait finds the provider paused).
+    pub(super) async fn embed_unrelated_probes(&self, embedder: &Arc<dyn EmbeddingProvider>, bound: super::patience::Bound) -> Option<Vec<f32>> {
+        if bound.words_only() {
+            return None;
+        }
+        if let Some(why) = bound.bounded().then(|| self.patience.paused()).flatten() {
+            debug!(reason = %why, "the unrelated-text probes wait for the provider");
+            return None;
+        }
         let texts: Vec<String> = PROBES.iter().map(|t| t.to_string()).collect();
-        match embedder.embed(&texts, EmbeddingPurpose::Document).await {
+        match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
             Ok(vectors) => centroid(&vectors),
             Err(e) => {
                 warn!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
@@ -162,7 +175,13 @@ impl IndexedBackend {
     /// instead of embedding the probes: carried over from `cache_from` (the old index, in a rebuild) when it has
     /// it, like the embedding cache, else embedded. What is stored is remembered, so a sync after every write
     /// (`memory serve`) does not read it back each time. A failure is logged: searches then embed the probes.
-    pub(super) async fn record_unrelated_centroid(&self, target: &Arc<dyn ChunkStore>, cache_from: &Arc<dyn ChunkStore>, planned: Option<&str>) {
+    pub(super) async fn record_unrelated_centroid(
+        &self,
+        target: &Arc<dyn ChunkStore>,
+        cache_from: &Arc<dyn ChunkStore>,
+        planned: Option<&str>,
+        bound: super::patience::Bound,
+    ) {
         let Some(embedder) = &self.embedder else { return };
         let fingerprint = embedder.fingerprint();
         if planned != Some(fingerprint.as_str()) {
@@ -200,7 +219,7 @@ impl IndexedBackend {
             (Some(c), _) => c,
             // Embedded by a search that found the index busy.
             (None, Some((c, _))) => c.as_ref().clone(),
-            (None, None) => match self.embed_unrelated_probes(embedder).await {
+            (None, None) => match self.embed_unrelated_probes(embedder, bound).await {
                 Some(c) => c,
                 None => return,
             },
