@@ -503,9 +503,10 @@ impl IndexedBackend {
         if !needs_rebuild {
             let planned = desired.provider_fingerprint.as_deref();
             if current.is_none() && bound.bounded() && self.embedder.is_some() {
-                // A first build beside searches (or for one): every note by its words first, so that searches
-                // answer from them at once (a backfill's embeddings take minutes, a provider that does not answer
-                // longer), then the vectors, found pending as the files were left.
+                // A first build someone waits for (a search's, an append's): every note by its words first, so
+                // that the search answers from them (a backfill's embeddings take minutes, a provider that does
+                // not answer longer), then the vectors within what is left of the wait, found pending as the files
+                // were left. (The watcher's first build: `sync_beside_searches`.)
                 let mut report = self.sync_into(&live, &live, planned, SyncScope::All, patience::Bound::WordsOnly.into()).await?;
                 live.set_identity(&desired).await?;
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
