@@ -468,15 +468,25 @@ async fn keyword_search_answers_when_embeddings_fail() {
     assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
 }
 
-/// A provider that stops answering (a network that drops packets) while `hang` is set, and otherwise embeds as
-/// `inner` does.
-struct HangingEmbedder {
+/// Embeds as `inner` does, each call `delay` late: a provider under load, or one that stopped answering (a
+/// network that drops packets: a delay longer than any test waits).
+struct DelayedEmbedder {
     inner: Arc<BagOfWordsEmbedder>,
-    hang: std::sync::atomic::AtomicBool,
+    delay: std::sync::Mutex<std::time::Duration>,
+}
+
+impl DelayedEmbedder {
+    fn new(inner: Arc<BagOfWordsEmbedder>, delay: std::time::Duration) -> DelayedEmbedder {
+        DelayedEmbedder { inner, delay: delay.into() }
+    }
+
+    fn set_delay(&self, delay: std::time::Duration) {
+        *self.delay.lock().unwrap() = delay;
+    }
 }
 
 #[async_trait]
-impl EmbeddingProvider for HangingEmbedder {
+impl EmbeddingProvider for DelayedEmbedder {
     fn id(&self) -> &str {
         self.inner.id()
     }
@@ -490,10 +500,8 @@ impl EmbeddingProvider for HangingEmbedder {
         self.inner.fingerprint()
     }
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        if self.hang.load(Ordering::SeqCst) {
-            // Longer than any test waits: a request timeout and its retries.
-            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
-        }
+        let delay = *self.delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
         self.inner.embed(texts, purpose).await
     }
 }
@@ -506,7 +514,7 @@ async fn a_search_during_the_watcher_s_embedding_finds_the_note_written_a_moment
     let env = sample_env();
     let model = Arc::new(BagOfWordsEmbedder::new(64));
     env.open(Config::default(), Some(model.clone())).await.sync(SyncOptions::default()).await.unwrap();
-    let embedder = Arc::new(SlowEmbedder { inner: model, delay: Duration::from_secs(8) });
+    let embedder = Arc::new(DelayedEmbedder::new(model, Duration::from_secs(8)));
     let e = Arc::new(env.open(Config::default(), Some(embedder)).await);
     env.write("memory/2026-12-04.md", "- Met Priya about the quarterly budget\n");
     let beside = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
@@ -527,32 +535,6 @@ async fn a_search_during_the_watcher_s_embedding_finds_the_note_written_a_moment
     assert_eq!(r.chunks_embedded, 1, "the watcher's note has its vector: {r:?}");
 }
 
-/// Embeds as `inner` does, each call `delay` late (a provider under load).
-struct SlowEmbedder {
-    inner: Arc<BagOfWordsEmbedder>,
-    delay: std::time::Duration,
-}
-
-#[async_trait]
-impl EmbeddingProvider for SlowEmbedder {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-    fn dimensions(&self) -> Option<usize> {
-        self.inner.dimensions()
-    }
-    fn fingerprint(&self) -> String {
-        self.inner.fingerprint()
-    }
-    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        tokio::time::sleep(self.delay).await;
-        self.inner.embed(texts, purpose).await
-    }
-}
-
 /// An agent's search never waits long for a provider that does not answer: the search answers by its words within
 /// the wait (`patience::EMBED_WAIT`), the next ones at once (paused), a note written meanwhile is found by its words
 /// and waits for its vectors; the next sync nobody waits for (the watcher's) embeds it and ends the pause.
@@ -561,12 +543,13 @@ async fn a_provider_that_does_not_answer_costs_one_search_a_few_seconds_not_ever
     use memory_core::indexed::patience::EMBED_WAIT;
     use std::time::{Duration, Instant};
     let env = sample_env();
-    let embedder = Arc::new(HangingEmbedder { inner: Arc::new(BagOfWordsEmbedder::new(64)), hang: false.into() });
+    let embedder = Arc::new(DelayedEmbedder::new(Arc::new(BagOfWordsEmbedder::new(64)), Duration::ZERO));
     let e = env.open(Config::default(), Some(embedder.clone())).await;
     e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().mode.as_deref(), Some("hybrid"));
 
-    embedder.hang.store(true, Ordering::SeqCst);
+    // Longer than any test waits: a request timeout and its retries.
+    embedder.set_delay(Duration::from_secs(600));
     env.write("memory/2026-12-04.md", "- The new router sits in the hallway closet\n");
     let started = Instant::now();
     let res = e.search(&SearchRequest::new("router")).await.unwrap();
@@ -590,7 +573,7 @@ async fn a_provider_that_does_not_answer_costs_one_search_a_few_seconds_not_ever
 
     // The provider answers again: a sync that waits for it (`memory index`; the watcher's retry once the pause is
     // over) embeds the two notes and ends the pause, and searches use vectors again.
-    embedder.hang.store(false, Ordering::SeqCst);
+    embedder.set_delay(Duration::ZERO);
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!((r.files_pending, r.chunks_embedded), (0, 2), "{r:?}");
     let res = e.search(&SearchRequest::new("router hallway")).await.unwrap();
