@@ -277,8 +277,7 @@ impl Loop {
             Err(e) => (None, Some(format!("sync task failed: {e}"))),
         };
         let event = SyncEvent { seq: self.seq, trigger, changes, paths, took_ms: started.elapsed().as_millis() as u64, report, error };
-        self.pending = next_pending_retry(self.pending.map(|(wait, _)| wait), event.report.as_ref(), self.options.pending_retry)
-            .map(|wait| (wait, Instant::now() + wait));
+        self.pending = next_pending_retry(self.pending, trigger, event.report.as_ref(), self.options.pending_retry, Instant::now());
         match (&event.report, &event.error) {
             (Some(r), _) => info!(
                 seq = event.seq,
@@ -299,15 +298,30 @@ impl Loop {
 }
 
 /// The wait before the next sync for files waiting for embeddings, after a sync: none when its report says none
-/// waits; `first` after the first sync that left some; twice the last wait (at most `max`) after each sync that
-/// left some again or failed while some waited.
-fn next_pending_retry(last: Option<Duration>, report: Option<&SyncReport>, (first, max): (Duration, Duration)) -> Option<Duration> {
+/// waits; `first` after the first sync that left some; twice the last wait (at most `max`) after each retry that
+/// left some again or failed. A sync for changed files during the wait keeps the retry as it was scheduled: the
+/// outage it met is the one the retry is waiting out, and its doubling would put off the retry after the provider
+/// is back. Returns the wait and when the retry is due.
+fn next_pending_retry(
+    scheduled: Option<(Duration, Instant)>,
+    trigger: Trigger,
+    report: Option<&SyncReport>,
+    (first, max): (Duration, Duration),
+    now: Instant,
+) -> Option<(Duration, Instant)> {
     let waiting = match report {
         Some(r) => r.files_pending > 0,
         // A failed sync says nothing new: files that waited still wait.
-        None => last.is_some(),
+        None => scheduled.is_some(),
     };
-    waiting.then(|| last.map_or(first, |wait| (wait * 2).min(max)))
+    if !waiting {
+        return None;
+    }
+    match (trigger, scheduled) {
+        (Trigger::Pending, Some((wait, _))) => Some(((wait * 2).min(max), now + (wait * 2).min(max))),
+        (_, Some(kept)) => Some(kept),
+        (_, None) => Some((first, now + first)),
+    }
 }
 
 #[cfg(test)]
@@ -396,17 +410,21 @@ mod tests {
         let limits = (Duration::from_secs(30), Duration::from_secs(600));
         let waiting = SyncReport { files_pending: 2, ..SyncReport::default() };
         let done = SyncReport::default();
-        let mut wait = None;
-        let mut waits = Vec::new();
-        for _ in 0..7 {
-            wait = next_pending_retry(wait, Some(&waiting), limits);
-            waits.push(wait.unwrap().as_secs());
+        let now = Instant::now();
+        let next = |s, t, r| next_pending_retry(s, t, r, limits, now);
+        let mut scheduled = next(None, Trigger::Files, Some(&waiting));
+        let mut waits = vec![scheduled.unwrap().0.as_secs()];
+        for _ in 0..6 {
+            scheduled = next(scheduled, Trigger::Pending, Some(&waiting));
+            waits.push(scheduled.unwrap().0.as_secs());
         }
-        assert_eq!(waits, [30, 60, 120, 240, 480, 600, 600]);
-        assert_eq!(next_pending_retry(wait, None, limits), Some(limits.1), "a failed sync keeps the files waiting");
-        assert_eq!(next_pending_retry(None, None, limits), None, "nor does it start a wait");
-        assert_eq!(next_pending_retry(wait, Some(&done), limits), None, "none waits");
-        assert_eq!(next_pending_retry(None, Some(&waiting), limits), Some(limits.0), "a new wait starts short");
+        assert_eq!(waits, [30, 60, 120, 240, 480, 600, 600], "each retry that leaves files waiting waits longer");
+        let first = next(None, Trigger::Start, Some(&waiting));
+        assert_eq!(next(first, Trigger::Files, Some(&waiting)), first, "a sync for changed files keeps the retry's time");
+        assert_eq!(next(first, Trigger::Pending, None).map(|s| s.0), Some(limits.0 * 2), "a failed retry waits longer");
+        assert_eq!(next(None, Trigger::Files, None), None, "a failed sync starts no wait");
+        assert_eq!(next(first, Trigger::Pending, Some(&done)), None, "none waits");
+        assert_eq!(next(first, Trigger::Files, Some(&done)), None, "none waits");
     }
 
     /// A sync that leaves files waiting for embeddings is followed by more, with no file changing, until none waits.
