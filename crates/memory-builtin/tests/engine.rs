@@ -517,7 +517,7 @@ async fn a_search_during_the_watcher_s_embedding_finds_the_note_written_a_moment
     let embedder = Arc::new(DelayedEmbedder::new(model, Duration::from_secs(8)));
     let e = Arc::new(env.open(Config::default(), Some(embedder)).await);
     env.write("memory/2026-12-04.md", "- Met Priya about the quarterly budget\n");
-    let beside = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
+    let beside = SyncOptions::beside_searches();
     let watcher = tokio::spawn({
         let e = e.clone();
         async move { e.sync(beside).await.unwrap() }
@@ -567,7 +567,7 @@ async fn a_provider_that_does_not_answer_costs_one_search_a_few_seconds_not_ever
     assert!(e.status().await.unwrap().warnings.iter().any(|w| w.contains("waiting for embeddings")));
     // A background sync beside searches (the watcher's) does not hold the index waiting for it either.
     let started = Instant::now();
-    let beside = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
+    let beside = SyncOptions::beside_searches();
     let r = e.sync(beside).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2) && r.files_pending == 2, "{:?} {r:?}", started.elapsed());
 

@@ -42,8 +42,7 @@ pub async fn index_appended(engine: &dyn MemoryBackend, appended: Appended) -> A
     // retry would write the entry twice, so this is never an error.
     // The agent waits for this call: the embedding provider is waited for a few seconds at most (an entry not
     // embedded by then is found by its words and embedded by a later sync).
-    let options = SyncOptions { embed_wait: memory_core::EmbedWait::agent_call(), ..SyncOptions::default() };
-    let (indexed, warning) = match engine.sync(options).await {
+    let (indexed, warning) = match engine.sync(SyncOptions::agent_call()).await {
         Ok(report) if report.files_pending > 0 => {
             let why =
                 report.warnings.iter().find(|w| w.starts_with("embedding failed")).map_or("the embedding provider did not answer", String::as_str);

@@ -234,8 +234,7 @@ pub async fn run(
         // handshake; every search checks the files itself before answering.
         let engine = engine.clone();
         tokio::spawn(async move {
-            let options = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
-            if let Err(e) = engine.sync(options).await {
+            if let Err(e) = engine.sync(SyncOptions::beside_searches()).await {
                 warn!(error = %e, "initial sync failed; answering from the current index");
             }
         });

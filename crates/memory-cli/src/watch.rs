@@ -269,8 +269,7 @@ impl Loop {
         let handle = tokio::runtime::Handle::current();
         // On a blocking thread: the engine's SQLite work must not occupy the runtime's workers.
         // Searches share the index meanwhile: a provider that stopped answering holds it for one call's wait.
-        let options = SyncOptions { embed_wait: memory_core::EmbedWait::beside_searches(), ..SyncOptions::default() };
-        let result = tokio::task::spawn_blocking(move || handle.block_on(engine.sync(options))).await;
+        let result = tokio::task::spawn_blocking(move || handle.block_on(engine.sync(SyncOptions::beside_searches()))).await;
         let (report, error) = match result {
             Ok(Ok(r)) => (Some(r), None),
             Ok(Err(e)) => (None, Some(e.to_string())),

@@ -287,15 +287,15 @@ pub enum EmbedWait {
     EachCallAtMost(std::time::Duration),
 }
 
-impl EmbedWait {
-    /// For a sync an agent waits for: [`crate::indexed::patience::EMBED_WAIT`] in all.
-    pub fn agent_call() -> EmbedWait {
-        EmbedWait::AtMost(crate::indexed::patience::EMBED_WAIT)
+impl SyncOptions {
+    /// A sync an agent waits for (an append): [`crate::indexed::patience::EMBED_WAIT`] in all for the provider.
+    pub fn agent_call() -> SyncOptions {
+        SyncOptions { embed_wait: EmbedWait::AtMost(crate::indexed::patience::EMBED_WAIT), ..SyncOptions::default() }
     }
 
-    /// For a background sync beside searches: [`crate::indexed::patience::CALL_WAIT`] a call.
-    pub fn beside_searches() -> EmbedWait {
-        EmbedWait::EachCallAtMost(crate::indexed::patience::CALL_WAIT)
+    /// A background sync beside searches (the watcher's): [`crate::indexed::patience::CALL_WAIT`] a provider call.
+    pub fn beside_searches() -> SyncOptions {
+        SyncOptions { embed_wait: EmbedWait::EachCallAtMost(crate::indexed::patience::CALL_WAIT), ..SyncOptions::default() }
     }
 }
 
@@ -322,6 +322,15 @@ pub struct SyncReport {
 }
 
 impl SyncReport {
+    /// Take in a second pass over the files this sync indexed by their words first: its embeddings and warnings
+    /// add up, and its files still waiting are the ones that wait.
+    pub fn add_vectors_pass(&mut self, vectors: SyncReport) {
+        self.chunks_embedded += vectors.chunks_embedded;
+        self.embeddings_cached += vectors.embeddings_cached;
+        self.files_pending = vectors.files_pending;
+        self.warnings.extend(vectors.warnings);
+    }
+
     pub fn changed_anything(&self) -> bool {
         self.files_added + self.files_changed + self.files_removed > 0 || self.rebuilt
     }

@@ -228,7 +228,7 @@ impl IndexedBackend {
         // A bounded sync, and the provider failed slowly moments ago: its chunks wait for a later sync.
         else if let Some(why) = bound.bounded().then(|| self.patience.paused()).flatten().filter(|_| !todo.is_empty() || !media_todo.is_empty()) {
             debug!(reason = %why, "embedding skipped for this sync; indexed by words");
-            report.warnings.push(format!("embedding failed: {why}; indexed by words, embedded by a later sync"));
+            report.warnings.push(patience::left_for_later(&why));
             (todo, media_todo, failed) = (Vec::new(), Vec::new(), true);
         }
         if !media_todo.is_empty() {
@@ -254,32 +254,11 @@ impl IndexedBackend {
                 ));
             }
         }
-        for part in todo.chunks(EMBED_BATCH) {
-            let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
-            match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
-                Ok(vs) if vs.len() == texts.len() => {
-                    let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
-                    report.chunks_embedded += entries.len();
-                    if use_cache {
-                        if let Err(e) = target.cache_embeddings(&key, &entries, max_entries).await {
-                            warn!(error = %e, "embedding cache write failed");
-                        }
-                    }
-                    vectors.extend(entries);
-                }
-                Ok(vs) => {
-                    failed = true;
-                    report.warnings.push(format!("embedding provider returned {} vectors for {} texts", vs.len(), texts.len()));
-                    break;
-                }
-                Err(e) => {
-                    failed = true;
-                    warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
-                    report.warnings.push(format!("embedding failed: {e}"));
-                    break;
-                }
-            }
-        }
+        let cache = use_cache.then_some((target, &key, max_entries));
+        let (entries, stopped) = self.embed_texts(embedder, &todo, bound, cache, report).await;
+        report.chunks_embedded += entries.len();
+        vectors.extend(entries);
+        failed |= stopped;
         for (file, chunks) in batch.upserts.iter_mut().chain(batch.appends.iter_mut()) {
             let mut complete = true;
             let mut waiting = false;
@@ -301,7 +280,7 @@ impl IndexedBackend {
         let mut vectors = HashMap::new();
         let Some(embedder) = &self.embedder else { return vectors };
         if let Some(why) = self.patience.paused() {
-            report.warnings.push(format!("embedding failed: {why}; indexed by words, embedded by a later sync"));
+            report.warnings.push(patience::left_for_later(&why));
             return vectors;
         }
         if !collected.media.is_empty() && embedder.supports_media() {
@@ -312,22 +291,48 @@ impl IndexedBackend {
                 report.warnings.push(format!("media embedding failed: {e}"));
             }
         }
-        for part in collected.texts.chunks(EMBED_BATCH) {
+        // Outside the locks nothing is written: the vectors go to the cache with the pass that applies them.
+        let (entries, _) = self.embed_texts(embedder, &collected.texts, bound, None, report).await;
+        vectors.extend(entries);
+        report.chunks_embedded += vectors.len();
+        vectors
+    }
+
+    /// Embed `todo` ((hash, text) pairs) as documents, [`EMBED_BATCH`] texts a call, each call within `bound`, each
+    /// call's vectors written to `cache` (store, key, max entries) as they come, so an interrupted sync keeps them.
+    /// Stops at the first failure, which `report`'s warnings say. The vectors by hash, and whether it stopped.
+    async fn embed_texts(
+        &self,
+        embedder: &Arc<dyn EmbeddingProvider>,
+        todo: &[(String, String)],
+        bound: patience::Bound,
+        cache: Option<(&Arc<dyn ChunkStore>, &EmbeddingCacheKey, usize)>,
+        report: &mut SyncReport,
+    ) -> (Vec<(String, Vec<f32>)>, bool) {
+        let mut out = Vec::new();
+        for part in todo.chunks(EMBED_BATCH) {
             let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
             match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
-                Ok(vs) if vs.len() == texts.len() => vectors.extend(part.iter().map(|(h, _)| h.clone()).zip(vs)),
+                Ok(vs) if vs.len() == texts.len() => {
+                    let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
+                    if let Some((store, key, max_entries)) = cache {
+                        if let Err(e) = store.cache_embeddings(key, &entries, max_entries).await {
+                            warn!(error = %e, "embedding cache write failed");
+                        }
+                    }
+                    out.extend(entries);
+                }
                 Ok(vs) => {
                     report.warnings.push(format!("embedding provider returned {} vectors for {} texts", vs.len(), texts.len()));
-                    break;
+                    return (out, true);
                 }
                 Err(e) => {
                     warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
                     report.warnings.push(format!("embedding failed: {e}"));
-                    break;
+                    return (out, true);
                 }
             }
         }
-        report.chunks_embedded += vectors.len();
-        vectors
+        (out, false)
     }
 }

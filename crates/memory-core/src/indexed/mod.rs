@@ -440,11 +440,7 @@ impl IndexedBackend {
             drop(collected);
             let _guard = self.sync_lock.lock().await;
             let _writer = self.writer_lock_bounded("sync").await?;
-            let vectors = self.sync_locked(options).await?;
-            report.chunks_embedded += vectors.chunks_embedded;
-            report.embeddings_cached += vectors.embeddings_cached;
-            report.files_pending = vectors.files_pending;
-            report.warnings.extend(vectors.warnings);
+            report.add_vectors_pass(self.sync_locked(options).await?);
             return Ok(report);
         }
         let vectors = self.embed_collected(collected, bound, &mut report).await;
@@ -512,10 +508,7 @@ impl IndexedBackend {
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
                 self.indexed.store(true, Ordering::Relaxed);
                 let vectors = self.sync_into(&live, &live, planned, SyncScope::All, bound.into()).await?;
-                report.chunks_embedded += vectors.chunks_embedded;
-                report.embeddings_cached += vectors.embeddings_cached;
-                report.files_pending = vectors.files_pending;
-                report.warnings.extend(vectors.warnings);
+                report.add_vectors_pass(vectors);
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
                 return Ok(report);
             }

@@ -39,6 +39,11 @@ pub const EMBED_PAUSE: Duration = Duration::from_secs(30);
 /// key, a model folder that is away) costs nothing to try again and starts no pause.
 const SLOW_FAILURE: Duration = Duration::from_secs(1);
 
+/// The warning of a sync that left its chunks for a later one because the provider is paused (`why`).
+pub(crate) fn left_for_later(why: &str) -> String {
+    format!("embedding failed: {why}; indexed by words, embedded by a later sync")
+}
+
 /// An [`EmbedWait`] from the moment its sync (or search) started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Bound {
