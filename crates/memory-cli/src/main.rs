@@ -47,7 +47,7 @@ struct Cli {
     #[arg(long, global = true, default_value = "main", env = "MEMORY_AGENT")]
     agent: String,
     /// Answer here even when a shared server (`memory server start`) runs for this state folder.
-    #[arg(long, global = true, env = "MEMORY_NO_SERVER")]
+    #[arg(long, global = true, env = "MEMORY_NO_SERVER", value_parser = clap::builder::BoolishValueParser::new())]
     no_server: bool,
     /// More log output (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -139,7 +139,7 @@ enum Command {
         claude mcp add memory -- memory --workspace ~/agent serve\n\nExamples:\n  memory serve\n  memory --workspace ~/.openclaw/workspace serve --allow-append")]
     Serve {
         /// Offer the memory_append tool (writes to today's memory/YYYY-MM-DD.md).
-        #[arg(long, env = "MEMORY_ALLOW_APPEND")]
+        #[arg(long, env = "MEMORY_ALLOW_APPEND", value_parser = clap::builder::BoolishValueParser::new())]
         allow_append: bool,
         /// Do not watch the files. Searches stay fresh all the same: each one first checks the files (a stat per
         /// file; skipped while the server's change journal has seen no change since the last check) and syncs

@@ -341,3 +341,27 @@ async fn memory_recall_returns_curated_trigger_matches_and_search_takes_project_
     assert_eq!(r.is_error, Some(true));
     tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
 }
+
+/// `MEMORY_ALLOW_APPEND` is set the way people set switches in a shell or an MCP client's config: `1`, `yes`,
+/// `on` or `true` offer `memory_append`; `0`, `no`, `off` or `false` do not. (`1`, the spelling in the docs, made
+/// the server exit at start: clap read the variable as `true`/`false` only.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_append_from_the_environment_takes_the_usual_spellings() {
+    let env = env();
+    for (value, offered) in [("1", true), ("yes", true), ("on", true), ("true", true), ("0", false), ("no", false), ("off", false), ("false", false)]
+    {
+        let transport = TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_memory")).configure(|cmd| {
+            cmd.arg("--workspace").arg(env.ws.path()).arg("--state-dir").arg(env.state.path()).arg("serve");
+            cmd.env_remove("MEMORY_CONFIG").env("MEMORY_ALLOW_APPEND", value).env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"));
+        }))
+        .unwrap();
+        let client = tokio::time::timeout(LIMIT, ().serve(transport))
+            .await
+            .expect("handshake timed out")
+            .unwrap_or_else(|e| panic!("MEMORY_ALLOW_APPEND={value}: the server did not start: {e}"));
+        let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+        let has_append = tools.iter().any(|t| t.name == "memory_append");
+        assert_eq!(has_append, offered, "MEMORY_ALLOW_APPEND={value}");
+        tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    }
+}

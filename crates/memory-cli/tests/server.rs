@@ -617,3 +617,20 @@ console.log(JSON.stringify(out));
     // The searches went through the server (the get reads the file itself, no engine).
     assert!(env.requests() >= before + 2, "{}", env.status());
 }
+
+/// `MEMORY_NO_SERVER` takes the usual spellings of a switch: `1` / `yes` / `true` answer here, `0` / `no` / `false`
+/// ask the server. (`1` made every command exit with a usage error: clap read it as `true`/`false` only.)
+#[test]
+fn no_server_from_the_environment_takes_the_usual_spellings() {
+    let env = Env::new();
+    env.ok(&["index"]);
+    env.start();
+    for (value, asks_server) in [("1", false), ("yes", false), ("true", false), ("0", true), ("no", true), ("false", true)] {
+        let before = env.requests();
+        let o = env.cmd().args(["search", "gateway", "--json"]).env("MEMORY_NO_SERVER", value).stdin(Stdio::null()).output().unwrap();
+        assert!(o.status.success(), "MEMORY_NO_SERVER={value}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("gateway"), "MEMORY_NO_SERVER={value}");
+        let after = env.requests();
+        assert_eq!(after == before + 1, asks_server, "MEMORY_NO_SERVER={value}: requests {before} -> {after}");
+    }
+}
