@@ -571,6 +571,9 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "8m") else { return };
     let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
     env.ok(&["index"]);
+    // Past the settle window: the notes indexed moments after they were written are read again by the next check,
+    // and the sync that would settle their records cannot write; they are current all the same, not "changed".
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
     let notes_dir = env.ws.join("memory");
     for (round, fault) in ["read-only", "full"].into_iter().enumerate() {
         let filler = match fault {
@@ -597,6 +600,9 @@ fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
         let said = format!("{} {}", v["warnings"], text(&o));
         let cause = if fault == "read-only" { "read-only" } else { "space" };
         assert!(said.to_lowercase().contains(cause) && said.contains(&env.state.display().to_string()), "{fault}: {said}");
+        // The note is named, so that the agent can read it meanwhile; the notes that did not change are not counted.
+        assert!(said.contains(&format!("memory/{word}.md changed and is not in the index yet")), "{fault}: {said}");
+        assert!(said.contains("read it with memory_get"), "{fault}: {said}");
         env.ok(&["status", "--json"]);
         for command in [&["index"][..], &["index", "--force"]] {
             let o = env.run(command);

@@ -232,6 +232,9 @@ impl IndexedBackend {
             compared_ms = started.elapsed().as_secs_f64() * 1e3,
             "freshness check"
         );
+        // Files whose content is what the index holds but whose record still asks to be read at each check: a
+        // sync settles them, and they are not stale (their hits are current).
+        let mut settling = 0;
         if !verify.is_empty() {
             // Read moments after they were written: same size and mtime do not prove same content.
             for (f, record) in verify {
@@ -241,6 +244,7 @@ impl IndexedBackend {
                     // Still unreadable: nothing a sync could add.
                     Prepared::Skipped { record, .. } if matches!(record.state(), FileState::Unreadable { .. }) => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.
+                    Prepared::Touched(_) => settling += 1,
                     // Anything else changed.
                     _ => {
                         stale.changed.insert((f.source, f.key.clone()));
@@ -248,7 +252,7 @@ impl IndexedBackend {
                 }
             }
         }
-        if stale.is_empty() {
+        if stale.is_empty() && settling == 0 {
             // Freeing a record and a listed file per memory file is a few ms at 20,000 notes: done beside the
             // search rather than before it.
             if files.len() >= PARALLEL_FREE_MIN {
@@ -257,7 +261,12 @@ impl IndexedBackend {
             self.journal.lock().unwrap().in_step_at(epoch);
             return Ok(stale);
         }
-        debug!(changed = stale.changed.len(), removed = stale.removed.len(), "files changed since the last sync; syncing before the search");
+        debug!(
+            changed = stale.changed.len(),
+            removed = stale.removed.len(),
+            settling,
+            "files changed since the last sync; syncing before the search"
+        );
         let scope = match named_keys {
             Some(keys) => SyncScope::Named { files, keys },
             None => SyncScope::Listed(files),
@@ -274,9 +283,15 @@ impl IndexedBackend {
             }
             // A damaged index is repaired by the caller, not answered from.
             Err(why) if why.kind() == crate::ErrorKind::CorruptIndex => Err(why),
+            // Only records to settle: the index answers as current; the next check settles them.
+            Err(why) if stale.is_empty() => {
+                debug!(error = %why, settling, "settling file records failed; the index is current");
+                self.hinted.lock().unwrap().extend(hinted);
+                Ok(stale)
+            }
             Err(why) => {
                 warn!(error = %why, "sync before search failed; answering from the current index");
-                warnings.push(format!("{} changed files are not in the index yet ({why}); their old text is not returned", stale.len()));
+                warnings.push(not_in_index_warning(&stale, &why));
                 self.hinted.lock().unwrap().extend(hinted);
                 Ok(stale)
             }
@@ -401,5 +416,73 @@ impl IndexedBackend {
         hinted.extend(self.journal.lock().unwrap().announced().iter().map(|p| self.hint_key(p)));
         let mut unverified = Vec::new();
         stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
+    }
+}
+
+/// What a search says when the files it found changed could not be synced: the changed notes by name (the first
+/// few), so that the agent can read them with `memory_get` while the index cannot take them.
+fn not_in_index_warning(stale: &Staleness, why: &MemoryError) -> String {
+    const NAMED: usize = 3;
+    let mut names: Vec<&str> = stale.changed.iter().filter(|(source, _)| *source == Source::Memory).map(|(_, path)| path.as_str()).collect();
+    names.sort_unstable();
+    names.truncate(NAMED);
+    let unnamed = stale.changed.len() - names.len();
+    let files = |n: usize| if n == 1 { "1 file".to_string() } else { format!("{n} files") };
+    let mut parts = Vec::new();
+    if !stale.changed.is_empty() {
+        let plural = stale.changed.len() > 1;
+        let who = match (names.split_last(), unnamed) {
+            (None, n) => format!("{} changed", files(n)),
+            (Some((last, [])), 0) => format!("{last} changed"),
+            (Some((last, rest)), 0) => format!("{} and {last} changed", rest.join(", ")),
+            (Some(_), n) => format!("{} and {n} more changed", names.join(", ")),
+        };
+        let (is, them) = if plural { ("are", "them") } else { ("is", "it") };
+        let read = if names.is_empty() { String::new() } else { format!(": read {them} with memory_get") };
+        parts.push(format!("{who} and {is} not in the index yet ({why}){read}; the old text is not returned"));
+    }
+    if !stale.removed.is_empty() {
+        let n = stale.removed.len();
+        let deleted = if n == 1 { "1 deleted file is".to_string() } else { format!("{n} deleted files are") };
+        let they = if n == 1 { "it is" } else { "they are" };
+        parts.push(format!("{deleted} still in the index ({why}); {they} not returned"));
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stale(changed: &[(Source, &str)], removed: usize) -> Staleness {
+        Staleness {
+            changed: changed.iter().map(|(s, p)| (*s, p.to_string())).collect(),
+            removed: (0..removed).map(|i| (Source::Memory, format!("memory/gone-{i}.md"))).collect(),
+        }
+    }
+
+    #[test]
+    fn a_search_names_the_notes_the_index_could_not_take() {
+        let why = MemoryError::Unavailable("database or disk is full".into());
+        let m = Source::Memory;
+        assert_eq!(
+            not_in_index_warning(&stale(&[(m, "memory/2026-12-04.md")], 0), &why),
+            format!("memory/2026-12-04.md changed and is not in the index yet ({why}): read it with memory_get; the old text is not returned")
+        );
+        let two = not_in_index_warning(&stale(&[(m, "memory/b.md"), (m, "memory/a.md")], 0), &why);
+        assert!(two.starts_with("memory/a.md and memory/b.md changed and are not in the index yet ("), "{two}");
+        assert!(two.contains("read them with memory_get"), "{two}");
+        let many: Vec<(Source, String)> = (0..6).map(|i| (m, format!("memory/n{i}.md"))).collect();
+        let many: Vec<(Source, &str)> = many.iter().map(|(s, p)| (*s, p.as_str())).collect();
+        assert_eq!(
+            not_in_index_warning(&stale(&many, 0), &why),
+            format!("memory/n0.md, memory/n1.md, memory/n2.md and 3 more changed and are not in the index yet ({why}): read them with memory_get; the old text is not returned")
+        );
+        // Transcripts are not named (memory_get does not read them); deletions are counted.
+        assert_eq!(
+            not_in_index_warning(&stale(&[(Source::Sessions, "sessions/a.jsonl")], 2), &why),
+            format!("1 file changed and is not in the index yet ({why}); the old text is not returned; 2 deleted files are still in the index ({why}); they are not returned")
+        );
+        assert_eq!(not_in_index_warning(&stale(&[], 1), &why), format!("1 deleted file is still in the index ({why}); it is not returned"));
     }
 }
