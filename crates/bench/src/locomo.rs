@@ -85,6 +85,43 @@ pub fn score_question(q: &Question, hits: &[SearchResult]) -> ([f64; 3], [f64; 3
     (recall, seen)
 }
 
+/// The depths at which a deeper search (`--depth`) reports [`best_five`].
+const ORACLE_DEPTHS: [usize; 3] = [10, 20, 40];
+
+/// R@5 of the best five of `hits` for this question: what a second stage that reorders those candidates perfectly
+/// could reach (the bound of any reranker over them). Exact: the evidence a hit covers is a set, and the best five
+/// of the sets no other contains are tried (greedy when there are too many to try).
+pub fn best_five(q: &Question, hits: &[SearchResult]) -> f64 {
+    let covers = |h: &SearchResult| -> u64 {
+        q.evidence
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, e)| h.path == e.path && h.start_line <= e.line && e.line <= h.end_line)
+            .fold(0, |m, (i, _)| m | 1 << i)
+    };
+    let mut sets: Vec<u64> = hits.iter().map(covers).filter(|&m| m != 0).collect();
+    sets.sort_unstable();
+    sets.dedup();
+    let maximal: Vec<u64> = sets.iter().copied().filter(|&m| !sets.iter().any(|&o| o != m && o & m == m)).collect();
+    fn best(sets: &[u64], left: usize, have: u64) -> u32 {
+        match sets.split_first() {
+            Some((&first, rest)) if left > 0 => best(rest, left - 1, have | first).max(best(rest, left, have)),
+            _ => have.count_ones(),
+        }
+    }
+    let covered = if maximal.len() <= 24 {
+        best(&maximal, 5, 0)
+    } else {
+        let mut have = 0u64;
+        for _ in 0..5 {
+            have |= maximal.iter().copied().max_by_key(|&m| (m & !have).count_ones()).unwrap_or(0);
+        }
+        have.count_ones()
+    };
+    covered as f64 / q.evidence.len().max(1) as f64
+}
+
 pub fn load(dir: &Path) -> anyhow::Result<Vec<Question>> {
     let file = dir.join("questions.jsonl");
     if !file.exists() {
@@ -108,6 +145,8 @@ pub struct Options {
     pub keep: Option<PathBuf>,
     /// Write each setup's answers here, one `<setup>.jsonl` ([`DumpLine`]).
     pub dump: Option<PathBuf>,
+    /// `maxResults` of each search (at least ten; the figures count the first ten hits).
+    pub depth: usize,
     /// Only these modes (keyword, vector, hybrid); all when empty.
     pub modes: Vec<String>,
     /// A cross-encoder folder: every setup also runs with reranking.
@@ -158,6 +197,8 @@ struct Run {
     by_category: BTreeMap<u32, Tally>,
     all: Tally,
     latencies_ms: Vec<f64>,
+    /// Summed [`best_five`] at each of [`ORACLE_DEPTHS`] the search's depth reaches.
+    oracle: Vec<(usize, f64)>,
 }
 
 /// The label of the QMD engine's setup.
@@ -212,7 +253,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for (label, model, vw, tw, rerank) in setups {
         let embedder = crate::quality::local_embedder(model.as_deref())?;
-        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new() };
+        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new(), oracle: Vec::new() };
         let mut dump = match &opts.dump {
             Some(dir) => Some(std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{}.jsonl", label.replace(' ', "_"))))?)),
             None => None,
@@ -267,7 +308,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let r = engine
                     .search(&SearchRequest {
                         query: q.question.clone(),
-                        max_results: Some(10),
+                        max_results: Some(opts.depth),
                         min_score: Some(0.0),
                         sources: vec![],
                         active_projects: vec![],
@@ -277,6 +318,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let (rec, seen) = score_question(q, &r.results);
                 run.by_category.entry(q.category).or_default().add(rec, seen);
                 run.all.add(rec, seen);
+                for (i, depth) in ORACLE_DEPTHS.into_iter().filter(|&d| d <= opts.depth).enumerate() {
+                    if run.oracle.len() <= i {
+                        run.oracle.push((depth, 0.0));
+                    }
+                    run.oracle[i].1 += best_five(q, &r.results[..depth.min(r.results.len())]);
+                }
                 if opts.misses && seen[1] < 1.0 {
                     print_miss(q, &r.results, rec[1], seen[1]);
                 }
@@ -301,7 +348,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 /// over MCP (stdio), timed from the request to its answer; one server per conversation, its index built by the
 /// first search (not timed).
 fn served_keyword(bin: &Path, dataset: &Path, questions: &[Question], convs: &[String], state: &Path) -> anyhow::Result<Run> {
-    let mut run = Run { label: "keyword via memory serve".into(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new() };
+    let mut run = Run {
+        label: "keyword via memory serve".into(),
+        by_category: BTreeMap::new(),
+        all: Tally::default(),
+        latencies_ms: Vec::new(),
+        oracle: Vec::new(),
+    };
     for conv in convs {
         let state = state.join(conv);
         std::fs::create_dir_all(&state)?;
@@ -483,6 +536,15 @@ fn report(runs: &[Run]) {
         }
         println!();
     }
+    if runs.iter().any(|r| r.oracle.len() > 1) {
+        println!();
+        println!("R@5 of a perfect second stage over the first N hits (the most any reranking of them could reach):");
+        for run in runs.iter().filter(|r| !r.oracle.is_empty()) {
+            let n = run.all.n.max(1) as f64;
+            let cells: Vec<String> = run.oracle.iter().map(|(d, sum)| format!("N={d} {:.3}", sum / n)).collect();
+            println!("{:<34} {}", run.label, cells.join("  "));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -514,5 +576,19 @@ mod tests {
         let hits = vec![hit("memory/a.md", 3, 8, "something else")];
         let (r, s) = score_question(&q, &hits);
         assert_eq!((r[0], s[0]), (0.5, 0.0));
+    }
+
+    #[test]
+    fn the_best_five_cover_the_most_evidence_the_hits_can() {
+        let line = |l: usize| Evidence { path: "memory/a.md".into(), line: l, text: String::new() };
+        let q = Question { conv: "c".into(), id: "q".into(), question: "?".into(), category: 1, evidence: (1..=6).map(|i| line(i * 10)).collect() };
+        // Six evidence lines in six hits, one of them behind hits that cover nothing: five of six at most.
+        let mut hits: Vec<SearchResult> = (0..4).map(|i| hit("memory/x.md", i, i, "")).collect();
+        hits.extend((1..=6).map(|i| hit("memory/a.md", i * 10, i * 10, "")));
+        assert!((best_five(&q, &hits) - 5.0 / 6.0).abs() < 1e-9);
+        // One hit spanning two lines lets five hits cover all six.
+        hits.push(hit("memory/a.md", 10, 20, ""));
+        assert!((best_five(&q, &hits) - 1.0).abs() < 1e-9);
+        assert_eq!(best_five(&q, &hits[..4]), 0.0);
     }
 }

@@ -128,6 +128,10 @@ enum Command {
         /// logits in first-stage order), to study ranking rules offline.
         #[arg(long)]
         dump: Option<PathBuf>,
+        /// How many hits each search asks for (`maxResults`; figures are of the first ten): deeper dumps show
+        /// what a second stage over more candidates could reach.
+        #[arg(long, default_value_t = 10)]
+        depth: usize,
         /// A cross-encoder folder: each setup also runs with reranking (`memory.search.query.rerank`).
         #[arg(long)]
         reranker: Option<PathBuf>,
@@ -302,6 +306,7 @@ fn main() -> anyhow::Result<()> {
             misses,
             keep,
             dump,
+            depth,
             reranker,
             rerank_candidates,
             rerank_weight,
@@ -328,6 +333,7 @@ fn main() -> anyhow::Result<()> {
                 misses,
                 keep,
                 dump,
+                depth: depth.max(10),
                 modes,
                 reranker,
                 rerank_candidates,
