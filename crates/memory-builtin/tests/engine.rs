@@ -468,6 +468,67 @@ async fn keyword_search_answers_when_embeddings_fail() {
     assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
 }
 
+/// Embeds as `inner` does, or fails at once while `down`; keeps the document texts it embedded.
+struct SwitchedEmbedder {
+    inner: BagOfWordsEmbedder,
+    down: std::sync::atomic::AtomicBool,
+    documents: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl EmbeddingProvider for SwitchedEmbedder {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    fn dimensions(&self) -> Option<usize> {
+        self.inner.dimensions()
+    }
+    fn fingerprint(&self) -> String {
+        self.inner.fingerprint()
+    }
+    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(EmbeddingError::Transient { provider: "switched".into(), message: "connection refused".into() });
+        }
+        if purpose == EmbeddingPurpose::Document {
+            self.documents.lock().unwrap().extend(texts.iter().cloned());
+        }
+        self.inner.embed(texts, purpose).await
+    }
+}
+
+/// Notes left waiting for their vectors (a first build or an outage) are `memory index`'s and the watcher's to
+/// complete, not a search's: a search after a note was written embeds that note alone. It embedded every waiting
+/// note first, within its few seconds' wait: with a local model and a few hundred notes waiting (80 s of work)
+/// each search after a write spent 6.7 s on them, gave up, and the note just written got no vector either.
+#[tokio::test]
+async fn a_search_embeds_the_note_just_written_not_the_notes_waiting_for_vectors() {
+    let env = sample_env();
+    let embedder = Arc::new(SwitchedEmbedder { inner: BagOfWordsEmbedder::new(64), down: true.into(), documents: Default::default() });
+    let e = env.open(Config::default(), Some(embedder.clone())).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_pending, 4, "{r:?}");
+
+    embedder.down.store(false, Ordering::SeqCst);
+    env.write("memory/2026-12-04.md", "- The new router sits in the hallway closet\n");
+    let res = e.search(&SearchRequest::new("router hallway")).await.unwrap();
+    // The note written, and the provider's unrelated-text probes (never embedded while it was down); no other note.
+    let embedded = std::mem::take(&mut *embedder.documents.lock().unwrap());
+    assert!(embedded.iter().any(|t| t.contains("hallway closet")), "{embedded:?}");
+    let waiting = ["Mac Studio", "E4012", "aircraft wing", "sqlite-vec"];
+    assert!(!embedded.iter().any(|t| waiting.iter().any(|w| t.contains(w))), "the search embedded notes waiting for vectors: {embedded:?}");
+    assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
+    assert!(res.results[0].path == "memory/2026-12-04.md" && res.results[0].vector_score.is_some(), "{res:?}");
+    assert!(e.status().await.unwrap().warnings.iter().any(|w| w.contains("4 files are waiting for embeddings")));
+
+    // `memory index` (or the watcher) completes them.
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!((r.files_pending, r.chunks_embedded), (0, 4), "{r:?}");
+}
+
 /// Embeds as `inner` does, each call `delay` late: a provider under load, or one that stopped answering (a
 /// network that drops packets: a delay longer than any test waits).
 struct DelayedEmbedder {

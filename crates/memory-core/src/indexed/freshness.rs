@@ -234,7 +234,7 @@ impl IndexedBackend {
         );
         // Files whose content is what the index holds but whose record still asks to be read at each check: a
         // sync settles them, and they are not stale (their hits are current).
-        let mut settling = 0;
+        let mut settling: Vec<FileKey> = Vec::new();
         if !verify.is_empty() {
             // Read moments after they were written: same size and mtime do not prove same content.
             for (f, record) in verify {
@@ -244,7 +244,7 @@ impl IndexedBackend {
                     // Still unreadable: nothing a sync could add.
                     Prepared::Skipped { record, .. } if matches!(record.state(), FileState::Unreadable { .. }) => {}
                     // Same content and settled now: sync it once, so that its record stops asking for checks.
-                    Prepared::Touched(_) => settling += 1,
+                    Prepared::Touched(_) => settling.push((f.source, f.key.clone())),
                     // Anything else changed.
                     _ => {
                         stale.changed.insert((f.source, f.key.clone()));
@@ -252,7 +252,7 @@ impl IndexedBackend {
                 }
             }
         }
-        if stale.is_empty() && settling == 0 {
+        if stale.is_empty() && settling.is_empty() {
             // Freeing a record and a listed file per memory file is a few ms at 20,000 notes: done beside the
             // search rather than before it.
             if files.len() >= PARALLEL_FREE_MIN {
@@ -264,13 +264,17 @@ impl IndexedBackend {
         debug!(
             changed = stale.changed.len(),
             removed = stale.removed.len(),
-            settling,
+            settling = settling.len(),
             "files changed since the last sync; syncing before the search"
         );
-        let scope = match named_keys {
-            Some(keys) => SyncScope::Named { files, keys },
-            None => SyncScope::Listed(files),
-        };
+        // Only those files are synced: the others are as indexed. Notes still waiting for their vectors (a first
+        // build or an outage left them) are found by their words; completing them is for `memory index` and the
+        // watcher, not for a search, which would spend its wait on them before the note just written.
+        drop(named_keys);
+        let keys: Vec<FileKey> = stale.changed.iter().chain(&stale.removed).cloned().chain(settling.iter().cloned()).collect();
+        let wanted: HashSet<(Source, &str)> = keys.iter().map(|(source, key)| (*source, key.as_str())).collect();
+        let files: Vec<MemoryFile> = files.into_iter().filter(|f| wanted.contains(&(f.source, f.key.as_str()))).collect();
+        let scope = SyncScope::Named { files, keys };
         match self.sync_for_search(scope, deadline).await {
             Ok(None) => {
                 self.journal.lock().unwrap().in_step_at(epoch);
@@ -285,7 +289,7 @@ impl IndexedBackend {
             Err(why) if why.kind() == crate::ErrorKind::CorruptIndex => Err(why),
             // Only records to settle: the index answers as current; the next check settles them.
             Err(why) if stale.is_empty() => {
-                debug!(error = %why, settling, "settling file records failed; the index is current");
+                debug!(error = %why, settling = settling.len(), "settling file records failed; the index is current");
                 self.hinted.lock().unwrap().extend(hinted);
                 Ok(stale)
             }

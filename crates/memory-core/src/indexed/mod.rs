@@ -112,8 +112,6 @@ use plan::{indexed_state, plan_sync, stale_for_search, FileKey, Staleness};
 pub(super) enum SyncScope {
     /// Every memory file, discovered by the sync.
     All,
-    /// Every memory file, as the caller just listed them.
-    Listed(Vec<MemoryFile>),
     /// The files under `keys` alone (`files`: those of them on disk); the index's other files stay as they are.
     Named { files: Vec<MemoryFile>, keys: Vec<FileKey> },
 }
@@ -573,7 +571,6 @@ impl IndexedBackend {
         let mut report = SyncReport::default();
         let (files, stored) = match scope {
             SyncScope::All => (self.discover_all(), target.files().await?),
-            SyncScope::Listed(files) => (files, target.files().await?),
             SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
         };
         report.files_scanned = files.len();
