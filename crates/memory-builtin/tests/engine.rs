@@ -523,6 +523,13 @@ async fn a_search_embeds_the_note_just_written_not_the_notes_waiting_for_vectors
     assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
     assert!(res.results[0].path == "memory/2026-12-04.md" && res.results[0].vector_score.is_some(), "{res:?}");
     assert!(e.status().await.unwrap().warnings.iter().any(|w| w.contains("4 files are waiting for embeddings")));
+    // So does the sync of an append (`memory_append`): the entry, not the backlog.
+    env.write("memory/2026-12-04.md", "- The new router sits in the hallway closet\n- The old modem went to recycling\n");
+    let r = e.sync(SyncOptions::agent_call()).await.unwrap();
+    let embedded = std::mem::take(&mut *embedder.documents.lock().unwrap());
+    assert!(embedded.iter().any(|t| t.contains("old modem")), "{embedded:?}");
+    assert!(!embedded.iter().any(|t| waiting.iter().any(|w| t.contains(w))), "the append's sync embedded the backlog: {embedded:?}");
+    assert_eq!((r.files_changed, r.files_pending), (1, 0), "{r:?}");
 
     // `memory index` (or the watcher) completes them.
     let r = e.sync(SyncOptions::default()).await.unwrap();

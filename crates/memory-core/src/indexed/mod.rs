@@ -112,6 +112,9 @@ use plan::{indexed_state, plan_sync, stale_for_search, FileKey, Staleness};
 pub(super) enum SyncScope {
     /// Every memory file, discovered by the sync.
     All,
+    /// Every memory file that changed, discovered by the sync; notes only waiting for their vectors are left to a
+    /// sync that completes them (`memory index`, the watcher's): what a sync someone waits for does.
+    Changed,
     /// The files under `keys` alone (`files`: those of them on disk); the index's other files stay as they are.
     Named { files: Vec<MemoryFile>, keys: Vec<FileKey> },
 }
@@ -510,7 +513,10 @@ impl IndexedBackend {
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
                 return Ok(report);
             }
-            let report = self.sync_into(&live, &live, planned, SyncScope::All, bound.into()).await?;
+            // Someone waits (an append): the files that changed, not the notes waiting for their vectors, which
+            // would take the wait (minutes of a local model's work after a large first build).
+            let scope = if matches!(bound, patience::Bound::Until(_)) { SyncScope::Changed } else { SyncScope::All };
+            let report = self.sync_into(&live, &live, planned, scope, bound.into()).await?;
             if current.is_none() {
                 live.set_identity(&desired).await?;
             }
@@ -567,15 +573,16 @@ impl IndexedBackend {
         let embed::SyncVectors { bound, collect, computed } = with;
         // A sync of every file answers for the files a host announced: read by content, not trusted by their stat.
         // If it fails (any early return) they stay announced.
-        let announced = Announced::take(self, matches!(scope, SyncScope::All));
+        let announced = Announced::take(self, matches!(scope, SyncScope::All | SyncScope::Changed));
+        let leave_waiting = matches!(scope, SyncScope::Changed);
         let mut report = SyncReport::default();
         let (files, stored) = match scope {
-            SyncScope::All => (self.discover_all(), target.files().await?),
+            SyncScope::All | SyncScope::Changed => (self.discover_all(), target.files().await?),
             SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
         };
         report.files_scanned = files.len();
         let announced_keys: HashSet<String> = announced.paths.iter().map(|p| self.hint_key(p)).collect();
-        let plan = plan_sync(&files, &stored, &announced_keys);
+        let plan = plan_sync(&files, &stored, &announced_keys, leave_waiting);
         let work = plan.work;
         let removals = plan.removals;
         report.files_unchanged = plan.unchanged;

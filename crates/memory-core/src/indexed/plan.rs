@@ -39,6 +39,11 @@ fn is_unchanged(f: &MemoryFile, r: &FileRecord) -> bool {
     }
 }
 
+/// Is `f` indexed by its words as it is on disk (same size and mtime), only waiting for its vectors?
+fn is_waiting(f: &MemoryFile, r: &FileRecord) -> bool {
+    r.size == f.size && r.mtime_ms == f.mtime_ms && matches!(r.state(), FileState::Pending)
+}
+
 /// The work of one sync.
 pub(crate) struct SyncPlan<'a> {
     /// New files and files whose size or mtime moved (or whose embeddings are still missing), with their record.
@@ -49,9 +54,10 @@ pub(crate) struct SyncPlan<'a> {
 }
 
 /// Plan a sync: a file is unchanged when its size and mtime are the recorded ones and it is fully indexed (a
-/// record with an empty hash still waits for embeddings), unless a host announced it (`announced` keys: read by
-/// content whatever their stat says, as [`stale_for_search`] counts them).
-pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord], announced: &HashSet<String>) -> SyncPlan<'a> {
+/// record with an empty hash still waits for embeddings; with `leave_waiting`, such a file is left as it is, as
+/// [`stale_for_search`] leaves it), unless a host announced it (`announced` keys: read by content whatever their
+/// stat says, as [`stale_for_search`] counts them).
+pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord], announced: &HashSet<String>, leave_waiting: bool) -> SyncPlan<'a> {
     let by_key = records_by_key(stored);
     let mut seen: FxHashSet<(Source, &str)> = FxHashSet::with_capacity_and_hasher(files.len(), Default::default());
     let mut work = Vec::new();
@@ -60,7 +66,7 @@ pub(crate) fn plan_sync<'a>(files: &'a [MemoryFile], stored: &'a [FileRecord], a
         seen.insert((f.source, f.key.as_str()));
         let old = by_key.get(&(f.source, f.key.as_str())).copied();
         match old {
-            Some(o) if is_unchanged(f, o) && !announced.contains(&f.key) => unchanged += 1,
+            Some(o) if (is_unchanged(f, o) || leave_waiting && is_waiting(f, o)) && !announced.contains(&f.key) => unchanged += 1,
             _ => work.push((f, old)),
         }
     }
@@ -221,7 +227,7 @@ mod tests {
             record(Source::Memory, "memory/b.md", "", 30, 3),
             record(Source::Memory, "memory/gone.md", "h", 1, 1),
         ];
-        let plan = plan_sync(&files, &stored, &HashSet::new());
+        let plan = plan_sync(&files, &stored, &HashSet::new(), false);
         let work: Vec<&str> = plan.work.iter().map(|(f, _)| f.key.as_str()).collect();
         assert_eq!(work, ["memory/a.md", "memory/b.md", "memory/new.md"]);
         assert!(plan.work[2].1.is_none());
@@ -334,8 +340,8 @@ mod tests {
         let hinted: HashSet<String> = ["memory/same.md".to_string()].into();
         assert_eq!(keys(&stale_for_search(&files, &stored, 1, &hinted, &mut Vec::new()).changed), ["memory/same.md"]);
         // A sync reads them by content too.
-        assert_eq!(plan_sync(&files, &stored, &HashSet::new()).unchanged, 1);
-        assert_eq!(plan_sync(&files, &stored, &hinted).work.len(), 1);
+        assert_eq!(plan_sync(&files, &stored, &HashSet::new(), false).unchanged, 1);
+        assert_eq!(plan_sync(&files, &stored, &hinted, false).work.len(), 1);
     }
 
     #[test]
@@ -348,7 +354,7 @@ mod tests {
         let files = vec![file(Source::Memory, "memory/a.md", 10, now - 5), file(Source::Memory, "memory/b.md", 10, 1)];
         let stored = vec![record(Source::Memory, "memory/a.md", &fresh, 10, now - 5), record(Source::Memory, "memory/b.md", "abc", 10, 1)];
         // A sync re-reads it (and records it settled once it is)...
-        let plan = plan_sync(&files, &stored, &HashSet::new());
+        let plan = plan_sync(&files, &stored, &HashSet::new(), false);
         assert_eq!(plan.work.iter().map(|(f, _)| f.key.as_str()).collect::<Vec<_>>(), ["memory/a.md"]);
         // ...and a search checks its content before trusting it.
         let mut verify = Vec::new();
@@ -362,12 +368,12 @@ mod tests {
         let stored = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
         for stat in [StatId { ctime_ns: 8, ..STAT }, StatId { ino: 43, ..STAT }] {
             let files = vec![MemoryFile { stat, ..file(Source::Memory, "memory/a.md", 10, 1) }];
-            assert_eq!(plan_sync(&files, &stored, &HashSet::new()).work.len(), 1);
+            assert_eq!(plan_sync(&files, &stored, &HashSet::new(), false).work.len(), 1);
             let mut verify = Vec::new();
             assert_eq!(keys(&stale_for_search(&files, &stored, 1, &HashSet::new(), &mut verify).changed), ["memory/a.md"]);
         }
         let same = vec![file(Source::Memory, "memory/a.md", 10, 1)];
-        assert_eq!(plan_sync(&same, &stored, &HashSet::new()).unchanged, 1);
+        assert_eq!(plan_sync(&same, &stored, &HashSet::new(), false).unchanged, 1);
     }
 
     /// Records written before inodes and ctimes were kept still work: their files are checked by content once
@@ -377,12 +383,12 @@ mod tests {
         let old = vec![FileRecord { source: Source::Memory, path: "memory/a.md".into(), hash: "abc".into(), size: 10, mtime_ms: 1 }];
         assert_eq!(old[0].state(), FileState::Indexed { hash: "abc", settled: true, stat: None });
         let files = vec![file(Source::Memory, "memory/a.md", 10, 1)];
-        assert_eq!(plan_sync(&files, &old, &HashSet::new()).work.len(), 1);
+        assert_eq!(plan_sync(&files, &old, &HashSet::new(), false).work.len(), 1);
         let mut verify = Vec::new();
         assert!(stale_for_search(&files, &old, 1, &HashSet::new(), &mut verify).is_empty());
         assert_eq!(verify.len(), 1);
         // A touched record carries the stat: trusted from then on.
         let touched = vec![record(Source::Memory, "memory/a.md", "abc", 10, 1)];
-        assert_eq!(plan_sync(&files, &touched, &HashSet::new()).unchanged, 1);
+        assert_eq!(plan_sync(&files, &touched, &HashSet::new(), false).unchanged, 1);
     }
 }
