@@ -468,38 +468,6 @@ async fn keyword_search_answers_when_embeddings_fail() {
     assert!(st.warnings.iter().any(|w| w.contains("waiting for embeddings")), "{:?}", st.warnings);
 }
 
-/// Embeds as `inner` does, or fails at once while `down`; keeps the document texts it embedded.
-struct SwitchedEmbedder {
-    inner: BagOfWordsEmbedder,
-    down: std::sync::atomic::AtomicBool,
-    documents: std::sync::Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl EmbeddingProvider for SwitchedEmbedder {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-    fn dimensions(&self) -> Option<usize> {
-        self.inner.dimensions()
-    }
-    fn fingerprint(&self) -> String {
-        self.inner.fingerprint()
-    }
-    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(EmbeddingError::Transient { provider: "switched".into(), message: "connection refused".into() });
-        }
-        if purpose == EmbeddingPurpose::Document {
-            self.documents.lock().unwrap().extend(texts.iter().cloned());
-        }
-        self.inner.embed(texts, purpose).await
-    }
-}
-
 /// Notes left waiting for their vectors (a first build or an outage) are `memory index`'s and the watcher's to
 /// complete, not a search's: a search after a note was written embeds that note alone. It embedded every waiting
 /// note first, within its few seconds' wait: with a local model and a few hundred notes waiting (80 s of work)
@@ -507,7 +475,8 @@ impl EmbeddingProvider for SwitchedEmbedder {
 #[tokio::test]
 async fn a_search_embeds_the_note_just_written_not_the_notes_waiting_for_vectors() {
     let env = sample_env();
-    let embedder = Arc::new(SwitchedEmbedder { inner: BagOfWordsEmbedder::new(64), down: true.into(), documents: Default::default() });
+    let embedder = Arc::new(DelayedEmbedder::new(Arc::new(BagOfWordsEmbedder::new(64)), std::time::Duration::ZERO));
+    embedder.down.store(true, Ordering::SeqCst);
     let e = env.open(Config::default(), Some(embedder.clone())).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!(r.files_pending, 4, "{r:?}");
@@ -537,15 +506,18 @@ async fn a_search_embeds_the_note_just_written_not_the_notes_waiting_for_vectors
 }
 
 /// Embeds as `inner` does, each call `delay` late: a provider under load, or one that stopped answering (a
-/// network that drops packets: a delay longer than any test waits).
+/// network that drops packets: a delay longer than any test waits); while `down`, fails at once. Keeps the
+/// document texts it embedded.
 struct DelayedEmbedder {
     inner: Arc<BagOfWordsEmbedder>,
     delay: std::sync::Mutex<std::time::Duration>,
+    down: std::sync::atomic::AtomicBool,
+    documents: std::sync::Mutex<Vec<String>>,
 }
 
 impl DelayedEmbedder {
     fn new(inner: Arc<BagOfWordsEmbedder>, delay: std::time::Duration) -> DelayedEmbedder {
-        DelayedEmbedder { inner, delay: delay.into() }
+        DelayedEmbedder { inner, delay: delay.into(), down: false.into(), documents: Default::default() }
     }
 
     fn set_delay(&self, delay: std::time::Duration) {
@@ -568,8 +540,14 @@ impl EmbeddingProvider for DelayedEmbedder {
         self.inner.fingerprint()
     }
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(EmbeddingError::Transient { provider: "test".into(), message: "connection refused".into() });
+        }
         let delay = *self.delay.lock().unwrap();
         tokio::time::sleep(delay).await;
+        if purpose == EmbeddingPurpose::Document {
+            self.documents.lock().unwrap().extend(texts.iter().cloned());
+        }
         self.inner.embed(texts, purpose).await
     }
 }
