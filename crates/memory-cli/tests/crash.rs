@@ -145,6 +145,20 @@ fn index_killed_at_random_points_recovers_every_time() {
         assert!(o.status.success(), "run {run}: {}", String::from_utf8_lossy(&o.stderr));
         let got = snapshot(&ws, &state);
         assert_eq!(got, expected, "run {run} (killed after {delay:?}, force={force}) differs from the uninterrupted index");
+        // What a killed rebuild had written is gone: no generation above the live one is left (the one before it
+        // stays until the next rebuild, for a process that read the pointer just before the switch).
+        let dir = state.join("agents/main");
+        let names: Vec<String> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let live: u64 = names
+            .iter()
+            .find(|n| n.ends_with(".sqlite.current"))
+            .map(|n| std::fs::read_to_string(dir.join(n)).unwrap().trim().parse().unwrap())
+            .unwrap_or(0);
+        let above: Vec<&String> = names
+            .iter()
+            .filter(|n| n.rsplit_once(".sqlite.g").and_then(|(_, g)| g.split('-').next()?.parse::<u64>().ok()).is_some_and(|g| g > live))
+            .collect();
+        assert!(above.is_empty(), "run {run} (killed after {delay:?}, force={force}): live generation {live}, left behind {above:?}");
         std::fs::remove_dir_all(&state).unwrap();
     }
     eprintln!("crash test: {runs} runs, {interrupted} killed mid-index, all recovered (cold index {cold:?})");

@@ -308,6 +308,12 @@ impl IndexStorage for SqliteStorage {
         // An advisory lock beside the index: two processes syncing the same index (or rebuilding it into the
         // same staging file) take turns instead of clobbering each other. Searches never take it.
         let lock = lock_file(&with_suffix(&self.path, ".lock"), wait, "another process is syncing this index").await?;
+        // Whoever rebuilds holds this lock from its staging generation's creation to the switch: holding it, a
+        // generation above the live one is what an interrupted rebuild (a killed `index --force`) left, which
+        // would keep its space until the next rebuild. Older ones go as a rebuild's clean-up removes them.
+        if let Ok(live) = self.current_generation() {
+            self.remove_stale_generations(live, live.checked_sub(1));
+        }
         Ok(Some(lock.into()))
     }
 
