@@ -181,11 +181,18 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     // Reopen: identity matches now, nothing to rebuild.
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(!r.rebuilt && !r.changed_anything());
-    // A forced rebuild also goes through staging.
+    assert!(Path::new(&index).exists(), "kept a while after the switch");
+    // A minute after the switch, a sync removes it: it was only space (an index of the old model's vectors kept
+    // beside the new one until the next rebuild).
+    let pointer = format!("{index}.current");
+    assert!(std::process::Command::new("touch").args(["-d", "2020-01-01"]).arg(&pointer).status().unwrap().success());
+    e.sync(SyncOptions::default()).await.unwrap();
+    assert!(!Path::new(&index).exists(), "the previous generation stayed");
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
+    // A forced rebuild also goes through staging, and keeps the previous generation for a while.
     let r = e.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(e.status().await.unwrap().files, 4);
-    assert!(!Path::new(&index).exists(), "generation 0 is deleted by the rebuild after the next one");
     assert!(Path::new(&format!("{index}.g1")).exists() && Path::new(&format!("{index}.g2")).exists());
 }
 
@@ -247,10 +254,14 @@ async fn interrupted_rebuild_leaves_the_live_index_usable() {
     fs::write(format!("{index}.g1-wal"), b"more garbage").unwrap();
     let e = env.open_keyword_only().await;
     assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
+    // The next sync removes what the interrupted rebuild left.
+    env.write("memory/2026-11-30.md", "- a new note\n");
+    e.sync(SyncOptions::default()).await.unwrap();
+    assert!(!Path::new(&format!("{index}.g1")).exists() && !Path::new(&format!("{index}.g1-wal")).exists());
     let r = e.sync(SyncOptions { force: true, ..SyncOptions::default() }).await.unwrap();
     assert!(r.rebuilt);
     assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
-    assert_eq!(e.status().await.unwrap().files, 4);
+    assert_eq!(e.status().await.unwrap().files, 5);
 }
 
 #[tokio::test]

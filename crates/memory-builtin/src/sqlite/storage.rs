@@ -21,6 +21,11 @@ pub struct SqliteStorage {
     path: PathBuf,
 }
 
+/// How long after a rebuild's switch the generation before it is kept for processes that read the pointer just
+/// before the switch (they open it within milliseconds; a process that has it open keeps reading it after it is
+/// removed, and follows the pointer at its next search).
+const PREVIOUS_GENERATION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl SqliteStorage {
     pub fn new(path: impl Into<PathBuf>) -> SqliteStorage {
         SqliteStorage { path: path.into() }
@@ -310,9 +315,15 @@ impl IndexStorage for SqliteStorage {
         let lock = lock_file(&with_suffix(&self.path, ".lock"), wait, "another process is syncing this index").await?;
         // Whoever rebuilds holds this lock from its staging generation's creation to the switch: holding it, a
         // generation above the live one is what an interrupted rebuild (a killed `index --force`) left, which
-        // would keep its space until the next rebuild. Older ones go as a rebuild's clean-up removes them.
+        // would keep its space until the next rebuild. The one before the live one is kept for a while after the
+        // switch (a process that read the pointer just before it may still be opening it); later it is only
+        // space: a rebuild for a new model left the old index beside the new one until the next rebuild.
         if let Ok(live) = self.current_generation() {
-            self.remove_stale_generations(live, live.checked_sub(1));
+            let switched_long_ago = std::fs::metadata(self.pointer_path())
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|ago| ago >= PREVIOUS_GENERATION_GRACE));
+            let previous = if switched_long_ago { None } else { live.checked_sub(1) };
+            self.remove_stale_generations(live, previous);
         }
         Ok(Some(lock.into()))
     }
