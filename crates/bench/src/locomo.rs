@@ -253,7 +253,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for (label, model, vw, tw, rerank) in setups {
         let embedder = crate::quality::local_embedder(model.as_deref())?;
-        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new(), oracle: Vec::new() };
+        let oracle = ORACLE_DEPTHS.into_iter().filter(|&d| d <= opts.depth).map(|d| (d, 0.0)).collect();
+        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new(), oracle };
         let mut dump = match &opts.dump {
             Some(dir) => Some(std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{}.jsonl", label.replace(' ', "_"))))?)),
             None => None,
@@ -318,11 +319,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 let (rec, seen) = score_question(q, &r.results);
                 run.by_category.entry(q.category).or_default().add(rec, seen);
                 run.all.add(rec, seen);
-                for (i, depth) in ORACLE_DEPTHS.into_iter().filter(|&d| d <= opts.depth).enumerate() {
-                    if run.oracle.len() <= i {
-                        run.oracle.push((depth, 0.0));
-                    }
-                    run.oracle[i].1 += best_five(q, &r.results[..depth.min(r.results.len())]);
+                for (depth, sum) in &mut run.oracle {
+                    *sum += best_five(q, &r.results[..(*depth).min(r.results.len())]);
                 }
                 if opts.misses && seen[1] < 1.0 {
                     print_miss(q, &r.results, rec[1], seen[1]);

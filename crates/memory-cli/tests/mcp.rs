@@ -27,6 +27,11 @@ fn env() -> Env {
 }
 
 async fn connect(env: &Env, extra: &[&str]) -> RunningService<RoleClient, ()> {
+    connect_with_append(env, extra, None).await.expect("handshake failed")
+}
+
+/// [`connect`] with `MEMORY_ALLOW_APPEND` set to `allow_append` (unset when `None`).
+async fn connect_with_append(env: &Env, extra: &[&str], allow_append: Option<&str>) -> Result<RunningService<RoleClient, ()>, String> {
     let transport = TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_memory")).configure(|cmd| {
         cmd.arg("--workspace")
             .arg(env.ws.path())
@@ -38,9 +43,12 @@ async fn connect(env: &Env, extra: &[&str]) -> RunningService<RoleClient, ()> {
             .env_remove("MEMORY_ALLOW_APPEND")
             .env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"))
             .env_remove("OPENCLAW_CONFIG_PATH");
+        if let Some(value) = allow_append {
+            cmd.env("MEMORY_ALLOW_APPEND", value);
+        }
     }))
     .unwrap();
-    tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").expect("handshake failed")
+    tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").map_err(|e| e.to_string())
 }
 
 async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> CallToolResult {
@@ -350,14 +358,8 @@ async fn allow_append_from_the_environment_takes_the_usual_spellings() {
     let env = env();
     for (value, offered) in [("1", true), ("yes", true), ("on", true), ("true", true), ("0", false), ("no", false), ("off", false), ("false", false)]
     {
-        let transport = TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_memory")).configure(|cmd| {
-            cmd.arg("--workspace").arg(env.ws.path()).arg("--state-dir").arg(env.state.path()).arg("serve");
-            cmd.env_remove("MEMORY_CONFIG").env("MEMORY_ALLOW_APPEND", value).env("OPENCLAW_STATE_DIR", env.state.path().join("no-openclaw"));
-        }))
-        .unwrap();
-        let client = tokio::time::timeout(LIMIT, ().serve(transport))
+        let client = connect_with_append(&env, &[], Some(value))
             .await
-            .expect("handshake timed out")
             .unwrap_or_else(|e| panic!("MEMORY_ALLOW_APPEND={value}: the server did not start: {e}"));
         let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
         let has_append = tools.iter().any(|t| t.name == "memory_append");

@@ -205,10 +205,10 @@ impl IndexedBackend {
         hinted.extend(named.iter().map(|p| self.hint_key(p)));
         // The stats of the files and the read of the records overlap: together they are the check's cost.
         let started = std::time::Instant::now();
-        let (files, stored, listed_in, read_in, named_keys) = match only_named {
+        let (files, stored, listed_in, read_in, named_only) = match only_named {
             Some((files, keys)) => {
                 let stored = store.file_records(&keys).await?;
-                (files, stored, started.elapsed(), started.elapsed(), Some(keys))
+                (files, stored, started.elapsed(), started.elapsed(), true)
             }
             None => {
                 let discover = self.discovery();
@@ -219,14 +219,14 @@ impl IndexedBackend {
                 let stored = store.files().await;
                 let read_in = started.elapsed();
                 let (files, listed_in) = listing.await.map_err(|e| MemoryError::Internal(format!("file discovery failed: {e}")))?;
-                (files, stored?, listed_in, read_in, None)
+                (files, stored?, listed_in, read_in, false)
             }
         };
         let mut verify = Vec::new();
         let mut stale = stale_for_search(&files, &stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut verify);
         debug!(
             files = files.len(),
-            named_only = named_keys.is_some(),
+            named_only,
             listed_ms = listed_in.as_secs_f64() * 1e3,
             records_ms = read_in.as_secs_f64() * 1e3,
             compared_ms = started.elapsed().as_secs_f64() * 1e3,
@@ -270,7 +270,6 @@ impl IndexedBackend {
         // Only those files are synced: the others are as indexed. Notes still waiting for their vectors (a first
         // build or an outage left them) are found by their words; completing them is for `memory index` and the
         // watcher, not for a search, which would spend its wait on them before the note just written.
-        drop(named_keys);
         let keys: Vec<FileKey> = stale.changed.iter().chain(&stale.removed).cloned().chain(settling.iter().cloned()).collect();
         let wanted: HashSet<(Source, &str)> = keys.iter().map(|(source, key)| (*source, key.as_str())).collect();
         let files: Vec<MemoryFile> = files.into_iter().filter(|f| wanted.contains(&(f.source, f.key.as_str()))).collect();
@@ -287,15 +286,14 @@ impl IndexedBackend {
             }
             // A damaged index is repaired by the caller, not answered from.
             Err(why) if why.kind() == crate::ErrorKind::CorruptIndex => Err(why),
-            // Only records to settle: the index answers as current; the next check settles them.
-            Err(why) if stale.is_empty() => {
-                debug!(error = %why, settling = settling.len(), "settling file records failed; the index is current");
-                self.hinted.lock().unwrap().extend(hinted);
-                Ok(stale)
-            }
             Err(why) => {
-                warn!(error = %why, "sync before search failed; answering from the current index");
-                warnings.push(not_in_index_warning(&stale, &why));
+                if stale.is_empty() {
+                    // Only records to settle: the index answers as current; the next check settles them.
+                    debug!(error = %why, settling = settling.len(), "settling file records failed; the index is current");
+                } else {
+                    warn!(error = %why, "sync before search failed; answering from the current index");
+                    warnings.push(not_in_index_warning(&stale, &why));
+                }
                 self.hinted.lock().unwrap().extend(hinted);
                 Ok(stale)
             }
