@@ -1069,3 +1069,95 @@ async fn a_provider_that_learns_its_width_does_not_rebuild_the_index() {
         assert_eq!(e.search(&SearchRequest::new("oat milk")).await.unwrap().mode.as_deref(), Some("hybrid"));
     }
 }
+
+/// What an index holds, read from its SQLite file: the file records and chunks (without rowids, which depend on the
+/// order of writes), each chunk's vector, and the keyword index's totals record (the document count and column
+/// lengths BM25 reads), with the keyword score of each chunk for a few queries.
+fn index_contents(index: &str) -> (Vec<String>, Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, String)>) {
+    let c = rusqlite::Connection::open(index).unwrap();
+    let rows = |sql: &str| -> Vec<String> {
+        let mut st = c.prepare(sql).unwrap();
+        let mut out: Vec<String> = st.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect();
+        out.sort();
+        out
+    };
+    let mut chunks = rows("SELECT id || '|' || start_line || '|' || end_line || '|' || hash || '|' || terms || '|' || heading FROM chunks");
+    chunks.extend(rows("SELECT source || '|' || path || '|' || size FROM files"));
+    let mut vectors: Vec<(String, Vec<u8>)> = c
+        .prepare("SELECT c.id, v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    vectors.sort();
+    let totals: Vec<u8> = c.query_row("SELECT block FROM chunks_fts_data WHERE id = 1", [], |r| r.get(0)).unwrap();
+    let mut scores = Vec::new();
+    for q in ["gateway", "friday", "sqlite"] {
+        let mut st =
+            c.prepare("SELECT c.id, bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ?1").unwrap();
+        let got: Vec<(String, f64)> = st.query_map([q], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+        scores.extend(got.into_iter().map(|(id, s)| (format!("{q}:{id}"), format!("{s:.12}"))));
+    }
+    scores.sort();
+    (chunks, vectors, totals, scores)
+}
+
+/// The same files and settings give the same index, whichever way it was built: by a first search (words first,
+/// vectors after: every file written twice) or by `memory index` at once. Before the keyword index read its terms
+/// from the chunks, the first way left FTS5 totals of twice the chunks, and keyword scores differed.
+#[tokio::test]
+async fn an_index_built_by_words_then_vectors_is_the_index_built_at_once() {
+    let model = Arc::new(BagOfWordsEmbedder::new(64));
+    let by_search = sample_env();
+    let embedder = Arc::new(DelayedEmbedder::new(model.clone(), std::time::Duration::ZERO));
+    embedder.down.store(true, Ordering::SeqCst);
+    let e = by_search.open(Config::default(), Some(embedder.clone())).await;
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_pending, 4, "the first pass indexes by words: {r:?}");
+    embedder.down.store(false, Ordering::SeqCst);
+    let r = e.sync(SyncOptions::default()).await.unwrap();
+    assert_eq!(r.files_pending, 0, "{r:?}");
+    // And an edit written and taken back, as a user does.
+    by_search.write("MEMORY.md", "# Memory\n\nA draft line about nothing in particular.\n");
+    e.sync(SyncOptions::default()).await.unwrap();
+    sample(&by_search);
+    e.sync(SyncOptions::default()).await.unwrap();
+    let a = e.status().await.unwrap().index_path.unwrap();
+    e.close().await.unwrap();
+
+    let at_once = sample_env();
+    let e = at_once.open(Config::default(), Some(model)).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let b = e.status().await.unwrap().index_path.unwrap();
+    e.close().await.unwrap();
+
+    let (a, b) = (index_contents(&a), index_contents(&b));
+    assert_eq!(a.0, b.0, "chunks and file records");
+    assert_eq!(a.1.len(), b.1.len(), "vectors");
+    assert!(a.1 == b.1, "the same vector for every chunk");
+    assert_eq!(a.2, b.2, "the keyword index's totals");
+    assert_eq!(a.3, b.3, "keyword scores");
+    assert!(!a.3.is_empty());
+}
+
+/// `status --deep` checks the keyword index against the chunks: a mismatch is damage, set aside and rebuilt.
+#[tokio::test]
+async fn a_keyword_index_out_of_step_with_the_chunks_is_rebuilt_by_a_deep_check() {
+    let (env, e) = indexed_sample().await;
+    assert_eq!(e.verify().await.unwrap(), None, "a sound index has nothing to repair");
+    let index = e.status().await.unwrap().index_path.unwrap();
+    {
+        // The terms of one chunk changed behind the keyword index's back: FTS5 still holds the old ones.
+        let c = rusqlite::Connection::open(&index).unwrap();
+        let n = c.execute("UPDATE chunks SET terms = 'zebra' WHERE path = 'MEMORY.md'", []).unwrap();
+        assert!(n > 0);
+    }
+    let repaired = e.verify().await.unwrap();
+    assert!(repaired.as_deref().is_some_and(|r| r.contains("keyword index does not match")), "{repaired:?}");
+    let again = e.verify().await.unwrap();
+    assert_eq!(again, None, "in step after the rebuild");
+    assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));
+    assert_eq!(top(&e, "zebra").await, None);
+    drop(env);
+}

@@ -1,6 +1,7 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
 mod append;
+mod backlog;
 mod http;
 mod mcp_gate;
 mod openclaw;
@@ -177,6 +178,10 @@ enum Command {
         #[command(subcommand)]
         action: openclaw_plugin::Action,
     },
+    /// Embed the files waiting for their vectors, beside searches, and exit (started in the background by a
+    /// search or an append that found some: `MEMORY_BACKGROUND_EMBED=0` turns that off).
+    #[command(name = "embed-pending", hide = true)]
+    EmbedPending,
     /// Delete the index (never the memory files).
     Reset {
         /// Confirm the deletion.
@@ -468,6 +473,12 @@ impl Job {
     fn is_status(&self) -> bool {
         matches!(self, Job::Status { .. })
     }
+
+    /// A search or an append leaves the files waiting for vectors to a sync nobody waits for
+    /// ([`backlog::start_if_waiting`]).
+    fn may_leave_vectors_waiting(&self) -> bool {
+        matches!(self, Job::Search { .. } | Job::Append { .. })
+    }
 }
 
 fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
@@ -565,8 +576,17 @@ fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
     rt.block_on(async {
-        let opened = open(resolved, state_dir, &cli.agent, job.is_status(), progress).await?;
+        let opened = open(resolved, state_dir.clone(), &cli.agent, job.is_status(), progress).await?;
         let mut answer = run_job(&job, &opened).await;
+        if job.may_leave_vectors_waiting() {
+            let target = backlog::Target {
+                workspace: opened.space.workspace(),
+                config_path: opened.config_path.as_deref(),
+                state_dir: &state_dir,
+                agent: &cli.agent,
+            };
+            backlog::start_if_waiting(&opened, &target).await;
+        }
         if let Err(e) = opened.engine.close().await {
             answer.failed(&e.into());
         }
@@ -760,6 +780,7 @@ async fn run_command(cli: &Cli, opened: &Opened) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Watch { json } => run_watch(opened, *json).await,
+        Command::EmbedPending => backlog::run(opened).await,
         Command::Serve { allow_append, no_watch, http } => {
             let watch = if *no_watch || !opened.config.memory.search.sync.watch {
                 None

@@ -43,6 +43,14 @@ pub trait MemoryBackend: Send + Sync {
         Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
     }
 
+    /// How many files wait for their vectors while the embedding provider answers (a first build that ran out
+    /// of time, an outage that is over): work for a sync nobody waits for, which a host without a watcher (one
+    /// command at a time) starts in the background. 0 when nothing waits, when the provider is paused after a
+    /// failure or cannot embed, and for engines that keep no such backlog (the default).
+    async fn vectors_to_catch_up(&self) -> Result<usize> {
+        Ok(0)
+    }
+
     /// Read the whole index to find damage that the searches so far have not met (`status --deep`). Damage is
     /// repaired as a search repairs it (the index set aside and rebuilt from the files): `Some(what was done)`.
     /// `None`: nothing found, or an engine that cannot check (the default).

@@ -68,6 +68,15 @@ pub trait EmbeddingProvider: Send + Sync {
         })
     }
 
+    /// The longest an [`embed`](Self::embed) call of these document texts may take by the provider's own limits
+    /// (a remote provider's requests for them, their timeout and how many run at once); `None` when it sets
+    /// none. A sync beside searches waits at least this long for a call, so a slow local server's requests
+    /// are not given up while it would still answer them.
+    fn call_timeout(&self, texts: &[String]) -> Option<std::time::Duration> {
+        let _ = texts;
+        None
+    }
+
     /// Why this provider cannot embed at all (an [`Unavailable`] stand-in), for `status`; `None` for a real one.
     fn unavailable(&self) -> Option<&str> {
         None

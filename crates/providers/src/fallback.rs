@@ -90,6 +90,10 @@ impl EmbeddingProvider for FallbackProvider {
         self.active().batch()
     }
 
+    fn call_timeout(&self, texts: &[String]) -> Option<std::time::Duration> {
+        self.active().call_timeout(texts)
+    }
+
     fn supports_media(&self) -> bool {
         self.active().supports_media()
     }

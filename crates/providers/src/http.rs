@@ -62,7 +62,7 @@ pub struct HttpOptions {
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
-            request_timeout: Duration::from_secs(60),
+            request_timeout: memory_core::indexed::patience::REMOTE_REQUEST_TIMEOUT,
             max_retries: 3,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
@@ -168,6 +168,11 @@ impl HttpClient {
         // Longest first so a key that contains another is scrubbed whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Ok(HttpClient { client, provider: provider.to_string(), headers, options, secrets })
+    }
+
+    /// The timeouts and retry policy of this client's requests.
+    pub fn options(&self) -> &HttpOptions {
+        &self.options
     }
 
     /// Replace every secret in `text` with `***`.

@@ -190,6 +190,13 @@ impl EmbeddingProvider for RemoteProvider {
         self.batch.as_deref().map(|b| b as &dyn BatchEmbedder)
     }
 
+    /// The requests these texts take, in waves of `concurrency`, each at most the request timeout.
+    fn call_timeout(&self, texts: &[String]) -> Option<std::time::Duration> {
+        let requests = plan_batches(texts, &self.inner.limits).len().max(1);
+        let waves = requests.div_ceil(self.inner.limits.concurrency.max(1));
+        Some(self.inner.client.http().options().request_timeout.saturating_mul(waves as u32))
+    }
+
     fn supports_media(&self) -> bool {
         self.inner.wire.embeds_media(self.model())
     }

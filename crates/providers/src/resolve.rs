@@ -61,7 +61,9 @@ pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// Knobs of providers built from a config that the config itself does not carry.
 #[derive(Debug, Clone, Default)]
 pub struct ResolveOptions {
-    pub http: HttpOptions,
+    /// The HTTP policy of remote providers instead of the one the config and the server's place imply
+    /// (`indexed::patience::RequestLimits`); tests shorten it.
+    pub http: Option<HttpOptions>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -341,6 +343,11 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
         };
         return Err(BuildError { key: key.into(), message, missing: false, unavailable: false, stand_in: None });
     }
+    // How long a request may take and how many are in flight: from the keys, else from where the server is.
+    let effective_base = base_url.as_deref().unwrap_or(provider.base_url);
+    let request_limits = memory_core::indexed::patience::RequestLimits::for_server(search, effective_base, provider.id == "ollama");
+    let http = options.http.clone().unwrap_or_else(|| HttpOptions { request_timeout: request_limits.request_timeout, ..HttpOptions::default() });
+    let limits = crate::batching::BatchLimits { max_items: provider.max_items, concurrency: request_limits.concurrency, ..Default::default() };
     let settings = RemoteSettings {
         model,
         base_url,
@@ -348,7 +355,8 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
         query_input_type: search.query_input_type.clone().or_else(|| search.input_type.clone()).filter(|_| role == Role::Primary),
         document_input_type: search.document_input_type.clone().or_else(|| search.input_type.clone()).filter(|_| role == Role::Primary),
         headers,
-        http: options.http.clone(),
+        http,
+        limits: Some(limits),
         // Batch jobs are for the primary provider's backfills; a fallback answers synchronously.
         batch: if role == Role::Primary { crate::batch::BatchSettings::from_config(&search.remote.batch) } else { None },
         output_dimensionality: match role {

@@ -19,13 +19,13 @@ fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 
 fn resolve(config: &Config, env: &HashMap<String, String>) -> Result<Option<std::sync::Arc<dyn providers::EmbeddingProvider>>, MemoryError> {
     let options = ResolveOptions {
-        http: HttpOptions {
+        http: Some(HttpOptions {
             request_timeout: Duration::from_secs(2),
             max_retries: 1,
             initial_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(20),
             max_retry_after: Duration::from_millis(100),
-        },
+        }),
     };
     from_config_with(config, &|k| env.get(k).cloned(), &options)
 }
@@ -328,4 +328,56 @@ async fn a_local_model_folder_that_cannot_be_used_has_a_stand_in_naming_the_key(
         let p = resolve(&c, &env).unwrap().expect("the fallback");
         assert_eq!((p.id(), p.unavailable()), ("openai", None), "{folder}");
     }
+}
+
+/// OpenClaw's request limits reach the wire: a server on this machine gets one request at a time unless
+/// `remote.nonBatchConcurrency` says more, and `sync.embeddingBatchTimeoutSeconds` is each request's timeout (what a
+/// background sync waits for a call: `call_timeout`).
+#[tokio::test]
+async fn request_limits_come_from_openclaw_s_keys_and_where_the_server_is() {
+    let server = MockServer::start(|rec, _| {
+        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": [1.0, i as f32, 0.0] })).collect();
+        Reply::json(200, json!({ "data": data }).to_string()).delayed(Duration::from_millis(150))
+    })
+    .await;
+    let mut c = config("openai-compatible");
+    c.memory.search.model = Some("bge-m3".into());
+    c.memory.search.remote.base_url = Some(format!("{}/v1", server.url()));
+    // Six texts of ~6,000 estimated tokens: one request each.
+    let texts: Vec<String> = (0..6).map(|i| format!("t{i} {}", "word ".repeat(4_800))).collect();
+
+    let p = from_config_with(&c, &|_| None, &ResolveOptions::default()).unwrap().unwrap();
+    assert_eq!(p.call_timeout(&texts), Some(Duration::from_secs(600 * 6)), "a local server: 600 s a request, one at a time");
+    p.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!((server.requests().len(), server.peak_in_flight()), (6, 1));
+
+    c.memory.search.remote.non_batch_concurrency = Some(3);
+    c.memory.search.sync.embedding_batch_timeout_seconds = Some(45);
+    let p = from_config_with(&c, &|_| None, &ResolveOptions::default()).unwrap().unwrap();
+    assert_eq!(p.call_timeout(&texts), Some(Duration::from_secs(45 * 2)), "two waves of three requests");
+    p.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    assert_eq!((server.requests().len(), server.peak_in_flight()), (12, 3));
+
+    // A remote API: 120 s and four at once by default.
+    let mut c = config("openai");
+    c.memory.search.remote.api_key = Some("sk-remote".into());
+    let p = from_config_with(&c, &|_| None, &ResolveOptions::default()).unwrap().unwrap();
+    assert_eq!(p.call_timeout(&texts), Some(Duration::from_secs(120 * 2)));
+}
+
+/// A request over `embeddingBatchTimeoutSeconds` is cut at that time, and the error says so.
+#[tokio::test]
+async fn a_request_longer_than_the_configured_timeout_is_cut_at_it() {
+    let server = MockServer::start(|_, _| Reply::json(200, "{}").delayed(Duration::from_secs(30))).await;
+    let mut c = config("openai-compatible");
+    c.memory.search.model = Some("bge-m3".into());
+    c.memory.search.remote.base_url = Some(format!("{}/v1", server.url()));
+    c.memory.search.sync.embedding_batch_timeout_seconds = Some(1);
+    let p = from_config_with(&c, &|_| None, &ResolveOptions::default()).unwrap().unwrap();
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(20), p.embed(&["a".into()], EmbeddingPurpose::Document)).await.expect("bounded").unwrap_err();
+    assert!(err.to_string().contains("timed out after 1000 ms"), "{err}");
+    // Four attempts of 1 s and the backoff between them, not 30 s.
+    assert!(started.elapsed() < Duration::from_secs(12), "{:?}", started.elapsed());
 }

@@ -242,6 +242,36 @@ impl SqliteStore {
         self.with(&self.writer, context, f)
     }
 
+    /// FTS5's own check of the keyword index against the chunks' terms (every row, and the totals BM25 reads): a
+    /// mismatch is damage, and the index is set aside and rebuilt from the files as any damage is. An index of the
+    /// contentless layout before it cannot be checked (its identity's older schema has it rebuilt).
+    fn verify_keyword_index(&self) -> Result<Option<String>> {
+        let reads_chunks = self.read("check the keyword index's layout", |c| {
+            let sql: Option<String> = c.query_row("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'", [], |r| r.get(0)).optional()?;
+            Ok(sql.is_some_and(|s| s.contains("content = 'chunks'")))
+        })?;
+        if !reads_chunks {
+            return Ok(None);
+        }
+        let check = |c: &mut Connection| -> rusqlite::Result<bool> {
+            match c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)", []) {
+                Ok(_) => Ok(true),
+                // SQLITE_CORRUPT_VTAB: the index and its content disagree.
+                Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == rusqlite::ffi::SQLITE_CORRUPT_VTAB => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        let in_step =
+            if self.read_only.is_some() { self.read("check the keyword index", check)? } else { self.write("check the keyword index", check)? };
+        if in_step {
+            return Ok(None);
+        }
+        Err(MemoryError::CorruptIndex(format!(
+            "{}: the keyword index does not match the chunks (its rows or the totals keyword scores use)",
+            self.path.display()
+        )))
+    }
+
     /// sqlite-vec's exact k-NN scan over every f32 vector: how vector search answered before the in-memory
     /// copy, kept as the reference the fast path is tested and benchmarked against (exact for up to 4096
     /// vectors outside the filtered sources). Only with the `reference-paths` feature (tests and memory-bench).
@@ -509,8 +539,8 @@ impl ChunkStore for SqliteStore {
                     params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms, name, stem],
                 )?;
                 let mut ins = tx.prepare_cached(
-                    "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance, terms, heading)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )?;
                 let mut fts = tx.prepare_cached("INSERT INTO chunks_fts(rowid, terms, heading) VALUES (?1, ?2, ?3)")?;
                 for ch in chunks {
@@ -522,7 +552,9 @@ impl ChunkStore for SqliteStore {
                         ch.end_line as i64,
                         ch.text,
                         ch.hash,
-                        ch.importance.map(|n| n as i64)
+                        ch.importance.map(|n| n as i64),
+                        ch.terms,
+                        ch.heading_terms
                     ])?;
                     let rowid = tx.last_insert_rowid();
                     fts.execute(params![rowid, ch.terms, ch.heading_terms])?;
@@ -664,11 +696,17 @@ impl ChunkStore for SqliteStore {
         })
     }
 
+    async fn files_waiting_for_vectors(&self) -> Result<usize> {
+        // `files_waiting` holds these records alone: the count reads the backlog, not every record.
+        self.read("count files waiting for vectors", |c| c.query_row("SELECT count(*) FROM files WHERE hash = ''", [], |r| r.get::<_, i64>(0)))
+            .map(|n| n.max(0) as usize)
+    }
+
     fn read_only(&self) -> Option<String> {
         self.read_only.clone()
     }
 
-    async fn verify(&self) -> Result<()> {
+    async fn verify(&self) -> Result<Option<String>> {
         self.read("verify index", |c| {
             // The pages and b-trees (SQLite's own check)...
             let problems: Vec<String> = c.prepare("PRAGMA quick_check")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
@@ -690,7 +728,8 @@ impl ChunkStore for SqliteStore {
                 row?;
             }
             Ok(())
-        })
+        })?;
+        self.verify_keyword_index()
     }
 
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {

@@ -1,5 +1,13 @@
-//! Tables: meta (identity, last sync...), files, chunks, chunks_fts (FTS5, contentless), chunks_vec (vec0,
-//! created with the first vector, with vec_f32 and the change log vec_log), embedding_cache, chunk_count.
+//! Tables: meta (identity, last sync...), files, chunks (with each chunk's analysed terms), chunks_fts (FTS5
+//! over the chunks' terms, external content), chunks_vec (vec0, created with the first vector, with vec_f32 and
+//! the change log vec_log), embedding_cache, chunk_count.
+//!
+//! The keyword index reads its content from `chunks.terms` / `chunks.heading`: a deleted row's terms are read
+//! back from there, so FTS5's document count and lengths (BM25's idf and length normalisation) stay those of
+//! the chunks the index holds, however often a file is rewritten. (A contentless FTS5 table with
+//! `contentless_delete` cannot know a deleted row's lengths: its totals only grew, so an index rewritten by
+//! edits, or built by words first and vectors after, scored keywords differently from a fresh one.) It also
+//! lets `verify` check the keyword index against the chunks and rebuild it from them.
 
 use memory_core::store::name_and_stem;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -24,11 +32,9 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
              rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
              source TEXT NOT NULL, path TEXT NOT NULL,
              start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-             text TEXT NOT NULL, hash TEXT NOT NULL, importance INTEGER);
+             text TEXT NOT NULL, hash TEXT NOT NULL, importance INTEGER,
+             terms TEXT NOT NULL DEFAULT '', heading TEXT NOT NULL DEFAULT '');
          CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks (source, path, start_line);
-         CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-             terms, heading, content = '', contentless_delete = 1,
-             tokenize = 'unicode61 remove_diacritics 2');
          CREATE TABLE IF NOT EXISTS embedding_cache (
              provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
              embedding BLOB NOT NULL, dims INTEGER NOT NULL, updated_at INTEGER NOT NULL,
@@ -52,8 +58,24 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
             c.execute("UPDATE files SET name = ?3, stem = ?4 WHERE source = ?1 AND path = ?2", params![source, path, name, stem])?;
         }
     }
+    // The chunks' terms, which the keyword index reads (added after the first layout). An index from before
+    // keeps its contentless keyword table, which deletes by rowid alone as this one does; its identity's older
+    // schema has it rebuilt into this layout.
+    let has_terms: bool = c.prepare("SELECT 1 FROM pragma_table_info('chunks') WHERE name = 'terms'")?.exists([])?;
+    if !has_terms {
+        c.execute_batch(
+            "ALTER TABLE chunks ADD COLUMN terms TEXT NOT NULL DEFAULT '';
+             ALTER TABLE chunks ADD COLUMN heading TEXT NOT NULL DEFAULT '';",
+        )?;
+    }
     c.execute_batch(
-        "CREATE INDEX IF NOT EXISTS files_by_name ON files (name);
+        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+             terms, heading, content = 'chunks', content_rowid = 'rowid',
+             tokenize = 'unicode61 remove_diacritics 2');",
+    )?;
+    c.execute_batch(
+        "CREATE INDEX IF NOT EXISTS files_waiting ON files (source, path) WHERE hash = '';
+         CREATE INDEX IF NOT EXISTS files_by_name ON files (name);
          CREATE INDEX IF NOT EXISTS files_by_stem ON files (stem);",
     )?;
     // Indexes with vectors from before the change log: add it (readers then rebuild their copy once).
@@ -162,7 +184,8 @@ pub(crate) fn vector_log_floor(c: &Connection) -> rusqlite::Result<i64> {
     Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
-/// Remove a file's chunks from every table.
+/// Remove a file's chunks from every table. The keyword index's rows go first: it reads their terms from the
+/// chunks to take them out.
 ///
 /// The virtual tables are deleted from one rowid at a time: vec0 answers `rowid IN (subquery)` by scanning the
 /// whole table, which made every file written into an index of N vectors cost O(N) (a cold hybrid index of 20k

@@ -227,6 +227,15 @@ impl Server {
                 let reply = match self.engine(&key).await {
                     Ok((opened, slot)) => {
                         let answer = run_job(&job, &opened).await;
+                        if job.may_leave_vectors_waiting() {
+                            let target = crate::backlog::Target {
+                                workspace: &key.workspace,
+                                config_path: key.config_path.as_deref(),
+                                state_dir: &self.state_dir,
+                                agent: &key.agent,
+                            };
+                            crate::backlog::start_if_waiting(&opened, &target).await;
+                        }
                         // Idle from the end of its last request, not the start.
                         *lock(&slot.last_used) = Instant::now();
                         Reply::Done { answer }

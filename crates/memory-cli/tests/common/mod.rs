@@ -16,9 +16,12 @@ pub fn memory(ws: &Path, state: &Path, config: Option<&Path>) -> Command {
 }
 
 /// `c` without the config, log level, agent or OpenClaw install a developer's shell may carry (OpenClaw's state
-/// folder points into `state`, where there is none).
+/// folder points into `state`, where there is none), and without background embedding processes (a command
+/// that leaves files waiting for vectors would start one that outlives the test; the tests of that start turn it
+/// back on).
 pub fn isolated(mut c: Command, state: &Path) -> Command {
-    c.env_remove("MEMORY_CONFIG")
+    c.env("MEMORY_BACKGROUND_EMBED", "0")
+        .env_remove("MEMORY_CONFIG")
         .env_remove("RUST_LOG")
         .env_remove("MEMORY_AGENT")
         .env("OPENCLAW_STATE_DIR", state.join("no-openclaw"))

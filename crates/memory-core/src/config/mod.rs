@@ -38,6 +38,8 @@ pub const MULTIMODAL_MODELS: &[&str] = &["gemini-embedding-2-preview"];
 
 /// Bounds of the sync periods (`validate`).
 const MAX_INTERVAL_MINUTES: u64 = 525_600;
+/// The longest `sync.embeddingBatchTimeoutSeconds` (a day): deadlines are computed from it.
+const MAX_REQUEST_TIMEOUT_SECONDS: u64 = 86_400;
 const MAX_DEBOUNCE_MS: u64 = 3_600_000;
 
 impl Config {
@@ -254,6 +256,15 @@ impl Config {
         }
         if s.sources.is_empty() {
             errs.push(MemoryError::config("memory.search.sources", "must name at least one source"));
+        }
+        if let Some(t) = s.sync.embedding_batch_timeout_seconds.filter(|t| !(1..=MAX_REQUEST_TIMEOUT_SECONDS).contains(t)) {
+            errs.push(MemoryError::config(
+                "memory.search.sync.embeddingBatchTimeoutSeconds",
+                format!("must be from 1 to {MAX_REQUEST_TIMEOUT_SECONDS} (a day): the seconds one embedding request may take, not {t}"),
+            ));
+        }
+        if s.remote.non_batch_concurrency == Some(0) {
+            errs.push(MemoryError::config("memory.search.remote.nonBatchConcurrency", "must be at least 1 (embedding requests in flight at once)"));
         }
         // Durations are multiplied into milliseconds: absurd ones would overflow (and mean "never" anyway).
         if s.sync.interval_minutes > MAX_INTERVAL_MINUTES {

@@ -193,6 +193,8 @@ pub struct RemoteConfig {
     pub api_key: Option<SecretString>,
     /// Extra request headers; values are treated as secrets (they often carry credentials).
     pub headers: BTreeMap<String, SecretString>,
+    /// Embedding requests in flight at once (OpenClaw's key; default: `indexed::patience::RequestLimits`).
+    pub non_batch_concurrency: Option<usize>,
     pub batch: BatchConfig,
 }
 
@@ -375,6 +377,9 @@ pub struct StoreFtsConfig {}
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SyncConfig {
+    /// The longest one embedding request may take, in seconds (OpenClaw's key; default:
+    /// `indexed::patience::RequestLimits`).
+    pub embedding_batch_timeout_seconds: Option<u64>,
     pub watch: bool,
     pub watch_debounce_ms: u64,
     pub interval_minutes: u64,
@@ -386,6 +391,7 @@ pub struct SyncConfig {
 impl Default for SyncConfig {
     fn default() -> Self {
         SyncConfig {
+            embedding_batch_timeout_seconds: None,
             watch: true,
             watch_debounce_ms: 1500,
             interval_minutes: 0,

@@ -90,7 +90,7 @@ pub(super) const SEARCH: &[Field] = &[
             a("baseUrl", Ty::Str),
             a("apiKey", Ty::Secret),
             a("headers", Ty::StrMap),
-            ig("nonBatchConcurrency", Ty::Uint, "requests in flight are fixed by the provider's limits"),
+            a("nonBatchConcurrency", Ty::Uint),
             o(
                 "batch",
                 &[
@@ -149,7 +149,7 @@ pub(super) const SEARCH: &[Field] = &[
             a("watch", Ty::Bool),
             a("watchDebounceMs", Ty::Uint),
             a("intervalMinutes", Ty::Uint),
-            ig("embeddingBatchTimeoutSeconds", Ty::Uint, "embedding requests use the HTTP client's own timeout"),
+            a("embeddingBatchTimeoutSeconds", Ty::Uint),
             o(
                 "sessions",
                 &[

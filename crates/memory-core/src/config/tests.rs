@@ -64,6 +64,9 @@ fn unknown_keys_and_wrong_types_name_the_key() {
     assert_eq!(key_of("{ memory: { citations: 'sometimes' } }"), "memory.citations");
     assert_eq!(key_of("{ memory: { search: { query: { minScore: 2 } } } }"), "memory.search.query.minScore");
     assert_eq!(key_of("{ memory: { search: { chunking: { tokens: 100, overlap: 100 } } } }"), "memory.search.chunking.overlap");
+    assert_eq!(key_of("{ memory: { search: { sync: { embeddingBatchTimeoutSeconds: 0 } } } }"), "memory.search.sync.embeddingBatchTimeoutSeconds");
+    assert_eq!(key_of("{ memory: { search: { sync: { embeddingBatchTimeoutSeconds: 1e12 } } } }"), "memory.search.sync.embeddingBatchTimeoutSeconds");
+    assert_eq!(key_of("{ memory: { search: { remote: { nonBatchConcurrency: 0 } } } }"), "memory.search.remote.nonBatchConcurrency");
     // An engine's block is the engine's to check (BackendRegistry::check_config): kept raw, nulls dropped.
     let c = Config::from_json5("{ memory: { lancedb: { nprobes: 12, table: null, storageOptions: { region: null } } } }").unwrap();
     assert_eq!(c.engine_block::<serde_json::Value>("lancedb").unwrap(), Some(serde_json::json!({ "nprobes": 12, "storageOptions": {} })));
@@ -201,17 +204,17 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
         (Some("query"), Some("passage"), Some("passage"))
     );
     assert_eq!(s.output_dimensionality, Some(512));
+    // OpenClaw's request limits are read, not warned about.
+    assert_eq!((s.remote.non_batch_concurrency, s.sync.embedding_batch_timeout_seconds), (Some(4), Some(120)));
     // The qmd block is kept raw for the engine, which checks it and warns of its ignored keys (memory-qmd's
     // config.rs runs this fixture).
     let qmd = c.engine_block::<serde_json::Value>("qmd").unwrap().unwrap();
     assert_eq!(qmd["paths"][0]["pattern"], "**/*.md");
     assert_eq!(qmd["update"]["interval"], "1h30m");
     for key in [
-        "agents.defaults.memorySearch.remote.nonBatchConcurrency",
         "agents.defaults.memorySearch.store.vector.extensionPath",
         "agents.defaults.memorySearch.local.contextSize",
         "agents.defaults.memorySearch.multimodal.modalities",
-        "agents.defaults.memorySearch.sync.embeddingBatchTimeoutSeconds",
         "agents.defaults.memorySearch.sync.sessions.postCompactionForce",
         "agents.defaults.memorySearch.local.modelCacheDir",
     ] {

@@ -291,6 +291,15 @@ impl MemoryBackend for FallbackManager {
         }
     }
 
+    /// The primary's backlog while it answers; none while the fallback answers for it (the backlog's sync would
+    /// be the primary's, which is failing).
+    async fn vectors_to_catch_up(&self) -> Result<usize> {
+        if self.fallback_status().is_some() {
+            return Ok(0);
+        }
+        self.bounded(self.primary.vectors_to_catch_up()).await
+    }
+
     async fn status(&self) -> Result<Status> {
         if !self.health.is_failing() {
             match self.bounded(self.primary.status()).await {

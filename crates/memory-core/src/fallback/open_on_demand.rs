@@ -147,6 +147,10 @@ impl MemoryBackend for OpenOnDemand {
         with_engine!(self, e => e.verify().await)
     }
 
+    async fn vectors_to_catch_up(&self) -> Result<usize> {
+        with_engine!(self, e => e.vectors_to_catch_up().await)
+    }
+
     async fn reset(&self) -> Result<()> {
         with_engine!(self, e => e.reset().await)
     }

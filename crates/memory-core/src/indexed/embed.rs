@@ -312,7 +312,8 @@ impl IndexedBackend {
         let mut out = Vec::new();
         for part in todo.chunks(EMBED_BATCH) {
             let texts: Vec<String> = part.iter().map(|(_, t)| t.clone()).collect();
-            match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
+            let call_bound = bound.for_call(embedder.call_timeout(&texts));
+            match self.patience.call(call_bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
                 Ok(vs) if vs.len() == texts.len() => {
                     let entries: Vec<(String, Vec<f32>)> = part.iter().map(|(h, _)| h.clone()).zip(vs).collect();
                     if let Some((store, key, max_entries)) = cache {
@@ -329,6 +330,10 @@ impl IndexedBackend {
                 Err(e) => {
                     warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
                     report.warnings.push(format!("embedding failed: {e}"));
+                    // Why the files wait, for `status` in any process (a read-only index keeps none).
+                    if let Err(note) = self.store().set_meta(super::META_LAST_EMBED_FAILURE, &format!("{} {e}", crate::now_ms())).await {
+                        debug!(error = %note, "cannot record the embedding failure");
+                    }
                     return (out, true);
                 }
             }

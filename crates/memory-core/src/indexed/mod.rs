@@ -34,6 +34,8 @@ const EMBED_BATCH: usize = 64;
 /// a larger backfill is embedded under them.
 const OFF_LOCK_MAX_CHUNKS: usize = 2048;
 const META_LAST_SYNC: &str = "lastSyncMs";
+/// Why the last embedding call failed and when (`<ms> <why>`): why files wait for their vectors, for `status`.
+const META_LAST_EMBED_FAILURE: &str = "lastEmbedFailure";
 /// How long a sync, a reset or a search waits for another process's (or another task's) hold on the index
 /// before it gives up with `Unavailable`: a command never hangs behind a long rebuild elsewhere.
 pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -125,8 +127,9 @@ fn store_handle(store: &Arc<dyn ChunkStore>) -> usize {
     Arc::as_ptr(store) as *const () as usize
 }
 
-/// Store layout version, part of the identity.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Store layout version, part of the identity: an index of another layout is rebuilt (its embeddings reused).
+/// 2: the builtin store's keyword index reads the chunks' terms (its totals stay those of the chunks it holds).
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub use crate::types::{ProgressFn, SyncProgress};
 
@@ -665,6 +668,19 @@ impl IndexedBackend {
     }
 }
 
+/// `status`'s line on files waiting for their vectors: how many, why (the last embedding failure, recorded as
+/// `<ms> <why>`, with how long ago), and what gets them their vectors.
+fn waiting_for_vectors_status(pending: usize, last_failure: Option<&str>, now_ms: i64) -> String {
+    let why = last_failure
+        .and_then(|f| f.split_once(' '))
+        .and_then(|(at, why)| at.parse::<i64>().ok().map(|at| format!("; the last embedding failure, {} s ago: {why}", (now_ms - at).max(0) / 1000)))
+        .unwrap_or_default();
+    format!(
+        "{pending} files are waiting for embeddings (keyword search finds them){why}; the watcher or a background sync started by a search \
+         embeds them once the provider answers, `memory index` at once"
+    )
+}
+
 /// The files announced to the engine that one sync of every file took: announced again when the sync does not
 /// finish (dropped before [`Announced::answered`]).
 struct Announced<'a> {
@@ -798,12 +814,21 @@ impl MemoryBackend for IndexedBackend {
         Ok(())
     }
 
+    async fn vectors_to_catch_up(&self) -> Result<usize> {
+        let Some(embedder) = &self.embedder else { return Ok(0) };
+        if embedder.unavailable().is_some() || self.patience.paused().is_some() {
+            return Ok(0);
+        }
+        self.follow_live().await?;
+        self.store().files_waiting_for_vectors().await
+    }
+
     async fn verify(&self) -> Result<Option<String>> {
         let _guard = self.sync_lock.lock().await;
         let _writer = self.storage.writer_lock(true).await?;
         self.follow_live().await?;
         match self.store().verify().await {
-            Ok(()) => Ok(None),
+            Ok(repaired) => Ok(repaired),
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
                 let note = self.replace_corrupt_live(e).await?;
                 self.sync_inner(SyncOptions::default()).await?;
@@ -871,7 +896,7 @@ impl IndexedBackend {
         }
         let pending = stored.iter().filter(|f| f.state() == FileState::Pending).count();
         if pending > 0 {
-            warnings.push(format!("{pending} files are waiting for embeddings (keyword search finds them)"));
+            warnings.push(waiting_for_vectors_status(pending, store.meta(META_LAST_EMBED_FAILURE).await.ok().flatten().as_deref(), crate::now_ms()));
         }
         let batch_disabled = self.embedder.as_ref().and_then(|e| e.batch()).and_then(|b| b.disabled_reason());
         if let Some(reason) = &batch_disabled {

@@ -14,6 +14,15 @@
 //!   waiting comes after the pause and probes the provider again.
 //!
 //! `memory index` ([`EmbedWait::AsLongAsItTakes`]) is neither bounded nor paused: someone watches its progress.
+//!
+//! One request to a remote provider ([`RequestLimits`]): a document request may take
+//! `memory.search.sync.embeddingBatchTimeoutSeconds` (OpenClaw's key), by default [`REMOTE_REQUEST_TIMEOUT`] for an
+//! API and [`LOCAL_SERVER_REQUEST_TIMEOUT`] for a server on this machine or the local network (a model on a CPU
+//! needs tens of seconds for a request of 16 long texts); `memory.search.remote.nonBatchConcurrency` requests are
+//! in flight at once, by default [`REMOTE_CONCURRENCY`] for an API and [`LOCAL_SERVER_CONCURRENCY`] for a local
+//! server (requests at once on one CPU only share it: each takes that many times longer and times out). A
+//! background sync gives a call at least its requests' timeouts ([`Bound::for_call`]), so a slow local server is not cut
+//! off by [`CALL_WAIT`].
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -31,6 +40,69 @@ pub const EMBED_WAIT: Duration = Duration::from_secs(5);
 /// The longest one provider call of a background sync beside searches may take: a healthy provider answers a
 /// request (at most ~8,000 tokens) in seconds, a local model a batch in a few.
 pub const CALL_WAIT: Duration = Duration::from_secs(30);
+
+/// The longest one embedding request to a remote API may take, unless `embeddingBatchTimeoutSeconds` says.
+pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The longest one embedding request to a server on this machine or the local network may take, unless
+/// `embeddingBatchTimeoutSeconds` says.
+pub const LOCAL_SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Requests in flight at once to a remote API, unless `remote.nonBatchConcurrency` says.
+pub const REMOTE_CONCURRENCY: usize = 4;
+
+/// Requests in flight at once to a server on this machine or the local network, unless
+/// `remote.nonBatchConcurrency` says.
+pub const LOCAL_SERVER_CONCURRENCY: usize = 1;
+
+/// How one remote provider's requests are limited: each request's timeout and how many are in flight at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    pub request_timeout: Duration,
+    pub concurrency: usize,
+}
+
+impl RequestLimits {
+    /// The limits for a provider at `base_url` (a server on this machine or the local network, or not), from the
+    /// configured keys where they are set. `serial` providers (Ollama, which OpenClaw also calls one request at a
+    /// time) default to one request in flight wherever they are.
+    pub fn for_server(search: &crate::config::SearchConfig, base_url: &str, serial: bool) -> RequestLimits {
+        let local = is_local_server(base_url);
+        let request_timeout = search.sync.embedding_batch_timeout_seconds.map(Duration::from_secs).unwrap_or(if local {
+            LOCAL_SERVER_REQUEST_TIMEOUT
+        } else {
+            REMOTE_REQUEST_TIMEOUT
+        });
+        let default_concurrency = if local || serial { LOCAL_SERVER_CONCURRENCY } else { REMOTE_CONCURRENCY };
+        RequestLimits { request_timeout, concurrency: search.remote.non_batch_concurrency.unwrap_or(default_concurrency).max(1) }
+    }
+}
+
+/// Whether `base_url` names a server on this machine or the local network: loopback, a private or link-local
+/// address, `localhost`, a `.local` name or a bare host name (no dot), as OpenClaw tells local servers apart.
+pub fn is_local_server(base_url: &str) -> bool {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.rsplit_once(':').map_or(host_port, |(h, _)| h)
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host.is_empty() {
+        return false;
+    }
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return match ip {
+            std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified(),
+            std::net::IpAddr::V6(v6) => {
+                v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfe80
+            }
+        };
+    }
+    host == "localhost" || host.ends_with(".localhost") || host.ends_with(".local") || !host.contains('.')
+}
 
 /// After the provider failed slowly or did not answer in time, bounded syncs and searches skip it this long.
 pub const EMBED_PAUSE: Duration = Duration::from_secs(30);
@@ -60,6 +132,18 @@ impl Bound {
             EmbedWait::AsLongAsItTakes => Bound::None,
             EmbedWait::AtMost(d) => Bound::Until(Instant::now() + d),
             EmbedWait::EachCallAtMost(d) => Bound::EachCall(d),
+        }
+    }
+
+    /// The bound of one call whose own limit is `call_timeout` ([`EmbeddingProvider::call_timeout`]): a
+    /// background sync's call gets at least that (a slow local server's requests, one after another), so a call
+    /// the provider would still answer is not given up. An agent's wait stays its own.
+    ///
+    /// [`EmbeddingProvider::call_timeout`]: crate::embedding::EmbeddingProvider::call_timeout
+    pub(crate) fn for_call(self, call_timeout: Option<Duration>) -> Bound {
+        match self {
+            Bound::EachCall(d) => Bound::EachCall(d.max(call_timeout.unwrap_or_default())),
+            other => other,
         }
     }
 
@@ -162,5 +246,51 @@ mod tests {
         assert!(err.contains("did not answer in time (a search or an append waits 5 s"), "{err}");
         assert!(started.elapsed() <= EMBED_WAIT + Duration::from_millis(50));
         assert!(p.paused().is_some());
+    }
+
+    #[test]
+    fn a_background_call_waits_at_least_the_provider_s_request_timeout() {
+        let background = Bound::of(EmbedWait::EachCallAtMost(CALL_WAIT));
+        let Bound::EachCall(d) = background.for_call(Some(Duration::from_secs(600))) else { panic!() };
+        assert_eq!(d, Duration::from_secs(600));
+        let Bound::EachCall(d) = background.for_call(Some(Duration::from_secs(5))) else { panic!() };
+        assert_eq!(d, CALL_WAIT);
+        let agent = Bound::of(EmbedWait::AtMost(EMBED_WAIT)).for_call(Some(Duration::from_secs(600)));
+        assert!(matches!(agent, Bound::Until(_)), "an agent's wait stays its own");
+    }
+
+    #[test]
+    fn local_servers_are_told_apart_from_remote_apis() {
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434",
+            "http://[::1]:8000/v1",
+            "http://192.168.1.20:8000",
+            "http://10.0.0.5/v1",
+            "http://172.20.0.2:80",
+            "http://gpu-box:8080/v1",
+            "http://studio.local:1234/v1",
+            "http://user:pw@127.0.0.1:9/v1",
+        ] {
+            assert!(is_local_server(local), "{local}");
+        }
+        for remote in ["https://api.openai.com/v1", "https://generativelanguage.googleapis.com", "https://8.8.8.8/v1", "https://[2001:db8::1]/v1", ""]
+        {
+            assert!(!is_local_server(remote), "{remote}");
+        }
+    }
+
+    #[test]
+    fn request_limits_come_from_the_keys_else_from_where_the_server_is() {
+        let mut search = crate::config::SearchConfig::default();
+        let api = RequestLimits::for_server(&search, "https://api.openai.com/v1", false);
+        assert_eq!(api, RequestLimits { request_timeout: REMOTE_REQUEST_TIMEOUT, concurrency: REMOTE_CONCURRENCY });
+        let local = RequestLimits::for_server(&search, "http://127.0.0.1:8000/v1", false);
+        assert_eq!(local, RequestLimits { request_timeout: LOCAL_SERVER_REQUEST_TIMEOUT, concurrency: LOCAL_SERVER_CONCURRENCY });
+        assert_eq!(RequestLimits::for_server(&search, "https://ollama.example:11434", true).concurrency, 1);
+        search.sync.embedding_batch_timeout_seconds = Some(45);
+        search.remote.non_batch_concurrency = Some(3);
+        let set = RequestLimits::for_server(&search, "http://127.0.0.1:8000/v1", true);
+        assert_eq!(set, RequestLimits { request_timeout: Duration::from_secs(45), concurrency: 3 });
     }
 }

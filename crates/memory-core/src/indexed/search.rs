@@ -146,6 +146,14 @@ impl IndexedBackend {
             ));
             return Ok(None);
         }
+        // Said every time until they have their vectors: the answer misses what they mean.
+        match ctx.store.files_waiting_for_vectors().await {
+            Ok(0) => {}
+            Ok(n) => warnings.push(format!(
+                "{n} files are not embedded yet and are found by their words only (`memory status` says why; `memory index` embeds them now)"
+            )),
+            Err(e) => debug!(error = %e, "cannot count the files waiting for vectors"),
+        }
         if let Some(why) = self.patience.paused() {
             warnings.push(format!("embeddings unavailable: {why}; keyword results only"));
             return Ok(None);

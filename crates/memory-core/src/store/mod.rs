@@ -275,6 +275,13 @@ pub trait ChunkStore: Send + Sync {
     /// (files, chunks).
     async fn counts(&self) -> Result<(usize, usize)>;
 
+    /// How many files are indexed by their words only and wait for their vectors ([`FileState::Pending`]). Asked
+    /// by every search of an engine with an embedding provider: a store keeps it cheap (SQLite: a partial index
+    /// over those records). The default reads every record.
+    async fn files_waiting_for_vectors(&self) -> Result<usize> {
+        Ok(self.files().await?.iter().filter(|f| f.state() == FileState::Pending).count())
+    }
+
     /// Why this store was opened read-only (its files cannot be written: a read-only or full disk), `None` when
     /// it can be written. Searches answer from it as it is and say so.
     fn read_only(&self) -> Option<String> {
@@ -282,9 +289,11 @@ pub trait ChunkStore: Send + Sync {
     }
 
     /// Read everything once and say `CorruptIndex` if any of it is damaged (an expensive check, for
-    /// `status --deep`). Stores that cannot check keep the default.
-    async fn verify(&self) -> Result<()> {
-        Ok(())
+    /// `status --deep`). A part the store can rebuild from what it holds (a keyword index out of step with its
+    /// chunks) is rebuilt here, and what was repaired is returned for the user. Stores that cannot check keep
+    /// the default.
+    async fn verify(&self) -> Result<Option<String>> {
+        Ok(None)
     }
 
     /// Facts only this store knows (its vector index, say), shown under `extra` in the engine's status.
