@@ -1073,7 +1073,10 @@ async fn a_provider_that_learns_its_width_does_not_rebuild_the_index() {
 /// What an index holds, read from its SQLite file: the file records and chunks (without rowids, which depend on the
 /// order of writes), each chunk's vector, and the keyword index's totals record (the document count and column
 /// lengths BM25 reads), with the keyword score of each chunk for a few queries.
-fn index_contents(index: &str) -> (Vec<String>, Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, String)>) {
+/// Rows, vectors by chunk id, the FTS totals record, keyword scores by query and chunk.
+type IndexContents = (Vec<String>, Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, String)>);
+
+fn index_contents(index: &str) -> IndexContents {
     let c = rusqlite::Connection::open(index).unwrap();
     let rows = |sql: &str| -> Vec<String> {
         let mut st = c.prepare(sql).unwrap();
