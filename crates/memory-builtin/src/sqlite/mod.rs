@@ -245,13 +245,13 @@ impl SqliteStore {
     /// FTS5's own check of the keyword index against the chunks' terms (every row, and the totals BM25 reads): a
     /// mismatch is damage, and the index is set aside and rebuilt from the files as any damage is. An index of the
     /// contentless layout before it cannot be checked (its identity's older schema has it rebuilt).
-    fn verify_keyword_index(&self) -> Result<Option<String>> {
+    fn verify_keyword_index(&self) -> Result<()> {
         let reads_chunks = self.read("check the keyword index's layout", |c| {
             let sql: Option<String> = c.query_row("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'", [], |r| r.get(0)).optional()?;
             Ok(sql.is_some_and(|s| s.contains("content = 'chunks'")))
         })?;
         if !reads_chunks {
-            return Ok(None);
+            return Ok(());
         }
         let check = |c: &mut Connection| -> rusqlite::Result<bool> {
             match c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)", []) {
@@ -264,7 +264,7 @@ impl SqliteStore {
         let in_step =
             if self.read_only.is_some() { self.read("check the keyword index", check)? } else { self.write("check the keyword index", check)? };
         if in_step {
-            return Ok(None);
+            return Ok(());
         }
         Err(MemoryError::CorruptIndex(format!(
             "{}: the keyword index does not match the chunks (its rows or the totals keyword scores use)",
@@ -729,7 +729,8 @@ impl ChunkStore for SqliteStore {
             }
             Ok(())
         })?;
-        self.verify_keyword_index()
+        self.verify_keyword_index()?;
+        Ok(None)
     }
 
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {

@@ -42,8 +42,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
          CREATE INDEX IF NOT EXISTS embedding_cache_age ON embedding_cache (updated_at);",
     )?;
     // File name and stem, for exact-path lookups by equality (added after the first layout: migrate in place).
-    let has_name: bool = c.prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = 'name'")?.exists([])?;
-    if !has_name {
+    if !has_column(c, "files", "name")? {
         c.execute_batch(
             "ALTER TABLE files ADD COLUMN name TEXT NOT NULL DEFAULT '';
              ALTER TABLE files ADD COLUMN stem TEXT NOT NULL DEFAULT '';",
@@ -61,8 +60,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
     // The chunks' terms, which the keyword index reads (added after the first layout). An index from before
     // keeps its contentless keyword table, which deletes by rowid alone as this one does; its identity's older
     // schema has it rebuilt into this layout.
-    let has_terms: bool = c.prepare("SELECT 1 FROM pragma_table_info('chunks') WHERE name = 'terms'")?.exists([])?;
-    if !has_terms {
+    if !has_column(c, "chunks", "terms")? {
         c.execute_batch(
             "ALTER TABLE chunks ADD COLUMN terms TEXT NOT NULL DEFAULT '';
              ALTER TABLE chunks ADD COLUMN heading TEXT NOT NULL DEFAULT '';",
@@ -83,6 +81,11 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
         create_vector_log(c)?;
     }
     create_chunk_count(c)
+}
+
+/// Whether `table` has `column` (a layout before the column was added lacks it).
+fn has_column(c: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    c.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?.exists(params![table, column])
 }
 
 /// The number of chunks, kept by triggers so that reading it costs one row (`count(*)` reads the whole table:
