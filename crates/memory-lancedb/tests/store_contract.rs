@@ -54,6 +54,14 @@ impl StoreHarness for LanceHarness {
         };
         Some(written)
     }
+
+    /// LanceDB's full-text statistics count replaced and deleted rows until the table is compacted and its
+    /// indices optimised (the store does so every `optimize_after_rows`/`optimize_after_commits` writes):
+    /// run that maintenance now through a connection of our own (reads are strongly consistent, so the
+    /// check's handle sees the result).
+    async fn settle(&self, dir: &Path) -> memory_core::Result<()> {
+        self.connect(dir).await?.open_live_store().await?.optimize_now().await
+    }
 }
 
 /// Every check applies to LanceDB, wherever its tables live.
