@@ -8,6 +8,10 @@ use crate::discovery::{ChangeFeed, ChangeJournal};
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
 const FRESHEN_WAIT: Duration = super::LOCK_WAIT;
 
+/// How long past its own wait for the provider a search on an index never built waits for another sync that is
+/// building it: that sync stops waiting for the provider by the same time, then writes what it indexed.
+const FIRST_BUILD_GRACE: Duration = super::LOCK_WAIT;
+
 /// Workspaces with at least this many files free the freshness check's lists on a blocking thread.
 const PARALLEL_FREE_MIN: usize = 4096;
 
@@ -179,11 +183,7 @@ impl IndexedBackend {
     pub(super) async fn freshen(&self, warnings: &mut Vec<String>, deadline: tokio::time::Instant) -> Result<Staleness> {
         self.follow_live().await?;
         let store = self.store();
-        if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() {
-            // Never indexed: index first (SPEC: a search on a new workspace answers).
-            let embed_wait = crate::EmbedWait::AtMost(deadline.saturating_duration_since(tokio::time::Instant::now()));
-            self.sync(SyncOptions { embed_wait, ..SyncOptions::default() }).await?;
-            self.indexed.store(true, Ordering::Relaxed);
+        if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() && !self.build_first_index(warnings, deadline).await? {
             return Ok(Staleness::default());
         }
         self.indexed.store(true, Ordering::Relaxed);
@@ -298,6 +298,43 @@ impl IndexedBackend {
                 Ok(stale)
             }
         }
+    }
+
+    /// A search on an index never built builds it before answering (by its words at least: the provider is
+    /// waited for until `deadline`). Another sync of this engine may be building it already (the watcher's
+    /// first sync, a search sent at the same moment): that one is waited for, up to the search's own wait and
+    /// [`FIRST_BUILD_GRACE`] for its commit, and what it built answers. Returns whether the usual check of the
+    /// files still has to run (it does when the index was built by the sync waited for). Never an error for
+    /// being busy: a search that cannot get the index answers from what it holds, and `warnings` says so.
+    async fn build_first_index(&self, warnings: &mut Vec<String>, deadline: tokio::time::Instant) -> Result<bool> {
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now()) + FIRST_BUILD_GRACE;
+        let Ok(_guard) = tokio::time::timeout(wait, self.sync_lock.lock()).await else {
+            self.follow_live().await?;
+            let built = self.store().identity().await?.is_some();
+            warnings.push(if built {
+                "another sync of this engine is still updating the new index; answering from it as it is".to_string()
+            } else {
+                format!("the index is still being built by another sync of this engine (waited {} s); this answer comes from what it holds so far", wait.as_secs())
+            });
+            return Ok(false);
+        };
+        self.follow_live().await?;
+        if self.store().identity().await?.is_some() {
+            self.indexed.store(true, Ordering::Relaxed);
+            return Ok(true);
+        }
+        let _writer = match self.writer_lock_bounded("first index").await {
+            Ok(w) => w,
+            Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
+                warnings.push(format!("the index could not be built before this search: {e}; this answer comes from what it holds so far"));
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        let embed_wait = crate::EmbedWait::AtMost(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        self.sync_locked(SyncOptions { embed_wait, ..SyncOptions::default() }).await?;
+        self.indexed.store(true, Ordering::Relaxed);
+        Ok(false)
     }
 
     /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task

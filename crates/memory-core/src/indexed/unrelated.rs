@@ -219,6 +219,10 @@ impl IndexedBackend {
             (Some(c), _) => c,
             // Embedded by a search that found the index busy.
             (None, Some((c, _))) => c.as_ref().clone(),
+            // Someone waits for this sync (a search, an append) and it holds the index's locks: the probes are
+            // left to the search's own vector leg, which embeds them off the locks (and stores them when the
+            // index is free), so searches sent together do not queue behind a slow provider here.
+            (None, None) if matches!(bound, super::patience::Bound::Until(_)) => return,
             (None, None) => match self.embed_unrelated_probes(embedder, bound).await {
                 Some(c) => c,
                 None => return,

@@ -1,0 +1,250 @@
+//! Tool calls in flight together over MCP stdio, as agents send them: rounds of 2-16 calls of every tool written
+//! back to back without waiting, on a fresh engine and a warm one; every id must be answered exactly once, within
+//! a bound, and none with an error. The client is raw JSON-RPC lines, so ids and timing are the test's own.
+//!
+//! `MEMORY_MCP_STRESS_ROUNDS` sets the warm rounds (the benchmark figure in docs/BENCHMARKS.md is 10,000 of them).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+mod common;
+
+/// How long a call may take before it counts as never answered.
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+
+/// A `memory serve --allow-append` process and the answers it writes, by id.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    answers: mpsc::Receiver<Value>,
+    next_id: u64,
+    /// The answers of the last round.
+    last: Vec<Value>,
+}
+
+impl Server {
+    fn start(dirs: &conformance::testing::TestDirs, config: Option<&std::path::Path>) -> Server {
+        let mut child = common::memory(dirs.ws.path(), dirs.state.path(), config)
+            .args(["serve", "--allow-append"])
+            .env("MEMORY_NO_SERVER", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server { child, stdin, answers, next_id: 1, last: Vec::new() };
+        // The handshake, and the calls after it, in one write: a client that does not wait for the answer.
+        s.write(&[
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                   "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "stress", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ]);
+        s
+    }
+
+    fn write(&mut self, messages: &[Value]) {
+        let text: String = messages.iter().map(|m| format!("{m}\n")).collect();
+        self.stdin.write_all(text.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Send `calls` (tool name, arguments) back to back; wait for their answers. Returns how long the last took.
+    fn round(&mut self, calls: &[(&str, Value)], seen: &mut HashMap<u64, usize>) -> Duration {
+        let first = self.next_id;
+        let messages: Vec<Value> = calls
+            .iter()
+            .map(|(name, args)| {
+                let id = self.next_id;
+                self.next_id += 1;
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}})
+            })
+            .collect();
+        let started = Instant::now();
+        self.write(&messages);
+        let wanted = first..self.next_id;
+        self.last.clear();
+        while !wanted.clone().all(|id| seen.contains_key(&id)) {
+            let left = ANSWER_WITHIN.saturating_sub(started.elapsed());
+            let Ok(answer) = self.answers.recv_timeout(left) else {
+                let missing: Vec<u64> = wanted.clone().filter(|id| !seen.contains_key(id)).collect();
+                panic!("calls {missing:?} of {calls:?} were not answered within {ANSWER_WITHIN:?}");
+            };
+            let Some(id) = answer["id"].as_u64() else { panic!("an answer without a numeric id: {answer}") };
+            *seen.entry(id).or_default() += 1;
+            assert!(answer.get("error").is_none() && answer["result"]["isError"] != json!(true), "call {id} failed: {answer}");
+            if wanted.contains(&id) {
+                self.last.push(answer);
+            }
+        }
+        started.elapsed()
+    }
+
+    fn stop(mut self, seen: &HashMap<u64, usize>) {
+        drop(self.stdin);
+        // Whatever is still written is a second answer.
+        for answer in self.answers.iter() {
+            panic!("an answer after every call was answered: {answer}");
+        }
+        let _ = self.child.wait();
+        let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(twice.is_empty(), "answered more than once: {twice:?}");
+    }
+}
+
+/// A small deterministic generator (the rounds are the same on every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Calls of every tool, `n` of them.
+fn mixed_calls(rng: &mut Lcg, n: usize) -> Vec<(&'static str, Value)> {
+    (0..n)
+        .map(|i| match rng.below(4) {
+            0 => ("memory_search", json!({"query": "gateway Mac Studio"})),
+            1 => ("memory_get", json!({"path": "MEMORY.md"})),
+            2 => ("memory_recall", json!({"message": "where does the gateway run"})),
+            _ => ("memory_append", json!({"text": format!("stress note {i}")})),
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[test]
+fn calls_sent_together_are_each_answered_once() {
+    let rounds: usize = std::env::var("MEMORY_MCP_STRESS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let mut rng = Lcg(0x5eed);
+    // Fresh engines: the calls arrive with the handshake, before the index exists.
+    for _ in 0..4 {
+        let dirs = common::workspace(&[("memory/2026-11-30.md", "# 2026-11-30\n\n- Lunch with Alice\n")]);
+        let mut server = Server::start(&dirs, None);
+        let mut seen = HashMap::new();
+        let n = 2 + rng.below(15) as usize;
+        server.round(&mixed_calls(&mut rng, n), &mut seen);
+        server.stop(&seen);
+    }
+    // A warm engine: rounds of 2-16 calls.
+    let dirs = common::workspace(&[("memory/2026-11-30.md", "# 2026-11-30\n\n- Lunch with Alice\n")]);
+    let mut server = Server::start(&dirs, None);
+    let mut seen = HashMap::new();
+    let mut took = Vec::with_capacity(rounds);
+    let mut calls = 0;
+    for _ in 0..rounds {
+        let n = 2 + rng.below(15) as usize;
+        calls += n;
+        took.push(server.round(&mixed_calls(&mut rng, n), &mut seen));
+    }
+    server.stop(&seen);
+    took.sort();
+    eprintln!(
+        "mcp stdio: {rounds} rounds, {calls} calls, all answered once; round p50 {:?}, p99 {:?}, max {:?}",
+        percentile(&took, 0.5),
+        percentile(&took, 0.99),
+        took.last().unwrap()
+    );
+}
+
+/// An OpenAI-compatible embeddings server on loopback that answers every request `delay` late (a model server
+/// on a busy CPU). Returns its base URL.
+fn slow_embedding_server(delay: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let texts: Vec<String> = match &request["input"] {
+                    Value::String(s) => vec![s.clone()],
+                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap_or_default().to_string()).collect(),
+                    _ => Vec::new(),
+                };
+                std::thread::sleep(delay);
+                let data: Vec<Value> = texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let mut v = vec![0.0f32; 16];
+                        for w in t.split_whitespace() {
+                            v[w.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16] += 1.0;
+                        }
+                        v[0] += 0.01;
+                        json!({"object": "embedding", "index": i, "embedding": v})
+                    })
+                    .collect();
+                let out = json!({"object": "list", "data": data, "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1}}).to_string();
+                let mut stream = reader.into_inner();
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}", out.len());
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// Searches sent with the handshake to a new workspace whose provider takes longer than a search waits: the
+/// watcher's first sync and the searches' own take turns with the index, and every search answers with the note
+/// (by its words), none with "another sync is still updating the index".
+#[test]
+fn searches_sent_together_to_a_new_workspace_on_a_slow_provider_all_answer() {
+    let base_url = slow_embedding_server(Duration::from_secs(8));
+    for _ in 0..3 {
+        let notes: Vec<(String, String)> = (0..30)
+            .map(|i| (format!("memory/harbour-{i}.md"), format!("# Note {i}\n\n- Harbour project step {i}\n")))
+            .collect();
+        let notes: Vec<(&str, &str)> = notes.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        let dirs = common::workspace(&notes);
+        let config = dirs.state.path().join("config.json5");
+        let provider = json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": base_url } } } });
+        std::fs::write(&config, provider.to_string()).unwrap();
+        let mut server = Server::start(&dirs, Some(&config));
+        let mut seen = HashMap::new();
+        let searches: Vec<(&str, Value)> = (0..4).map(|_| ("memory_search", json!({"query": "gateway Mac Studio"}))).collect();
+        server.round(&searches, &mut seen);
+        for answer in &server.last {
+            let top = &answer["result"]["structuredContent"]["results"][0]["path"];
+            assert_eq!(top, "MEMORY.md", "{answer}");
+        }
+        server.stop(&seen);
+    }
+}
