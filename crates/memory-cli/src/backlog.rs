@@ -4,9 +4,9 @@
 //! (a local model server on a CPU) leaves most notes indexed by their words only, and a search never spends its
 //! wait on that backlog (the note just written comes first). `memory serve` and `memory watch` embed it in their
 //! watcher. A command run one at a time has no watcher: after a search or an append that found files waiting
-//! while the provider answers, it starts `memory embed-pending` in the background, detached, which embeds them
-//! as the watcher would (each call bounded, outside the index's locks, so searches meanwhile answer at once) and
-//! exits. One runs at a time per index (a lock beside it); `MEMORY_BACKGROUND_EMBED=0` turns the start off.
+//! while the provider can embed (however slowly), it starts `memory embed-pending` in the background, detached,
+//! which embeds them as the watcher would (each call bounded by the provider's own timeout, outside the index's
+//! locks, so searches meanwhile answer at once) and exits. One runs at a time per index (a lock beside it); `MEMORY_BACKGROUND_EMBED=0` turns the start off.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,8 +45,9 @@ fn turned_off() -> bool {
     std::env::var(BACKGROUND_ENV).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off"))
 }
 
-/// After a search or an append: start the background process when files wait for their vectors while the
-/// provider answers and none runs yet. Returns whether one was started. Never fails the command: a start that
+/// After a search or an append: start the background process when files wait for their vectors, the provider
+/// can embed (a slow one too: the background process gives each call the provider's own timeout) and none runs
+/// yet. Returns whether one was started. Never fails the command: a start that
 /// goes wrong is logged.
 pub async fn start_if_waiting(opened: &Opened, target: &Target<'_>) -> bool {
     if turned_off() {

@@ -5,8 +5,7 @@
 //! `MEMORY_MCP_STRESS_ROUNDS` sets the warm rounds (the benchmark figure in docs/BENCHMARKS.md is 10,000 of them).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -168,70 +167,15 @@ fn calls_sent_together_are_each_answered_once() {
     );
 }
 
-/// An OpenAI-compatible embeddings server on loopback that answers every request `delay` late (a model server
-/// on a busy CPU). Returns its base URL.
-fn slow_embedding_server(delay: Duration) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream);
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).is_err() {
-                    return;
-                }
-                let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-                let texts: Vec<String> = match &request["input"] {
-                    Value::String(s) => vec![s.clone()],
-                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap_or_default().to_string()).collect(),
-                    _ => Vec::new(),
-                };
-                std::thread::sleep(delay);
-                let data: Vec<Value> = texts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| {
-                        let mut v = vec![0.0f32; 16];
-                        for w in t.split_whitespace() {
-                            v[w.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16] += 1.0;
-                        }
-                        v[0] += 0.01;
-                        json!({"object": "embedding", "index": i, "embedding": v})
-                    })
-                    .collect();
-                let out = json!({"object": "list", "data": data, "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1}}).to_string();
-                let mut stream = reader.into_inner();
-                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}", out.len());
-            });
-        }
-    });
-    format!("http://127.0.0.1:{port}/v1")
-}
-
-/// Searches sent with the handshake to a new workspace whose provider takes longer than a search waits: the
+/// Searches sent with the handshake to a new workspace whose provider takes longer than a search waits for a batch of notes: the
 /// watcher's first sync and the searches' own take turns with the index, and every search answers with the note
 /// (by its words), none with "another sync is still updating the index".
 #[test]
 fn searches_sent_together_to_a_new_workspace_on_a_slow_provider_all_answer() {
-    let base_url = slow_embedding_server(Duration::from_secs(8));
+    let base_url = common::slow_embedding_server(Duration::from_secs(8));
     for _ in 0..3 {
-        let notes: Vec<(String, String)> = (0..30)
-            .map(|i| (format!("memory/harbour-{i}.md"), format!("# Note {i}\n\n- Harbour project step {i}\n")))
-            .collect();
+        let notes: Vec<(String, String)> =
+            (0..30).map(|i| (format!("memory/harbour-{i}.md"), format!("# Note {i}\n\n- Harbour project step {i}\n"))).collect();
         let notes: Vec<(&str, &str)> = notes.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         let dirs = common::workspace(&notes);
         let config = dirs.state.path().join("config.json5");

@@ -634,3 +634,46 @@ fn no_server_from_the_environment_takes_the_usual_spellings() {
         assert_eq!(after == before + 1, asks_server, "MEMORY_NO_SERVER={value}: requests {before} -> {after}");
     }
 }
+
+/// Tool calls of every kind in flight together over HTTP (each its own request, as a client with parallel tool
+/// calls sends them): every one answered once, with its own id, none with an error.
+#[test]
+fn http_calls_in_flight_together_are_each_answered_once() {
+    let env = Env::new();
+    let srv = serve_http(&env, &["--allow-append"]);
+    let bearer = format!("Bearer {}", srv.token);
+    let auth = ("Authorization", bearer.as_str());
+    let r = post(srv.port, &[ACCEPT, JSON, auth], INIT.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.header("mcp-session-id").expect("a session id").to_string();
+    let sid = ("Mcp-Session-Id", session.as_str());
+    assert_eq!(post(srv.port, &[ACCEPT, JSON, auth, sid], br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).status, 202);
+    let calls = [
+        ("memory_search", serde_json::json!({"query": "E4012"})),
+        ("memory_get", serde_json::json!({"path": "MEMORY.md"})),
+        ("memory_recall", serde_json::json!({"message": "billing error"})),
+        ("memory_append", serde_json::json!({"text": "an appended note about capybaras"})),
+    ];
+    let mut id = 10;
+    for round in 0..30 {
+        let n = 2 + (round * 7) % 15;
+        std::thread::scope(|s| {
+            let answers: Vec<_> = (0..n)
+                .map(|i| {
+                    id += 1;
+                    let (name, args) = &calls[(round + i) % calls.len()];
+                    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}});
+                    let port = srv.port;
+                    (id, s.spawn(move || post(port, &[ACCEPT, JSON, auth, sid], body.to_string().as_bytes())))
+                })
+                .collect();
+            for (id, answer) in answers {
+                let r = answer.join().unwrap();
+                assert_eq!(r.status, 200, "call {id}: {}", r.body);
+                let m = message(&r.body);
+                assert_eq!(m["id"], id, "{m}");
+                assert!(m.get("error").is_none() && m["result"]["isError"] != true, "call {id} failed: {m}");
+            }
+        });
+    }
+}

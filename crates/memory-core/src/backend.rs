@@ -43,10 +43,11 @@ pub trait MemoryBackend: Send + Sync {
         Err(crate::MemoryError::Unavailable(format!("the {} engine cannot reset its index", self.name())))
     }
 
-    /// How many files wait for their vectors while the embedding provider answers (a first build that ran out
-    /// of time, an outage that is over): work for a sync nobody waits for, which a host without a watcher (one
-    /// command at a time) starts in the background. 0 when nothing waits, when the provider is paused after a
-    /// failure or cannot embed, and for engines that keep no such backlog (the default).
+    /// How many files wait for their vectors (a first build that ran out of time, an outage): work for a sync
+    /// nobody waits for, which a host without a watcher (one command at a time) starts in the background. A
+    /// provider too slow for a search's wait counts (the background sync gives each call the provider's own
+    /// timeout); 0 when nothing waits, when the provider cannot embed at all (a model that is away), and for
+    /// engines that keep no such backlog (the default).
     async fn vectors_to_catch_up(&self) -> Result<usize> {
         Ok(0)
     }

@@ -2,8 +2,12 @@
 //! environment a developer's shell may carry (their config, log level, OpenClaw install, agent).
 #![allow(dead_code)]
 
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
 
 /// `memory --workspace WS --state-dir STATE [--config CONFIG]`, with no inherited config, logs, agent or OpenClaw.
 pub fn memory(ws: &Path, state: &Path, config: Option<&Path>) -> Command {
@@ -40,4 +44,65 @@ pub fn workspace(notes: &[(&str, &str)]) -> conformance::testing::TestDirs {
         std::fs::write(dirs.ws.path().join(rel), text).unwrap_or_else(|e| panic!("write {rel}: {e}"));
     }
     dirs
+}
+
+/// An OpenAI-compatible embeddings server on loopback that answers every request of several texts (a batch of
+/// notes) `delay` late, as a model server on a busy CPU does, and a single text (a query) at once. Returns its
+/// base URL.
+pub fn slow_embedding_server(delay: Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let texts: Vec<String> = match &request["input"] {
+                    Value::String(s) => vec![s.clone()],
+                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap_or_default().to_string()).collect(),
+                    _ => Vec::new(),
+                };
+                if texts.len() > 1 {
+                    std::thread::sleep(delay);
+                }
+                let data: Vec<Value> = texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let mut v = vec![0.0f32; 16];
+                        for w in t.split_whitespace() {
+                            v[w.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16] += 1.0;
+                        }
+                        v[0] += 0.01;
+                        json!({"object": "embedding", "index": i, "embedding": v})
+                    })
+                    .collect();
+                let out = json!({"object": "list", "data": data, "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1}}).to_string();
+                let mut stream = reader.into_inner();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+                    out.len()
+                );
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
 }

@@ -314,7 +314,10 @@ impl IndexedBackend {
             warnings.push(if built {
                 "another sync of this engine is still updating the new index; answering from it as it is".to_string()
             } else {
-                format!("the index is still being built by another sync of this engine (waited {} s); this answer comes from what it holds so far", wait.as_secs())
+                format!(
+                    "the index is still being built by another sync of this engine (waited {} s); this answer comes from what it holds so far",
+                    wait.as_secs()
+                )
             });
             return Ok(false);
         };

@@ -816,7 +816,7 @@ impl MemoryBackend for IndexedBackend {
 
     async fn vectors_to_catch_up(&self) -> Result<usize> {
         let Some(embedder) = &self.embedder else { return Ok(0) };
-        if embedder.unavailable().is_some() || self.patience.paused().is_some() {
+        if embedder.unavailable().is_some() {
             return Ok(0);
         }
         self.follow_live().await?;
