@@ -98,7 +98,7 @@ impl Server {
     fn stop(mut self, seen: &HashMap<u64, usize>) {
         drop(self.stdin);
         // Whatever is still written is a second answer.
-        for answer in self.answers.iter() {
+        if let Some(answer) = self.answers.iter().next() {
             panic!("an answer after every call was answered: {answer}");
         }
         let _ = self.child.wait();
