@@ -201,6 +201,8 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
         (Some("query"), Some("passage"), Some("passage"))
     );
     assert_eq!(s.output_dimensionality, Some(512));
+    // OpenClaw's model cache folder is where a model file is looked for first (providers::model_file).
+    assert_eq!((s.local.model_path.as_deref(), s.local.model_cache_dir.as_deref()), (Some("~/models/embed"), Some("~/.cache/models")));
     // The qmd block is kept raw for the engine, which checks it and warns of its ignored keys (memory-qmd's
     // config.rs runs this fixture).
     let qmd = c.engine_block::<serde_json::Value>("qmd").unwrap().unwrap();
@@ -213,7 +215,6 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
         "agents.defaults.memorySearch.multimodal.modalities",
         "agents.defaults.memorySearch.sync.embeddingBatchTimeoutSeconds",
         "agents.defaults.memorySearch.sync.sessions.postCompactionForce",
-        "agents.defaults.memorySearch.local.modelCacheDir",
     ] {
         assert!(warned(&c).contains(&key), "{key} is warned: {:?}", warned(&c));
     }

@@ -327,7 +327,12 @@ impl IndexedBackend {
                     return (out, true);
                 }
                 Err(e) => {
-                    warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    // A stand-in's reason was said once when it was built; the sync's report keeps it.
+                    if embedder.unavailable().is_some() {
+                        debug!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    } else {
+                        warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    }
                     report.warnings.push(format!("embedding failed: {e}"));
                     return (out, true);
                 }
