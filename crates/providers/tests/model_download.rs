@@ -182,6 +182,14 @@ impl Setup {
     }
 }
 
+/// Why a download failed, from the error that says what to do.
+fn download_error(e: &ModelFileError) -> &DownloadError {
+    match e {
+        ModelFileError::Download { source, .. } => source,
+        other => panic!("not a failed download: {other:?}"),
+    }
+}
+
 fn fast() -> DownloadOptions {
     DownloadOptions {
         retry_pause: Duration::from_millis(10),
@@ -260,7 +268,7 @@ fn not_found_is_one_clear_error_tried_once_per_process() {
     let e = s.locate("hf:o/r/missing.gguf", &fast()).unwrap_err();
     let msg = e.to_string();
     let dest = s.cache.join("models/hf_o_r_missing.gguf");
-    assert!(matches!(&e, ModelFileError::Download { source: DownloadError::Status { status: 404, .. }, .. }), "{e:?}");
+    assert!(matches!(download_error(&e), DownloadError::Status { status: 404, .. }), "{e:?}");
     for part in [
         format!("{}/o/r/resolve/main/missing.gguf", server.url),
         "404".into(),
@@ -282,7 +290,7 @@ fn a_wrong_digest_is_refused_and_nothing_is_left_that_looks_complete() {
     let server = Server::start(hugging_face(HashMap::from([("m.gguf".to_string(), body)]), Some(sha256(b"another file")), None));
     let s = setup(&server);
     let e = s.locate("hf:o/r/m.gguf", &fast()).unwrap_err();
-    assert!(matches!(&e, ModelFileError::Download { source: DownloadError::DigestMismatch { .. }, .. }), "{e:?}");
+    assert!(matches!(download_error(&e), DownloadError::DigestMismatch { .. }), "{e:?}");
     assert!(e.to_string().contains(&sha256(b"another file")), "{e}");
     assert!(leftovers(&s.cache.join("models")).is_empty(), "{:?}", leftovers(&s.cache.join("models")));
 }
@@ -305,7 +313,7 @@ fn redirect_loops_huge_and_endless_answers_are_bounded() {
     let s = setup(&server);
     let options = DownloadOptions { max_bytes: 1 << 20, ..fast() };
     let e = s.locate("hf:o/loop/m.gguf", &options).unwrap_err();
-    assert!(matches!(&e, ModelFileError::Download { source: DownloadError::Redirects { max: 10, .. }, .. }), "{e:?}");
+    assert!(matches!(download_error(&e), DownloadError::Redirects { max: 10, .. }), "{e:?}");
     assert_eq!(server.seen().len(), 11);
 
     let huge = Artifact {

@@ -198,7 +198,7 @@ pub enum ModelFileError {
         looked: Vec<PathBuf>,
         dest: Option<PathBuf>,
         #[source]
-        source: DownloadError,
+        source: Box<DownloadError>,
     },
 }
 
@@ -262,7 +262,7 @@ pub fn locate_source(source: Source, places: &Places, download: ModelDownload, o
     match download::download_blocking(&artifact, dest, options) {
         Ok(()) => Ok(dest.clone()),
         Err(source) => {
-            let e = ModelFileError::Download { uri: artifact.uri, looked, dest: Some(dest.clone()), source };
+            let e = ModelFileError::Download { uri: artifact.uri, looked, dest: Some(dest.clone()), source: Box::new(source) };
             failed.insert(dest.clone(), e.clone());
             Err(e)
         }
