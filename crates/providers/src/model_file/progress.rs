@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tracing::info;
+use tracing::{info, warn};
 
 /// How often a log line may say how far the download got.
 const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -20,7 +20,8 @@ pub(super) struct Progress {
 
 impl Progress {
     pub(super) fn start(name: &str, url: &str, total: Option<u64>, done: u64) -> Progress {
-        info!(file = name, url, bytes = total, resumed_at = done, "downloading the local embedding model");
+        // Said at the default log level: a download of hundreds of megabytes must not look like a hang.
+        warn!(file = name, url, bytes = total, resumed_at = done, "downloading the local embedding model (once; progress with -v or on a terminal)");
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
             let template =
