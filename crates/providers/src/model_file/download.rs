@@ -235,16 +235,24 @@ async fn get(client: &reqwest::Client, url: &str, offset: u64, options: &Downloa
     Err(DownloadError::Redirects { url: url.into(), max: options.max_redirects })
 }
 
-/// An error with its causes (reqwest's own message is only "error sending request").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
+/// What went wrong with a request, in a few words: reqwest's own message repeats the URL the error already names
+/// ("error sending request for url (...)"), the root cause says why ("Connection refused", "failed to lookup
+/// address information", "connection closed before message completed").
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut root: Option<&dyn std::error::Error> = None;
+    let mut next = std::error::Error::source(e);
+    while let Some(s) = next {
+        root = Some(s);
+        next = s.source();
     }
-    out
+    let why = root.map_or_else(|| e.to_string(), |r| r.to_string());
+    if e.is_timeout() {
+        format!("timed out ({why})")
+    } else if e.is_connect() {
+        format!("cannot connect: {why}")
+    } else {
+        why
+    }
 }
 
 /// One request: resumes `<dest>.partial` when it holds bytes of the same file (the digest they were checked
