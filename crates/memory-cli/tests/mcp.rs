@@ -172,7 +172,8 @@ async fn a_missing_local_model_costs_the_vectors_not_the_memory() {
     let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["search", "billing"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("E4012"));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("memory.search.local.modelPath"), "the reason is said");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said_once(&stderr), (1, 1), "the reason is said: once in the log, once in the answer: {stderr}");
     let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["status"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Embeddings: UNAVAILABLE (memory.search.local.modelPath: model folder"), "{text}");
@@ -185,6 +186,42 @@ async fn a_missing_local_model_costs_the_vectors_not_the_memory() {
     let said = v["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|w| w.contains("memory.search.local.modelPath"));
     assert!(said, "{v}");
     tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
+/// How many log lines, and how many lines of the answer (its warnings), name the local model's key. It was four
+/// log lines a search (the provider's build, the query, the probes, the sync) besides the answer's.
+fn said_once(stderr: &str) -> (usize, usize) {
+    let lines = stderr.lines().filter(|l| l.contains("memory.search.local.modelPath"));
+    let (log, answer): (Vec<&str>, Vec<&str>) = lines.partition(|l| l.contains("WARN"));
+    (log.len(), answer.len())
+}
+
+/// A model named by an `hf:` URI, in no cache and not downloadable (the server refuses the connection): one clear
+/// message naming the key, the URL and what to do, and the search answers by words. It warned four times a search.
+#[test]
+fn a_model_uri_that_cannot_be_downloaded_is_said_once_and_searches_answer_by_words() {
+    let env = env();
+    let config = env.state.path().join("config.json5");
+    let local = json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": "hf:owner/repo/model.Q8_0.gguf" } } } });
+    fs::write(&config, local.to_string()).unwrap();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let out = common::memory(env.ws.path(), env.state.path(), Some(&config))
+        .env_remove("HF_HUB_OFFLINE")
+        .env("HF_ENDPOINT", &endpoint)
+        .env("HOME", env.state.path())
+        .env("MEMORY_RS_CACHE", env.state.path().join("cache"))
+        .args(["search", "billing"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("E4012"), "answered by words");
+    assert_eq!(said_once(&stderr), (1, 1), "said once in the log, once in the answer: {stderr}");
+    let url = format!("{endpoint}/owner/repo/resolve/main/model.Q8_0.gguf");
+    let dest = env.state.path().join("cache/models/hf_owner_repo_model.Q8_0.gguf");
+    assert!(stderr.contains(&url) && stderr.contains(&format!("put the file at {}", dest.display())), "{stderr}");
 }
 
 /// An embedding provider that stops answering (a network that drops packets: each request waits its 60 s timeout,

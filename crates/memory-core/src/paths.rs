@@ -15,12 +15,21 @@ pub fn expand_home(p: &str) -> PathBuf {
 /// `OPENCLAW_STATE_DIR`, else `~/.openclaw-<profile>` for `OPENCLAW_PROFILE=<profile>` when that folder exists,
 /// else `~/.openclaw`. One owner: the CLI's OpenClaw probe and the sessions source both ask it.
 pub fn openclaw_state_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    openclaw_state_dir_in(&|name| std::env::var(name).ok())
+}
+
+/// [`openclaw_state_dir`] with the environment read through `var` (a map in tests, the resolver's lookup).
+pub fn openclaw_state_dir_in(var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let var = |name: &str| var(name).filter(|v| !v.is_empty());
+    let home = var("HOME").map(PathBuf::from);
     if let Some(p) = var("OPENCLAW_STATE_DIR") {
-        return Some(expand_home(&p.to_string_lossy()));
+        return Some(match (p.strip_prefix("~/").or((p == "~").then_some("")), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(p),
+        });
     }
-    let home = PathBuf::from(var("HOME")?);
-    let profile = std::env::var("OPENCLAW_PROFILE").ok().filter(|p| !p.is_empty() && p != "default");
+    let home = home?;
+    let profile = var("OPENCLAW_PROFILE").filter(|p| p != "default");
     Some(match profile {
         Some(p) if home.join(format!(".openclaw-{p}")).is_dir() => home.join(format!(".openclaw-{p}")),
         _ => home.join(".openclaw"),

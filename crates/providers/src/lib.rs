@@ -8,6 +8,8 @@
 //! - [`RemoteProvider`]: the HTTP APIs (token-budget batching, a few requests in flight, retries with backoff on
 //!   429 / 5xx / timeouts, strict checking of the answers).
 //! - [`LocalProvider`]: a BERT sentence-embedding model run in-process from a folder (candle + tokenizers).
+//! - [`model_file`]: where the local model's file comes from (`local.modelPath`: a path, a cached name, an `hf:`
+//!   URI or an HTTPS URL; OpenClaw's cache first, then this project's, then a checked download).
 //! - [`batch`]: provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for
 //!   large backfills, resumable across restarts.
 //! - [`FallbackProvider`]: a second provider used only once the first fails.
@@ -22,6 +24,7 @@ mod client;
 pub mod fallback;
 pub mod http;
 pub mod local;
+pub mod model_file;
 pub mod remote;
 mod resolve;
 mod wire;

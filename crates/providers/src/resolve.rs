@@ -1,24 +1,24 @@
 //! `memory.search.provider` / `fallback` / `model` / `remote` / `local` to a provider (SPEC §7, §9).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use memory_core::config::SearchConfig;
 use memory_core::embedding::{EmbeddingError, EmbeddingProvider};
 use memory_core::{Config, MemoryError};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::catalogue::{self, Provider, CATALOGUE};
 use crate::fallback::FallbackProvider;
 use crate::http::{ApiKey, HttpOptions};
 use crate::local::{LocalModelError, LocalOptions, LocalProvider};
+use crate::model_file::{self, DownloadOptions, ModelDownload, Places, Source, OPENCLAW_DEFAULT_MODEL};
 use crate::remote::{RemoteProvider, RemoteSettings};
 use memory_core::embedding::Unavailable;
 
 /// How often a stand-in for a local model that cannot be used looks for it again ([`memory_core::embedding::Unavailable`]).
 const STAND_IN_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Environment variable naming the local model folder when `memory.search.local.modelPath` is unset.
+/// Environment variable naming the local model (folder, file or URI) when `memory.search.local.modelPath` is unset.
 pub const LOCAL_MODEL_ENV: &str = "MEMORY_LOCAL_MODEL";
 
 pub use crate::catalogue::{unavailable_reason, PROVIDER_NAMES};
@@ -64,6 +64,10 @@ pub struct ResolveOptions {
     /// The HTTP policy of remote providers instead of the one the config and the server's place imply
     /// (`indexed::patience::RequestLimits`); tests shorten it.
     pub http: Option<HttpOptions>,
+    /// Whether a local model file named by a URI and found in no cache may be downloaded now.
+    pub model_download: ModelDownload,
+    /// Limits and patience of that download.
+    pub download: DownloadOptions,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -98,7 +102,9 @@ pub fn from_config(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>
 
 /// [`from_config`] with an explicit environment and options.
 ///
-/// - `auto`: `local` when its model folder is present (`local.modelPath`, else `$MEMORY_LOCAL_MODEL`), then
+/// - `local` without `local.modelPath` or `$MEMORY_LOCAL_MODEL`: OpenClaw's default model
+///   ([`OPENCLAW_DEFAULT_MODEL`]); a model named by a URI is found or downloaded by [`model_file::locate`].
+/// - `auto`: `local` when a local model is configured (`local.modelPath`, else `$MEMORY_LOCAL_MODEL`), then
 ///   `openai`, `gemini`, `voyage`, `mistral`, the first with an API key; else `None`. A configured local folder
 ///   that cannot be used is still `local` (its stand-in answers, as for an explicit `local`).
 /// - An explicit provider that is not set up (no key, no model folder) is an error naming the key to set,
@@ -184,8 +190,14 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
             Ok(secondary)
         }
         Err(BuildError { stand_in: Some(stand_in), key, message, .. }) => {
-            // The memory keeps answering by its words, and keeps its index, while the model is away.
-            warn!(provider = %primary_name, reason = %format!("{key}: {message}"), "the local model cannot be used; searches answer by words until it is back");
+            // The memory keeps answering by its words, and keeps its index, while the model is away. Said once
+            // per process: a host opens its provider more than once (engines, fallback, reopening).
+            let reason = format!("{key}: {message}");
+            if first_time(&reason) {
+                warn!(provider = %primary_name, reason = %reason, "the local model cannot be used; searches answer by words until it is back");
+            } else {
+                debug!(provider = %primary_name, reason = %reason, "the local model still cannot be used");
+            }
             Ok(Some(Arc::new(*stand_in)))
         }
         Err(e) => Err(e.into()),
@@ -200,7 +212,7 @@ pub fn from_config_with(config: &Config, env: EnvLookup<'_>, options: &ResolveOp
 /// them.
 pub fn auto_choice(config: &Config, env: EnvLookup<'_>) -> Option<&'static str> {
     let search = &config.memory.search;
-    if local_model_dir(search, env).is_some() {
+    if local_model_spec(search, env).is_some() {
         return Some("local");
     }
     CATALOGUE.iter().filter(|p| p.auto).find(|p| api_key(p, Role::Primary, config, env).is_some()).map(|p| p.id)
@@ -219,18 +231,43 @@ fn non_empty(s: Option<&String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-/// The provider standing in for the local model in `dir` that cannot be used (`why`): every embedding fails with
-/// why, and a long-running process (`memory serve`) looks for the model again every [`STAND_IN_RETRY`], so it
-/// answers with vectors once the folder is back.
-fn local_stand_in(dir: PathBuf, options: LocalOptions, why: String) -> Unavailable {
-    let model = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let reload: memory_core::embedding::Reload =
-        Box::new(move || LocalProvider::open_with(&dir, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string()));
+/// The provider standing in for the local model `source` that cannot be used (`why`): every embedding fails with
+/// why, and a long-running process (`memory serve`) looks for the model on disk again every [`STAND_IN_RETRY`]
+/// (never downloading: a process tries a download once), so it answers with vectors once the model is back.
+fn local_stand_in(source: Source, places: Places, options: LocalOptions, why: String) -> Unavailable {
+    let model = match &source {
+        Source::Path(p) | Source::Relative(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        Source::Remote(a) => a.file_name.clone(),
+    };
+    let reload: memory_core::embedding::Reload = Box::new(move || {
+        let path =
+            model_file::locate_source(source.clone(), &places, ModelDownload::Never, &DownloadOptions::default()).map_err(|e| e.to_string())?;
+        open_local(&path, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string())
+    });
     Unavailable::new("local", model, why).with_reload(reload, STAND_IN_RETRY)
 }
 
-fn local_model_dir(search: &SearchConfig, env: EnvLookup<'_>) -> Option<PathBuf> {
-    non_empty(search.local.model_path.as_ref()).or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref())).map(|p| memory_core::paths::expand_home(&p))
+/// Open the local model at `path`, saying plainly when it is a file this build cannot open.
+fn open_local(path: &std::path::Path, options: &LocalOptions) -> Result<LocalProvider, LocalModelError> {
+    match LocalProvider::open_with(path, options) {
+        Err(LocalModelError::MissingFolder(p)) if p.is_file() => Err(LocalModelError::Invalid {
+            path: p,
+            message: "a model file, which this build cannot open: it opens model folders (model.safetensors and tokenizer.json)".into(),
+        }),
+        other => other,
+    }
+}
+
+/// The local model configured: `local.modelPath`, else `$MEMORY_LOCAL_MODEL` (a folder, a file or a URI).
+fn local_model_spec(search: &SearchConfig, env: EnvLookup<'_>) -> Option<String> {
+    non_empty(search.local.model_path.as_ref()).or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref()))
+}
+
+/// Whether `message` is said for the first time in this process (warnings a host would otherwise repeat each
+/// time it opens its provider).
+fn first_time(message: &str) -> bool {
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    SAID.lock().unwrap_or_else(|e| e.into_inner()).insert(message.to_string())
 }
 
 /// The key for `provider`: `memory.search.remote.apiKey` (primary only), `models.providers.<entry>.apiKey`, then
@@ -255,15 +292,17 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
         Role::Fallback => "memory.search.fallback",
     };
     if name == "local" {
-        let Some(dir) = local_model_dir(search, env) else {
-            return Err(BuildError {
-                key: "memory.search.local.modelPath".into(),
-                message: format!("provider `local` needs a model folder: set memory.search.local.modelPath or ${LOCAL_MODEL_ENV}"),
-                missing: true,
-                unavailable: false,
-                stand_in: None,
-            });
-        };
+        let key = "memory.search.local.modelPath";
+        let spec = local_model_spec(search, env).unwrap_or_else(|| OPENCLAW_DEFAULT_MODEL.to_string());
+        let places = Places::new(&search.local, env);
+        let (model_download, download_options) = (options.model_download, options.download.clone());
+        let source = model_file::parse_source(&spec, env).map_err(|e| BuildError {
+            key: key.into(),
+            message: e.to_string(),
+            missing: false,
+            unavailable: false,
+            stand_in: None,
+        })?;
         // Prompts: literal ones from `local.*Prompt`, else prompt names from the input-type keys (the primary
         // provider's settings, as for remote providers).
         let primary = role == Role::Primary;
@@ -273,7 +312,21 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
             query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
             document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
         };
-        return match LocalProvider::open_with(&dir, &options) {
+        let download = if model_file::offline(env) { ModelDownload::Offline } else { model_download };
+        let dir = match model_file::locate_source(source.clone(), &places, download, &download_options) {
+            Ok(path) => path,
+            Err(e) => {
+                let message = e.to_string();
+                return Err(BuildError {
+                    key: key.into(),
+                    missing: true,
+                    unavailable: false,
+                    stand_in: primary.then(|| Box::new(local_stand_in(source, places, options, format!("{key}: {message}")))),
+                    message,
+                });
+            }
+        };
+        return match open_local(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
             Err(LocalModelError::UnknownPrompt { key, dir, name, available }) => Err(BuildError {
                 key: if key == "memory.search.queryInputType" && search.query_input_type.is_none()
@@ -289,13 +342,12 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 message: format!("the local model in {} has no prompt named `{name}` (its prompts: {available})", dir.display()),
             }),
             Err(e) => {
-                let key = "memory.search.local.modelPath";
                 let message = e.to_string();
                 Err(BuildError {
                     key: key.into(),
                     missing: matches!(e, LocalModelError::MissingFolder(_) | LocalModelError::MissingFile { .. }),
                     unavailable: false,
-                    stand_in: primary.then(|| Box::new(local_stand_in(dir, options, format!("{key}: {message}")))),
+                    stand_in: primary.then(|| Box::new(local_stand_in(source, places, options, format!("{key}: {message}")))),
                     message,
                 })
             }

@@ -10,6 +10,7 @@ use common::{MockServer, Reply};
 use memory_core::config::ModelProviderConfig;
 use memory_core::{Config, MemoryError};
 use providers::catalogue::CATALOGUE;
+use providers::model_file::{ModelDownload, OPENCLAW_DEFAULT_MODEL};
 use providers::{auto_choice, from_config, from_config_with, EmbeddingPurpose, HttpOptions, ResolveOptions, PROVIDER_NAMES};
 use serde_json::json;
 
@@ -26,6 +27,9 @@ fn resolve(config: &Config, env: &HashMap<String, String>) -> Result<Option<std:
             max_backoff: Duration::from_millis(20),
             max_retry_after: Duration::from_millis(100),
         }),
+        // Never a download from these tests (a local model named by a URI is looked for on disk only).
+        model_download: ModelDownload::Never,
+        ..Default::default()
     };
     from_config_with(config, &|k| env.get(k).cloned(), &options)
 }
@@ -121,7 +125,15 @@ fn config_errors_name_the_key() {
     assert!(msg.contains("OPENAI_API_KEY"), "{msg}");
 
     assert_eq!(config_key(resolve(&config("openai-compatible"), &env).err().unwrap()), "memory.search.model");
-    assert_eq!(config_key(resolve(&config("local"), &env).err().unwrap()), "memory.search.local.modelPath");
+    // `local` without a model is OpenClaw's default model, as in OpenClaw: not on this machine (and never
+    // downloaded here), its stand-in says why, naming the key and the model.
+    let p = resolve(&config("local"), &env).unwrap().expect("the local model's stand-in");
+    let why = p.unavailable().expect("a stand-in").to_string();
+    assert!(why.starts_with(&format!("memory.search.local.modelPath: {OPENCLAW_DEFAULT_MODEL} is not on this machine")), "{why}");
+    // A URI that names no file is a config error.
+    let mut c = config("local");
+    c.memory.search.local.model_path = Some("hf:owner/repo".into());
+    assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.local.modelPath");
     let mut c = config("ollama");
     c.memory.search.remote.base_url = Some("localhost:11434".into());
     assert_eq!(config_key(resolve(&c, &env).err().unwrap()), "memory.search.remote.baseUrl");

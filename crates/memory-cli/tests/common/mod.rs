@@ -20,16 +20,20 @@ pub fn memory(ws: &Path, state: &Path, config: Option<&Path>) -> Command {
 }
 
 /// `c` without the config, log level, agent or OpenClaw install a developer's shell may carry (OpenClaw's state
-/// folder points into `state`, where there is none), and without background embedding processes (a command
-/// that leaves files waiting for vectors would start one that outlives the test; the tests of that start turn it
-/// back on).
+/// folder points into `state`, where there is none), without background embedding processes (a command that
+/// leaves files waiting for vectors would start one that outlives the test; the tests of that start turn it back
+/// on), and without model downloads (a test that serves one says so: `HF_HUB_OFFLINE` removed, `HF_ENDPOINT` at
+/// its own server).
 pub fn isolated(mut c: Command, state: &Path) -> Command {
     c.env("MEMORY_BACKGROUND_EMBED", "0")
         .env_remove("MEMORY_CONFIG")
         .env_remove("RUST_LOG")
         .env_remove("MEMORY_AGENT")
         .env("OPENCLAW_STATE_DIR", state.join("no-openclaw"))
-        .env_remove("OPENCLAW_CONFIG_PATH");
+        .env_remove("OPENCLAW_CONFIG_PATH")
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_ENDPOINT")
+        .env_remove("MODEL_ENDPOINT");
     c
 }
 

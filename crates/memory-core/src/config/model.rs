@@ -221,8 +221,13 @@ impl Default for BatchConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LocalConfig {
-    /// Folder with `model.safetensors`, `config.json` and `tokenizer.json`.
+    /// The model: a folder with `model.safetensors`, `config.json` and `tokenizer.json`, a GGUF file, a name in the
+    /// model caches, an `hf:` URI or an HTTPS GGUF URL (`providers::model_file`). Unset with `provider: "local"`:
+    /// OpenClaw's default model.
     pub model_path: Option<String>,
+    /// Where OpenClaw keeps downloaded models (its default: `~/.openclaw/models/llama.cpp`): looked in first, and
+    /// where a download goes when set.
+    pub model_cache_dir: Option<String>,
     /// Prepended to queries before embedding (memory-rs's own key; default: the model's own prompt).
     pub query_prompt: Option<String>,
     /// Prepended to documents before embedding.

@@ -113,7 +113,7 @@ pub(super) const SEARCH: &[Field] = &[
         "local",
         &[
             a("modelPath", Ty::Str),
-            ig("modelCacheDir", Ty::Str, "memory-rs downloads no models: local.modelPath names the model's folder"),
+            a("modelCacheDir", Ty::Str),
             // memory-rs's own: literal prompts prepended to queries / documents (E5: "query: " / "passage: ").
             a("queryPrompt", Ty::Str),
             a("documentPrompt", Ty::Str),

@@ -206,6 +206,8 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
     assert_eq!(s.output_dimensionality, Some(512));
     // OpenClaw's request limits are read, not warned about.
     assert_eq!((s.remote.non_batch_concurrency, s.sync.embedding_batch_timeout_seconds), (Some(4), Some(120)));
+    // OpenClaw's model cache folder is where a model file is looked for first (providers::model_file).
+    assert_eq!((s.local.model_path.as_deref(), s.local.model_cache_dir.as_deref()), (Some("~/models/embed"), Some("~/.cache/models")));
     // The qmd block is kept raw for the engine, which checks it and warns of its ignored keys (memory-qmd's
     // config.rs runs this fixture).
     let qmd = c.engine_block::<serde_json::Value>("qmd").unwrap().unwrap();
@@ -216,7 +218,6 @@ fn openclaw_2026_7_config_loads_and_means_what_it_means() {
         "agents.defaults.memorySearch.local.contextSize",
         "agents.defaults.memorySearch.multimodal.modalities",
         "agents.defaults.memorySearch.sync.sessions.postCompactionForce",
-        "agents.defaults.memorySearch.local.modelCacheDir",
     ] {
         assert!(warned(&c).contains(&key), "{key} is warned: {:?}", warned(&c));
     }

@@ -328,7 +328,12 @@ impl IndexedBackend {
                     return (out, true);
                 }
                 Err(e) => {
-                    warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    // A stand-in's reason was said once when it was built; the sync's report keeps it.
+                    if embedder.unavailable().is_some() {
+                        debug!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    } else {
+                        warn!(error = %e, "embedding failed; chunks indexed for keyword search only");
+                    }
                     report.warnings.push(format!("embedding failed: {e}"));
                     // Why the files wait, for `status` in any process (a read-only index keeps none).
                     if let Err(note) = self.store().set_meta(super::META_LAST_EMBED_FAILURE, &format!("{} {e}", crate::now_ms())).await {

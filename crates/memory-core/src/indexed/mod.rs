@@ -239,7 +239,8 @@ impl IndexedBackend {
             if let Some(id) = live.identity().await.ok().flatten() {
                 if let (Some(provider), Some(model), Some(fingerprint)) = (&id.provider, &id.model, &id.provider_fingerprint) {
                     if stand_in.adopt_identity(provider, model, fingerprint, id.dimensions) {
-                        warn!(provider = %provider, model = %model, "the embedding model cannot be used; the index keeps its vectors, searches answer by words until it is back");
+                        // Why it cannot be used was said (once) by whoever built the stand-in.
+                        info!(provider = %provider, model = %model, "the embedding model cannot be used; the index keeps its vectors, searches answer by words until it is back");
                     }
                 }
             }

@@ -161,7 +161,12 @@ impl IndexedBackend {
         let query_vector = match self.patience.call(patience::Bound::Until(deadline), embedder.embed_query(query)).await {
             Ok(v) => v,
             Err(e) => {
-                warn!(error = %e, "query embedding failed; keyword results only");
+                // A stand-in's reason was said once when it was built; each search keeps it in its warnings.
+                if embedder.unavailable().is_some() {
+                    debug!(error = %e, "query embedding failed; keyword results only");
+                } else {
+                    warn!(error = %e, "query embedding failed; keyword results only");
+                }
                 warnings.push(format!("embeddings unavailable: {e}"));
                 return Ok(None);
             }

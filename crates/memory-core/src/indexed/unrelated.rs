@@ -165,7 +165,12 @@ impl IndexedBackend {
         match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
             Ok(vectors) => centroid(&vectors),
             Err(e) => {
-                warn!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
+                // A stand-in's reason was said once when it was built.
+                if embedder.unavailable().is_some() {
+                    debug!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
+                } else {
+                    warn!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
+                }
                 None
             }
         }
