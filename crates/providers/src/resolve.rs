@@ -270,6 +270,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
             document_prompt: search.local.document_prompt.clone().filter(|_| primary),
             query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
             document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+            dimensions: search.output_dimensionality.filter(|_| primary),
         };
         return match LocalProvider::open_with(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
