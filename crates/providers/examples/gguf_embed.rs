@@ -1,5 +1,5 @@
 //! Embeds texts (one per line on stdin) with a local model (a `.gguf` file or a folder) and prints one JSON array
-//! of vectors: the runtime's side of the reference comparisons (scripts/lib/gguf_reference.sh).
+//! of vectors, for comparing by hand with a reference runtime (llama.cpp: scripts/lib/gguf_reference.py).
 //! Usage: gguf_embed MODEL [query|document|raw] < texts.txt
 use std::io::BufRead;
 
