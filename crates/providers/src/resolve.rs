@@ -242,21 +242,11 @@ fn local_stand_in(source: Source, places: Places, options: LocalOptions, why: St
     let reload: memory_core::embedding::Reload = Box::new(move || {
         let path =
             model_file::locate_source(source.clone(), &places, ModelDownload::Never, &DownloadOptions::default()).map_err(|e| e.to_string())?;
-        open_local(&path, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string())
+        LocalProvider::open_with(&path, &options).map(|p| Arc::new(p) as Arc<dyn EmbeddingProvider>).map_err(|e| e.to_string())
     });
     Unavailable::new("local", model, why).with_reload(reload, STAND_IN_RETRY)
 }
 
-/// Open the local model at `path`, saying plainly when it is a file this build cannot open.
-fn open_local(path: &std::path::Path, options: &LocalOptions) -> Result<LocalProvider, LocalModelError> {
-    match LocalProvider::open_with(path, options) {
-        Err(LocalModelError::MissingFolder(p)) if p.is_file() => Err(LocalModelError::Invalid {
-            path: p,
-            message: "a model file, which this build cannot open: it opens model folders (model.safetensors and tokenizer.json)".into(),
-        }),
-        other => other,
-    }
-}
 
 /// The local model configured: `local.modelPath`, else `$MEMORY_LOCAL_MODEL` (a folder, a file or a URI).
 fn local_model_spec(search: &SearchConfig, env: EnvLookup<'_>) -> Option<String> {
@@ -311,6 +301,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
             document_prompt: search.local.document_prompt.clone().filter(|_| primary),
             query_prompt_name: non_empty(search.query_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
             document_prompt_name: non_empty(search.document_input_type.as_ref().or(search.input_type.as_ref())).filter(|_| primary),
+            dimensions: search.output_dimensionality.filter(|_| primary),
         };
         let download = if model_file::offline(env) { ModelDownload::Offline } else { model_download };
         let dir = match model_file::locate_source(source.clone(), &places, download, &download_options) {
@@ -326,7 +317,7 @@ fn build(name: &str, role: Role, config: &Config, env: EnvLookup<'_>, options: &
                 });
             }
         };
-        return match open_local(&dir, &options) {
+        return match LocalProvider::open_with(&dir, &options) {
             Ok(p) => Ok(Arc::new(p)),
             Err(LocalModelError::UnknownPrompt { key, dir, name, available }) => Err(BuildError {
                 key: if key == "memory.search.queryInputType" && search.query_input_type.is_none()

@@ -27,9 +27,9 @@ fn reference(dir: &std::path::Path) -> Value {
 async fn bge_small_matches_onnxruntime_on_the_original_int8_model() {
     let dir = model_dir("MEMORY_TEST_BGE_MODEL", "bge-small-en-v1.5");
     let model = LocalProvider::open(&dir).unwrap();
-    assert_eq!(model.info().pooling, Pooling::Cls, "bge pools the [CLS] token");
-    assert_eq!(model.info().prompts.query, "Represent this sentence for searching relevant passages: ");
-    assert_eq!(model.info().prompts.document, "");
+    assert_eq!(model.info().unwrap().pooling, Pooling::Cls, "bge pools the [CLS] token");
+    assert_eq!(model.info().unwrap().prompts.query, "Represent this sentence for searching relevant passages: ");
+    assert_eq!(model.info().unwrap().prompts.document, "");
     let r = reference(&dir);
     let texts: Vec<String> = r["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
     assert!(texts.len() >= 200, "a few hundred texts");

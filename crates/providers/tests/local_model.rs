@@ -69,7 +69,7 @@ async fn vectors_are_unit_length_deterministic_and_independent_of_batch_padding(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_texts_are_truncated_at_the_model_limit() {
     let m = model().await;
-    assert_eq!(m.info().max_seq_length, 256);
+    assert_eq!(m.info().unwrap().max_seq_length, 256);
     // ~600 words: far beyond 256 tokens. What follows the limit cannot change the vector.
     let head = "memory index rebuild with embeddings and keyword search ".repeat(60);
     let v = m.embed(&[head.clone(), format!("{head} completely different tail about volcanoes")], EmbeddingPurpose::Document).await.unwrap();

@@ -24,9 +24,13 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
+mod gemma;
+mod gguf;
+mod gguf_model;
 mod int8;
 mod plain;
 mod rerank;
+mod spm;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -45,6 +49,9 @@ use tracing::{debug, info, warn};
 
 use bert::{cls_pool, max_pool, mean_pool, BertModel, WordRows};
 pub use bert::{Architecture, BertConfig};
+pub use gguf::is_gguf;
+pub use gguf_model::GgufModelInfo;
+use gguf_model::GgufProvider;
 pub use rerank::{reranker_from_config, LocalReranker, MAX_PAIR_TOKENS};
 
 const PROVIDER: &str = "local";
@@ -97,6 +104,9 @@ pub struct LocalOptions {
     pub query_prompt_name: Option<String>,
     /// `memory.search.documentInputType` (or `inputType`).
     pub document_prompt_name: Option<String>,
+    /// `memory.search.outputDimensionality`: a Matryoshka cut of a model that has them (EmbeddingGemma: 512, 256,
+    /// 128); `None` keeps the model's width.
+    pub dimensions: Option<usize>,
 }
 
 /// Why a model folder cannot be used.
@@ -156,9 +166,21 @@ struct Loaded {
     pad_id: u32,
 }
 
-/// The `local` provider. Cheap to clone; the model is loaded once and shared.
+/// The `local` provider: a model folder or a `.gguf` file. Cheap to clone; the model is loaded once and shared.
 #[derive(Clone)]
 pub struct LocalProvider {
+    imp: Imp,
+}
+
+#[derive(Clone)]
+enum Imp {
+    Folder(FolderProvider),
+    Gguf(Arc<GgufProvider>),
+}
+
+/// A model folder (safetensors and tokenizer.json).
+#[derive(Clone)]
+struct FolderProvider {
     info: Arc<LocalModelInfo>,
     loaded: Arc<tokio::sync::OnceCell<Arc<Loaded>>>,
     /// One forward pass at a time: candle already uses every core for one.
@@ -166,6 +188,15 @@ pub struct LocalProvider {
 }
 
 impl fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.imp {
+            Imp::Folder(p) => p.fmt(f),
+            Imp::Gguf(p) => f.debug_struct("LocalProvider").field("file", &p.info.path).field("dims", &p.info.dimensions).finish(),
+        }
+    }
+}
+
+impl fmt::Debug for FolderProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalProvider")
             .field("dir", &self.info.dir)
@@ -761,27 +792,83 @@ impl Loaded {
 }
 
 impl LocalProvider {
-    /// Inspect a model folder (cheap); the weights load on first use.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
-        Self::open_with(dir, &LocalOptions::default())
+    /// Inspect a model folder or a `.gguf` file (cheap but for a GGUF file's digest); the weights load on first
+    /// use.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LocalModelError> {
+        Self::open_with(path, &LocalOptions::default())
     }
 
     /// [`open`](Self::open) with prompts from the config.
-    pub fn open_with(dir: impl AsRef<Path>, options: &LocalOptions) -> Result<Self, LocalModelError> {
-        let info = LocalModelInfo::inspect_with(dir.as_ref(), options)?;
+    pub fn open_with(path: impl AsRef<Path>, options: &LocalOptions) -> Result<Self, LocalModelError> {
+        let path = path.as_ref();
+        if path.is_file() {
+            if !is_gguf(path) {
+                return Err(LocalModelError::Invalid {
+                    path: path.into(),
+                    message: "not a GGUF file; local.modelPath names a .gguf file or a model folder".into(),
+                });
+            }
+            return Ok(LocalProvider { imp: Imp::Gguf(Arc::new(GgufProvider::open(path, options)?)) });
+        }
+        if options.dimensions.is_some() {
+            warn!(dir = %path.display(), "memory.search.outputDimensionality is not used by a model folder: its vectors keep their width");
+        }
+        let info = LocalModelInfo::inspect_with(path, options)?;
         debug!(dir = %info.dir.display(), fingerprint = %info.fingerprint, "local model folder inspected");
-        Ok(LocalProvider { info: Arc::new(info), loaded: Arc::new(tokio::sync::OnceCell::new()), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
+        Ok(LocalProvider {
+            imp: Imp::Folder(FolderProvider {
+                info: Arc::new(info),
+                loaded: Arc::new(tokio::sync::OnceCell::new()),
+                gate: Arc::new(tokio::sync::Semaphore::new(1)),
+            }),
+        })
     }
 
-    pub fn info(&self) -> &LocalModelInfo {
-        &self.info
+    /// What the model folder holds (`None` for a GGUF file: [`gguf_info`](Self::gguf_info)).
+    pub fn info(&self) -> Option<&LocalModelInfo> {
+        match &self.imp {
+            Imp::Folder(p) => Some(&p.info),
+            Imp::Gguf(_) => None,
+        }
+    }
+
+    /// What the GGUF file holds (`None` for a folder).
+    pub fn gguf_info(&self) -> Option<&GgufModelInfo> {
+        match &self.imp {
+            Imp::Gguf(p) => Some(&p.info),
+            Imp::Folder(_) => None,
+        }
     }
 
     /// Load the weights now (otherwise the first `embed` does).
     pub async fn load(&self) -> Result<(), EmbeddingError> {
-        self.loaded().await.map(|_| ())
+        match &self.imp {
+            Imp::Folder(p) => p.loaded().await.map(|_| ()),
+            Imp::Gguf(p) => p.loaded().await.map(|_| ()),
+        }
     }
 
+    /// Token ids of `text` as a GGUF model's tokenizer gives them (prompt not added); `None` for a folder.
+    pub fn gguf_tokens(&self, text: &str) -> Option<Result<Vec<u32>, EmbeddingError>> {
+        match &self.imp {
+            Imp::Gguf(p) => Some(p.loaded_blocking().map(|l| l.tokens(text))),
+            Imp::Folder(_) => None,
+        }
+    }
+
+    /// Blocking embed with the purpose's prompt.
+    pub fn embed_blocking_as(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        match &self.imp {
+            Imp::Folder(p) => p.embed_blocking_as(texts, purpose),
+            Imp::Gguf(p) => {
+                let loaded = p.loaded_blocking()?;
+                Ok(loaded.embed(&p.info, &p.prompted(texts, purpose))?)
+            }
+        }
+    }
+}
+
+impl FolderProvider {
     async fn loaded(&self) -> Result<Arc<Loaded>, EmbeddingError> {
         let info = self.info.clone();
         self.loaded
@@ -830,18 +917,37 @@ impl EmbeddingProvider for LocalProvider {
     }
 
     fn model(&self) -> &str {
-        &self.info.name
+        match &self.imp {
+            Imp::Folder(p) => &p.info.name,
+            Imp::Gguf(p) => &p.info.name,
+        }
     }
 
     fn dimensions(&self) -> Option<usize> {
-        Some(self.info.config.hidden_size)
+        match &self.imp {
+            Imp::Folder(p) => Some(p.info.config.hidden_size),
+            Imp::Gguf(p) => Some(p.info.dimensions),
+        }
     }
 
+    /// A folder's: its architecture, tokenizer and a sample of its weights; a GGUF file's: its SHA-256.
     fn fingerprint(&self) -> String {
-        self.info.fingerprint.clone()
+        match &self.imp {
+            Imp::Folder(p) => p.info.fingerprint.clone(),
+            Imp::Gguf(p) => p.info.fingerprint.clone(),
+        }
     }
 
     /// Queries and documents get the model's prompts (none for most sentence-transformers models).
+    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        match &self.imp {
+            Imp::Folder(p) => p.embed(texts, purpose).await,
+            Imp::Gguf(p) => p.embed(texts, purpose).await,
+        }
+    }
+}
+
+impl FolderProvider {
     async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         if texts.is_empty() {
             return Ok(Vec::new());

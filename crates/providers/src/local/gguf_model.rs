@@ -1,0 +1,188 @@
+//! A `.gguf` model file as the `local` provider: the architecture named by `general.architecture`
+//! (`gemma-embedding`: EmbeddingGemma), the tokenizer from the file's own vocabulary, the model's prompts, an
+//! optional Matryoshka cut, and an identity that is the file's SHA-256 (a changed file rebuilds the index, the
+//! same file never does).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingPurpose};
+use tracing::{debug, info};
+
+use super::gemma::{self, GemmaConfig, GemmaModel};
+use super::gguf::GgufFile;
+use super::spm::SpmTokenizer;
+use super::{LocalModelError, LocalOptions, Prompts, PROVIDER};
+
+/// EmbeddingGemma's prompts (its `config_sentence_transformers.json`: `query` and `document`).
+const GEMMA_PROMPTS: (&str, &str) = ("task: search result | query: ", "title: none | text: ");
+/// EmbeddingGemma's Matryoshka widths (its model card): a cut to any other width is refused.
+const GEMMA_CUTS: [usize; 4] = [768, 512, 256, 128];
+
+/// What is known about a GGUF model without loading its weights.
+#[derive(Debug, Clone)]
+pub struct GgufModelInfo {
+    pub path: PathBuf,
+    pub name: String,
+    pub architecture: String,
+    pub config: GemmaConfig,
+    pub prompts: Prompts,
+    /// Width of the vectors given (the model's, or the configured Matryoshka cut).
+    pub dimensions: usize,
+    pub max_tokens: usize,
+    pub digest: String,
+    pub fingerprint: String,
+}
+
+pub(crate) struct Loaded {
+    model: GemmaModel,
+    tokenizer: SpmTokenizer,
+}
+
+impl GgufModelInfo {
+    pub fn inspect(path: &Path, options: &LocalOptions) -> Result<(Self, GgufFile), LocalModelError> {
+        let g = GgufFile::open(path)?;
+        let architecture = g.architecture()?.to_string();
+        if architecture != gemma::ARCHITECTURE {
+            return Err(LocalModelError::Invalid {
+                path: path.into(),
+                message: format!("GGUF architecture `{architecture}` is not supported by the local provider (it runs `{}`)", gemma::ARCHITECTURE),
+            });
+        }
+        let config = GemmaConfig::from_gguf(&g)?;
+        let width = config.output_width();
+        let dimensions = match options.dimensions {
+            None => width,
+            Some(d) if d == width || (GEMMA_CUTS.contains(&d) && d < width) => d,
+            Some(d) => {
+                return Err(LocalModelError::Invalid {
+                    path: path.into(),
+                    message: format!("the model gives {width} dimensions; it can be cut to {:?}, not {d}", GEMMA_CUTS),
+                })
+            }
+        };
+        let prompts = Prompts {
+            query: options.query_prompt.clone().unwrap_or_else(|| GEMMA_PROMPTS.0.into()),
+            document: options.document_prompt.clone().unwrap_or_else(|| GEMMA_PROMPTS.1.into()),
+        };
+        let max_tokens = config.max_positions.min(2048);
+        let started = std::time::Instant::now();
+        let digest = g.digest()?;
+        debug!(path = %path.display(), ms = started.elapsed().as_millis() as u64, "model file digest");
+        let fingerprint = memory_core::sha256_hex(
+            format!(
+                "v1;provider=local;gguf;sha256={digest};arch={architecture};dims={dimensions};max_len={max_tokens};normalized=true;prompts={:?}/{:?}",
+                prompts.query, prompts.document
+            )
+            .as_bytes(),
+        );
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "local-model".into());
+        Ok((GgufModelInfo { path: path.into(), name, architecture, config, prompts, dimensions, max_tokens, digest, fingerprint }, g))
+    }
+}
+
+impl Loaded {
+    pub fn load(info: &GgufModelInfo) -> Result<Self, LocalModelError> {
+        let started = std::time::Instant::now();
+        let g = GgufFile::open(&info.path)?;
+        let config = GemmaConfig::from_gguf(&g)?;
+        if config != info.config {
+            return Err(LocalModelError::Invalid { path: info.path.clone(), message: "the file changed since it was opened".into() });
+        }
+        let tokenizer = SpmTokenizer::from_gguf(&g, info.max_tokens)?;
+        if tokenizer.vocab_size() != config.vocab {
+            return Err(LocalModelError::Invalid {
+                path: info.path.clone(),
+                message: format!("{} tokens in the vocabulary, {} token embeddings", tokenizer.vocab_size(), config.vocab),
+            });
+        }
+        let model = GemmaModel::load(&g, config)?;
+        info!(path = %info.path.display(), dims = info.dimensions, ms = started.elapsed().as_millis() as u64, "local GGUF model loaded");
+        Ok(Loaded { model, tokenizer })
+    }
+
+    /// Token ids of `text` as the model reads it (prompt included by the caller).
+    pub fn tokens(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text)
+    }
+
+    /// Unit vectors of `texts` (prompts already in front). Blocking.
+    pub fn embed(&self, info: &GgufModelInfo, texts: &[String]) -> Result<Vec<Vec<f32>>, LocalModelError> {
+        texts
+            .iter()
+            .map(|t| {
+                let ids = self.tokenizer.encode(t);
+                let mut v = self.model.embed(&ids).map_err(|e| LocalModelError::Model(e.to_string()))?;
+                // Normalised before and after a cut, as sentence-transformers' `truncate_dim` on a normalised model.
+                sanitize_and_normalize(&mut v);
+                let mut v = gemma::truncate(v, info.dimensions);
+                sanitize_and_normalize(&mut v);
+                Ok(v)
+            })
+            .collect()
+    }
+}
+
+/// The provider over one GGUF file; the weights load on first use.
+pub(crate) struct GgufProvider {
+    pub info: Arc<GgufModelInfo>,
+    loaded: tokio::sync::OnceCell<Arc<Loaded>>,
+    gate: tokio::sync::Semaphore,
+}
+
+impl GgufProvider {
+    pub fn open(path: &Path, options: &LocalOptions) -> Result<Self, LocalModelError> {
+        let (info, _) = GgufModelInfo::inspect(path, options)?;
+        debug!(path = %info.path.display(), fingerprint = %info.fingerprint, "local GGUF model inspected");
+        Ok(GgufProvider { info: Arc::new(info), loaded: tokio::sync::OnceCell::new(), gate: tokio::sync::Semaphore::new(1) })
+    }
+
+    pub async fn loaded(&self) -> Result<Arc<Loaded>, EmbeddingError> {
+        let info = self.info.clone();
+        self.loaded
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || Loaded::load(&info).map(Arc::new))
+                    .await
+                    .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("model load task failed: {e}") })?
+                    .map_err(EmbeddingError::from)
+            })
+            .await
+            .cloned()
+    }
+
+    pub fn loaded_blocking(&self) -> Result<Arc<Loaded>, EmbeddingError> {
+        if let Some(l) = self.loaded.get() {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(Loaded::load(&self.info)?);
+        let _ = self.loaded.set(l.clone());
+        Ok(l)
+    }
+
+    pub fn prompted(&self, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {
+        let prompt = match purpose {
+            EmbeddingPurpose::Query => &self.info.prompts.query,
+            EmbeddingPurpose::Document => &self.info.prompts.document,
+        };
+        texts.iter().map(|t| format!("{prompt}{t}")).collect()
+    }
+
+    pub async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let loaded = self.loaded().await?;
+        let _permit =
+            self.gate.acquire().await.map_err(|_| EmbeddingError::Permanent { provider: PROVIDER.into(), message: "provider closed".into() })?;
+        let info = self.info.clone();
+        let texts = self.prompted(texts, purpose);
+        let n = texts.len();
+        let vectors = tokio::task::spawn_blocking(move || loaded.embed(&info, &texts))
+            .await
+            .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("embedding task failed: {e}") })??;
+        if vectors.len() != n || vectors.iter().any(|v| v.len() != self.info.dimensions) {
+            return Err(EmbeddingError::Permanent { provider: PROVIDER.into(), message: "model produced a malformed batch".into() });
+        }
+        Ok(vectors)
+    }
+}

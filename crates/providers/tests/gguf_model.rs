@@ -1,0 +1,142 @@
+//! The `local` provider on a GGUF file: EmbeddingGemma-300M in Q8_0, as `scripts/setup.d/embeddinggemma.sh` makes
+//! it in llama.cpp's `gemma-embedding` layout (OpenClaw's default model file is this layout). Checked against
+//! llama.cpp on the same file (tokens and vectors of 308 texts: English, Chinese, Japanese, mixed, code; generated
+//! once by `scripts/lib/gguf_reference.py` and committed), and against the provider contract.
+
+mod common;
+
+use std::path::PathBuf;
+
+use memory_core::embedding::cosine;
+use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
+
+const QUERY_PROMPT: &str = "task: search result | query: ";
+const DOCUMENT_PROMPT: &str = "title: none | text: ";
+const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
+const TOKENS: &str = include_str!("data/embeddinggemma-q8_0.tokens.json");
+const VECTORS: &[u8] = include_bytes!("data/embeddinggemma-q8_0.vectors.i8");
+
+/// The Q8_0 file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
+fn model(test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("MEMORY_TEST_EMBEDDINGGEMMA_GGUF").map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("MEMORY_RS_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"));
+        cache.join("models/embeddinggemma-300m-Q8_0.gguf")
+    });
+    if path.is_file() {
+        Some(path)
+    } else {
+        conformance::testing::missing_prerequisite(test, &format!("EmbeddingGemma GGUF not found at {}", path.display()));
+        None
+    }
+}
+
+fn texts() -> Vec<String> {
+    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
+}
+
+/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
+fn reference_vectors(dims: usize) -> Vec<Vec<f32>> {
+    VECTORS
+        .chunks(4 + dims)
+        .map(|c| {
+            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn tokens_match_llama_cpp_on_the_same_file() {
+    let Some(path) = model("gguf_model::tokens_match_llama_cpp_on_the_same_file") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    let want: Vec<Vec<u32>> = serde_json::from_str(TOKENS).unwrap();
+    let texts = texts();
+    assert_eq!(want.len(), texts.len());
+    let mut differ = Vec::new();
+    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
+        let prompted = format!("{}{t}", if i % 2 == 0 { QUERY_PROMPT } else { DOCUMENT_PROMPT });
+        let got = p.gguf_tokens(&prompted).unwrap().unwrap();
+        if &got != want {
+            differ.push(format!("{t:?}: {got:?} vs llama.cpp {want:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} texts tokenized differently:\n{}", differ.len(), texts.len(), differ.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_match_llama_cpp_on_the_same_file() {
+    let Some(path) = model("gguf_model::embeddings_match_llama_cpp_on_the_same_file") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.dimensions(), Some(768));
+    let texts = texts();
+    let want = reference_vectors(768);
+    assert_eq!(want.len(), texts.len());
+    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
+    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
+    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
+    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
+    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
+    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
+        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
+        let c = cosine(got, want);
+        sum += c;
+        if c < worst.0 {
+            worst = (c, t.clone());
+        }
+    }
+    let mean = sum / texts.len() as f64;
+    eprintln!("{} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", texts.len(), worst.0, worst.1);
+    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honours_the_provider_contract() {
+    let Some(path) = model("gguf_model::honours_the_provider_contract") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+}
+
+/// A Matryoshka cut is the full vector's first values, normalised again, and another identity; a width the
+/// model does not offer is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matryoshka_cuts_and_identity() {
+    let Some(path) = model("gguf_model::matryoshka_cuts_and_identity") else { return };
+    let full = LocalProvider::open(&path).unwrap();
+    let cut = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(256), ..Default::default() }).unwrap();
+    assert_eq!(cut.dimensions(), Some(256));
+    assert_ne!(cut.fingerprint(), full.fingerprint());
+    assert_eq!(LocalProvider::open(&path).unwrap().fingerprint(), full.fingerprint(), "the same file is the same identity");
+    let text = vec!["网关运行在办公室的 Mac Studio 上。".to_string()];
+    let a = full.embed(&text, EmbeddingPurpose::Document).await.unwrap().remove(0);
+    let b = cut.embed(&text, EmbeddingPurpose::Document).await.unwrap().remove(0);
+    assert_eq!(b.len(), 256);
+    let head: Vec<f32> = a[..256].to_vec();
+    assert!(cosine(&head, &b) > 0.9999);
+    let err = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(300), ..Default::default() }).unwrap_err();
+    assert!(err.to_string().contains("not 300"), "{err}");
+
+    // A question in English finds the Chinese note it is about.
+    let notes = vec!["网关运行在办公室的 Mac Studio 上，就在路由器旁边。".to_string(), "周五下午三点和设计团队开周会。".to_string()];
+    let n = full.embed(&notes, EmbeddingPurpose::Document).await.unwrap();
+    let ask = full.embed_query("Which machine does the gateway run on?").await.unwrap();
+    assert!(cosine(&ask, &n[0]) > cosine(&ask, &n[1]) + 0.05, "{} vs {}", cosine(&ask, &n[0]), cosine(&ask, &n[1]));
+}
+
+/// The identity is the file's bytes: a copy under another name is the same model, one changed byte another.
+#[test]
+fn identity_is_the_file_digest() {
+    let Some(path) = model("gguf_model::identity_is_the_file_digest") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("renamed.gguf");
+    std::fs::copy(&path, &copy).unwrap();
+    let a = LocalProvider::open(&path).unwrap().fingerprint();
+    assert_eq!(LocalProvider::open(&copy).unwrap().fingerprint(), a);
+    // The last byte is tensor data: the header still reads, the model is another.
+    let mut bytes = std::fs::read(&copy).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&copy, &bytes).unwrap();
+    assert_ne!(LocalProvider::open(&copy).unwrap().fingerprint(), a);
+}
