@@ -247,7 +247,6 @@ fn local_stand_in(source: Source, places: Places, options: LocalOptions, why: St
     Unavailable::new("local", model, why).with_reload(reload, STAND_IN_RETRY)
 }
 
-
 /// The local model configured: `local.modelPath`, else `$MEMORY_LOCAL_MODEL` (a folder, a file or a URI).
 fn local_model_spec(search: &SearchConfig, env: EnvLookup<'_>) -> Option<String> {
     non_empty(search.local.model_path.as_ref()).or_else(|| non_empty(env(LOCAL_MODEL_ENV).as_ref()))

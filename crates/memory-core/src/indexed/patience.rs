@@ -208,6 +208,29 @@ impl Patience {
         }
         outcome
     }
+
+    /// Run, within `bound`, a call whose answer can wait for a later sync or search (the unrelated-text probes).
+    /// Neither running out of time nor failing pauses the provider: the calls that cannot wait (a query, a
+    /// note's chunks) say whether it answers, and a calibration squeezed out of a busy search's wait says nothing
+    /// about the provider.
+    pub(crate) async fn call_that_can_wait<T>(&self, bound: Bound, call: impl Future<Output = Result<T, EmbeddingError>>) -> Result<T, Missed> {
+        match bound.deadline() {
+            Some(d) => match tokio::time::timeout_at(d, call).await {
+                Ok(result) => result.map_err(|e| Missed::Failed(e.to_string())),
+                Err(_) => Err(Missed::TimedOut),
+            },
+            None => call.await.map_err(|e| Missed::Failed(e.to_string())),
+        }
+    }
+}
+
+/// Why a call that can wait gave no answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Missed {
+    /// The wait ran out first.
+    TimedOut,
+    /// The provider failed, saying this.
+    Failed(String),
 }
 
 #[cfg(test)]
@@ -246,6 +269,19 @@ mod tests {
         assert!(err.contains("did not answer in time (a search or an append waits 5 s"), "{err}");
         assert!(started.elapsed() <= EMBED_WAIT + Duration::from_millis(50));
         assert!(p.paused().is_some());
+    }
+
+    /// The probes squeezed into the end of a search's wait used to start the pause: the next searches of a
+    /// server then answered by words for 30 s although the provider answered every query.
+    #[tokio::test]
+    async fn a_call_that_can_wait_does_not_pause_the_provider() {
+        let p = Patience::default();
+        let never = std::future::pending::<Result<(), EmbeddingError>>();
+        let missed = p.call_that_can_wait(Bound::Until(Instant::now() + Duration::from_millis(20)), never).await.unwrap_err();
+        assert_eq!(missed, Missed::TimedOut);
+        let failing = async { Err::<(), _>(EmbeddingError::Permanent { provider: "p".into(), message: "down".into() }) };
+        assert!(matches!(p.call_that_can_wait(Bound::None, failing).await, Err(Missed::Failed(m)) if m.contains("down")));
+        assert!(p.paused().is_none());
     }
 
     #[test]

@@ -162,9 +162,13 @@ impl IndexedBackend {
             return None;
         }
         let texts: Vec<String> = PROBES.iter().map(|t| t.to_string()).collect();
-        match self.patience.call(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
+        match self.patience.call_that_can_wait(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
             Ok(vectors) => centroid(&vectors),
-            Err(e) => {
+            Err(super::patience::Missed::TimedOut) => {
+                debug!("the unrelated-text probes did not fit the wait; vector scores count from 0 until a later sync or search embeds them");
+                None
+            }
+            Err(super::patience::Missed::Failed(e)) => {
                 // A stand-in's reason was said once when it was built.
                 if embedder.unavailable().is_some() {
                     debug!(error = %e, "embedding the unrelated-text probes failed; vector scores count from 0");
