@@ -1,7 +1,7 @@
 //! EmbeddingGemma: the Gemma 3 text encoder with bidirectional attention (local layers see 256 tokens each way,
 //! every sixth layer sees all), mean pooling, the two sentence-transformers dense projections (768 -> 3072 ->
 //! 768), as llama.cpp's `gemma-embedding` architecture computes it. Weights come from a GGUF file as stored:
-//! quantized matrices (Q8_0, k-quants) stay quantized in the products (candle's `QMatMul`), norms are f32, the
+//! quantized matrices (Q8_0, k-quants) stay quantized in the products (`q8::Linear`), norms are f32, the
 //! token-embedding table stays on disk and its rows are read as tokens need them.
 //!
 //! Per layer: RMS norm; Q, K, V projections, Q and K RMS-normed per head, rotary positions (theta 1e6 on global
@@ -9,10 +9,10 @@
 //! output projection, RMS norm, residual; RMS norm, GELU(tanh)-gated feed-forward, RMS norm, residual. The
 //! token embeddings are scaled by sqrt(hidden). Gemma's norms multiply by (1 + w): the GGUF stores 1 + w.
 
-use candle_core::quantized::QMatMul;
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use super::gguf::{EmbeddingRows, GgufFile};
+use super::q8::{Input, Linear};
 use super::LocalModelError;
 
 pub const ARCHITECTURE: &str = "gemma-embedding";
@@ -109,17 +109,17 @@ impl GemmaConfig {
 
 struct Layer {
     attn_norm: Tensor,
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    o: QMatMul,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
     q_norm: Tensor,
     k_norm: Tensor,
     post_attn_norm: Tensor,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
     post_ffn_norm: Tensor,
     global: bool,
 }
@@ -129,7 +129,7 @@ pub struct GemmaModel {
     words: EmbeddingRows,
     layers: Vec<Layer>,
     final_norm: Tensor,
-    dense: Vec<QMatMul>,
+    dense: Vec<Linear>,
     /// `(cos, sin)` of every position, `(max_positions, head_dim / 2)`, for the global and the local theta.
     rope_global: (Tensor, Tensor),
     rope_local: (Tensor, Tensor),
@@ -154,8 +154,8 @@ impl GemmaModel {
     pub fn load(g: &GgufFile, cfg: GemmaConfig) -> Result<Self, LocalModelError> {
         let model_err = |e: candle_core::Error| LocalModelError::Model(e.to_string());
         let (h, hd) = (cfg.hidden, cfg.head_dim);
-        let mat = |name: String, out: usize, inp: usize| -> Result<QMatMul, LocalModelError> {
-            QMatMul::from_qtensor(g.qtensor(&name, &[out, inp])?).map_err(model_err)
+        let mat = |name: String, out: usize, inp: usize| -> Result<Linear, LocalModelError> {
+            Linear::new(std::sync::Arc::new(g.qtensor(&name, &[out, inp])?)).map_err(model_err)
         };
         let vec = |name: String, n: usize| g.tensor(&name, &[n]);
         let mut layers = Vec::with_capacity(cfg.layers);
@@ -221,7 +221,7 @@ impl GemmaModel {
         for layer in &self.layers {
             let (cos, sin) = if layer.global { &self.rope_global } else { &self.rope_local };
             let (cos, sin) = (cos.narrow(0, 0, seq)?, sin.narrow(0, 0, seq)?);
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let h = Input::new(&candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?);
             // (seq, heads, hd) -> normed per head -> (1, heads, seq, hd) with rotary positions.
             let heads_of = |t: Tensor, n: usize, norm: &Tensor| -> candle_core::Result<Tensor> {
                 let t = candle_nn::ops::rms_norm(&t.reshape((seq, n, hd))?, norm, eps)?;
@@ -244,17 +244,17 @@ impl GemmaModel {
                 outs.push(probs.reshape((group * seq, seq))?.matmul(&vg)?.reshape((group, seq, hd))?);
             }
             let attn = Tensor::cat(&outs, 0)?.transpose(0, 1)?.contiguous()?.reshape((seq, heads * hd))?;
-            let attn = candle_nn::ops::rms_norm(&layer.o.forward(&attn)?, &layer.post_attn_norm, eps)?;
+            let attn = candle_nn::ops::rms_norm(&layer.o.forward(&Input::new(&attn))?, &layer.post_attn_norm, eps)?;
             x = (x + attn)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
+            let h = Input::new(&candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?);
             let ff = (layer.gate.forward(&h)?.gelu()? * layer.up.forward(&h)?)?;
-            let ff = candle_nn::ops::rms_norm(&layer.down.forward(&ff)?, &layer.post_ffn_norm, eps)?;
+            let ff = candle_nn::ops::rms_norm(&layer.down.forward(&Input::new(&ff))?, &layer.post_ffn_norm, eps)?;
             x = (x + ff)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.final_norm, eps)?;
         let mut pooled = x.mean_keepdim(0)?;
         for d in &self.dense {
-            pooled = d.forward(&pooled)?;
+            pooled = d.forward(&Input::new(&pooled))?;
         }
         pooled.squeeze(0)?.to_dtype(DType::F32)?.to_vec1()
     }
