@@ -238,18 +238,18 @@ impl GemmaModel {
                 let vg = v.get(g)?;
                 let mut scores = qg.matmul(&kg.t()?)?.reshape((group, seq, seq))?;
                 if let (false, Some(m)) = (layer.global, &local_mask) {
-                    scores = scores.broadcast_add(m)?;
+                    scores = add(&scores, m)?;
                 }
                 let probs = candle_nn::ops::softmax_last_dim(&scores)?;
                 outs.push(probs.reshape((group * seq, seq))?.matmul(&vg)?.reshape((group, seq, hd))?);
             }
             let attn = Tensor::cat(&outs, 0)?.transpose(0, 1)?.contiguous()?.reshape((seq, heads * hd))?;
             let attn = candle_nn::ops::rms_norm(&layer.o.forward(&Input::new(&attn))?, &layer.post_attn_norm, eps)?;
-            x = (x + attn)?;
+            x = add(&x, &attn)?;
             let h = Input::new(&candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?);
             let ff = gated_gelu(&layer.gate.forward(&h)?, &layer.up.forward(&h)?)?;
             let ff = candle_nn::ops::rms_norm(&layer.down.forward(&Input::new(&ff))?, &layer.post_ffn_norm, eps)?;
-            x = (x + ff)?;
+            x = add(&x, &ff)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.final_norm, eps)?;
         let mut pooled = x.mean_keepdim(0)?;
@@ -258,6 +258,22 @@ impl GemmaModel {
         }
         pooled.squeeze(0)?.to_dtype(DType::F32)?.to_vec1()
     }
+}
+
+/// `a + b`, `b` repeated over `a`'s leading dimensions, in the calling thread: candle spreads a large
+/// element-wise sum over its own thread pool, whose thread then waits for a core that the products' threads hold.
+fn add(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    let mut sum = a.flatten_all()?.to_vec1::<f32>()?;
+    let b = b.flatten_all()?.to_vec1::<f32>()?;
+    if b.is_empty() || !sum.len().is_multiple_of(b.len()) {
+        candle_core::bail!("adding {} values to {}", b.len(), sum.len());
+    }
+    for part in sum.chunks_exact_mut(b.len()) {
+        for (s, b) in part.iter_mut().zip(&b) {
+            *s += b;
+        }
+    }
+    Tensor::from_vec(sum, a.shape(), &Device::Cpu)
 }
 
 /// `gelu(gate) * up`, the feed-forward's gate. With AVX-512 ([`super::int8::enabled`]) sixteen lanes at a time
