@@ -3,8 +3,8 @@
 //! The activations are quantized as llama.cpp and candle quantize them for a Q8_0 product: per block of 32, scale
 //! `d = max|x| / 127` rounded to f16, values `round(x / d)`. They are stored as u8 with 128 added, because VNNI
 //! multiplies u8 by i8; the block's `128 x sum(weights)`, kept from load, takes the offset back out. Each block's
-//! integer dot products are exact, then scaled by both blocks' scales into f32 sums: the result is candle's
-//! `QMatMul` within float summation order, with 64 multiply-adds an instruction and a register tile of 4 rows by
+//! integer dot products are exact, then scaled by both blocks' scales into f32 sums: the result is llama.cpp's
+//! Q8_0 product within float summation order, with 64 multiply-adds an instruction and a register tile of 4 rows by
 //! 32 outputs that reuses each loaded weight 4 times.
 //!
 //! Where this kernel cannot run ([`Linear::new`] decides: no VNNI, `MEMORY_LOCAL_INT8=off`, another quantization
