@@ -1,7 +1,7 @@
 //! EmbeddingGemma: the Gemma 3 text encoder with bidirectional attention (local layers see 256 tokens each way,
 //! every sixth layer sees all), mean pooling, the two sentence-transformers dense projections (768 -> 3072 ->
 //! 768), as llama.cpp's `gemma-embedding` architecture computes it. Weights come from a GGUF file as stored:
-//! quantized matrices (Q8_0, k-quants) stay quantized in the products (candle's `QMatMul`), norms are f32, the
+//! quantized matrices (Q8_0, k-quants) stay quantized in the products (`q8::Linear`), norms are f32, the
 //! token-embedding table stays on disk and its rows are read as tokens need them.
 //!
 //! Per layer: RMS norm; Q, K, V projections, Q and K RMS-normed per head, rotary positions (theta 1e6 on global
@@ -9,10 +9,10 @@
 //! output projection, RMS norm, residual; RMS norm, GELU(tanh)-gated feed-forward, RMS norm, residual. The
 //! token embeddings are scaled by sqrt(hidden). Gemma's norms multiply by (1 + w): the GGUF stores 1 + w.
 
-use candle_core::quantized::QMatMul;
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use super::gguf::{EmbeddingRows, GgufFile};
+use super::q8::{Input, Linear};
 use super::LocalModelError;
 
 pub const ARCHITECTURE: &str = "gemma-embedding";
@@ -109,17 +109,17 @@ impl GemmaConfig {
 
 struct Layer {
     attn_norm: Tensor,
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    o: QMatMul,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
     q_norm: Tensor,
     k_norm: Tensor,
     post_attn_norm: Tensor,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
     post_ffn_norm: Tensor,
     global: bool,
 }
@@ -129,7 +129,7 @@ pub struct GemmaModel {
     words: EmbeddingRows,
     layers: Vec<Layer>,
     final_norm: Tensor,
-    dense: Vec<QMatMul>,
+    dense: Vec<Linear>,
     /// `(cos, sin)` of every position, `(max_positions, head_dim / 2)`, for the global and the local theta.
     rope_global: (Tensor, Tensor),
     rope_local: (Tensor, Tensor),
@@ -154,8 +154,8 @@ impl GemmaModel {
     pub fn load(g: &GgufFile, cfg: GemmaConfig) -> Result<Self, LocalModelError> {
         let model_err = |e: candle_core::Error| LocalModelError::Model(e.to_string());
         let (h, hd) = (cfg.hidden, cfg.head_dim);
-        let mat = |name: String, out: usize, inp: usize| -> Result<QMatMul, LocalModelError> {
-            QMatMul::from_qtensor(g.qtensor(&name, &[out, inp])?).map_err(model_err)
+        let mat = |name: String, out: usize, inp: usize| -> Result<Linear, LocalModelError> {
+            Linear::new(std::sync::Arc::new(g.qtensor(&name, &[out, inp])?)).map_err(model_err)
         };
         let vec = |name: String, n: usize| g.tensor(&name, &[n]);
         let mut layers = Vec::with_capacity(cfg.layers);
@@ -221,7 +221,7 @@ impl GemmaModel {
         for layer in &self.layers {
             let (cos, sin) = if layer.global { &self.rope_global } else { &self.rope_local };
             let (cos, sin) = (cos.narrow(0, 0, seq)?, sin.narrow(0, 0, seq)?);
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let h = Input::new(&candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?);
             // (seq, heads, hd) -> normed per head -> (1, heads, seq, hd) with rotary positions.
             let heads_of = |t: Tensor, n: usize, norm: &Tensor| -> candle_core::Result<Tensor> {
                 let t = candle_nn::ops::rms_norm(&t.reshape((seq, n, hd))?, norm, eps)?;
@@ -238,26 +238,68 @@ impl GemmaModel {
                 let vg = v.get(g)?;
                 let mut scores = qg.matmul(&kg.t()?)?.reshape((group, seq, seq))?;
                 if let (false, Some(m)) = (layer.global, &local_mask) {
-                    scores = scores.broadcast_add(m)?;
+                    scores = add(&scores, m)?;
                 }
                 let probs = candle_nn::ops::softmax_last_dim(&scores)?;
                 outs.push(probs.reshape((group * seq, seq))?.matmul(&vg)?.reshape((group, seq, hd))?);
             }
             let attn = Tensor::cat(&outs, 0)?.transpose(0, 1)?.contiguous()?.reshape((seq, heads * hd))?;
-            let attn = candle_nn::ops::rms_norm(&layer.o.forward(&attn)?, &layer.post_attn_norm, eps)?;
-            x = (x + attn)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-            let ff = (layer.gate.forward(&h)?.gelu()? * layer.up.forward(&h)?)?;
-            let ff = candle_nn::ops::rms_norm(&layer.down.forward(&ff)?, &layer.post_ffn_norm, eps)?;
-            x = (x + ff)?;
+            let attn = candle_nn::ops::rms_norm(&layer.o.forward(&Input::new(&attn))?, &layer.post_attn_norm, eps)?;
+            x = add(&x, &attn)?;
+            let h = Input::new(&candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?);
+            let ff = gated_gelu(&layer.gate.forward(&h)?, &layer.up.forward(&h)?)?;
+            let ff = candle_nn::ops::rms_norm(&layer.down.forward(&Input::new(&ff))?, &layer.post_ffn_norm, eps)?;
+            x = add(&x, &ff)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.final_norm, eps)?;
         let mut pooled = x.mean_keepdim(0)?;
         for d in &self.dense {
-            pooled = d.forward(&pooled)?;
+            pooled = d.forward(&Input::new(&pooled))?;
         }
         pooled.squeeze(0)?.to_dtype(DType::F32)?.to_vec1()
     }
+}
+
+/// `a + b`, `b` repeated over `a`'s leading dimensions, in the calling thread: candle spreads a large
+/// element-wise sum over its own thread pool, whose thread then waits for a core that the products' threads hold.
+fn add(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    let mut sum = a.flatten_all()?.to_vec1::<f32>()?;
+    let b = b.flatten_all()?.to_vec1::<f32>()?;
+    if b.is_empty() || !sum.len().is_multiple_of(b.len()) {
+        candle_core::bail!("adding {} values to {}", b.len(), sum.len());
+    }
+    for part in sum.chunks_exact_mut(b.len()) {
+        for (s, b) in part.iter_mut().zip(&b) {
+            *s += b;
+        }
+    }
+    Tensor::from_vec(sum, a.shape(), &Device::Cpu)
+}
+
+/// `gelu(gate) * up`, the feed-forward's gate. With AVX-512 ([`super::int8::enabled`]) sixteen lanes at a time
+/// in one pass over rows in parallel: candle's `gelu` is a scalar `tanhf` per value.
+fn gated_gelu(gate: &Tensor, up: &Tensor) -> candle_core::Result<Tensor> {
+    if !super::int8::enabled() {
+        return gate.gelu()? * up;
+    }
+    let mut g = gate.flatten_all()?.to_vec1::<f32>()?;
+    let u = up.flatten_all()?.to_vec1::<f32>()?;
+    if g.len() != u.len() || !g.len().is_multiple_of(16) {
+        return gate.gelu()? * up;
+    }
+    use rayon::prelude::*;
+    g.par_chunks_mut(1 << 14).zip(u.par_chunks(1 << 14)).for_each(|(g, u)| {
+        for (g, u) in g.chunks_exact_mut(16).zip(u.chunks_exact(16)) {
+            // SAFETY: `int8::enabled()` saw AVX-512 F/BW/VNNI; both chunks hold 16 values.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                use std::arch::x86_64::*;
+                let y = _mm512_mul_ps(super::int8::vnni::gelu_tanh(_mm512_loadu_ps(g.as_ptr())), _mm512_loadu_ps(u.as_ptr()));
+                _mm512_storeu_ps(g.as_mut_ptr(), y);
+            }
+        }
+    });
+    Tensor::from_vec(g, gate.shape(), &Device::Cpu)
 }
 
 /// Keep the first `dims` values (a Matryoshka cut): the caller normalises again.

@@ -401,6 +401,20 @@ pub(super) mod vnni {
         _mm512_mul_ps(_mm512_mul_ps(set(0.5), x), _mm512_add_ps(set(1.0), erf))
     }
 
+    /// GELU with the tanh approximation (candle's `gelu`, Gemma's `gelu_pytorch_tanh`) on sixteen lanes, tanh from
+    /// [`exp`] of a non-positive argument: `tanh|u| = (1 - e^-2|u|) / (1 + e^-2|u|)`, the sign put back.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+    pub fn gelu_tanh(x: __m512) -> __m512 {
+        let set = _mm512_set1_ps;
+        let x2 = _mm512_mul_ps(x, x);
+        let u = _mm512_mul_ps(_mm512_mul_ps(set((2.0 / std::f32::consts::PI).sqrt()), x), _mm512_fmadd_ps(set(0.044_715), x2, set(1.0)));
+        let e = exp(_mm512_mul_ps(set(-2.0), _mm512_abs_ps(u)));
+        let tanh_abs = _mm512_div_ps(_mm512_sub_ps(set(1.0), e), _mm512_add_ps(set(1.0), e));
+        let sign = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(i32::MIN));
+        let tanh = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(tanh_abs), sign));
+        _mm512_mul_ps(_mm512_mul_ps(set(0.5), x), _mm512_add_ps(set(1.0), tanh))
+    }
+
     /// `acc[r][c] = sum_k a[r][k] * b[k][c]` for `R` rows of u8 (`a_stride` apart) and one packed panel of 64
     /// int8 columns, `groups` groups of four k.
     ///
@@ -526,6 +540,25 @@ mod tests {
         }
         assert_eq!(gelu_erf(-100.0), 0.0);
         assert!((gelu_erf(100.0) - 100.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn the_sixteen_lane_tanh_gelu_is_candles() {
+        if !vnni() {
+            return;
+        }
+        let xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) / 250.0).chain([-100.0, -0.0, 1e-8, 100.0, f32::MIN_POSITIVE]).collect();
+        let mut xs16 = xs.clone();
+        xs16.resize(xs.len().div_ceil(16) * 16, 0.0);
+        let want = candle_core::Tensor::new(xs16.as_slice(), &candle_core::Device::Cpu).unwrap().gelu().unwrap().to_vec1::<f32>().unwrap();
+        for (x, want) in xs16.chunks(16).zip(want.chunks(16)) {
+            let mut got = [0f32; 16];
+            // SAFETY: supported() holds.
+            unsafe { std::arch::x86_64::_mm512_storeu_ps(got.as_mut_ptr(), vnni::gelu_tanh(std::arch::x86_64::_mm512_loadu_ps(x.as_ptr()))) };
+            for ((g, w), v) in got.iter().zip(want).zip(x) {
+                assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "gelu({v}) = {g}, candle {w}");
+            }
+        }
     }
 
     #[test]

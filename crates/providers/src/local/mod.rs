@@ -29,6 +29,7 @@ mod gguf;
 mod gguf_model;
 mod int8;
 mod plain;
+mod q8;
 mod rerank;
 mod spm;
 
