@@ -180,10 +180,11 @@ enum Command {
         /// The English model (default: $MEMORY_TEST_MODEL, else ~/.cache/memory-rs/models/all-MiniLM-L6-v2).
         #[arg(long)]
         model: Option<PathBuf>,
-        /// The multilingual model (default: $MEMORY_TEST_MULTILINGUAL_MODEL, else
+        /// A multilingual model (a folder or a GGUF file; repeat for several, each measured by its vectors alone
+        /// and in hybrid; default: $MEMORY_TEST_MULTILINGUAL_MODEL, else
         /// ~/.cache/memory-rs/models/multilingual-e5-small).
         #[arg(long)]
-        multilingual_model: Option<PathBuf>,
+        multilingual_model: Vec<PathBuf>,
         /// Cranfield, evaluated in the same run.
         #[arg(long, default_value = "../shared/datasets/cranfield")]
         cranfield: PathBuf,
@@ -357,9 +358,10 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Multilingual { dataset, model, multilingual_model, cranfield, no_cranfield, verbose, keep } => {
             let model = model.or_else(quality::default_model);
-            let multilingual = multilingual_model.or_else(multilingual::default_multilingual_model);
+            let multilingual =
+                if multilingual_model.is_empty() { multilingual::default_multilingual_model().into_iter().collect() } else { multilingual_model };
             let cranfield = (!no_cranfield).then_some(cranfield);
-            rt.block_on(multilingual::run(&dataset, model.as_deref(), multilingual.as_deref(), cranfield.as_deref(), verbose, keep.as_deref()))
+            rt.block_on(multilingual::run(&dataset, model.as_deref(), &multilingual, cranfield.as_deref(), verbose, keep.as_deref()))
         }
         Command::Compare { sizes, hybrid_sizes, tools, timeout_min, no_quality, dataset, model, memory_bin, out, seed, user_folder, rerender } => {
             if let Some(results) = rerender {

@@ -115,6 +115,19 @@ async fn run_mode(label: &str, set: &DevSet, ws: &Path, state: &Path, model: Opt
     Ok(Mode { label: label.to_string(), ranks, indexing })
 }
 
+/// A short name for a model folder or file in the tables: `e5` for multilingual-e5-small, `gemma` for
+/// EmbeddingGemma, else its first 10 characters.
+fn model_label(model: &Path) -> String {
+    let name = model.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    if name.contains("e5") {
+        "e5".into()
+    } else if name.contains("gemma") {
+        "gemma".into()
+    } else {
+        name.chars().take(10).collect()
+    }
+}
+
 fn table(set: &DevSet, modes: &[Mode], within: usize) {
     print!("{:<14} {:>3}", "kind", "n");
     for m in modes {
@@ -137,7 +150,7 @@ fn table(set: &DevSet, modes: &[Mode], within: usize) {
 pub async fn run(
     dataset: &Path,
     minilm: Option<&Path>,
-    multilingual: Option<&Path>,
+    multilingual: &[PathBuf],
     cranfield: Option<&Path>,
     verbose: bool,
     keep: Option<&Path>,
@@ -160,10 +173,11 @@ pub async fn run(
     if let Some(m) = minilm {
         modes.push(run_mode("hybrid MiniLM", &set, &ws, &tmp.join("state-minilm"), Some(m), None).await?);
     }
-    if let Some(m) = multilingual {
-        let state = tmp.join("state-e5");
-        modes.push(run_mode("vector e5", &set, &ws, &state, Some(m), Some((1.0, 0.0))).await?);
-        modes.push(run_mode("hybrid e5", &set, &ws, &state, Some(m), None).await?);
+    for m in multilingual {
+        let name = model_label(m);
+        let state = tmp.join(format!("state-{name}"));
+        modes.push(run_mode(&format!("vector {name}"), &set, &ws, &state, Some(m), Some((1.0, 0.0))).await?);
+        modes.push(run_mode(&format!("hybrid {name}"), &set, &ws, &state, Some(m), None).await?);
     }
     println!("\nanswered: a relevant note ranked first");
     table(&set, &modes, 1);
