@@ -636,7 +636,8 @@ fn no_server_from_the_environment_takes_the_usual_spellings() {
 }
 
 /// Tool calls of every kind in flight together over HTTP (each its own request, as a client with parallel tool
-/// calls sends them): every one answered once, with its own id, none with an error.
+/// calls sends them): every one answered once, with its own id, none with an error. `MEMORY_HTTP_STRESS_ROUNDS`
+/// sets the rounds (the benchmark figure in docs/BENCHMARKS.md is 10,000 of them); the round times are printed.
 #[test]
 fn http_calls_in_flight_together_are_each_answered_once() {
     let env = Env::new();
@@ -655,8 +656,11 @@ fn http_calls_in_flight_together_are_each_answered_once() {
         ("memory_append", serde_json::json!({"text": "an appended note about capybaras"})),
     ];
     let mut id = 10;
-    for round in 0..30 {
+    let rounds: usize = std::env::var("MEMORY_HTTP_STRESS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
+    let mut took = Vec::with_capacity(rounds);
+    for round in 0..rounds {
         let n = 2 + (round * 7) % 15;
+        let started = std::time::Instant::now();
         std::thread::scope(|s| {
             let answers: Vec<_> = (0..n)
                 .map(|i| {
@@ -675,5 +679,9 @@ fn http_calls_in_flight_together_are_each_answered_once() {
                 assert!(m.get("error").is_none() && m["result"]["isError"] != true, "call {id} failed: {m}");
             }
         });
+        took.push(started.elapsed());
     }
+    took.sort();
+    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+    println!("{rounds} rounds, {} calls, each answered once: round p50 {:?}, p99 {:?}, max {:?}", id - 10, at(0.5), at(0.99), at(1.0));
 }
