@@ -210,12 +210,15 @@ impl Int8Linear {
     }
 }
 
-struct SharedOut(*mut f32);
-// SAFETY: used only to hand disjoint regions of one output buffer to parallel tasks (see `forward`).
+/// One output buffer shared by parallel tasks, each writing its own disjoint region (rows here, columns in
+/// `q8::Q8Weight::forward`).
+pub(super) struct SharedOut(pub(super) *mut f32);
+// SAFETY: used only to hand disjoint regions of one output buffer to parallel tasks (see `forward` and
+// `q8::Q8Weight::forward`).
 unsafe impl Sync for SharedOut {}
 unsafe impl Send for SharedOut {}
 impl SharedOut {
-    fn get(&self) -> *mut f32 {
+    pub(super) fn get(&self) -> *mut f32 {
         self.0
     }
 }

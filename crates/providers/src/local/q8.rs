@@ -14,6 +14,8 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rayon::prelude::*;
 
+use super::int8::SharedOut;
+
 /// Values per Q8_0 block.
 const BLOCK: usize = 32;
 /// Bytes per Q8_0 block in the file: an f16 scale then 32 int8.
@@ -164,16 +166,6 @@ impl Q8Weight {
             }
         });
         Tensor::from_vec(y, (rows, out), &Device::Cpu)
-    }
-}
-
-struct SharedOut(*mut f32);
-// SAFETY: used only to hand disjoint columns of one output buffer to parallel tasks (see `Q8Weight::forward`).
-unsafe impl Sync for SharedOut {}
-unsafe impl Send for SharedOut {}
-impl SharedOut {
-    fn get(&self) -> *mut f32 {
-        self.0
     }
 }
 
