@@ -28,10 +28,12 @@ mod gemma;
 mod gguf;
 mod gguf_model;
 mod int8;
+mod nomic;
 mod plain;
 mod q8;
 mod rerank;
 mod spm;
+mod wordpiece;
 
 use std::collections::HashMap;
 use std::fmt;
