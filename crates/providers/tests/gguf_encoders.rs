@@ -39,6 +39,17 @@ const NOMIC_F16: Case = Case {
 
 const NOMIC_Q8: Case = Case { file: "nomic-embed-text-v1.5.Q8_0.gguf", var: "MEMORY_TEST_NOMIC_Q8_GGUF", ..NOMIC_F16 };
 
+const BERT_F32: Case = Case {
+    file: "all-MiniLM-L6-v2.F32.gguf",
+    var: "MEMORY_TEST_BERT_GGUF",
+    prompts: ("", ""),
+    dims: 384,
+    tokens: include_str!("data/all-MiniLM-L6-v2-f32.tokens.json"),
+    vectors: include_bytes!("data/all-MiniLM-L6-v2-f32.vectors.i8"),
+};
+
+const BERT_Q8: Case = Case { file: "all-MiniLM-L6-v2.Q8_0.gguf", var: "MEMORY_TEST_BERT_Q8_GGUF", ..BERT_F32 };
+
 fn models_dir() -> PathBuf {
     std::env::var_os("MEMORY_RS_CACHE")
         .map(PathBuf::from)
@@ -176,4 +187,85 @@ async fn nomic_matryoshka_cuts_prompts_and_identity() {
     let n = full.embed(&notes, EmbeddingPurpose::Document).await.unwrap();
     let ask = full.embed_query("Which machine does the gateway run on?").await.unwrap();
     assert!(cosine(&ask, &n[0]) > cosine(&ask, &n[1]) + 0.05, "{} vs {}", cosine(&ask, &n[0]), cosine(&ask, &n[1]));
+}
+
+#[test]
+fn bert_tokens_match_llama_cpp_on_the_same_file() {
+    tokens_match(&BERT_F32, "gguf_encoders::bert_tokens_match_llama_cpp_on_the_same_file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_embeddings_match_llama_cpp_on_the_same_file() {
+    embeddings_match(&BERT_F32, "gguf_encoders::bert_embeddings_match_llama_cpp_on_the_same_file").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_q8_0_stays_within_the_bound_of_llama_cpp() {
+    embeddings_match(&BERT_Q8, "gguf_encoders::bert_q8_0_stays_within_the_bound_of_llama_cpp").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_honours_the_provider_contract() {
+    let Some(path) = model(&BERT_Q8, "gguf_encoders::bert_honours_the_provider_contract") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.gguf_info().unwrap().architecture, "bert");
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    // A BERT file has no Matryoshka cuts.
+    let err = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(128), ..Default::default() }).unwrap_err();
+    assert!(err.to_string().contains("no Matryoshka cuts"), "{err}");
+}
+
+/// `bert.pooling_type` 2 pools the `[CLS]` state: the same file with that one value changed gives what the model
+/// folder (this crate's other BERT implementation) gives with `[CLS]` pooling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_pools_as_the_file_says() {
+    let Some(path) = model(&BERT_F32, "gguf_encoders::bert_pools_as_the_file_says") else { return };
+    let folder = models_dir().join("all-MiniLM-L6-v2");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let key = b"bert.pooling_type";
+    let at = bytes.windows(key.len()).position(|w| w == key).expect("the file has a pooling type") + key.len();
+    assert_eq!(&bytes[at..at + 8], &[4, 0, 0, 0, 1, 0, 0, 0], "a u32 1 (mean) after the key");
+    bytes[at + 4] = 2;
+    let cls_file = tmp.path().join("cls.gguf");
+    std::fs::write(&cls_file, &bytes).unwrap();
+    // The folder with its Pooling module set to [CLS].
+    let cls_folder = tmp.path().join("folder");
+    std::fs::create_dir_all(cls_folder.join("1_Pooling")).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json", "modules.json"] {
+        std::fs::copy(folder.join(f), cls_folder.join(f)).unwrap();
+    }
+    std::fs::write(
+        cls_folder.join("1_Pooling/config.json"),
+        r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+    )
+    .unwrap();
+    let texts: Vec<String> = texts().into_iter().take(12).collect();
+    let mean = LocalProvider::open(&path).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    let cls = LocalProvider::open(&cls_file).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    let want = LocalProvider::open(&cls_folder).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    for ((t, got), (want, mean)) in texts.iter().zip(&cls).zip(want.iter().zip(&mean)) {
+        assert!(cosine(got, want) > 0.999, "{t:?}: {} against the folder's [CLS] vector", cosine(got, want));
+        assert!(cosine(got, mean) < 0.99, "{t:?}: the [CLS] vector is not the mean one");
+    }
+}
+
+/// An architecture the provider does not run is refused by name, with the ones it runs.
+#[test]
+fn other_architectures_are_refused_by_name() {
+    let Some(path) = model(&BERT_Q8, "gguf_encoders::other_architectures_are_refused_by_name") else { return };
+    let mut bytes = std::fs::read(&path).unwrap();
+    // "bert" -> "qert" in the architecture value only (the first occurrence after its key).
+    let key = b"general.architecture";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4 + 8;
+    assert_eq!(&bytes[at..at + 4], b"bert");
+    bytes[at] = b'q';
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other.gguf");
+    std::fs::write(&other, &bytes).unwrap();
+    let err = LocalProvider::open(&other).unwrap_err().to_string();
+    assert!(err.contains("`qert` is not supported"), "{err}");
+    for arch in ["gemma-embedding", "nomic-bert", "`bert`"] {
+        assert!(err.contains(arch), "{err}");
+    }
 }
