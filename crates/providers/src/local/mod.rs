@@ -24,6 +24,7 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
+mod f16;
 mod gemma;
 mod gguf;
 mod gguf_model;
