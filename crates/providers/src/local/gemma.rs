@@ -135,7 +135,8 @@ pub struct GemmaModel {
     rope_local: (Tensor, Tensor),
 }
 
-fn rope_table(theta: f32, positions: usize, head_dim: usize) -> candle_core::Result<(Tensor, Tensor)> {
+/// `(cos, sin)` of rotary positions (pairs half a head apart, llama.cpp's NEOX layout) for `positions` positions.
+pub(super) fn rope_table(theta: f32, positions: usize, head_dim: usize) -> candle_core::Result<(Tensor, Tensor)> {
     let half = head_dim / 2;
     let inv: Vec<f32> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32)).collect();
     let mut cos = Vec::with_capacity(positions * half);
@@ -262,7 +263,7 @@ impl GemmaModel {
 
 /// `a + b`, `b` repeated over `a`'s leading dimensions, in the calling thread: candle spreads a large
 /// element-wise sum over its own thread pool, whose thread then waits for a core that the products' threads hold.
-fn add(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+pub(super) fn add(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
     let mut sum = a.flatten_all()?.to_vec1::<f32>()?;
     let b = b.flatten_all()?.to_vec1::<f32>()?;
     if b.is_empty() || !sum.len().is_multiple_of(b.len()) {

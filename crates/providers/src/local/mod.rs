@@ -24,14 +24,17 @@
 //! multilingual vocabulary is 80% of the weights and a query needs a few dozen rows).
 
 mod bert;
+mod f16;
 mod gemma;
 mod gguf;
 mod gguf_model;
 mod int8;
+mod nomic;
 mod plain;
 mod q8;
 mod rerank;
 mod spm;
+mod wordpiece;
 
 use std::collections::HashMap;
 use std::fmt;

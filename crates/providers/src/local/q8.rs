@@ -8,7 +8,8 @@
 //! 32 outputs that reuses each loaded weight 4 times.
 //!
 //! Where this kernel cannot run ([`Linear::new`] decides: no VNNI, `MEMORY_LOCAL_INT8=off`, another quantization
-//! or a shape that is not whole tiles) the matrix stays a candle `QMatMul`.
+//! or a shape that is not whole tiles) the matrix stays a candle `QMatMul`; F16 matrices on the same CPUs stay in
+//! half precision on `f16::F16Weight`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
@@ -28,6 +29,7 @@ const TILE_ROWS: usize = 4;
 /// A weight matrix `[out, inp]` as the forward pass uses it: `x W^T`.
 pub enum Linear {
     Q8(Q8Weight),
+    F16(super::f16::F16Weight),
     Candle(QMatMul),
 }
 
@@ -37,6 +39,9 @@ impl Linear {
             if w.dtype() == GgmlDType::Q8_0 && super::int8::enabled() && inp.is_multiple_of(BLOCK) && out.is_multiple_of(PANEL) {
                 return Ok(Linear::Q8(Q8Weight::new(out, inp, &w.data()?)));
             }
+            if w.dtype() == GgmlDType::F16 && super::int8::enabled() && out.is_multiple_of(super::f16::PANEL) {
+                return Ok(Linear::F16(super::f16::F16Weight::new(out, inp, &w.data()?)));
+            }
         }
         QMatMul::from_arc(w).map(Linear::Candle)
     }
@@ -45,6 +50,7 @@ impl Linear {
     pub fn forward(&self, x: &Input) -> candle_core::Result<Tensor> {
         match self {
             Linear::Candle(m) => m.forward(&x.x),
+            Linear::F16(w) => w.forward(&x.x),
             Linear::Q8(w) => {
                 if x.q.get().is_none() {
                     let rows = x.x.flatten_all()?.to_vec1::<f32>()?;
@@ -291,6 +297,39 @@ mod tests {
             let xv = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
             let lin = Linear::new(w).unwrap();
             assert!(matches!(lin, Linear::Q8(_)));
+            let got = lin.forward(&Input::new(&x)).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for r in 0..rows {
+                for c in 0..out {
+                    let want: f64 = (0..inp).map(|k| xv[r * inp + k] as f64 * wv[c * inp + k] as f64).sum();
+                    let g = got[r * out + c] as f64;
+                    assert!((g - want).abs() <= 1e-5 * (1.0 + want.abs()), "{rows}x{inp} by {out}, [{r}][{c}]: {g} vs {want}");
+                }
+            }
+        }
+    }
+
+    /// F16 weights stay half precision: the product is the plain one over the weights' values, in f32.
+    #[test]
+    fn the_f16_kernel_is_the_product() {
+        if !super::super::int8::enabled() {
+            eprintln!("no AVX-512 here: F16 weights are dequantized to f32");
+            return;
+        }
+        let mut seed = 11u64;
+        for (rows, out, inp) in [(1usize, 32usize, 8usize), (3, 64, 96), (6, 96, 770), (9, 256, 384)] {
+            let w = q8_tensor(out, inp.next_multiple_of(32), &mut seed).dequantize(&Device::Cpu).unwrap().narrow(1, 0, inp).unwrap();
+            let w = std::sync::Arc::new(QTensor::quantize(&w.contiguous().unwrap(), GgmlDType::F16).unwrap());
+            let x = q8_tensor(rows, inp.next_multiple_of(32), &mut seed)
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .narrow(1, 0, inp)
+                .unwrap()
+                .contiguous()
+                .unwrap();
+            let wv = w.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let xv = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let lin = Linear::new(w).unwrap();
+            assert!(matches!(lin, Linear::F16(_)));
             let got = lin.forward(&Input::new(&x)).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
             for r in 0..rows {
                 for c in 0..out {

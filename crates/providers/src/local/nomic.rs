@@ -1,0 +1,276 @@
+//! BERT-family encoders of a GGUF file, as llama.cpp's one BERT graph computes them for its two architectures:
+//! - `nomic-bert` (nomic-embed-text-v1.5): rotary positions on Q and K (pairs half a head apart, theta from
+//!   `rope.freq_base`), one fused QKV projection, a SwiGLU feed-forward (`down(silu(gate x) * up x)`), no biases;
+//! - `bert` (bge, all-MiniLM, e5...): absolute position embeddings added to the token embeddings, Q, K and V
+//!   (fused or not) with biases, a GELU feed-forward with biases.
+//!
+//! Both: token embeddings plus the first token-type row, a layer norm; per layer attention over the whole text
+//! (Q scaled by 1/sqrt(head_dim)), output projection, residual, layer norm (post-norm, as BERT); feed-forward,
+//! residual, layer norm. The text vector is the mean of the last hidden states or the `[CLS]` one, as the file's
+//! `pooling_type` says. Weights come as stored: Q8_0 matrices stay quantized in the products (`q8::Linear`), F16
+//! and F32 ones are products in f32; the token-embedding table stays on disk and its rows are read as tokens need.
+
+use candle_core::{DType, Tensor};
+
+use super::gemma::{add, rope_table};
+use super::gguf::{EmbeddingRows, GgufFile};
+use super::q8::{Input, Linear};
+use super::{LocalModelError, Pooling};
+
+pub const NOMIC: &str = "nomic-bert";
+pub const BERT: &str = "bert";
+
+/// Which of the two graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Nomic,
+    Bert,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    pub family: Family,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub ffn: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+    pub max_positions: usize,
+    pub vocab: usize,
+    pub pooling: Pooling,
+}
+
+impl EncoderConfig {
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, LocalModelError> {
+        let architecture = g.architecture()?;
+        let family = match architecture {
+            NOMIC => Family::Nomic,
+            BERT => Family::Bert,
+            other => return Err(LocalModelError::Invalid { path: g.path.clone(), message: format!("`{other}` is not a BERT-family architecture") }),
+        };
+        let key = |k: &str| format!("{architecture}.{k}");
+        // llama.cpp's pooling types: 1 mean, 2 the first token; a file without the key is pooled by the mean (what
+        // sentence-transformers' BERT embedders and nomic use).
+        let pooling = match g.usize_or(&key("pooling_type"), 1)? {
+            1 => Pooling::Mean,
+            2 => Pooling::Cls,
+            other => {
+                return Err(LocalModelError::Invalid {
+                    path: g.path.clone(),
+                    message: format!("pooling type {other} is not supported (1 mean and 2 [CLS] are)"),
+                })
+            }
+        };
+        let cfg = EncoderConfig {
+            family,
+            hidden: g.usize(&key("embedding_length"))?,
+            layers: g.usize(&key("block_count"))?,
+            heads: g.usize(&key("attention.head_count"))?,
+            ffn: g.usize(&key("feed_forward_length"))?,
+            eps: g.f32_or(&key("attention.layer_norm_epsilon"), 1e-12)?,
+            rope_base: g.f32_or(&key("rope.freq_base"), 10_000.0)?,
+            max_positions: g.usize_or(&key("context_length"), 512)?,
+            vocab: g.span("token_embd.weight")?.dims.first().copied().unwrap_or(0),
+            pooling,
+        };
+        cfg.check().map_err(|message| LocalModelError::Invalid { path: g.path.clone(), message })?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let bounded = |what: &str, v: usize, max: usize| if v == 0 || v > max { Err(format!("{what} = {v} is out of range")) } else { Ok(()) };
+        bounded("embedding_length", self.hidden, 1 << 16)?;
+        bounded("block_count", self.layers, 1024)?;
+        bounded("head_count", self.heads, 1024)?;
+        bounded("feed_forward_length", self.ffn, 1 << 18)?;
+        bounded("context_length", self.max_positions, 1 << 20)?;
+        bounded("vocabulary", self.vocab, 1 << 24)?;
+        if !self.hidden.is_multiple_of(self.heads) || !(self.hidden / self.heads).is_multiple_of(2) {
+            return Err(format!("{} dimensions do not split into {} heads of an even width", self.hidden, self.heads));
+        }
+        if !self.eps.is_finite() || self.eps <= 0.0 || !self.rope_base.is_finite() || self.rope_base <= 1.0 {
+            return Err(format!("layer-norm epsilon {} or rotary base {} is out of range", self.eps, self.rope_base));
+        }
+        Ok(())
+    }
+}
+
+/// A weight matrix and its optional bias.
+struct Dense {
+    w: Linear,
+    b: Option<Tensor>,
+}
+
+impl Dense {
+    fn forward(&self, x: &Input) -> candle_core::Result<Tensor> {
+        let y = self.w.forward(x)?;
+        match &self.b {
+            Some(b) => add(&y, b),
+            None => Ok(y),
+        }
+    }
+}
+
+enum Qkv {
+    Fused(Dense),
+    Split(Dense, Dense, Dense),
+}
+
+struct Layer {
+    qkv: Qkv,
+    o: Dense,
+    attn_norm: (Tensor, Tensor),
+    up: Dense,
+    /// SwiGLU's gate (nomic-bert); none: GELU (bert).
+    gate: Option<Linear>,
+    down: Dense,
+    out_norm: (Tensor, Tensor),
+}
+
+pub struct EncoderModel {
+    cfg: EncoderConfig,
+    words: EmbeddingRows,
+    /// The first token-type row, added to every token (llama.cpp's "sentence A").
+    token_type: Option<Tensor>,
+    /// `(max_positions, hidden)` absolute position embeddings (bert).
+    positions: Option<Tensor>,
+    embed_norm: (Tensor, Tensor),
+    layers: Vec<Layer>,
+    /// `(cos, sin)` of every position (nomic-bert).
+    rope: Option<(Tensor, Tensor)>,
+}
+
+impl EncoderModel {
+    pub fn load(g: &GgufFile, cfg: EncoderConfig) -> Result<Self, LocalModelError> {
+        let model_err = |e: candle_core::Error| LocalModelError::Model(e.to_string());
+        let h = cfg.hidden;
+        let mat = |name: &str, out: usize, inp: usize| -> Result<Linear, LocalModelError> {
+            Linear::new(std::sync::Arc::new(g.qtensor(name, &[out, inp])?)).map_err(model_err)
+        };
+        let opt = |name: String, n: usize| -> Result<Option<Tensor>, LocalModelError> {
+            if g.has_tensor(&name) {
+                g.tensor(&name, &[n]).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let dense = |name: &str, out: usize, inp: usize| -> Result<Dense, LocalModelError> {
+            Ok(Dense { w: mat(&format!("{name}.weight"), out, inp)?, b: opt(format!("{name}.bias"), out)? })
+        };
+        let norm = |name: &str| -> Result<(Tensor, Tensor), LocalModelError> {
+            Ok((g.tensor(&format!("{name}.weight"), &[h])?, g.tensor(&format!("{name}.bias"), &[h])?))
+        };
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for i in 0..cfg.layers {
+            let p = |n: &str| format!("blk.{i}.{n}");
+            let qkv = if g.has_tensor(&p("attn_qkv.weight")) {
+                Qkv::Fused(dense(&p("attn_qkv"), 3 * h, h)?)
+            } else {
+                Qkv::Split(dense(&p("attn_q"), h, h)?, dense(&p("attn_k"), h, h)?, dense(&p("attn_v"), h, h)?)
+            };
+            let gate = match cfg.family {
+                Family::Nomic => Some(mat(&p("ffn_gate.weight"), cfg.ffn, h)?),
+                Family::Bert => None,
+            };
+            layers.push(Layer {
+                qkv,
+                o: dense(&p("attn_output"), h, h)?,
+                attn_norm: norm(&p("attn_output_norm"))?,
+                up: dense(&p("ffn_up"), cfg.ffn, h)?,
+                gate,
+                down: dense(&p("ffn_down"), h, cfg.ffn)?,
+                out_norm: norm(&p("layer_output_norm"))?,
+            });
+        }
+        let token_type = if g.has_tensor("token_types.weight") {
+            let rows = g.span("token_types.weight")?.dims.first().copied().unwrap_or(0);
+            Some(g.tensor("token_types.weight", &[rows, h])?.get(0).map_err(model_err)?)
+        } else {
+            None
+        };
+        let (positions, rope) = match cfg.family {
+            Family::Bert => (Some(g.tensor("position_embd.weight", &[cfg.max_positions, h])?), None),
+            Family::Nomic => (None, Some(rope_table(cfg.rope_base, cfg.max_positions, h / cfg.heads).map_err(model_err)?)),
+        };
+        let words = g.rows("token_embd.weight", cfg.vocab, h)?;
+        let embed_norm = norm("token_embd_norm")?;
+        Ok(EncoderModel { cfg, words, token_type, positions, embed_norm, layers, rope })
+    }
+
+    /// The text vector of one token sequence, pooled as the file says (not normalised).
+    pub fn embed(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let cfg = &self.cfg;
+        let seq = ids.len();
+        if seq == 0 || seq > cfg.max_positions {
+            candle_core::bail!("{seq} tokens (the model takes 1 to {})", cfg.max_positions);
+        }
+        let (h, heads) = (cfg.hidden, cfg.heads);
+        let hd = h / heads;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let mut x = self.words.gather(ids)?;
+        if let Some(t) = &self.token_type {
+            x = add(&x, t)?;
+        }
+        if let Some(p) = &self.positions {
+            x = add(&x, &p.narrow(0, 0, seq)?.contiguous()?)?;
+        }
+        let norm = |x: &Tensor, (w, b): &(Tensor, Tensor)| candle_nn::ops::layer_norm(x, w, b, cfg.eps);
+        x = norm(&x, &self.embed_norm)?;
+        let rope = match &self.rope {
+            Some((cos, sin)) => Some((cos.narrow(0, 0, seq)?, sin.narrow(0, 0, seq)?)),
+            None => None,
+        };
+        // (seq, hidden) -> (heads, seq, hd), rotary positions applied when the model has them.
+        let heads_of = |t: Tensor, rotate: bool| -> candle_core::Result<Tensor> {
+            let t = t.contiguous()?.reshape((seq, heads, hd))?.transpose(0, 1)?.contiguous()?;
+            match (&rope, rotate) {
+                (Some((cos, sin)), true) => candle_nn::rotary_emb::rope(&t.unsqueeze(0)?, cos, sin)?.squeeze(0),
+                _ => Ok(t),
+            }
+        };
+        for layer in &self.layers {
+            let input = Input::new(&x);
+            let (q, k, v) = match &layer.qkv {
+                Qkv::Fused(d) => {
+                    let qkv = d.forward(&input)?;
+                    (qkv.narrow(1, 0, h)?, qkv.narrow(1, h, h)?, qkv.narrow(1, 2 * h, h)?)
+                }
+                Qkv::Split(q, k, v) => (q.forward(&input)?, k.forward(&input)?, v.forward(&input)?),
+            };
+            let q = (heads_of(q, true)? * scale)?;
+            let k = heads_of(k, true)?;
+            let v = heads_of(v, false)?;
+            let probs = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?;
+            let attn = probs.matmul(&v)?.transpose(0, 1)?.contiguous()?.reshape((seq, h))?;
+            let attn = layer.o.forward(&Input::new(&attn))?;
+            x = norm(&add(&attn, &x)?, &layer.attn_norm)?;
+            let input = Input::new(&x);
+            let up = layer.up.forward(&input)?;
+            let act = match &layer.gate {
+                Some(gate) => (gate.forward(&input)?.silu()? * up)?,
+                // ggml's GELU is the tanh approximation.
+                None => up.gelu()?,
+            };
+            let ff = layer.down.forward(&Input::new(&act))?;
+            x = norm(&add(&ff, &x)?, &layer.out_norm)?;
+        }
+        let pooled = match cfg.pooling {
+            Pooling::Cls => x.get(0)?,
+            _ => x.mean(0)?,
+        };
+        pooled.to_dtype(DType::F32)?.to_vec1()
+    }
+}
+
+/// nomic's Matryoshka step before a cut (its model card): a layer norm without weights over the whole vector, so
+/// the first values keep their share; the caller cuts and normalises.
+pub fn matryoshka_norm(v: &mut [f32]) {
+    let n = v.len().max(1) as f32;
+    let mean = v.iter().sum::<f32>() / n;
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n;
+    let inv = 1.0 / (var + 1e-5).sqrt();
+    for x in v.iter_mut() {
+        *x = (*x - mean) * inv;
+    }
+}

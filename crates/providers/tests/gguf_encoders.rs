@@ -1,0 +1,271 @@
+//! The `local` provider on BERT-family GGUF files, checked against llama.cpp on the same files (tokens and vectors of
+//! the 308 texts of `data/gguf_reference_texts.txt`, even ones as queries and odd ones as documents with the
+//! model's prompts; generated once by `scripts/lib/gguf_reference.py` and committed) and against the provider
+//! contract:
+//! - nomic-embed-text-v1.5 (`nomic-bert`) in F16 as GPT4All ships it (`scripts/setup.d/nomic.sh`), and the same
+//!   weights requantized to Q8_0 (checked against the F16 file's llama.cpp vectors: its quantization costs less
+//!   than the bound);
+//! - all-MiniLM-L6-v2 (`bert`, mean pooling) converted to F32 and Q8_0 GGUF files
+//!   (`scripts/setup.d/bert_gguf.sh`).
+
+mod common;
+
+use std::path::PathBuf;
+
+use memory_core::embedding::cosine;
+use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
+
+const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
+
+/// One model file and its llama.cpp reference.
+struct Case {
+    /// The file's name under the models cache (or the variable that overrides it).
+    file: &'static str,
+    var: &'static str,
+    prompts: (&'static str, &'static str),
+    dims: usize,
+    tokens: &'static str,
+    vectors: &'static [u8],
+}
+
+const NOMIC_F16: Case = Case {
+    file: "nomic-embed-text-v1.5.f16.gguf",
+    var: "MEMORY_TEST_NOMIC_GGUF",
+    prompts: ("search_query: ", "search_document: "),
+    dims: 768,
+    tokens: include_str!("data/nomic-embed-text-v1.5-f16.tokens.json"),
+    vectors: include_bytes!("data/nomic-embed-text-v1.5-f16.vectors.i8"),
+};
+
+const NOMIC_Q8: Case = Case { file: "nomic-embed-text-v1.5.Q8_0.gguf", var: "MEMORY_TEST_NOMIC_Q8_GGUF", ..NOMIC_F16 };
+
+const BERT_F32: Case = Case {
+    file: "all-MiniLM-L6-v2.F32.gguf",
+    var: "MEMORY_TEST_BERT_GGUF",
+    prompts: ("", ""),
+    dims: 384,
+    tokens: include_str!("data/all-MiniLM-L6-v2-f32.tokens.json"),
+    vectors: include_bytes!("data/all-MiniLM-L6-v2-f32.vectors.i8"),
+};
+
+const BERT_Q8: Case = Case { file: "all-MiniLM-L6-v2.Q8_0.gguf", var: "MEMORY_TEST_BERT_Q8_GGUF", ..BERT_F32 };
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("MEMORY_RS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"))
+        .join("models")
+}
+
+/// The case's file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
+fn model(case: &Case, test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(case.var).map(PathBuf::from).unwrap_or_else(|| models_dir().join(case.file));
+    if path.is_file() {
+        Some(path)
+    } else {
+        conformance::testing::missing_prerequisite(test, &format!("{} not found at {} (scripts/setup.sh makes it)", case.file, path.display()));
+        None
+    }
+}
+
+fn texts() -> Vec<String> {
+    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
+}
+
+/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
+fn reference_vectors(case: &Case) -> Vec<Vec<f32>> {
+    case.vectors
+        .chunks(4 + case.dims)
+        .map(|c| {
+            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
+        })
+        .collect()
+}
+
+fn tokens_match(case: &Case, test: &str) {
+    let Some(path) = model(case, test) else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    let want: Vec<Vec<u32>> = serde_json::from_str(case.tokens).unwrap();
+    let texts = texts();
+    assert_eq!(want.len(), texts.len());
+    let mut differ = Vec::new();
+    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
+        let prompted = format!("{}{t}", if i % 2 == 0 { case.prompts.0 } else { case.prompts.1 });
+        let got = p.gguf_tokens(&prompted).unwrap().unwrap();
+        if &got != want {
+            differ.push(format!("{t:?}: {got:?} vs llama.cpp {want:?}"));
+        }
+    }
+    eprintln!("{}: {} of {} texts tokenized as llama.cpp does", case.file, texts.len() - differ.len(), texts.len());
+    assert!(differ.is_empty(), "{} of {} texts tokenized differently:\n{}", differ.len(), texts.len(), differ.join("\n"));
+}
+
+async fn embeddings_match(case: &Case, test: &str) {
+    let Some(path) = model(case, test) else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.dimensions(), Some(case.dims));
+    let texts = texts();
+    let want = reference_vectors(case);
+    assert_eq!(want.len(), texts.len());
+    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
+    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
+    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
+    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
+    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
+    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
+        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
+        let c = cosine(got, want);
+        sum += c;
+        if c < worst.0 {
+            worst = (c, t.clone());
+        }
+    }
+    let mean = sum / texts.len() as f64;
+    eprintln!("{}: {} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", case.file, texts.len(), worst.0, worst.1);
+    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+}
+
+#[test]
+fn nomic_tokens_match_llama_cpp_on_the_same_file() {
+    tokens_match(&NOMIC_F16, "gguf_encoders::nomic_tokens_match_llama_cpp_on_the_same_file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_embeddings_match_llama_cpp_on_the_same_file() {
+    embeddings_match(&NOMIC_F16, "gguf_encoders::nomic_embeddings_match_llama_cpp_on_the_same_file").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_q8_0_stays_within_the_bound_of_llama_cpp() {
+    embeddings_match(&NOMIC_Q8, "gguf_encoders::nomic_q8_0_stays_within_the_bound_of_llama_cpp").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_honours_the_provider_contract() {
+    let Some(path) = model(&NOMIC_F16, "gguf_encoders::nomic_honours_the_provider_contract") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+}
+
+/// nomic's Matryoshka cut: a layer norm over the full vector, its first values, normalised; another identity; a
+/// width the model was not trained for is refused. The prompts are nomic's unless configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_matryoshka_cuts_prompts_and_identity() {
+    let Some(path) = model(&NOMIC_F16, "gguf_encoders::nomic_matryoshka_cuts_prompts_and_identity") else { return };
+    let full = LocalProvider::open(&path).unwrap();
+    let info = full.gguf_info().unwrap();
+    assert_eq!(info.architecture, "nomic-bert");
+    assert_eq!((info.prompts.query.as_str(), info.prompts.document.as_str()), NOMIC_F16.prompts);
+    let text = vec!["The gateway runs on the Mac Studio in the office, next to the router.".to_string()];
+    let a = full.embed(&text, EmbeddingPurpose::Document).await.unwrap().remove(0);
+    for dims in [512, 256, 128, 64] {
+        let cut = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(dims), ..Default::default() }).unwrap();
+        assert_eq!(cut.dimensions(), Some(dims));
+        assert_ne!(cut.fingerprint(), full.fingerprint());
+        let b = cut.embed(&text, EmbeddingPurpose::Document).await.unwrap().remove(0);
+        assert_eq!(b.len(), dims);
+        // The layer norm is blind to the full vector's scale: it can be redone on the unit vector.
+        let mean = a.iter().sum::<f32>() / a.len() as f32;
+        let var = a.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / a.len() as f32;
+        let want: Vec<f32> = a[..dims].iter().map(|x| (x - mean) / var.sqrt()).collect();
+        assert!(cosine(&want, &b) > 0.9999, "{dims}: {}", cosine(&want, &b));
+    }
+    assert_eq!(LocalProvider::open(&path).unwrap().fingerprint(), full.fingerprint(), "the same file is the same identity");
+    let err = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(300), ..Default::default() }).unwrap_err();
+    assert!(err.to_string().contains("not 300"), "{err}");
+
+    // Configured prompts replace nomic's, and change the identity and the vectors.
+    let plain = LocalOptions { query_prompt: Some(String::new()), document_prompt: Some(String::new()), ..Default::default() };
+    let raw = LocalProvider::open_with(&path, &plain).unwrap();
+    assert_ne!(raw.fingerprint(), full.fingerprint());
+    let r = raw.embed(&text, EmbeddingPurpose::Document).await.unwrap().remove(0);
+    assert!(cosine(&r, &a) < 0.999, "the document prefix changes the vector");
+
+    // A question finds the note it is about.
+    let notes = vec![text[0].clone(), "Weekly design review with the team on Friday at 3pm.".to_string()];
+    let n = full.embed(&notes, EmbeddingPurpose::Document).await.unwrap();
+    let ask = full.embed_query("Which machine does the gateway run on?").await.unwrap();
+    assert!(cosine(&ask, &n[0]) > cosine(&ask, &n[1]) + 0.05, "{} vs {}", cosine(&ask, &n[0]), cosine(&ask, &n[1]));
+}
+
+#[test]
+fn bert_tokens_match_llama_cpp_on_the_same_file() {
+    tokens_match(&BERT_F32, "gguf_encoders::bert_tokens_match_llama_cpp_on_the_same_file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_embeddings_match_llama_cpp_on_the_same_file() {
+    embeddings_match(&BERT_F32, "gguf_encoders::bert_embeddings_match_llama_cpp_on_the_same_file").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_q8_0_stays_within_the_bound_of_llama_cpp() {
+    embeddings_match(&BERT_Q8, "gguf_encoders::bert_q8_0_stays_within_the_bound_of_llama_cpp").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_honours_the_provider_contract() {
+    let Some(path) = model(&BERT_Q8, "gguf_encoders::bert_honours_the_provider_contract") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.gguf_info().unwrap().architecture, "bert");
+    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
+    // A BERT file has no Matryoshka cuts.
+    let err = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(128), ..Default::default() }).unwrap_err();
+    assert!(err.to_string().contains("no Matryoshka cuts"), "{err}");
+}
+
+/// `bert.pooling_type` 2 pools the `[CLS]` state: the same file with that one value changed gives what the model
+/// folder (this crate's other BERT implementation) gives with `[CLS]` pooling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bert_pools_as_the_file_says() {
+    let Some(path) = model(&BERT_F32, "gguf_encoders::bert_pools_as_the_file_says") else { return };
+    let folder = models_dir().join("all-MiniLM-L6-v2");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let key = b"bert.pooling_type";
+    let at = bytes.windows(key.len()).position(|w| w == key).expect("the file has a pooling type") + key.len();
+    assert_eq!(&bytes[at..at + 8], &[4, 0, 0, 0, 1, 0, 0, 0], "a u32 1 (mean) after the key");
+    bytes[at + 4] = 2;
+    let cls_file = tmp.path().join("cls.gguf");
+    std::fs::write(&cls_file, &bytes).unwrap();
+    // The folder with its Pooling module set to [CLS].
+    let cls_folder = tmp.path().join("folder");
+    std::fs::create_dir_all(cls_folder.join("1_Pooling")).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json", "modules.json"] {
+        std::fs::copy(folder.join(f), cls_folder.join(f)).unwrap();
+    }
+    std::fs::write(
+        cls_folder.join("1_Pooling/config.json"),
+        r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+    )
+    .unwrap();
+    let texts: Vec<String> = texts().into_iter().take(12).collect();
+    let mean = LocalProvider::open(&path).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    let cls = LocalProvider::open(&cls_file).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    let want = LocalProvider::open(&cls_folder).unwrap().embed(&texts, EmbeddingPurpose::Document).await.unwrap();
+    for ((t, got), (want, mean)) in texts.iter().zip(&cls).zip(want.iter().zip(&mean)) {
+        assert!(cosine(got, want) > 0.999, "{t:?}: {} against the folder's [CLS] vector", cosine(got, want));
+        assert!(cosine(got, mean) < 0.99, "{t:?}: the [CLS] vector is not the mean one");
+    }
+}
+
+/// An architecture the provider does not run is refused by name, with the ones it runs.
+#[test]
+fn other_architectures_are_refused_by_name() {
+    let Some(path) = model(&BERT_Q8, "gguf_encoders::other_architectures_are_refused_by_name") else { return };
+    let mut bytes = std::fs::read(&path).unwrap();
+    // "bert" -> "qert" in the architecture value only (the first occurrence after its key).
+    let key = b"general.architecture";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4 + 8;
+    assert_eq!(&bytes[at..at + 4], b"bert");
+    bytes[at] = b'q';
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other.gguf");
+    std::fs::write(&other, &bytes).unwrap();
+    let err = LocalProvider::open(&other).unwrap_err().to_string();
+    assert!(err.contains("`qert` is not supported"), "{err}");
+    for arch in ["gemma-embedding", "nomic-bert", "`bert`"] {
+        assert!(err.contains(arch), "{err}");
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# all-MiniLM-L6-v2 (the test model scripts/setup.sh fetches first) as GGUF files of llama.cpp's `bert`
+# architecture, F32 and Q8_0, for the local provider's BERT-family GGUF tests: converted by
+# scripts/lib/gguf_convert_bert.py on PyPI's `gguf` (llama.cpp's converter needs torch), in the converter venv that
+# scripts/setup.d/embeddinggemma.sh shares -> $CACHE/models/all-MiniLM-L6-v2.F32.gguf and .Q8_0.gguf.
+# Idempotent: converts only when the converter or its tools changed (a marker beside each file).
+set -euo pipefail
+CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+CONVERTER="$HERE/../lib/gguf_convert_bert.py"
+VENV="$CACHE/gguf-venv"
+TOOLS="gguf==0.19.0 numpy==2.4.6 safetensors==0.8.0 sentencepiece==0.2.3"
+FOLDER="$CACHE/models/all-MiniLM-L6-v2"
+
+if [ ! -f "$FOLDER/model.safetensors" ]; then
+  echo "setup: $FOLDER is missing; scripts/setup.sh fetches it before this step" >&2
+  exit 1
+fi
+stamp="$TOOLS $(sha256sum "$CONVERTER" | cut -d' ' -f1)"
+for type in F32 Q8_0; do
+  out="$CACHE/models/all-MiniLM-L6-v2.$type.gguf"
+  if [ -f "$out" ] && [ "$(cat "$out.converted" 2>/dev/null)" = "$stamp" ]; then
+    continue
+  fi
+  if ! "$VENV/bin/python" -c 'import gguf, numpy, safetensors, sentencepiece' 2>/dev/null; then
+    echo "setup: installing the GGUF converter's tools into $VENV" >&2
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    # shellcheck disable=SC2086
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $TOOLS
+  fi
+  echo "setup: converting all-MiniLM-L6-v2 to $out" >&2
+  "$VENV/bin/python" "$CONVERTER" "$FOLDER" "$out" "$(echo "$type" | tr 'A-Z' 'a-z')"
+  echo "$stamp" > "$out.converted"
+done
