@@ -292,6 +292,77 @@ static STEM_CACHE: std::sync::OnceLock<std::sync::RwLock<rustc_hash::FxHashMap<S
 /// Chinese function characters that carry no meaning as single-character terms.
 const CJK_STOP_CHARS: &str = "的了是在我你他她它们和与及或也都就很这那有个吗呢吧啊之其而于以为被把让给着过地得";
 
+/// Chinese question words: what a question asks with, not what its answer says (the CJK side of the English stop
+/// words "what", "where", "how", "which", "when").
+const CJK_QUESTION_WORDS: &[&str] =
+    &["什么", "怎么", "怎样", "怎么样", "哪里", "哪儿", "哪个", "哪些", "哪家", "哪天", "多少", "多久", "几点", "为什么", "如何", "是否", "是不是"];
+
+/// A query's words as a reader counts them, for asking how much of the query a text holds
+/// ([`QueryWords::share_held_by`]): each content word once (stemmed; stop words out), and each Chinese or Japanese
+/// run cut into its words (jieba; particles and question words out) rather than into the overlapping bigrams the
+/// keyword index matches by, most of which straddle two words and are held by no text at all.
+#[derive(Debug, Clone, Default)]
+pub struct QueryWords {
+    /// Stems, matched against a text's terms.
+    words: Vec<String>,
+    /// CJK words, matched as they are written in a text.
+    cjk: Vec<String>,
+}
+
+impl QueryWords {
+    pub fn of(query: &str) -> QueryWords {
+        let mut out = QueryWords::default();
+        raw_tokens(&without_clitics(query), |t, cjk| {
+            if cjk {
+                let mut add = |w: &str| {
+                    let single_stop = w.chars().count() == 1 && CJK_STOP_CHARS.contains(w);
+                    if !single_stop && !CJK_QUESTION_WORDS.contains(&w) && !out.cjk.iter().any(|c| c == w) {
+                        out.cjk.push(w.to_string());
+                    }
+                };
+                if t.chars().any(is_kana_or_hangul) {
+                    add(t);
+                } else {
+                    for token in jieba().cut(t, true) {
+                        add(token.word);
+                    }
+                }
+            } else if t.chars().any(char::is_alphanumeric) && !is_stop_word(t) {
+                let stem = stem_word(t);
+                if !out.words.contains(&stem) {
+                    out.words.push(stem);
+                }
+            }
+        });
+        out.words.truncate(MAX_QUERY_TERMS);
+        out.cjk.truncate(MAX_QUERY_TERMS);
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty() && self.cjk.is_empty()
+    }
+
+    /// The share of these words `text` holds, 0..1 (1 when there are none to hold).
+    pub fn share_held_by(&self, text: &str) -> f64 {
+        let total = self.words.len() + self.cjk.len();
+        if total == 0 {
+            return 1.0;
+        }
+        let mut held = vec![false; self.words.len()];
+        if !self.words.is_empty() {
+            each_document_term(text, &mut |t| {
+                if let Some(i) = self.words.iter().position(|w| w == t) {
+                    held[i] = true;
+                }
+            });
+        }
+        let lower = if self.cjk.is_empty() { String::new() } else { text.to_lowercase() };
+        let cjk_held = self.cjk.iter().filter(|w| lower.contains(w.as_str())).count();
+        (held.iter().filter(|h| **h).count() + cjk_held) as f64 / total as f64
+    }
+}
+
 /// The jieba segmenter, loaded on first use only: a process that never sees Chinese text never pays for its
 /// dictionary.
 fn jieba() -> &'static jieba_rs::Jieba {
@@ -623,6 +694,19 @@ pub fn for_each_similarity_token(text: &str, mut f: impl FnMut(&str)) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn query_words_count_what_a_reader_counts() {
+        let w = QueryWords::of("笔记库每天几点备份？");
+        // Words, not straddling bigrams ("库每", "天几"); the question word "几点" is out.
+        assert_eq!(w.share_held_by("笔记库每天备份一次"), 1.0, "{w:?}");
+        assert_eq!(w.share_held_by("我每天跑步"), 0.25, "{w:?}");
+        let w = QueryWords::of("What is my mother allergic to?");
+        assert_eq!(w.share_held_by("Mom is allergic to penicillin."), 0.5, "{w:?}");
+        assert_eq!(w.share_held_by("Both my mothers were allergic"), 1.0, "stems meet: {w:?}");
+        assert!(QueryWords::of("what is it?").is_empty());
+        assert_eq!(QueryWords::of("?").share_held_by("anything"), 1.0);
+    }
     use super::*;
     use proptest::prelude::*;
 

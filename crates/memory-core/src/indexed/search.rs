@@ -2,6 +2,7 @@
 //! shared ranking.
 
 use super::*;
+use crate::analysis::QueryWords;
 
 /// Pseudo-relevance feedback: applied to queries with at least this many content terms...
 const PRF_MIN_QUERY_TERMS: usize = 4;
@@ -14,8 +15,8 @@ const PRF_WEIGHT: f64 = 0.3;
 const VECTOR_PRF_WEIGHT: f32 = 0.75;
 
 /// The best [`PRF_DOCS`] chunks of the merged keyword + vector ranking: the feedback set of both expansions.
-fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], opts: &RankingOptions) -> Vec<crate::ranking::Scored> {
-    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), opts.vector_floor, opts.vector_weight, opts.text_weight);
+fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], words: &QueryWords, opts: &RankingOptions) -> Vec<crate::ranking::Scored> {
+    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), words, opts.vector_floor, opts.vector_weight, opts.text_weight);
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
     ranked.truncate(PRF_DOCS);
     ranked
@@ -56,6 +57,7 @@ impl IndexedBackend {
         }
 
         let terms = query_terms(query);
+        let words = QueryWords::of(query);
         let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await?;
         let vector = self.vector_leg(&ctx, query, embed_deadline, &mut warnings).await?;
         if keyword.is_none() && vector.is_none() && !warnings.is_empty() {
@@ -73,12 +75,12 @@ impl IndexedBackend {
         ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));
         let first_vector: &[Candidate] = vector.as_ref().map_or(&[], |leg| &leg.candidates);
         let keyword = match keyword {
-            Some(k) => self.expand_keyword(&ctx, &terms, k, first_vector).await,
+            Some(k) => self.expand_keyword(&ctx, &terms, &words, k, first_vector).await,
             None => Vec::new(),
         };
         let vector = match vector {
             Some(leg) if terms.len() >= PRF_MIN_QUERY_TERMS => {
-                let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, leg.candidates).await;
+                let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, &words, leg.candidates).await;
                 // The candidates' cosines are with the refined vector now: so is the floor.
                 if let Some(c) = centroid.as_deref() {
                     ctx.opts.vector_floor = unrelated::floor(&scored_by, c);
@@ -219,12 +221,19 @@ impl IndexedBackend {
     /// query, and each chunk's BM25 becomes rank(original) + weight x rank(expansion). The best hits are those of
     /// the merged keyword + vector ranking when there are vector candidates (two signals pick better feedback
     /// than one), else the keyword ones. Short queries (names, ids, a word or two) are precise already and skip it.
-    async fn expand_keyword(&self, ctx: &SearchContext<'_>, terms: &[String], keyword: Vec<Candidate>, vector: &[Candidate]) -> Vec<Candidate> {
+    async fn expand_keyword(
+        &self,
+        ctx: &SearchContext<'_>,
+        terms: &[String],
+        words: &QueryWords,
+        keyword: Vec<Candidate>,
+        vector: &[Candidate],
+    ) -> Vec<Candidate> {
         let (store, opts, limit) = (&ctx.store, &ctx.opts, ctx.limit);
         if terms.len() < PRF_MIN_QUERY_TERMS || keyword.len() < PRF_DOCS {
             return keyword;
         }
-        let ranked = feedback_ranking(&keyword, vector, opts);
+        let ranked = feedback_ranking(&keyword, vector, words, opts);
         let best = ranked.first().map_or(0.0, |s| s.score);
         let docs: Vec<(&str, f64)> = ranked.iter().map(|s| (s.candidate.text.as_str(), if best > 0.0 { s.score / best } else { 1.0 })).collect();
         let extra = expansion_terms(terms, &docs, PRF_TERMS);
@@ -264,6 +273,7 @@ impl IndexedBackend {
         ctx: &SearchContext<'_>,
         query_vector: &[f32],
         keyword: &[Candidate],
+        words: &QueryWords,
         vector: Vec<Candidate>,
     ) -> (Vec<Candidate>, Vec<f32>) {
         let (store, opts) = (&ctx.store, &ctx.opts);
@@ -271,7 +281,7 @@ impl IndexedBackend {
         if vector.len() < PRF_DOCS {
             return first(vector);
         }
-        let ids: Vec<String> = feedback_ranking(keyword, &vector, opts).into_iter().map(|s| s.candidate.chunk_id).collect();
+        let ids: Vec<String> = feedback_ranking(keyword, &vector, words, opts).into_iter().map(|s| s.candidate.chunk_id).collect();
         let stored = match store.chunk_vectors(&ids).await {
             Ok(v) => v,
             Err(e) => {

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::analysis::similarity_tokens;
+use crate::analysis::{similarity_tokens, QueryWords};
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
 use crate::store::{name_and_stem, Candidate};
@@ -377,8 +377,27 @@ pub fn hybrid_weights(vector_weight: f64, text_weight: f64, vector: &[f64], text
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
 /// [`text_scores`] and vector scores from [`vector_scores`] when both legs have candidates), with the weights
 /// normalised over the signals that are present in this search (keyword-only search scores by text alone) and,
-/// when both legs answered, scaled by how decisive each is on this query ([`hybrid_weights`]).
-pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Option<f64>, vector_weight: f64, text_weight: f64) -> Vec<Scored> {
+/// when both legs answered, scaled by how decisive each is on this query ([`hybrid_weights`]) and the text leg
+/// discounted by how much of the query its best match holds.
+///
+/// The discount: beside a vector leg, the text leg's scores and its weight are each multiplied by the share of the
+/// query's words its best candidate holds ([`QueryWords::share_held_by`]; a query without words: no discount).
+/// BM25 says how well
+/// a chunk matches the words it matched, not how many of the question's words those were: a chunk that shares one
+/// common bigram with a Chinese question ("每天", "时候") scores r / (1 + r) = 0.8 when that bigram is rare enough,
+/// as high as a chunk holding the whole question, and the spread weights read one such match among zeros as a
+/// decisive leg; a Chinese paraphrase, or a Chinese question about an English note, that the vector leg found
+/// clearly first fell below it. The share corrects both readings: the match's score (how good the best match is)
+/// and the leg's weight (how far to trust the leg on this query). A question whose words the best match holds
+/// keeps its keyword lead (share 1: no change). Figures in docs/BENCHMARKS.md.
+pub fn merge(
+    keyword: Vec<Candidate>,
+    vector: Vec<Candidate>,
+    query: &QueryWords,
+    vector_floor: Option<f64>,
+    vector_weight: f64,
+    text_weight: f64,
+) -> Vec<Scored> {
     let have_text = !keyword.is_empty();
     let have_vec = !vector.is_empty();
     let (vw, tw) = match (have_vec, have_text) {
@@ -393,13 +412,19 @@ pub fn merge(keyword: Vec<Candidate>, vector: Vec<Candidate>, vector_floor: Opti
     let mut order = Vec::new();
     // Alone, the text leg keeps the SPEC mapping for every candidate (same order, and min-score keeps meaning
     // what it meant); only beside cosine similarities does its spread matter.
-    let text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.keyword_score.map_or(0.0, keyword_text_score)).collect() };
+    let mut text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.keyword_score.map_or(0.0, keyword_text_score)).collect() };
+    // How much of the query the text leg's best match holds (see above): 1 alone, where it ranks by words anyway.
+    let share = match keyword.iter().zip(&text).max_by(|a, b| a.1.total_cmp(b.1)) {
+        Some((best, _)) if have_vec => query.share_held_by(&best.text),
+        _ => 1.0,
+    };
+    text.iter_mut().for_each(|t| *t *= share);
     // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
     // are used as they are.
     let calibrated = if have_text { vector_scores(&vector, vector_floor) } else { vector.iter().map(|c| c.vector_score.unwrap_or(0.0)).collect() };
     let (vw, tw) = if have_text && have_vec && vw > 0.0 && tw > 0.0 {
         let union: HashSet<&str> = keyword.iter().chain(&vector).map(|c| c.chunk_id.as_str()).collect();
-        hybrid_weights(vw, tw, &calibrated, &text, union.len())
+        hybrid_weights(vw, tw * share, &calibrated, &text, union.len())
     } else {
         (vw, tw)
     };
@@ -642,7 +667,7 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
-    let mut items = merge(keyword, vector, opts.vector_floor, opts.vector_weight, opts.text_weight);
+    let mut items = merge(keyword, vector, &QueryWords::of(query), opts.vector_floor, opts.vector_weight, opts.text_weight);
     if hybrid {
         let named = ExactQuery::of(query);
         if named != ExactQuery::None {
