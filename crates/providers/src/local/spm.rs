@@ -145,7 +145,7 @@ impl SpmTokenizer {
             out.push(b);
         }
         let mut prev_special = true;
-        for piece in self.split_specials(text) {
+        for piece in split_specials(text, &self.specials) {
             match piece {
                 Piece::Special(id) => {
                     out.push(id);
@@ -170,37 +170,6 @@ impl SpmTokenizer {
             out.push(e);
         }
         out
-    }
-
-    /// The text cut around special pieces: each special piece (longest first) splits every text fragment where
-    /// it occurs, as llama.cpp partitions it.
-    fn split_specials<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
-        let mut pieces = vec![Piece::Text(text)];
-        for (special, id) in &self.specials {
-            if !text.contains(special.as_str()) {
-                continue;
-            }
-            let mut next = Vec::with_capacity(pieces.len() + 2);
-            for p in pieces {
-                match p {
-                    Piece::Text(mut t) => {
-                        while let Some(at) = t.find(special.as_str()) {
-                            if at > 0 {
-                                next.push(Piece::Text(&t[..at]));
-                            }
-                            next.push(Piece::Special(*id));
-                            t = &t[at + special.len()..];
-                        }
-                        if !t.is_empty() {
-                            next.push(Piece::Text(t));
-                        }
-                    }
-                    special => next.push(special),
-                }
-            }
-            pieces = next;
-        }
-        pieces
     }
 
     fn merge(&self, text: &str, out: &mut Vec<u32>) {
@@ -278,7 +247,39 @@ impl SpmTokenizer {
     }
 }
 
-enum Piece<'t> {
+/// A fragment of a text to tokenize: plain text, or a control token written in it.
+pub(super) enum Piece<'t> {
     Text(&'t str),
     Special(u32),
+}
+
+/// The text cut around control tokens written in it: each (longest first in `specials`) splits every text fragment
+/// where it occurs, as llama.cpp partitions it. Shared by the SentencePiece and WordPiece tokenizers.
+pub(super) fn split_specials<'t>(text: &'t str, specials: &[(String, u32)]) -> Vec<Piece<'t>> {
+    let mut pieces = vec![Piece::Text(text)];
+    for (special, id) in specials {
+        if !text.contains(special.as_str()) {
+            continue;
+        }
+        let mut next = Vec::with_capacity(pieces.len() + 2);
+        for p in pieces {
+            match p {
+                Piece::Text(mut t) => {
+                    while let Some(at) = t.find(special.as_str()) {
+                        if at > 0 {
+                            next.push(Piece::Text(&t[..at]));
+                        }
+                        next.push(Piece::Special(*id));
+                        t = &t[at + special.len()..];
+                    }
+                    if !t.is_empty() {
+                        next.push(Piece::Text(t));
+                    }
+                }
+                special => next.push(special),
+            }
+        }
+        pieces = next;
+    }
+    pieces
 }

@@ -21,6 +21,7 @@ use unicode_general_category::get_general_category;
 use unicode_normalization::UnicodeNormalization;
 
 use super::gguf::GgufFile;
+use super::spm::{split_specials, Piece};
 use super::LocalModelError;
 
 /// llama.cpp's token type of a control token.
@@ -110,7 +111,7 @@ impl WordPieceTokenizer {
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let room = self.max_tokens - 1;
         let mut out = vec![self.cls];
-        for piece in self.split_specials(text) {
+        for piece in split_specials(text, &self.specials) {
             if out.len() >= room {
                 break;
             }
@@ -129,36 +130,6 @@ impl WordPieceTokenizer {
         out.truncate(room);
         out.push(self.sep);
         out
-    }
-
-    /// The text cut around control tokens written in it, longest first, as llama.cpp partitions it.
-    fn split_specials<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
-        let mut pieces = vec![Piece::Text(text)];
-        for (special, id) in &self.specials {
-            if !text.contains(special.as_str()) {
-                continue;
-            }
-            let mut next = Vec::with_capacity(pieces.len() + 2);
-            for p in pieces {
-                match p {
-                    Piece::Text(mut t) => {
-                        while let Some(at) = t.find(special.as_str()) {
-                            if at > 0 {
-                                next.push(Piece::Text(&t[..at]));
-                            }
-                            next.push(Piece::Special(*id));
-                            t = &t[at + special.len()..];
-                        }
-                        if !t.is_empty() {
-                            next.push(Piece::Text(t));
-                        }
-                    }
-                    special => next.push(special),
-                }
-            }
-            pieces = next;
-        }
-        pieces
     }
 
     /// Normalised words of a text fragment (llama.cpp's `preprocess` of its WordPiece session).
@@ -244,11 +215,6 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F | 0x2B740..=0x2B81F
         | 0x2B920..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
-}
-
-enum Piece<'t> {
-    Text(&'t str),
-    Special(u32),
 }
 
 #[cfg(test)]
