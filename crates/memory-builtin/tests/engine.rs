@@ -701,6 +701,36 @@ async fn question_vectors_take_feedback_from_the_best_hits() {
     assert!(lunch < 0.01, "unrelated note: {lunch}");
 }
 
+/// The vector leg's feedback carries the keyword leg's evidence, in proportion to how much of the question the
+/// keyword leg's best match holds: a search that weighs no keyword leg (`textWeight` 0) refines nothing, and the
+/// note that shares only the best hits' vocabulary keeps no vector score; with the keyword leg, it gets one.
+#[tokio::test]
+async fn the_vector_leg_takes_feedback_only_beside_the_keyword_leg() {
+    let env = Env::new();
+    for i in 0..10 {
+        env.write(&format!("memory/gateway-{i}.md"), &format!("# Gateway {i}\n\nThe gateway process runs on the studio rack machine {i}.\n"));
+    }
+    env.write("memory/inventory.md", "# Inventory\n\nStudio rack inventory list.\n");
+    let inventory_score = |text_weight: f64| {
+        let env = &env;
+        async move {
+            let mut config = Config::default();
+            config.memory.search.query.hybrid.vector_weight = 1.0;
+            config.memory.search.query.hybrid.text_weight = text_weight;
+            let e = env.open(config, Some(Arc::new(BagOfWordsEmbedder::new(512)))).await;
+            e.sync(SyncOptions::default()).await.unwrap();
+            let req = SearchRequest { max_results: Some(20), min_score: Some(0.0), ..SearchRequest::new("which machine hosts the gateway process") };
+            let res = e.search(&req).await.unwrap();
+            e.close().await.unwrap();
+            res.results.iter().find(|r| r.path == "memory/inventory.md").and_then(|r| r.vector_score).unwrap_or(0.0)
+        }
+    };
+    let alone = inventory_score(0.0).await;
+    assert!(alone < 0.01, "vector leg alone: no feedback, inventory note's vector score {alone}");
+    let beside = inventory_score(0.3).await;
+    assert!(beside > 0.05, "beside the keyword leg: feedback, inventory note's vector score {beside}");
+}
+
 /// An embedder whose vectors bunch, like multilingual-e5's: each is 0.97 x one shared direction plus 0.24 x a
 /// bag of words, so unrelated texts have a cosine of 0.94 and the same text 1. Words are hashed like
 /// `conformance::BagOfWordsEmbedder`'s, with a few garden words taken for one meaning (what a real model knows and keyword

@@ -22,6 +22,20 @@ fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], words: &QueryWo
     ranked
 }
 
+/// How much of the question the keyword leg's best match holds ([`QueryWords::share_held_by`]): the weight of the
+/// keyword leg's evidence in the vector leg's feedback. 0 when the search weighs no keyword leg (none answered, or
+/// `textWeight` 0).
+fn keyword_share(keyword: &[Candidate], words: &QueryWords, opts: &RankingOptions) -> f64 {
+    if opts.text_weight <= 0.0 {
+        return 0.0;
+    }
+    keyword
+        .iter()
+        .filter(|c| c.keyword_score.is_some_and(|s| s.is_finite()))
+        .max_by(|a, b| a.keyword_score.unwrap_or(0.0).total_cmp(&b.keyword_score.unwrap_or(0.0)))
+        .map_or(0.0, |best| words.share_held_by(&best.text))
+}
+
 /// What the steps of one search share: one store handle for the whole search, the ranking options (the vector
 /// floor is set once the query vector is known), the candidate budget per leg and the source filter.
 struct SearchContext<'a> {
@@ -264,10 +278,17 @@ impl IndexedBackend {
 
     /// Rocchio feedback on the query vector, for questions: the centroid of the stored vectors of the best chunks
     /// of the merged ranking (keyword, after its own feedback, and vector) is added to the query vector with
-    /// weight [`VECTOR_PRF_WEIGHT`], and the vector side is searched again with that vector. A question's words
-    /// rarely match how the answer is written; the best hits' vectors describe the answer's neighbourhood
-    /// (Rocchio 1971; the same holds for dense retrieval). Vector scores are then cosine similarities to the
-    /// refined query vector. Any failure keeps the first vector candidates.
+    /// weight [`VECTOR_PRF_WEIGHT`] x the share of the question the keyword leg's best match holds
+    /// ([`keyword_share`]), and the vector side is searched again with that vector. A question's words rarely
+    /// match how the answer is written; the best hits of two signals describe the answer's neighbourhood (Rocchio
+    /// 1971; the same holds for dense retrieval). Vector scores are then cosine similarities to the refined query
+    /// vector. Any failure keeps the first vector candidates.
+    ///
+    /// Why in proportion to the keyword share: what the feedback adds is the keyword leg's evidence. When the
+    /// keyword leg's best match holds little of the question (a Chinese question about an English note, whose
+    /// only matches are Chinese notes sharing one word with it), its matches in the feedback set pull the query
+    /// towards those notes and away from the answer the vector leg found; with no keyword leg, feedback from the
+    /// vector leg's own head brings nothing the leg did not already find. Figures in docs/BENCHMARKS.md.
     async fn expand_vector(
         &self,
         ctx: &SearchContext<'_>,
@@ -279,6 +300,10 @@ impl IndexedBackend {
         let (store, opts) = (&ctx.store, &ctx.opts);
         let first = |vector| (vector, query_vector.to_vec());
         if vector.len() < PRF_DOCS {
+            return first(vector);
+        }
+        let share = keyword_share(keyword, words, opts);
+        if share <= 0.0 {
             return first(vector);
         }
         let ids: Vec<String> = feedback_ranking(keyword, &vector, words, opts).into_iter().map(|s| s.candidate.chunk_id).collect();
@@ -295,7 +320,7 @@ impl IndexedBackend {
             return first(vector);
         }
         let mut refined = query_vector.to_vec();
-        let w = VECTOR_PRF_WEIGHT / feedback.len() as f32;
+        let w = share as f32 * VECTOR_PRF_WEIGHT / feedback.len() as f32;
         for v in feedback {
             for (q, x) in refined.iter_mut().zip(v) {
                 *q += w * x;

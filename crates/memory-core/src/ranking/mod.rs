@@ -137,6 +137,10 @@ pub struct Scored {
     pub score: f64,
     pub text_score: Option<f64>,
     pub vector_score: Option<f64>,
+    /// The vector leg's own score of the chunk, as a search by vectors alone scores it (counted from the model's
+    /// similarity of unrelated text beside a text leg, [`vector_scores`]): what [`select`] lets through on the
+    /// vector leg's word.
+    pub vector_leg: Option<f64>,
     pub tier: u8,
     /// The chunk holds what the query names exactly ([`ExactQuery`]): in hybrid search it ranks above chunks that
     /// do not (below exact-path hits), whatever the vectors say.
@@ -430,19 +434,25 @@ pub fn merge(
     };
     for (c, t) in keyword.into_iter().zip(text) {
         order.push(c.chunk_id.clone());
-        by_id.insert(c.chunk_id.clone(), Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, tier: 0, exact_match: false });
+        by_id.insert(
+            c.chunk_id.clone(),
+            Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, vector_leg: None, tier: 0, exact_match: false },
+        );
     }
     let mut leg: HashMap<String, f64> = HashMap::new();
     for (c, cal) in vector.into_iter().zip(calibrated) {
         let v = c.vector_score.unwrap_or(0.0);
         leg.insert(c.chunk_id.clone(), cal);
         match by_id.get_mut(&c.chunk_id) {
-            Some(s) => s.vector_score = Some(v),
+            Some(s) => {
+                s.vector_score = Some(v);
+                s.vector_leg = Some(cal);
+            }
             None => {
                 order.push(c.chunk_id.clone());
                 by_id.insert(
                     c.chunk_id.clone(),
-                    Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), tier: 0, exact_match: false },
+                    Scored { candidate: c, score: 0.0, text_score: None, vector_score: Some(v), vector_leg: Some(cal), tier: 0, exact_match: false },
                 );
             }
         }
@@ -598,10 +608,18 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
     picked.into_iter().map(|i| slots[i].take().unwrap()).collect()
 }
 
-/// Results at or above `min_score`, up to `max_results`; exact-path hits always pass. If nothing passes,
-/// keyword-backed hits are returned instead of nothing.
+/// Results at or above `min_score`, up to `max_results`; exact-path hits always pass, and so does a hit whose
+/// vector leg alone scores it at `min_score` or more ([`Scored::vector_leg`]). If nothing passes, keyword-backed
+/// hits are returned instead of nothing.
+///
+/// Why the vector leg's own score: the merge gives a chunk no keyword matched only the vector leg's share of the
+/// weight, so the note a question in one language asks about in another (no shared word) scored about half its
+/// similarity and fell under `min_score`, while a note sharing one word with the question passed; when nothing
+/// else passed, the keyword back-fill returned only the word matches. Hybrid search must not return less than a
+/// search by vectors alone would; the order stays the merged one.
 pub fn select(items: Vec<Scored>, max_results: usize, min_score: f64) -> Vec<Scored> {
-    let passing: Vec<Scored> = items.iter().filter(|s| s.tier > 0 || s.exact_match || s.score >= min_score).take(max_results).cloned().collect();
+    let passes = |s: &Scored| s.tier > 0 || s.exact_match || s.score >= min_score || s.vector_leg.is_some_and(|v| v >= min_score);
+    let passing: Vec<Scored> = items.iter().filter(|s| passes(s)).take(max_results).cloned().collect();
     if !passing.is_empty() {
         return passing;
     }
@@ -684,7 +702,7 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
             found = true;
         }
         if !found {
-            items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, tier, exact_match: false });
+            items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, vector_leg: None, tier, exact_match: false });
         }
     }
     prefer_recent(&mut items, query);

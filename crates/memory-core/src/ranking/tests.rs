@@ -17,7 +17,15 @@ fn cand(id: &str, path: &str, text: &str) -> Candidate {
 }
 
 fn scored(id: &str, text: &str, score: f64) -> Scored {
-    Scored { candidate: cand(id, "memory/x.md", text), score, text_score: Some(score), vector_score: None, tier: 0, exact_match: false }
+    Scored {
+        candidate: cand(id, "memory/x.md", text),
+        score,
+        text_score: Some(score),
+        vector_score: None,
+        vector_leg: None,
+        tier: 0,
+        exact_match: false,
+    }
 }
 
 fn opts() -> RankingOptions {
@@ -81,15 +89,25 @@ fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
             score: 0.8,
             text_score: Some(0.8),
             vector_score: None,
+            vector_leg: None,
             tier: 0,
             exact_match: false,
         },
-        Scored { candidate: cand("b", "MEMORY.md", "x"), score: 0.8, text_score: Some(0.8), vector_score: None, tier: 0, exact_match: false },
+        Scored {
+            candidate: cand("b", "MEMORY.md", "x"),
+            score: 0.8,
+            text_score: Some(0.8),
+            vector_score: None,
+            vector_leg: None,
+            tier: 0,
+            exact_match: false,
+        },
         Scored {
             candidate: cand("c", "memory/projects/alpha.md", "x"),
             score: 0.8,
             text_score: Some(0.8),
             vector_score: None,
+            vector_leg: None,
             tier: 0,
             exact_match: false,
         },
@@ -302,6 +320,31 @@ fn selection_applies_min_score_then_backfills_keyword_hits() {
 }
 
 #[test]
+fn a_hit_the_vector_leg_alone_would_return_passes_min_score_in_hybrid() {
+    // A Chinese question about an English note: no keyword matches the note, the vector leg finds it with a score
+    // that passes minScore on its own (0.55), and the merge, which gives the vector leg its share of the weight
+    // only, scores it 0.29. A keyword match on one word of the question (0.37) passes. Hybrid must not return
+    // less than the vector leg alone would: both pass, in the merged order.
+    let mut english = scored("en", "The apartment lease renews every September.", 0.29);
+    english.text_score = None;
+    english.vector_score = Some(0.55);
+    english.vector_leg = Some(0.55);
+    let mut chinese = scored("zh", "合同已经续签。", 0.37);
+    chinese.vector_score = Some(0.6);
+    chinese.vector_leg = Some(0.6);
+    let sel = select(vec![chinese.clone(), english.clone()], 6, 0.35);
+    let ids: Vec<&str> = sel.iter().map(|s| s.candidate.chunk_id.as_str()).collect();
+    assert_eq!(ids, ["zh", "en"]);
+    // A vector hit that the vector leg alone scores below minScore stays out, and a keyword hit is judged by its
+    // merged score as before.
+    english.vector_leg = Some(0.3);
+    let mut weak_keyword = scored("kw", "续", 0.2);
+    weak_keyword.text_score = Some(0.5);
+    let sel = select(vec![chinese, english, weak_keyword], 6, 0.35);
+    assert_eq!(sel.iter().map(|s| s.candidate.chunk_id.as_str()).collect::<Vec<_>>(), ["zh"]);
+}
+
+#[test]
 fn exact_path_hit_ranks_first_even_below_min_score() {
     let mut k = cand("a", "memory/other.md", "gateway");
     k.keyword_score = Some(10.0);
@@ -318,13 +361,13 @@ fn citations_and_snippet_cap() {
     let mut c = cand("a", "memory/a.md", "text");
     c.keyword_score = Some(1.0);
     let on = to_results(
-        vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
         "q",
         Citations::On,
     );
     assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
     let off = to_results(
-        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
         "q",
         Citations::Off,
     );
@@ -342,7 +385,7 @@ fn results_say_which_lines_their_snippet_shows() {
     c.end_line = 50;
     c.keyword_score = Some(3.0);
     let r = to_results(
-        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, tier: 0, exact_match: false }],
+        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
         "always canary",
         Citations::Auto,
     );
@@ -540,6 +583,7 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
             score: 0.82 - 0.002 * i as f64,
             text_score: None,
             vector_score: None,
+            vector_leg: None,
             tier: 0,
             exact_match: false,
         })
@@ -628,6 +672,7 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
         score: 0.01,
         text_score: Some(0.01),
         vector_score: None,
+        vector_leg: None,
         tier: 0,
         exact_match: false,
     });
