@@ -108,22 +108,22 @@ async fn checks(args: &Args<'_>) -> Vec<Check> {
     let host = memory_host::Host::new();
     let (config, config_json) = check_config(&mut r, &host, args);
     let workspace = check_workspace(&mut r, args, config_json.as_ref(), config.as_ref());
-    let opened = match (&config, &workspace) {
-        (Some(config), Some(ws)) => {
-            let config = Arc::new(config.clone());
-            let embedder = check_embeddings(&mut r, &config).await;
-            let reranker = check_reranker(&mut r, &config).await;
-            open_engine(&mut r, &host, config, ws, args, embedder, reranker).await
+    // The model and the reranker need the config only: checked even when the workspace is wrong.
+    let config = config.map(Arc::new);
+    let (embedder, reranker) = match &config {
+        Some(config) => (check_embeddings(&mut r, config).await, check_reranker(&mut r, config).await),
+        None => {
+            r.not_run("embeddings", "the config does not load");
+            r.not_run("reranker", "the config does not load");
+            (None, None)
         }
-        (None, _) => {
-            for c in ["embeddings", "reranker", "engine", "fallback", "index", "skipped"] {
-                r.not_run(c, "the config does not load");
-            }
-            None
-        }
-        (_, None) => {
-            for c in ["embeddings", "reranker", "engine", "fallback", "index", "skipped"] {
-                r.not_run(c, "no workspace");
+    };
+    let opened = match (config, &workspace) {
+        (Some(config), Some(ws)) => open_engine(&mut r, &host, config, ws, args, embedder, reranker).await,
+        (config, _) => {
+            let because = if config.is_none() { "the config does not load" } else { "no workspace" };
+            for c in ["engine", "fallback", "index", "skipped"] {
+                r.not_run(c, because);
             }
             None
         }
