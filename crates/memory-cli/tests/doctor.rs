@@ -257,6 +257,27 @@ fn the_index_check_says_never_built_changed_and_fresh() {
     assert!(has(&checks, "index", "WARN", "changed since the last sync"), "{checks:?}");
 }
 
+/// `--deep` reads the whole index: damage no search has met is found, said and repaired.
+#[test]
+fn the_deep_index_check_finds_and_repairs_damage() {
+    let dirs = common::workspace(&[]);
+    assert!(run(&dirs, None, &["index"]).status.success());
+    let o = run(&dirs, None, &["status", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let db = std::path::PathBuf::from(v["indexPath"].as_str().unwrap());
+    let mut bytes = std::fs::read(&db).unwrap();
+    let needle = b"runs on the Mac";
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("chunk text in the index file");
+    bytes[at..at + needle.len()].fill(0xff);
+    std::fs::write(&db, &bytes).unwrap();
+
+    let (checks, ok) = doctor(&dirs, None, &["--deep"]);
+    assert!(ok, "a repaired index is no failure: {checks:?}");
+    assert!(has(&checks, "index", "WARN", "damaged"), "{checks:?}");
+    let (checks, _) = doctor(&dirs, None, &["--deep"]);
+    assert!(has(&checks, "index", "OK", "no damage"), "{checks:?}");
+}
+
 #[test]
 fn skipped_files_warn_with_their_reason() {
     let dirs = common::workspace(&[]);
