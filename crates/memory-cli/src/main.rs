@@ -2,6 +2,7 @@
 
 mod append;
 mod backlog;
+mod doctor;
 mod http;
 mod mcp_gate;
 mod openclaw;
@@ -127,6 +128,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the setup: config, workspace, engine and fallback, embedding model, reranker, index, skipped files,
+    /// shared server, OpenClaw plugin. One line each (OK, WARN or FAIL with the fix); exit status 1 on a FAIL.
+    #[command(after_help = "Examples:\n  memory doctor\n  memory doctor --deep --json   # also read the whole index for damage")]
+    Doctor {
+        /// Also read the whole index for damage (a damaged index is set aside and rebuilt, as `status --deep`).
+        #[arg(long)]
+        deep: bool,
+        /// An array of {check, level, message, fix}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Keep the index fresh: re-index changed memory files as they change (until Ctrl-C).
     #[command(after_help = "Debounce: memory.search.sync.watchDebounceMs (default 1500); also syncs every\n\
         memory.search.sync.intervalMinutes when set.\n\nExamples:\n  memory watch\n  memory watch --json   # one JSON line per sync")]
@@ -195,6 +207,7 @@ const EXAMPLES: &str = "Examples:
   memory --workspace ~/agent index
   memory get memory/2026-11-29.md --from 10 --lines 20
   memory status --deep
+  memory doctor                        # what works, what does not, and the fix
   memory watch
   memory serve --allow-append          # MCP server on stdio
   memory serve --http 127.0.0.1:8765   # MCP over HTTP (bearer token in the state folder)
@@ -217,7 +230,9 @@ fn main() -> ExitCode {
     }
     // A server's log file says when each line happened; a command's stderr does not need to.
     let timed = matches!(&cli.command, Command::Server { action: server::control::Action::Run { .. } });
-    init_logging(cli.verbose, timed);
+    // The doctor says what the engines' warnings would: its lines stay alone unless logs are asked for.
+    let quiet = matches!(&cli.command, Command::Doctor { .. });
+    init_logging(cli.verbose, timed, quiet);
     if let Command::Openclaw { action } = &cli.command {
         // Reads and edits OpenClaw's config only: no engine to open.
         return match openclaw_plugin::run(action) {
@@ -226,6 +241,16 @@ fn main() -> ExitCode {
                 eprintln!("error: {e:#}");
                 ExitCode::FAILURE
             }
+        };
+    }
+    if let Command::Doctor { deep, json } = &cli.command {
+        // Opens what it checks itself, never through a shared server: the server is one of the checks.
+        let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+        let args = doctor::Args { config: cli.config.as_deref(), workspace: cli.workspace.as_deref(), state_dir, agent: &cli.agent, deep: *deep };
+        return match doctor::run(&args, *json) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => report(Err(e)),
         };
     }
     if let Command::Server { action } = &cli.command {
@@ -289,8 +314,9 @@ fn one_line(e: &anyhow::Error) -> String {
     parts.join(": ").replace('\n', " ")
 }
 
-fn init_logging(verbose: u8, timed: bool) {
+fn init_logging(verbose: u8, timed: bool, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info",
         _ => "debug",

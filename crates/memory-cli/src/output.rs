@@ -110,6 +110,10 @@ pub fn status(out: &mut dyn Write, s: &Status, json: bool) -> anyhow::Result<()>
     for w in &s.warnings {
         writeln!(out, "Warning:    {w}")?;
     }
+    for f in &s.skipped {
+        let again = if f.retried { "; tried again on every sync" } else { "; indexed once it changes" };
+        writeln!(out, "Skipped:    {}: {}{again}", f.path, f.reason)?;
+    }
     Ok(())
 }
 

@@ -409,15 +409,15 @@ fn an_unreadable_note_is_retried_and_said_unreadable() {
     })
     .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&status.output().unwrap().stdout).unwrap();
-    let warnings = v["warnings"].to_string();
-    assert!(warnings.contains("unreadable (permission denied)") && warnings.contains("memory/garden.md"), "{v}");
-    assert!(!warnings.contains("binary"), "an unreadable note is called binary: {v}");
+    let skipped = v["skipped"].to_string();
+    assert!(skipped.contains("unreadable (permission denied)") && skipped.contains("memory/garden.md"), "{v}");
+    assert!(!skipped.contains("binary"), "an unreadable note is called binary: {v}");
 
     // Readable again (same size, same mtime): the next search finds it, without an explicit index.
     fs::set_permissions(&garden, fs::Permissions::from_mode(0o644)).unwrap();
     assert_eq!(env.found("tomatoes watering"), ["memory/garden.md"]);
     let v: serde_json::Value = serde_json::from_slice(&env.ok(&["status", "--json"]).stdout).unwrap();
-    assert!(!v["warnings"].to_string().contains("garden"), "{v}");
+    assert!(!v["warnings"].to_string().contains("garden") && !v["skipped"].to_string().contains("garden"), "{v}");
 
     // Unreadable again, then readable: `index` picks it up too.
     fs::set_permissions(&garden, fs::Permissions::from_mode(0o000)).unwrap();

@@ -366,8 +366,24 @@ pub struct Status {
     pub fallback: Option<FallbackStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Files found but not indexed, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedFile>,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A file discovery found that the index does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedFile {
+    /// Index key, as search results cite it.
+    pub path: String,
+    /// Why: too large, binary, not UTF-8, unreadable (the words the sync's warning used).
+    pub reason: String,
+    /// Tried again on every sync (a file that could not be read may be readable later); the others wait for
+    /// their file to change.
+    pub retried: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -881,20 +881,7 @@ impl IndexedBackend {
         if let Some(cause) = store.read_only() {
             warnings.push(format!("the index is open read-only ({cause}); nothing is synced until it can be written"));
         }
-        let skipped: Vec<&str> = stored.iter().filter(|f| f.state() == FileState::Skipped).map(|f| f.path.as_str()).collect();
-        if !skipped.is_empty() {
-            warnings.push(format!("{} files skipped (binary, not UTF-8 or too large): {}", skipped.len(), skipped.join(", ")));
-        }
-        let unreadable: Vec<String> = stored
-            .iter()
-            .filter_map(|f| match f.state() {
-                FileState::Unreadable { why } => Some(format!("{} (unreadable ({why}))", f.path)),
-                _ => None,
-            })
-            .collect();
-        if !unreadable.is_empty() {
-            warnings.push(format!("{} files cannot be read and are tried again on every sync: {}", unreadable.len(), unreadable.join(", ")));
-        }
+        let skipped = skipped_files(&stored);
         let pending = stored.iter().filter(|f| f.state() == FileState::Pending).count();
         if pending > 0 {
             warnings.push(waiting_for_vectors_status(pending, store.meta(META_LAST_EMBED_FAILURE).await.ok().flatten().as_deref(), crate::now_ms()));
@@ -934,9 +921,27 @@ impl IndexedBackend {
             rebuild_pending,
             fallback: None,
             warnings,
+            skipped,
             extra,
         })
     }
+}
+
+/// The files `stored` records as not indexed, with why.
+pub(crate) fn skipped_files(stored: &[FileRecord]) -> Vec<SkippedFile> {
+    stored
+        .iter()
+        .filter_map(|f| {
+            let (reason, retried) = match f.state() {
+                // Records written before the reason was kept say what it can be.
+                FileState::Skipped { why: "" } => ("binary, not UTF-8 or too large".to_string(), false),
+                FileState::Skipped { why } => (why.to_string(), false),
+                FileState::Unreadable { why } => (format!("unreadable ({why})"), true),
+                _ => return None,
+            };
+            Some(SkippedFile { path: f.path.clone(), reason, retried })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ fn is_unchanged(f: &MemoryFile, r: &FileRecord) -> bool {
         FileState::Pending | FileState::Unreadable { .. } => false,
         FileState::Indexed { settled: false, .. } => false,
         FileState::Indexed { .. } => state.same_stat(f.stat) == Some(true),
-        FileState::Skipped | FileState::Session(_) => true,
+        FileState::Skipped { .. } | FileState::Session(_) => true,
     }
 }
 

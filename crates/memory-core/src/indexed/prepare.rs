@@ -16,7 +16,8 @@ fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared 
         return Prepared::Vanished(f.source, f.key.clone());
     }
     warn!(path = %f.abs_path.display(), reason = %why, "{what} skipped");
-    Prepared::Skipped { record: record_of(f, FileState::Skipped), warning: format!("{}: skipped: {why}", f.key) }
+    let why = why.to_string();
+    Prepared::Skipped { record: record_of(f, FileState::Skipped { why: &why }), warning: format!("{}: skipped: {why}", f.key) }
 }
 
 /// `f` could not be read: left out like a skipped file, but recorded as unreadable so that it is tried again.

@@ -114,6 +114,20 @@ impl IndexedBackend {
             self.rerank(reranker.as_ref(), query, &mut items, &mut warnings).await;
         }
         let results = crate::ranking::finish(items, query, &ctx.opts);
+        if results.is_empty() {
+            // Nothing found may be the notes the index does not hold: say so, where `status` names them.
+            match ctx.store.files().await {
+                Ok(stored) => {
+                    let skipped = super::skipped_files(&stored).len();
+                    if skipped > 0 {
+                        warnings.push(format!(
+                            "no results; {skipped} memory files are not indexed (too large, binary, unreadable or not UTF-8): `memory status` lists them with the reason"
+                        ));
+                    }
+                }
+                Err(e) => debug!(error = %e, "cannot count the skipped files"),
+            }
+        }
         Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
     }
 

@@ -40,8 +40,9 @@ pub enum FileState<'a> {
     /// Chunks written, some without their vectors (batch jobs still running, embedding failed): the next sync
     /// reads the file again. Stored as the empty string.
     Pending,
-    /// Not indexed: binary, not UTF-8 or too large. Stored as `!skipped`.
-    Skipped,
+    /// Not indexed: binary, not UTF-8 or too large (`why` says which; empty in records written before it was
+    /// kept). Stored as `!skipped:<why>` (`!skipped` alone in those older records).
+    Skipped { why: &'a str },
     /// Not indexed because it could not be read (`why`: "permission denied"...). Never trusted by size and mtime
     /// (a `chmod` moves neither): every sync reads it again, every freshness check tries it. Stored as
     /// `!unreadable:<why>`.
@@ -68,7 +69,9 @@ impl<'a> FileState<'a> {
         if stored.is_empty() {
             FileState::Pending
         } else if stored == SKIPPED {
-            FileState::Skipped
+            FileState::Skipped { why: "" }
+        } else if let Some(why) = stored.strip_prefix(SKIPPED).and_then(|rest| rest.strip_prefix(':')) {
+            FileState::Skipped { why }
         } else if let Some(why) = stored.strip_prefix(UNREADABLE) {
             FileState::Unreadable { why }
         } else if let Some(st) = stored.starts_with(SessionState::PREFIX).then(|| SessionState::decode(stored)).flatten() {
@@ -88,7 +91,8 @@ impl<'a> FileState<'a> {
     pub fn to_stored(&self) -> String {
         match self {
             FileState::Pending => String::new(),
-            FileState::Skipped => SKIPPED.to_string(),
+            FileState::Skipped { why: "" } => SKIPPED.to_string(),
+            FileState::Skipped { why } => format!("{SKIPPED}:{why}"),
             FileState::Unreadable { why } => format!("{UNREADABLE}{why}"),
             FileState::Indexed { hash, settled, stat } => {
                 let mut out = String::with_capacity(hash.len() + 32);
@@ -376,7 +380,18 @@ pub trait IndexStorage: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_named, name_and_stem};
+    use super::{is_named, name_and_stem, FileState};
+
+    #[test]
+    fn a_skipped_record_keeps_its_reason_and_older_ones_still_read_as_skipped() {
+        let why = "file is 20 bytes, over the 10-byte limit";
+        let stored = FileState::Skipped { why }.to_stored();
+        assert_eq!(FileState::parse(&stored), FileState::Skipped { why });
+        // Written before the reason was kept.
+        assert_eq!(FileState::parse("!skipped"), FileState::Skipped { why: "" });
+        assert_eq!(FileState::Skipped { why: "" }.to_stored(), "!skipped");
+        assert_eq!(FileState::parse("!unreadable:permission denied"), FileState::Unreadable { why: "permission denied" });
+    }
 
     #[test]
     fn a_file_is_named_by_its_path_basename_or_stem_only() {

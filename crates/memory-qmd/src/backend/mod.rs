@@ -386,6 +386,8 @@ impl MemoryBackend for QmdBackend {
             rebuild_pending: false,
             fallback: None,
             warnings,
+            // QMD reads the files itself and says nothing of those it leaves out.
+            skipped: Vec::new(),
             extra,
         })
     }
