@@ -160,7 +160,8 @@ struct Model {
     doc_tokens: usize,
     cls: u32,
     sep: u32,
-    mask: u32,
+    /// `[MASK]`, where queries are padded with it.
+    mask: Option<u32>,
     pad: u32,
     query_marker: Option<u32>,
     doc_marker: Option<u32>,
@@ -339,7 +340,8 @@ impl Model {
         let id = |token: &str| -> Result<u32, LocalModelError> {
             tokenizer.token_to_id(token).ok_or_else(|| LocalModelError::Tokenizer(format!("`{token}` is not in the vocabulary")))
         };
-        let (cls, sep, mask) = (id("[CLS]")?, id("[SEP]")?, id("[MASK]")?);
+        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        let mask = if conventions.query_augmentation { Some(id("[MASK]")?) } else { None };
         let query_marker = conventions.query_marker.as_deref().map(id).transpose()?;
         let doc_marker = conventions.doc_marker.as_deref().map(id).transpose()?;
         // ColBERT's skiplist: each ASCII punctuation character that is a token of its own.
@@ -371,9 +373,9 @@ impl Model {
             .enumerate()
             .map(|(i, t)| !c.skip_query_specials || ((first_word..last_word).contains(&i) && !(c.mask_punctuation && self.punctuation.contains(t))))
             .collect();
-        if c.query_augmentation {
+        if let Some(mask) = self.mask {
             while ids.len() < c.query_tokens {
-                ids.push(self.mask);
+                ids.push(mask);
                 keep.push(true);
             }
         }
