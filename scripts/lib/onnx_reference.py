@@ -143,7 +143,8 @@ def main():
         logits = [float(h[0]) for h in run(sess, encode(tok, pairs, pair=True))]
         json.dump({"pairs": pairs, "logits": logits}, open(dest, "w"))
     elif mode == "colbert":
-        colbert(sess, tok, json.load(open(dest)), sys.argv[5])
+        metadata, out = sys.argv[4:6]
+        colbert(sess, tok, json.load(open(metadata)), out)
     else:
         raise SystemExit(__doc__)
 
