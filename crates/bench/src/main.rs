@@ -95,11 +95,13 @@ enum Command {
         /// Keyword-only, even when a model is available.
         #[arg(long)]
         keyword_only: bool,
-        /// A cross-encoder folder: also hybrid search (keyword search without a model) with reranking.
+        /// A reranker folder, a cross-encoder or a late-interaction model (repeat for several): also hybrid search
+        /// (keyword search without a model) reranked by each, at each `--rerank-candidates`.
         #[arg(long)]
-        reranker: Option<PathBuf>,
-        #[arg(long, default_value_t = 10)]
-        rerank_candidates: usize,
+        reranker: Vec<PathBuf>,
+        /// Candidates reranked, one run per value (`10,20`).
+        #[arg(long, value_delimiter = ',', default_value = "10")]
+        rerank_candidates: Vec<usize>,
         #[arg(long, default_value_t = 0.5)]
         rerank_weight: f64,
     },
@@ -132,11 +134,13 @@ enum Command {
         /// what a second stage over more candidates could reach.
         #[arg(long, default_value_t = 10)]
         depth: usize,
-        /// A cross-encoder folder: each setup also runs with reranking (`memory.search.query.rerank`).
+        /// A reranker folder, a cross-encoder or a late-interaction model (repeat for several): each setup also
+        /// runs with each reranker (`memory.search.query.rerank`) at each `--rerank-candidates`.
         #[arg(long)]
-        reranker: Option<PathBuf>,
-        #[arg(long, default_value_t = 10)]
-        rerank_candidates: usize,
+        reranker: Vec<PathBuf>,
+        /// Candidates reranked, one run per value (`10,20`).
+        #[arg(long, value_delimiter = ',', default_value = "10")]
+        rerank_candidates: Vec<usize>,
         #[arg(long, default_value_t = 0.5)]
         rerank_weight: f64,
         #[arg(long, default_value_t = 60_000)]
@@ -156,7 +160,8 @@ enum Command {
     RerankCost {
         #[arg(long, default_value = "../shared/datasets/locomo-dev")]
         dataset: PathBuf,
-        /// The cross-encoder folder (default: ~/.cache/memory-rs/models/ms-marco-MiniLM-L-12-v2).
+        /// The reranker's folder, a cross-encoder or a late-interaction model (default:
+        /// ~/.cache/memory-rs/models/ms-marco-MiniLM-L-12-v2).
         #[arg(long)]
         reranker: Option<PathBuf>,
         #[arg(long, value_delimiter = ',', default_value = "10,20,40")]
@@ -296,8 +301,13 @@ fn main() -> anyhow::Result<()> {
         Command::Server(options) => server::run(options),
         Command::Quality { dataset, verbose, model, keyword_only, reranker, rerank_candidates, rerank_weight } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
-            let rerank = reranker.map(|dir| quality::RerankSetup { dir, candidates: rerank_candidates, weight: rerank_weight });
-            rt.block_on(quality::run(&dataset, verbose, model.as_deref(), rerank.as_ref()))
+            let rerank: Vec<quality::RerankSetup> = reranker
+                .iter()
+                .flat_map(|dir| {
+                    rerank_candidates.iter().map(|&candidates| quality::RerankSetup { dir: dir.clone(), candidates, weight: rerank_weight })
+                })
+                .collect();
+            rt.block_on(quality::run(&dataset, verbose, model.as_deref(), &rerank))
         }
         Command::Locomo {
             dataset,
@@ -336,7 +346,7 @@ fn main() -> anyhow::Result<()> {
                 dump,
                 depth: depth.max(10),
                 modes,
-                reranker,
+                rerankers: reranker,
                 rerank_candidates,
                 rerank_weight,
                 rerank_budget_ms,

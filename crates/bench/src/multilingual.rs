@@ -203,7 +203,7 @@ pub async fn run(
         }
         println!("\nCranfield dev ({} documents, {} judged queries), same run", data.docs.len(), data.qrels.len());
         println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
-        for (label, s) in crate::quality::builtin_scores(&data, &cws, &tmp.join("state-cranfield"), false, minilm, None).await? {
+        for (label, s) in crate::quality::builtin_scores(&data, &cws, &tmp.join("state-cranfield"), false, minilm, &[]).await? {
             println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
         }
     }

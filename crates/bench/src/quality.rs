@@ -121,6 +121,8 @@ pub struct Scores {
     pub ndcg10: f64,
     pub map100: f64,
     pub recall100: f64,
+    /// A reranked mode's reranking time per candidate (ms), over all its calls.
+    pub rerank_ms_per_candidate: Option<f64>,
 }
 
 /// Average the three figures over the judged queries, given each query's ranked document ids (documents
@@ -146,7 +148,7 @@ pub fn score_rankings(data: &Dataset, ranked: &HashMap<String, Vec<String>>) -> 
         n += 1;
     }
     let n = n.max(1) as f64;
-    Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n }
+    Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n, rerank_ms_per_candidate: None }
 }
 
 /// Hits' file stems in rank order, each document once.
@@ -185,7 +187,7 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
         judged_queries += 1;
     }
     let n = judged_queries.max(1) as f64;
-    Ok(Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n })
+    Ok(Scores { ndcg10: n10 / n, map100: map / n, recall100: rec / n, rerank_ms_per_candidate: None })
 }
 
 /// A reranker for the quality figures: its folder, how many candidates it reads, its weight in the fold.
@@ -195,7 +197,7 @@ pub struct RerankSetup {
     pub weight: f64,
 }
 
-pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>, rerank: Option<&RerankSetup>) -> anyhow::Result<()> {
+pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>, rerank: &[RerankSetup]) -> anyhow::Result<()> {
     let data = load(dir)?;
     let tmp = tempfile::tempdir()?;
     let ws = tmp.path().join("workspace");
@@ -206,44 +208,51 @@ pub async fn run(dir: &Path, verbose: bool, model: Option<&Path>, rerank: Option
         data.qrels.len(),
         model.map(|m| format!(", local model {}", m.display())).unwrap_or_default()
     );
-    println!("{:<8} {:>9} {:>9} {:>11}", "mode", "nDCG@10", "MAP@100", "Recall@100");
+    println!("{:<20} {:>9} {:>9} {:>11} {:>10}", "mode", "nDCG@10", "MAP@100", "Recall@100", "rr ms/cand");
     for (label, s) in builtin_scores(&data, &ws, &tmp.path().join("state"), verbose, model, rerank).await? {
-        println!("{label:<8} {:>9.4} {:>9.4} {:>11.4}", s.ndcg10, s.map100, s.recall100);
+        let cost = s.rerank_ms_per_candidate.map_or("-".to_string(), |ms| format!("{ms:.2}"));
+        println!("{label:<20} {:>9.4} {:>9.4} {:>11.4} {cost:>10}", s.ndcg10, s.map100, s.recall100);
     }
     Ok(())
 }
 
-/// The builtin engine's figures per mode (keyword; with a model also vector and hybrid; with a reranker also
-/// hybrid, or keyword without a model, reranked) on a Cranfield workspace already written to `ws`.
+/// The builtin engine's figures per mode (keyword; with a model also vector and hybrid; with rerankers also
+/// hybrid, or keyword without a model, reranked by each) on a Cranfield workspace already written to `ws`.
 pub async fn builtin_scores(
     data: &Dataset,
     ws: &Path,
     state: &Path,
     verbose: bool,
     model: Option<&Path>,
-    rerank: Option<&RerankSetup>,
-) -> anyhow::Result<Vec<(&'static str, Scores)>> {
+    rerank: &[RerankSetup],
+) -> anyhow::Result<Vec<(String, Scores)>> {
     let ws = ws.to_path_buf();
     let embedder = local_embedder(model)?;
-    let reranker: Option<Arc<dyn memory_core::rerank::Reranker>> = match rerank {
-        Some(r) => Some(Arc::new(providers::LocalReranker::open(&r.dir)?)),
-        None => None,
-    };
+    let rerankers: Vec<Arc<crate::locomo::Recording>> =
+        rerank.iter().map(|r| crate::locomo::Recording::open(&r.dir)).collect::<anyhow::Result<_>>()?;
     // Vector and hybrid share one index (the weights are ranking settings, not part of the index identity);
     // keyword search without a provider has an index of its own, or each would rebuild the other's (and re-embed
     // every chunk) on every run with `--keep`.
-    let mut modes: Vec<(&str, f64, f64)> =
-        if embedder.is_some() { vec![("keyword", 0.0, 1.0), ("vector", 1.0, 0.0), ("hybrid", 0.7, 0.3)] } else { vec![("keyword", 0.0, 1.0)] };
-    if reranker.is_some() {
-        modes.push(if embedder.is_some() { ("hybrid+rr", 0.7, 0.3) } else { ("kw+rr", 0.0, 1.0) });
+    let mut modes: Vec<(String, f64, f64, Option<usize>)> = if embedder.is_some() {
+        vec![("keyword".into(), 0.0, 1.0, None), ("vector".into(), 1.0, 0.0, None), ("hybrid".into(), 0.7, 0.3, None)]
+    } else {
+        vec![("keyword".into(), 0.0, 1.0, None)]
+    };
+    // One reranker keeps the labels earlier figures were printed with; several are named and counted.
+    let one = rerank.len() == 1;
+    for (i, r) in rerank.iter().enumerate() {
+        let name = r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tag = if one { "+rr".to_string() } else { format!("+{} {}", crate::locomo::short_name(&name), r.candidates) };
+        modes.push(if embedder.is_some() { (format!("hybrid{tag}"), 0.7, 0.3, Some(i)) } else { (format!("kw{tag}"), 0.0, 1.0, Some(i)) });
     }
     let state = state.to_path_buf();
     let mut out = Vec::new();
-    for (label, vw, tw) in modes {
-        let reranked = label.ends_with("+rr");
-        let keyword = label.starts_with("k");
+    for (label, vw, tw, reranked_by) in modes {
+        let keyword = label.starts_with('k');
+        let reranker = reranked_by.map(|i| rerankers[i].clone());
+        let cost_before = reranker.as_ref().map(|r| r.cost()).unwrap_or_default();
         let mut config = Config::default();
-        if let (true, Some(r)) = (reranked, rerank) {
+        if let Some(r) = reranked_by.map(|i| &rerank[i]) {
             let c = &mut config.memory.search.query.rerank;
             c.enabled = true;
             c.model_path = Some(r.dir.display().to_string());
@@ -257,7 +266,7 @@ pub async fn builtin_scores(
         config.memory.search.query.hybrid.text_weight = tw;
         let ctx = OpenContext::new(Arc::new(config), ws.clone(), if keyword { state.join("keyword") } else { state.clone() }, "quality")
             .with_embedder(if keyword { None } else { embedder.clone() })
-            .with_reranker(if reranked { reranker.clone() } else { None });
+            .with_reranker(reranker.clone().map(|r| r as Arc<dyn memory_core::rerank::Reranker>));
         let engine = BuiltinFactory.open_indexed(ctx).await?;
         let started = std::time::Instant::now();
         let report = engine.sync(SyncOptions::default()).await?;
@@ -269,7 +278,11 @@ pub async fn builtin_scores(
                 started.elapsed().as_secs_f64()
             );
         }
-        let s = evaluate(&engine, data, verbose, label).await?;
+        let mut s = evaluate(&engine, data, verbose, &label).await?;
+        if let Some(r) = &reranker {
+            let (ms, n) = r.cost();
+            s.rerank_ms_per_candidate = Some((ms - cost_before.0) / (n - cost_before.1).max(1) as f64);
+        }
         out.push((label, s));
         engine.close().await?;
     }

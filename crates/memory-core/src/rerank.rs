@@ -1,6 +1,7 @@
-//! The second stage of a search: a cross-encoder that reads the query and each of the best candidates together
-//! and says how well the candidate answers it. Implementations live in the `providers` crate (the in-process
-//! local model); the ranking pipeline folds their scores in ([`fold`]), every engine alike.
+//! The second stage of a search: a model that reads the query and each of the best candidates and says how well
+//! the candidate answers it (a cross-encoder reads them together; a late-interaction model encodes them apart and
+//! compares their token vectors). Implementations live in the `providers` crate (in-process local models); the
+//! ranking pipeline folds their scores in ([`fold`]), every engine alike.
 
 use std::time::{Duration, Instant};
 
@@ -25,8 +26,9 @@ pub trait Reranker: Send + Sync {
     /// A name for logs and warnings (the model folder's name).
     fn id(&self) -> &str;
 
-    /// One relevance logit per passage, in order (higher: more relevant; a cross-encoder's raw output). Stops
-    /// with [`RerankError::OverBudget`] once `deadline` has passed, rather than finish late.
+    /// One relevance score per passage, in order (higher: more relevant; a cross-encoder's raw logit, a
+    /// late-interaction model's MaxSim). Stops with [`RerankError::OverBudget`] once `deadline` has passed,
+    /// rather than finish late.
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError>;
 
     /// Why this reranker can score nothing at all ([`Unavailable`]), for `status`; `None` for a working one.

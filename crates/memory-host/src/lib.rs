@@ -116,7 +116,8 @@ pub fn embedder(config: &Config) -> Result<Option<Arc<dyn EmbeddingProvider>>> {
     providers::from_config(config)
 }
 
-/// The cross-encoder reranker `memory.search.query.rerank` asks for; `None` when it is off.
+/// The reranker `memory.search.query.rerank` asks for (a cross-encoder or a late-interaction model, told by its
+/// folder); `None` when it is off.
 pub fn reranker(config: &Config) -> Result<Option<Arc<dyn memory_core::rerank::Reranker>>> {
     providers::reranker_from_config(config)
 }

@@ -13,7 +13,8 @@
 //! - [`batch`]: provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for
 //!   large backfills, resumable across restarts.
 //! - [`FallbackProvider`]: a second provider used only once the first fails.
-//! - [`LocalReranker`]: a cross-encoder reranker run in-process from a folder (`memory.search.query.rerank`).
+//! - [`LocalReranker`]: a cross-encoder reranker run in-process from a folder (`memory.search.query.rerank`);
+//!   [`LateInteractionReranker`] a ColBERT-style one, the kind picked from the folder ([`open_reranker`]).
 //!
 //! Every provider returns finite, L2-normalised vectors, one per input, all of one width, or an error.
 
@@ -35,7 +36,8 @@ pub use catalogue::Provider;
 pub use fallback::FallbackProvider;
 pub use http::{ApiKey, HttpOptions};
 pub use local::{
-    model_folder_present, reranker_from_config, LocalModelError, LocalModelInfo, LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts,
+    model_folder_present, open_reranker, reranker_from_config, FolderReranker, LateInteractionReranker, LocalModelError, LocalModelInfo,
+    LocalOptions, LocalProvider, LocalReranker, Pooling, Prompts, RerankerKind,
 };
 pub use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 pub use remote::{RemoteProvider, RemoteSettings};

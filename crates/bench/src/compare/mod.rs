@@ -381,9 +381,9 @@ async fn quality_rows(opts: &Options, tools: &[Tool], root: &Path) -> anyhow::Re
     let model_note = opts.model.as_ref().map(|m| format!("local model {}", m.file_name().unwrap_or_default().to_string_lossy()));
     if tools.iter().any(|t| matches!(t, Tool::Memory { .. })) {
         log("quality: memory-rs (in-process)");
-        for (mode, s) in quality::builtin_scores(&data, &ws, &root.join("cranfield/memory-state"), false, opts.model.as_deref(), None).await? {
+        for (mode, s) in quality::builtin_scores(&data, &ws, &root.join("cranfield/memory-state"), false, opts.model.as_deref(), &[]).await? {
             let note = if mode == "keyword" { String::new() } else { model_note.clone().unwrap_or_default() };
-            rows.push(QualityRow { engine: "memory-rs".into(), mode: mode.into(), scores: Ok(s), note });
+            rows.push(QualityRow { engine: "memory-rs".into(), mode, scores: Ok(s), note });
         }
         if opts.model.is_none() {
             rows.push(QualityRow {

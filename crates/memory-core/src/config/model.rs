@@ -262,14 +262,17 @@ impl Default for QueryConfig {
     }
 }
 
-/// `memory.search.query.rerank`: a cross-encoder reads the query with each of the best candidates and its score
-/// is folded into theirs (`memory_core::rerank::fold`). Off by default: it costs a model load and tens of
-/// milliseconds per candidate on a CPU.
+/// `memory.search.query.rerank`: a second model reads the query with each of the best candidates and its score
+/// is folded into theirs (`memory_core::rerank::fold`): a cross-encoder (the pair read together) or a
+/// late-interaction model (ColBERT: query and passage encoded apart, token vectors compared), the kind told by
+/// the model folder's files. Off by default: it costs a model load and tens of milliseconds per candidate on a
+/// CPU.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RerankConfig {
     pub enabled: bool,
-    /// The cross-encoder's folder (`model.safetensors`, `tokenizer.json`, `config.json`); `~` allowed.
+    /// The reranker's folder (`model.safetensors`, `tokenizer.json`, `config.json`; a late-interaction model also
+    /// `artifact.metadata` or a `linear.weight` projection); `~` allowed.
     pub model_path: Option<String>,
     /// How many of the best candidates are reranked (the rest keep their order below them). 10 by default: about
     /// a quarter of a second with the int8 cross-encoder on two cores; 20 reads deeper on conversations at twice

@@ -29,6 +29,7 @@ mod gemma;
 mod gguf;
 mod gguf_model;
 mod int8;
+mod late;
 mod nomic;
 mod plain;
 mod q8;
@@ -56,7 +57,8 @@ pub use bert::{Architecture, BertConfig};
 pub use gguf::is_gguf;
 pub use gguf_model::GgufModelInfo;
 use gguf_model::GgufProvider;
-pub use rerank::{reranker_from_config, LocalReranker, MAX_PAIR_TOKENS};
+pub use late::{maxsim, Conventions as LateInteractionConventions, LateInteractionReranker};
+pub use rerank::{open_reranker, reranker_from_config, FolderReranker, LocalReranker, RerankerKind, MAX_PAIR_TOKENS};
 
 const PROVIDER: &str = "local";
 /// Padded tokens per forward pass (batch x longest), bounding memory and keeping batches of similar length.

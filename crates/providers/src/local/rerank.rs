@@ -16,6 +16,7 @@ use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 use tracing::{debug, info, warn};
 
 use super::bert::{cls_pool, BertModel};
+use super::late::{self, LateInteractionReranker};
 use super::{forward_padded, read_weights, Loaded, LocalModelError, LocalModelInfo};
 
 /// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
@@ -46,8 +47,9 @@ impl std::fmt::Debug for LocalReranker {
     }
 }
 
-/// The reranker `memory.search.query.rerank` asks for: `None` when it is off. When its folder cannot be used
-/// (missing, not a cross-encoder, a damaged header) the reranker is [`memory_core::rerank::Unavailable`]: not
+/// The reranker `memory.search.query.rerank` asks for: `None` when it is off. Its kind (cross-encoder or late
+/// interaction) is read from the folder ([`open_reranker`]). When its folder cannot be used (missing, neither
+/// kind, a damaged header or `artifact.metadata`) the reranker is [`memory_core::rerank::Unavailable`]: not
 /// silent, since every search's `warnings` and `memory status` name the key and the cause, but the memory still
 /// answers (in first-stage order), as it does when the weights prove unreadable at first use. A missing
 /// `modelPath` is a config error (checked with the config).
@@ -62,14 +64,82 @@ pub fn reranker_from_config(config: &memory_core::Config) -> memory_core::Result
         .filter(|p| !p.trim().is_empty())
         .ok_or_else(|| memory_core::MemoryError::config("memory.search.query.rerank.modelPath", "is required when rerank.enabled is true"))?;
     let dir = memory_core::paths::expand_home(path);
-    match LocalReranker::open(&dir) {
-        Ok(rr) => Ok(Some(Arc::new(rr))),
+    match open_reranker(&dir) {
+        Ok(rr) => {
+            info!(dir = %dir.display(), kind = ?rr.kind(), "reranker opened");
+            Ok(Some(rr.into_shared()))
+        }
         // Searches still answer, in first-stage order, each saying why ([`memory_core::rerank::Unavailable`]).
         Err(e) => {
             let why = format!("memory.search.query.rerank.modelPath: {e}");
             warn!(error = %why, "the reranker cannot be opened; searches answer without reranking");
             let id = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
             Ok(Some(Arc::new(memory_core::rerank::Unavailable::new(id, why))))
+        }
+    }
+}
+
+/// Which second stage a model folder holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerankerKind {
+    /// Reads the query and a passage together; one relevance logit per pair ([`LocalReranker`]).
+    CrossEncoder,
+    /// Encodes the query and each passage apart, token by token; MaxSim ([`LateInteractionReranker`]).
+    LateInteraction,
+}
+
+/// A reranker of either kind, from a model folder.
+#[derive(Debug, Clone)]
+pub enum FolderReranker {
+    CrossEncoder(LocalReranker),
+    LateInteraction(LateInteractionReranker),
+}
+
+/// The reranker in a model folder, its kind read from the files: a late-interaction model (a ColBERT projection
+/// `linear.weight`, ColBERT's `artifact.metadata`, or `HF_ColBERT` in `config.json`), else a cross-encoder (a
+/// `classifier.weight` and `pooler.dense.weight`); neither is an error that says what was looked for.
+pub fn open_reranker(dir: impl AsRef<Path>) -> Result<FolderReranker, LocalModelError> {
+    let dir = dir.as_ref();
+    let info = LocalModelInfo::inspect(dir)?;
+    if late::is_late_interaction(&info.dir, |name| super::tensor_entry(&info.header, name).is_some()) {
+        return LateInteractionReranker::open(dir).map(FolderReranker::LateInteraction);
+    }
+    LocalReranker::open(dir).map(FolderReranker::CrossEncoder).map_err(|e| match e {
+        LocalModelError::Invalid { path, .. } => LocalModelError::Invalid {
+            path,
+            message: "neither a cross-encoder (`classifier.weight` and `pooler.dense.weight`) nor a late-interaction model (`linear.weight`, `artifact.metadata` or HF_ColBERT in config.json): an embedding model cannot rerank".into(),
+        },
+        other => other,
+    })
+}
+
+impl FolderReranker {
+    pub fn kind(&self) -> RerankerKind {
+        match self {
+            FolderReranker::CrossEncoder(_) => RerankerKind::CrossEncoder,
+            FolderReranker::LateInteraction(_) => RerankerKind::LateInteraction,
+        }
+    }
+
+    pub fn info(&self) -> &LocalModelInfo {
+        match self {
+            FolderReranker::CrossEncoder(r) => r.info(),
+            FolderReranker::LateInteraction(r) => r.info(),
+        }
+    }
+
+    /// [`Reranker::score`] without a runtime (benchmarks, tools).
+    pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
+        match self {
+            FolderReranker::CrossEncoder(r) => r.score_blocking(query, passages, deadline),
+            FolderReranker::LateInteraction(r) => r.score_blocking(query, passages, deadline),
+        }
+    }
+
+    pub fn into_shared(self) -> Arc<dyn Reranker> {
+        match self {
+            FolderReranker::CrossEncoder(r) => Arc::new(r),
+            FolderReranker::LateInteraction(r) => Arc::new(r),
         }
     }
 }
