@@ -156,7 +156,10 @@ async fn skipped_files_are_reported_once_and_not_searched() {
     assert_eq!(paths(&e, "gateway").await, vec!["MEMORY.md"]);
     let st = e.status().await.unwrap();
     assert!(!st.dirty);
-    assert!(st.warnings.iter().any(|w| w.contains("memory/bin.md")), "{:?}", st.warnings);
+    let bin = st.skipped.iter().find(|f| f.path == "memory/bin.md").unwrap_or_else(|| panic!("{:?}", st.skipped));
+    assert!(bin.reason.contains("binary"), "{bin:?}");
+    assert!(st.skipped.iter().any(|f| f.path == "memory/latin1.md"), "{:?}", st.skipped);
+    assert!(!st.warnings.iter().any(|w| w.contains("memory/bin.md")), "said once, in `skipped`: {:?}", st.warnings);
 }
 
 #[tokio::test]
