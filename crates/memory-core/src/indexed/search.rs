@@ -22,18 +22,14 @@ fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], words: &QueryWo
     ranked
 }
 
-/// How much of the question the keyword leg's best match holds ([`QueryWords::share_held_by`]): the weight of the
-/// keyword leg's evidence in the vector leg's feedback. 0 when the search weighs no keyword leg (none answered, or
-/// `textWeight` 0).
+/// How much of the question the keyword leg's best match holds (the share the merge discounts the text leg by,
+/// [`crate::ranking::best_match_share`]): the weight of the keyword leg's evidence in the vector leg's feedback. 0
+/// when the search weighs no keyword leg (none answered, or `textWeight` 0).
 fn keyword_share(keyword: &[Candidate], words: &QueryWords, opts: &RankingOptions) -> f64 {
     if opts.text_weight <= 0.0 {
         return 0.0;
     }
-    keyword
-        .iter()
-        .filter(|c| c.keyword_score.is_some_and(|s| s.is_finite()))
-        .max_by(|a, b| a.keyword_score.unwrap_or(0.0).total_cmp(&b.keyword_score.unwrap_or(0.0)))
-        .map_or(0.0, |best| words.share_held_by(&best.text))
+    crate::ranking::best_match_share(keyword, &crate::ranking::text_scores(keyword), words).unwrap_or(0.0)
 }
 
 /// What the steps of one search share: one store handle for the whole search, the ranking options (the vector

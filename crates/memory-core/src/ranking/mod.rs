@@ -378,6 +378,13 @@ pub fn hybrid_weights(vector_weight: f64, text_weight: f64, vector: &[f64], text
     (v / (v + t), t / (v + t))
 }
 
+/// The share of the query's words held by the keyword leg's best match: the candidate with the highest of `text`
+/// (its text scores, one per candidate). `None` without keyword candidates. What [`merge`] discounts the text leg
+/// by, and what the engines' vector feedback weighs the keyword leg's evidence by.
+pub fn best_match_share(keyword: &[Candidate], text: &[f64], query: &QueryWords) -> Option<f64> {
+    keyword.iter().zip(text).max_by(|a, b| a.1.total_cmp(b.1)).map(|(best, _)| query.share_held_by(&best.text))
+}
+
 /// Merge keyword and vector candidates by chunk id: score = vw x vector + tw x text (text scores from
 /// [`text_scores`] and vector scores from [`vector_scores`] when both legs have candidates), with the weights
 /// normalised over the signals that are present in this search (keyword-only search scores by text alone) and,
@@ -418,10 +425,7 @@ pub fn merge(
     // what it meant); only beside cosine similarities does its spread matter.
     let mut text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.keyword_score.map_or(0.0, keyword_text_score)).collect() };
     // How much of the query the text leg's best match holds (see above): 1 alone, where it ranks by words anyway.
-    let share = match keyword.iter().zip(&text).max_by(|a, b| a.1.total_cmp(b.1)) {
-        Some((best, _)) if have_vec => query.share_held_by(&best.text),
-        _ => 1.0,
-    };
+    let share = if have_vec { best_match_share(&keyword, &text, query).unwrap_or(1.0) } else { 1.0 };
     text.iter_mut().for_each(|t| *t *= share);
     // Beside the text leg, cosine similarities count from the model's similarity of unrelated text; alone they
     // are used as they are.
@@ -439,10 +443,8 @@ pub fn merge(
             Scored { candidate: c, score: 0.0, text_score: Some(t), vector_score: None, vector_leg: None, tier: 0, exact_match: false },
         );
     }
-    let mut leg: HashMap<String, f64> = HashMap::new();
     for (c, cal) in vector.into_iter().zip(calibrated) {
         let v = c.vector_score.unwrap_or(0.0);
-        leg.insert(c.chunk_id.clone(), cal);
         match by_id.get_mut(&c.chunk_id) {
             Some(s) => {
                 s.vector_score = Some(v);
@@ -461,8 +463,7 @@ pub fn merge(
         .into_iter()
         .filter_map(|id| by_id.remove(&id))
         .map(|mut s| {
-            let v = leg.get(&s.candidate.chunk_id).copied().unwrap_or(0.0);
-            s.score = vw * v + tw * s.text_score.unwrap_or(0.0);
+            s.score = vw * s.vector_leg.unwrap_or(0.0) + tw * s.text_score.unwrap_or(0.0);
             s
         })
         .collect()

@@ -20,7 +20,7 @@ use candle_nn::{Linear, VarBuilder};
 use memory_core::rerank::{RerankError, Reranker};
 use serde_json::Value;
 use tokenizers::Tokenizer;
-use tracing::{debug, info};
+use tracing::info;
 
 use super::bert::BertModel;
 use super::{read_weights, tensor_entry, Loaded, LocalModelError, LocalModelInfo};
@@ -296,15 +296,10 @@ impl Reranker for LateInteractionReranker {
             return Ok(Vec::new());
         }
         let model = self.model().await?;
-        let _permit = self.gate.acquire().await.map_err(|_| self.failed("reranker closed".into()))?;
         let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
-        let started = Instant::now();
         let n = passages.len();
-        let out = tokio::task::spawn_blocking(move || model.score(&name, &query, &passages, deadline))
+        super::rerank::score_off_runtime(&self.info.name, &self.gate, "late interaction", n, move || model.score(&name, &query, &passages, deadline))
             .await
-            .map_err(|e| self.failed(format!("reranking task failed: {e}")))??;
-        debug!(passages = n, ms = started.elapsed().as_millis() as u64, "reranked (late interaction)");
-        Ok(out)
     }
 }
 

@@ -208,17 +208,26 @@ impl Reranker for LocalReranker {
             return Ok(Vec::new());
         }
         let model = self.model().await?;
-        let _permit =
-            self.gate.acquire().await.map_err(|_| RerankError::Failed { reranker: self.info.name.clone(), message: "reranker closed".into() })?;
         let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
-        let started = Instant::now();
-        let n = passages.len();
-        let out = tokio::task::spawn_blocking(move || model.score(&name, &query, &passages, deadline))
-            .await
-            .map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: format!("reranking task failed: {e}") })??;
-        debug!(pairs = n, ms = started.elapsed().as_millis() as u64, "reranked");
-        Ok(out)
+        score_off_runtime(&self.info.name, &self.gate, "cross-encoder", passages.len(), move || model.score(&name, &query, &passages, deadline)).await
     }
+}
+
+/// One reranking of `passages` passages by a loaded local model, as both local rerankers run it: one at a time
+/// (`gate`: the model's forward passes already use every core) and off the async runtime.
+pub(super) async fn score_off_runtime(
+    name: &str,
+    gate: &tokio::sync::Semaphore,
+    kind: &'static str,
+    passages: usize,
+    score: impl FnOnce() -> Result<Vec<f32>, RerankError> + Send + 'static,
+) -> Result<Vec<f32>, RerankError> {
+    let failed = |message: String| RerankError::Failed { reranker: name.to_string(), message };
+    let _permit = gate.acquire().await.map_err(|_| failed("reranker closed".into()))?;
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(score).await.map_err(|e| failed(format!("reranking task failed: {e}")))??;
+    debug!(kind, passages, ms = started.elapsed().as_millis() as u64, "reranked");
+    Ok(out)
 }
 
 impl Model {
