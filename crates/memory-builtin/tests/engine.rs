@@ -1,5 +1,6 @@
 //! The builtin engine end to end on real SQLite files: sync, search, memory_get, rebuilds.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1175,6 +1176,61 @@ async fn an_index_built_by_words_then_vectors_is_the_index_built_at_once() {
     assert_eq!(a.2, b.2, "the keyword index's totals");
     assert_eq!(a.3, b.3, "keyword scores");
     assert!(!a.3.is_empty());
+}
+
+/// Chunk rowids by chunk id: a row rewritten gets a new rowid, a row left alone keeps its own.
+fn rowids(index: &str) -> HashMap<String, i64> {
+    let c = rusqlite::Connection::open(index).unwrap();
+    let mut st = c.prepare("SELECT id, rowid FROM chunks").unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+}
+
+/// A long daily log that is appended to, and has a heading renamed, keeps every row an edit did not change (an
+/// append rewrote the whole file's chunks, keyword and vector rows, so each append cost the log's length), and
+/// still ends as the index built at once from the same file (terms, headings, vectors, keyword totals).
+#[tokio::test]
+async fn an_edit_to_a_long_note_rewrites_only_the_chunks_it_changed() {
+    let model = Arc::new(BagOfWordsEmbedder::new(64));
+    let log = |entries: usize, heading: &str| {
+        let mut s = format!("# 2026-11-30\n\n## {heading}\n\n");
+        for i in 0..entries {
+            s.push_str(&format!("- entry {i}: the gateway moved to rack {i} on friday, said sqlite\n"));
+            if i == entries / 2 {
+                s.push_str("\n## Afternoon\n\n");
+            }
+        }
+        s
+    };
+    let edited = sample_env();
+    edited.write("memory/2026-11-30.md", &log(600, "Morning"));
+    let e = edited.open(Config::default(), Some(model.clone())).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let index = e.status().await.unwrap().index_path.unwrap();
+    let before = rowids(&index);
+    assert!(before.len() > 20, "a log of many chunks: {}", before.len());
+
+    edited.write("memory/2026-11-30.md", &log(601, "Morning"));
+    e.sync(SyncOptions::default()).await.unwrap();
+    let after = rowids(&index);
+    let kept = after.iter().filter(|(id, rowid)| before.get(*id) == Some(rowid)).count();
+    assert!(kept >= after.len() - 2, "an append rewrote {} of {} chunks", after.len() - kept, after.len());
+
+    // A renamed heading changes the heading words of chunks whose own text did not change.
+    edited.write("memory/2026-11-30.md", &log(601, "Standup"));
+    e.sync(SyncOptions::default()).await.unwrap();
+    e.close().await.unwrap();
+
+    let at_once = sample_env();
+    at_once.write("memory/2026-11-30.md", &log(601, "Standup"));
+    let e = at_once.open(Config::default(), Some(model)).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let fresh = e.status().await.unwrap().index_path.unwrap();
+    e.close().await.unwrap();
+    let (a, b) = (index_contents(&index), index_contents(&fresh));
+    assert_eq!(a.0, b.0, "chunks and file records");
+    assert!(a.1 == b.1, "the same vector for every chunk");
+    assert_eq!(a.2, b.2, "the keyword index's totals");
+    assert_eq!(a.3, b.3, "keyword scores");
 }
 
 /// `status --deep` checks the keyword index against the chunks: a mismatch is damage, set aside and rebuilt.

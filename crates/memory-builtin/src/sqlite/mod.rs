@@ -16,7 +16,7 @@ use std::sync::{Mutex, Once};
 
 use async_trait::async_trait;
 use memory_core::identity::IndexIdentity;
-use memory_core::store::{name_and_stem, Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::store::{name_and_stem, Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
 use memory_core::{MemoryError, Result, Source};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use tracing::warn;
@@ -415,6 +415,55 @@ fn source_filter(sources: &[Source], column: &str) -> (String, Vec<String>) {
     (format!(" AND {column} IN ({marks})"), sources.iter().map(|s| s.as_str().to_string()).collect())
 }
 
+/// A file's chunks are replaced by `chunks`: the rows already in the index exactly as they would be written again
+/// (same id, lines, text, terms, heading, importance and vector) stay, marked in `unchanged`; the rowids of the
+/// others are returned for deletion. An entry appended to a long daily log changes its last chunk or two, and
+/// rewriting every other row of the file (and its keyword and vector entries) made each append cost time in
+/// proportion to the whole log.
+fn rows_to_replace(
+    c: &rusqlite::Connection,
+    f: &FileRecord,
+    chunks: &[ChunkRecord],
+    has_vectors: bool,
+    unchanged: &mut [bool],
+) -> rusqlite::Result<Vec<i64>> {
+    let sql = if has_vectors {
+        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, v.embedding
+         FROM chunks c LEFT JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.source = ?1 AND c.path = ?2"
+    } else {
+        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, NULL
+         FROM chunks c WHERE c.source = ?1 AND c.path = ?2"
+    };
+    let by_id: HashMap<&str, usize> = chunks.iter().enumerate().map(|(i, ch)| (ch.id.as_str(), i)).collect();
+    let mut stale = Vec::new();
+    let mut st = c.prepare_cached(sql)?;
+    let mut rows = st.query(params![f.source.as_str(), f.path])?;
+    while let Some(r) = rows.next()? {
+        let rowid: i64 = r.get(0)?;
+        let candidate = by_id.get(r.get_ref(1)?.as_str()?).copied().filter(|&i| !unchanged[i]);
+        let same = match candidate {
+            Some(i) => {
+                let ch = &chunks[i];
+                let same = r.get::<_, i64>(2)? == ch.start_line as i64
+                    && r.get::<_, i64>(3)? == ch.end_line as i64
+                    && r.get_ref(4)?.as_str()? == ch.text
+                    && r.get_ref(5)?.as_str()? == ch.hash
+                    && r.get::<_, Option<i64>>(6)? == ch.importance.map(|n| n as i64)
+                    && r.get_ref(7)?.as_str()? == ch.terms
+                    && r.get_ref(8)?.as_str()? == ch.heading_terms
+                    && r.get::<_, Option<Vec<u8>>>(9)? == ch.embedding.as_deref().map(vec_to_blob);
+                same.then_some(i)
+            }
+            None => None,
+        };
+        match same {
+            Some(i) => unchanged[i] = true,
+            None => stale.push(rowid),
+        }
+    }
+    Ok(stale)
+}
+
 fn vec_to_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -529,8 +578,11 @@ impl ChunkStore for SqliteStore {
             let upserts = batch.upserts.iter().map(|u| (u, true));
             let appends = batch.appends.iter().map(|a| (a, false));
             for ((f, chunks), replace) in upserts.chain(appends) {
+                let mut written = vec![false; chunks.len()];
                 if replace {
-                    schema::delete_file_chunks(&tx, f.source.as_str(), &f.path, vec_dims.is_some())?;
+                    let stale = rows_to_replace(&tx, f, chunks, vec_dims.is_some(), &mut written)?;
+                    schema::delete_chunk_rows(&tx, &stale, vec_dims.is_some())?;
+                    tracing::debug!(path = %f.path, kept = written.iter().filter(|k| **k).count(), replaced = stale.len(), "file's chunks replaced");
                 }
                 let (name, stem) = name_and_stem(&f.path);
                 tx.execute(
@@ -543,7 +595,7 @@ impl ChunkStore for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )?;
                 let mut fts = tx.prepare_cached("INSERT INTO chunks_fts(rowid, terms, heading) VALUES (?1, ?2, ?3)")?;
-                for ch in chunks {
+                for ch in chunks.iter().zip(&written).filter(|(_, kept)| !**kept).map(|(ch, _)| ch) {
                     ins.execute(params![
                         ch.id,
                         ch.source.as_str(),

@@ -187,30 +187,38 @@ pub(crate) fn vector_log_floor(c: &Connection) -> rusqlite::Result<i64> {
     Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
-/// Remove a file's chunks from every table. The keyword index's rows go first: it reads their terms from the
-/// chunks to take them out.
-///
-/// The virtual tables are deleted from one rowid at a time: vec0 answers `rowid IN (subquery)` by scanning the
-/// whole table, which made every file written into an index of N vectors cost O(N) (a cold hybrid index of 20k
-/// notes, 40k chunks: 61 s CPU that way, 7.5 s one rowid at a time).
+/// Remove a file's chunks from every table.
 pub(crate) fn delete_file_chunks(c: &Connection, source: &str, path: &str, has_vectors: bool) -> rusqlite::Result<()> {
     let rowids: Vec<i64> = c
         .prepare_cached("SELECT rowid FROM chunks WHERE source = ?1 AND path = ?2")?
         .query_map(params![source, path], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    delete_chunk_rows(c, &rowids, has_vectors)
+}
+
+/// Remove these chunks from every table. The keyword index's rows go first: it reads their terms from the chunks
+/// to take them out.
+///
+/// The virtual tables are deleted from one rowid at a time: vec0 answers `rowid IN (subquery)` by scanning the
+/// whole table, which made every file written into an index of N vectors cost O(N) (a cold hybrid index of 20k
+/// notes, 40k chunks: 61 s CPU that way, 7.5 s one rowid at a time).
+pub(crate) fn delete_chunk_rows(c: &Connection, rowids: &[i64], has_vectors: bool) -> rusqlite::Result<()> {
     if rowids.is_empty() {
         return Ok(());
     }
     let mut fts = c.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
-    for id in &rowids {
+    for id in rowids {
         fts.execute([id])?;
     }
     if has_vectors {
         let mut vec = c.prepare_cached("DELETE FROM chunks_vec WHERE rowid = ?1")?;
-        for id in &rowids {
+        for id in rowids {
             vec.execute([id])?;
         }
     }
-    c.execute("DELETE FROM chunks WHERE source = ?1 AND path = ?2", params![source, path])?;
+    let mut chunk = c.prepare_cached("DELETE FROM chunks WHERE rowid = ?1")?;
+    for id in rowids {
+        chunk.execute([id])?;
+    }
     Ok(())
 }
