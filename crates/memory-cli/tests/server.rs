@@ -419,6 +419,67 @@ fn concurrent_commands_and_an_appender_get_right_answers() {
     assert_eq!(env.requests(), 4 * 15 + 10 + 1);
 }
 
+/// Rounds of 2-16 one-shot commands of every kind started together against one shared server (search, recall,
+/// status and append through it; get reads the file itself): every command answers, right, and the server counts
+/// one request for each command it answered, no more. `MEMORY_SERVER_STRESS_ROUNDS` sets the rounds (the benchmark
+/// figure in docs/BENCHMARKS.md is 10,000 of them); the round times are printed.
+#[test]
+fn rounds_of_commands_started_together_through_the_shared_server_are_each_answered_once() {
+    let env = Env::new();
+    env.ok(&["index"]);
+    env.start();
+    let before = env.requests();
+    let rounds: usize = std::env::var("MEMORY_SERVER_STRESS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let mut took = Vec::with_capacity(rounds);
+    let mut asked = 0;
+    let mut commands = 0;
+    for round in 0..rounds {
+        let n = 2 + (round * 7) % 15;
+        commands += n;
+        let kinds: Vec<usize> = (0..n).map(|i| (round + i) % 5).collect();
+        asked += kinds.iter().filter(|k| **k != 1).count() as u64;
+        let started = std::time::Instant::now();
+        std::thread::scope(|s| {
+            let runs: Vec<_> = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, kind)| {
+                    let env = &env;
+                    s.spawn(move || {
+                        let (args, expect): (Vec<String>, &str) = match kind {
+                            0 => (vec!["search".into(), "E4012".into(), "--json".into()], "memory/2026-11-29.md"),
+                            1 => (vec!["get".into(), "MEMORY.md".into()], "Mac Studio"),
+                            2 => (vec!["recall".into(), "where does the gateway run".into()], ""),
+                            3 => (vec!["status".into(), "--json".into()], "\"backend\""),
+                            _ => (vec!["append".into(), format!("round {round} note {i} about capybaras")], "Appended to memory/"),
+                        };
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        let o = env.ok(&args);
+                        let out = String::from_utf8_lossy(&o.stdout);
+                        assert!(out.contains(expect), "{args:?} answered {out}");
+                    })
+                })
+                .collect();
+            for r in runs {
+                r.join().unwrap();
+            }
+        });
+        took.push(started.elapsed());
+    }
+    assert_eq!(env.requests() - before, asked, "one server request per command that asks it");
+    let o = env.ok(&["search", "capybaras", "--max-results", "20", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!v["results"].as_array().unwrap().is_empty(), "the appended notes are found: {v}");
+    took.sort();
+    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+    println!(
+        "{rounds} rounds, {commands} commands through the shared server, each answered: round p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+}
+
 // ---- MCP over HTTP ----
 
 struct HttpServer {
