@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the side-by-side benchmark: installs the reference tools (idempotent), builds memory-rs and
-# the bench in release, runs `memory-bench compare` and writes docs/BENCHMARKS.md, docs/bench/results.json and
+# the bench in release, runs `memory-bench compare` and writes docs/compare.md, docs/bench/results.json and
 # docs/bench/*.png. Extra arguments go to `memory-bench compare` (e.g. --sizes 2000 --hybrid-sizes 2000).
 # Not part of CI. Expect 20 minutes (a quiet 2-core machine) to an hour (a busy one) with the default sizes.
 set -euo pipefail

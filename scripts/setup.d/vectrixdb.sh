@@ -93,7 +93,7 @@ JSON
 # reranker); artifact.metadata holds the encoding conventions (ColBERT's keys and two of this project's,
 # providers::local::late::Conventions). Without the trained projection, ColBERT's query padding with [MASK] hurts
 # (the padding's vectors dominate MaxSim) and the markers with the query's words alone (no [CLS], [SEP],
-# punctuation) read best: docs/BENCHMARKS.md, "A late-interaction reranker".
+# punctuation) read best: docs/benchmark-history.md, "A late-interaction reranker".
 convert "$tmp/colbert" "$COLBERT"
 cat > "$COLBERT.partial/config.json" <<'JSON'
 {"architectures": ["HF_ColBERT"], "model_type": "bert", "hidden_size": 384, "num_hidden_layers": 12,

@@ -224,7 +224,7 @@ enum Command {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
-    /// memory-rs, QMD and OpenClaw side by side on generated notes and Cranfield; writes BENCHMARKS.md,
+    /// memory-rs, QMD and OpenClaw side by side on generated notes and Cranfield; writes compare.md,
     /// results.json and PNG charts under --out.
     Compare {
         /// Corpus sizes (notes) for every engine in keyword mode.
@@ -250,7 +250,7 @@ enum Command {
         /// The `memory` binary (default: the one beside this program).
         #[arg(long)]
         memory_bin: Option<PathBuf>,
-        /// Output folder: writes BENCHMARKS.md and bench/{results.json,*.png}.
+        /// Output folder: writes compare.md and bench/{results.json,*.png}.
         #[arg(long, default_value = "docs")]
         out: PathBuf,
         #[arg(long, default_value_t = 42)]
@@ -258,7 +258,7 @@ enum Command {
         /// Also time a workspace of your own (MEMORY.md + memory/); it is copied first, never modified.
         #[arg(long)]
         user_folder: Option<PathBuf>,
-        /// Only re-render BENCHMARKS.md and the charts from this results.json.
+        /// Only re-render compare.md and the charts from this results.json.
         #[arg(long)]
         rerender: Option<PathBuf>,
     },

@@ -1,6 +1,6 @@
 //! Speed: cold index (time, peak memory), no-change re-index, one whole-process search, in-process search
 //! latency, on N generated daily notes. Targets for 2000 notes on a 2-core machine are printed beside the
-//! figures, with the reference system's (SPEC §10) for the ratio.
+//! figures, with the reference system's (OpenClaw) for the ratio.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,7 @@ use memory_core::{Capabilities, GetResponse, MemoryError, SearchRequest, SearchR
 
 use crate::fixture::{Expect, ExpectError};
 
-/// The largest snippet an engine may return (SPEC §3), not counting a `Source:` citation line.
+/// The largest snippet an engine may return (OpenClaw's 700 characters), not counting a `Source:` citation line.
 pub const SNIPPET_MAX_CHARS: usize = 700;
 
 /// Distinct result paths in order of first appearance: what ranking expectations compare.
@@ -170,7 +170,7 @@ pub fn check_search(e: &Expect, resp: &SearchResponse) -> Vec<String> {
     f
 }
 
-/// `path#Lstart-Lend`, or `path#Ln` for one line (SPEC §5). Written from the SPEC, not taken from
+/// `path#Lstart-Lend`, or `path#Ln` for one line, as OpenClaw cites. Written here, not taken from
 /// `memory_core::ranking::citation`: the suite's expectation must not follow the code it checks.
 pub fn citation(path: &str, start: usize, end: usize) -> String {
     if start == end {

@@ -1,4 +1,4 @@
-//! What the command prints: JSON with the wire field names (SPEC §1), or text for people. Written to the writers
+//! What the command prints: JSON with the wire field names (`memory_core::types`), or text for people. Written to the writers
 //! given (the terminal's, or the buffers a shared server answers with), so both paths print the same bytes.
 
 use std::io::Write;

@@ -2,7 +2,7 @@
 //!
 //! Tools: `memory_search {query, maxResults?, minScore?, activeProjectKeys?}`, `memory_recall {message,
 //! activeProjectKeys?}` (trigger recall) and `memory_get {path, from?, lines?}` answer with the
-//! wire shapes of SPEC §1 (as JSON text and as structured content); refusals and other engine errors (SPEC §6) are
+//! wire shapes of `memory_core::types` (as JSON text and as structured content); refusals and other engine errors are
 //! tool errors (`isError: true`, `{"error": {kind, message}}`), so the agent sees why. `memory_append {text}` is
 //! listed only when appending is allowed (`--allow-append`); arguments that do not fit a tool's schema are tool
 //! errors of kind `invalid_input` too. Lines the client sends pass [`crate::mcp_gate`] first, which answers what
@@ -130,7 +130,7 @@ fn tool_ok(v: &impl serde::Serialize) -> Result<CallToolResult, ErrorData> {
 }
 
 /// A tool's answer to what the engine returned: the result as structured content, an error as a tool error
-/// (the agent sees why; SPEC §6).
+/// (the agent sees why).
 fn answer(result: memory_core::Result<impl serde::Serialize>) -> Result<CallToolResult, ErrorData> {
     match result {
         Ok(r) => tool_ok(&r),

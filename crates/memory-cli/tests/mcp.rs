@@ -106,7 +106,7 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     assert_eq!(v["text"], "The gateway runs on the Mac Studio.");
     assert_eq!(v["from"], 3);
 
-    // SPEC §6 errors come back as tool errors the agent can read, and the server keeps serving.
+    // Refusals come back as tool errors the agent can read, and the server keeps serving.
     let r = call(&client, "memory_get", json!({ "path": "../../etc/passwd" })).await;
     assert_eq!(r.is_error, Some(true));
     let v = payload(&r);

@@ -30,7 +30,7 @@ pub trait MemoryBackend: Send + Sync {
         )))
     }
 
-    /// A safe read of one memory file or a line range of it (SPEC §6).
+    /// A safe read of one memory file or a line range of it.
     async fn get(&self, request: &GetRequest) -> Result<GetResponse>;
 
     /// Bring the index in step with the files.

@@ -286,7 +286,7 @@ where
     (vectors, outcome)
 }
 
-/// Replace non-finite values by 0 and scale to unit length (SPEC §7). A zero vector stays zero.
+/// Replace non-finite values by 0 and scale to unit length. A zero vector stays zero.
 pub fn sanitize_and_normalize(v: &mut [f32]) {
     for x in v.iter_mut() {
         if !x.is_finite() {

@@ -1,4 +1,4 @@
-//! Index identity (SPEC §4): everything that, when changed, makes the stored index wrong.
+//! Index identity: everything that, when changed, makes the stored index wrong.
 
 use serde::{Deserialize, Serialize};
 

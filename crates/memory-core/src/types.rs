@@ -1,4 +1,4 @@
-//! The shapes of the two agent tools (SPEC §1) and of status/sync reports. Field names are the wire names.
+//! The shapes of the two agent tools and of status/sync reports. Field names are the wire names.
 
 use serde::{Deserialize, Serialize};
 

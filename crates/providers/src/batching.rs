@@ -5,7 +5,7 @@ use std::ops::Range;
 /// Limits of one provider's requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchLimits {
-    /// Estimated tokens per request (a token is estimated as 4 characters, SPEC §3/§7).
+    /// Estimated tokens per request (a token is estimated as 4 characters, as the chunker counts them).
     pub max_tokens: usize,
     /// Texts per request (the API's own cap).
     pub max_items: usize,

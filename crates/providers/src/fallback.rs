@@ -9,7 +9,7 @@
 //!   ([`EmbeddingError::Transient`], naming both providers), so the caller never receives secondary vectors
 //!   under the primary's identity that it read before the call.
 //! - From then on calls go to the secondary, and the identity is the secondary's: a caller that compares the
-//!   fingerprint with its index identity (SPEC §4) sees the change and rebuilds the index with the secondary,
+//!   fingerprint with its index identity (`memory_core::identity`) sees the change and rebuilds the index with the secondary,
 //!   beside the old one. Query vectors of the secondary must not be searched against the primary's index.
 //! - It does not switch back on its own: returning to the primary would mean another full rebuild. A restart (a
 //!   new wrapper) tries the primary again.

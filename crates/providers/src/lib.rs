@@ -1,4 +1,4 @@
-//! Embedding providers for agent memory (SPEC §7).
+//! Embedding providers for agent memory.
 //!
 //! - [`from_config`]: `memory.search.provider` (`auto`, `openai`, `openai-compatible`, `gemini`, `voyage`,
 //!   `mistral`, `ollama`, `local`, `none`) and `memory.search.fallback` to an [`EmbeddingProvider`], or `None`

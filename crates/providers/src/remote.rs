@@ -1,4 +1,4 @@
-//! The HTTP embedding providers (SPEC §7): every entry of [`crate::catalogue`].
+//! The HTTP embedding providers: every entry of [`crate::catalogue`].
 //!
 //! One type, [`RemoteProvider`], speaks each provider's wire protocol through [`crate::wire`]; the shared part
 //! splits the texts into requests by a token budget, runs a few requests at once, and checks every answer (one

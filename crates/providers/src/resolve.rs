@@ -1,4 +1,4 @@
-//! `memory.search.provider` / `fallback` / `model` / `remote` / `local` to a provider (SPEC §7, §9).
+//! `memory.search.provider` / `fallback` / `model` / `remote` / `local` to a provider.
 
 use std::sync::Arc;
 

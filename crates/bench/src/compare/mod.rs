@@ -1,6 +1,6 @@
 //! `memory-bench compare`: memory-rs, QMD and OpenClaw side by side on the same generated corpora and the
 //! Cranfield collection, in one run on one machine, so every ratio compares figures taken minutes apart.
-//! Writes results.json, the charts and BENCHMARKS.md (see `report`).
+//! Writes results.json, the charts and compare.md (see `report`).
 
 mod charts;
 pub(crate) mod process;
@@ -556,7 +556,7 @@ pub async fn run(opts: Options, command_line: String) -> anyhow::Result<()> {
     write_outputs(&results, &opts.out)
 }
 
-/// results.json, the charts and BENCHMARKS.md under `out` (`out/bench/...`, `out/BENCHMARKS.md`).
+/// results.json, the charts and compare.md under `out` (`out/bench/...`, `out/compare.md`).
 pub fn write_outputs(results: &Results, out: &Path) -> anyhow::Result<()> {
     let bench_dir = out.join("bench");
     std::fs::create_dir_all(&bench_dir)?;
@@ -564,9 +564,9 @@ pub fn write_outputs(results: &Results, out: &Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(bench_dir.join("results.partial.json"));
     let charts = charts::draw_all(results, &bench_dir)?;
     let md = report::markdown(results, &charts);
-    std::fs::write(out.join("BENCHMARKS.md"), &md)?;
+    std::fs::write(out.join("compare.md"), &md)?;
     println!("{md}");
-    log(format!("wrote {}", out.join("BENCHMARKS.md").display()));
+    log(format!("wrote {}", out.join("compare.md").display()));
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! BENCHMARKS.md from a run's results: the machine, the command, a table per corpus size with memory-rs,
+//! compare.md from a run's results: the machine, the command, a table per corpus size with memory-rs,
 //! QMD and OpenClaw side by side and the ratios, quality on Cranfield, the charts, and the limits.
 
 use std::fmt::Write;

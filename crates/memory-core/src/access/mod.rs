@@ -1,4 +1,4 @@
-//! memory_get (SPEC §6): a safe read of one memory file or a line range of it.
+//! memory_get: a safe read of one memory file or a line range of it.
 //!
 //! Only what discovery's classifier calls a memory file ([`MemoryRoots::classify`]: `MEMORY.md`, `memory.md`,
 //! `USER.md`, `memory/**` outside tool folders, what a configured extra path selects), ending in `.md`, with no

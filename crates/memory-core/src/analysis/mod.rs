@@ -659,7 +659,7 @@ pub fn expansion_terms(query: &[String], docs: &[(&str, f64)], max_terms: usize)
     ranked.into_iter().take(max_terms).map(|(t, _)| t).collect()
 }
 
-/// Lowercase word tokens plus CJK unigrams and adjacent bigrams: the token set MMR compares (SPEC §5).
+/// Lowercase word tokens plus CJK unigrams and adjacent bigrams: the token set MMR compares.
 pub fn similarity_tokens(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
     for_each_similarity_token(text, |t| {

@@ -1,4 +1,4 @@
-//! Chunking (SPEC §3): whole lines into chunks of about `tokens` tokens with `overlap` tokens carried over.
+//! Chunking: whole lines into chunks of about `tokens` tokens with `overlap` tokens carried over.
 //! A token is estimated as 4 characters, except CJK characters which weigh a token each. A line longer than
 //! the budget (a Markdown paragraph is often one long line) is split into budget-sized pieces, cut after a
 //! sentence end or a space in the second half of the piece where there is one (never inside a word), else on a
@@ -202,7 +202,7 @@ pub fn importance(text: &str) -> Option<u8> {
     None
 }
 
-/// Stable chunk id from source, path, lines, chunk hash and embedding model (SPEC §3).
+/// Stable chunk id from source, path, lines, chunk hash and embedding model.
 pub fn chunk_id(source: &str, path: &str, start: usize, end: usize, hash: &str, model: &str) -> String {
     sha256_hex(format!("{source}\u{1f}{path}\u{1f}{start}\u{1f}{end}\u{1f}{hash}\u{1f}{model}").as_bytes())
 }

@@ -1,4 +1,4 @@
-//! Configuration (SPEC §9): JSON5, OpenClaw-compatible keys of both OpenClaw schema generations (see
+//! Configuration: JSON5, OpenClaw-compatible keys of both OpenClaw schema generations (see
 //! [`schema`]). Only the memory-related top-level sections are read. Inside them an unknown key or a wrong type is
 //! an error naming the key as written, a key accepted but not acted on is a warning, and all errors of a file are
 //! reported together. The search block may sit at a top-level `memorySearch`, `agents.defaults.memorySearch` or

@@ -1,4 +1,4 @@
-//! The typed configuration tree with its defaults (SPEC §3-§9).
+//! The typed configuration tree with its defaults.
 
 use std::collections::BTreeMap;
 
@@ -276,7 +276,7 @@ pub struct RerankConfig {
     pub model_path: Option<String>,
     /// How many of the best candidates are reranked (the rest keep their order below them). 10 by default: about
     /// a quarter of a second with the int8 cross-encoder on two cores; 20 reads deeper on conversations at twice
-    /// the cost and did worse on Cranfield's abstracts (docs/BENCHMARKS.md).
+    /// the cost and did worse on Cranfield's abstracts (docs/benchmark-history.md).
     pub candidates: usize,
     /// Time budget of one reranking, in milliseconds: past it the first-stage order answers, with a warning.
     pub budget_ms: u64,

@@ -1,4 +1,4 @@
-//! Memory-file discovery (SPEC §2): `MEMORY.md` (or `memory.md`), `memory/**/*.md` and `extraPaths`.
+//! Memory-file discovery: `MEMORY.md` (or `memory.md`), `memory/**/*.md` and `extraPaths`.
 //! Symbolic links are skipped, tool folders are never walked, results are de-duplicated by real path.
 
 use std::path::{Path, PathBuf};

@@ -298,7 +298,7 @@ impl IndexedBackend {
     /// keyword leg's best match holds little of the question (a Chinese question about an English note, whose
     /// only matches are Chinese notes sharing one word with it), its matches in the feedback set pull the query
     /// towards those notes and away from the answer the vector leg found; with no keyword leg, feedback from the
-    /// vector leg's own head brings nothing the leg did not already find. Figures in docs/BENCHMARKS.md.
+    /// vector leg's own head brings nothing the leg did not already find. Figures in docs/benchmark-history.md.
     async fn expand_vector(
         &self,
         ctx: &SearchContext<'_>,

@@ -1,4 +1,4 @@
-//! The ranking pipeline (SPEC §5), shared by every engine:
+//! The ranking pipeline, shared by every engine:
 //! keyword + vector candidates -> weighted merge -> temporal decay -> importance -> recency among near-equal
 //! dated notes -> sort -> MMR -> exact-path tiers, then exact matches (hybrid) -> min-score selection with
 //! keyword back-fill -> top K, with snippets and citations.
@@ -275,7 +275,7 @@ fn contains_at_boundary(haystack: &str, needle: &str) -> bool {
 }
 
 /// The text scores of one hybrid search's keyword candidates. The best candidate scores `keyword_text_score` of its
-/// keyword score (SPEC §5); the others score in proportion to their BM25 against it.
+/// keyword score; the others score in proportion to their BM25 against it.
 ///
 /// Why not r / (1 + r) for every candidate: BM25 sums over the query's terms, so questions of several words give
 /// ranks of 10-30, where r / (1 + r) is 0.91-0.97 for a chunk matching one term and one matching them all alike.
@@ -364,7 +364,7 @@ pub fn leg_spread(scores: &[f64], depth: usize) -> Option<f64> {
 /// the one turn with the question's rare words; with 0.7 on the flat vector leg, hybrid ranked below keyword alone
 /// (locomo-dev R@5 0.808 vs 0.818 with all-MiniLM-L6-v2). Scaled by spread (a query-performance predictor in the
 /// manner of Shtok et al.'s normalised query commitment), the leg that separates its candidates leads and the
-/// other refines (figures in docs/BENCHMARKS.md). Both legs are measured over the same depth, a candidate a leg
+/// other refines (figures in docs/benchmark-history.md). Both legs are measured over the same depth, a candidate a leg
 /// did not return counting 0 there: the vector leg always returns its full depth, unrelated chunks included, and
 /// the keyword leg only the chunks that match; measured among its matches alone, a keyword leg that found four
 /// near-identical notes looked flat beside a vector leg whose spread was its own unrelated tail.
@@ -400,7 +400,7 @@ pub fn best_match_share(keyword: &[Candidate], text: &[f64], query: &QueryWords)
 /// decisive leg; a Chinese paraphrase, or a Chinese question about an English note, that the vector leg found
 /// clearly first fell below it. The share corrects both readings: the match's score (how good the best match is)
 /// and the leg's weight (how far to trust the leg on this query). A question whose words the best match holds
-/// keeps its keyword lead (share 1: no change). Figures in docs/BENCHMARKS.md.
+/// keeps its keyword lead (share 1: no change). Figures in docs/benchmark-history.md.
 pub fn merge(
     keyword: Vec<Candidate>,
     vector: Vec<Candidate>,
@@ -421,7 +421,7 @@ pub fn merge(
     };
     let mut by_id: HashMap<String, Scored> = HashMap::new();
     let mut order = Vec::new();
-    // Alone, the text leg keeps the SPEC mapping for every candidate (same order, and min-score keeps meaning
+    // Alone, the text leg keeps the r / (1 + r) mapping for every candidate (same order, and min-score keeps meaning
     // what it meant); only beside cosine similarities does its spread matter.
     let mut text = if have_vec { text_scores(&keyword) } else { keyword.iter().map(|c| c.keyword_score.map_or(0.0, keyword_text_score)).collect() };
     // How much of the query the text leg's best match holds (see above): 1 alone, where it ranks by words anyway.
@@ -734,7 +734,7 @@ pub const SENTENCE_PREFERENCE: f64 = 0.5;
 /// another way (at depth 20, locomo-dev hybrid R@5 fell 0.853 -> 0.848); within the first five it decides which
 /// answer reads first (locomo-dev R@1 keyword 0.620 -> 0.644, hybrid all-MiniLM-L6-v2 0.635 -> 0.657, bge-small
 /// 0.641 -> 0.665; R@5 and S@5 unchanged). Long abstracts whose every sentence is dense with the query's words
-/// gain nothing from it (Cranfield hybrid bge nDCG@10 0.4214 -> 0.4171). Figures in docs/BENCHMARKS.md.
+/// gain nothing from it (Cranfield hybrid bge nDCG@10 0.4214 -> 0.4171). Figures in docs/benchmark-history.md.
 pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
     let Some(spread) = score_spread(items) else { return };
     // The head as the ranking orders it: exact-path tiers and exact matches first.

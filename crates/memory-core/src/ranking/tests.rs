@@ -201,7 +201,7 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
     let mut one = cand("one", "memory/one.md", "one term");
     one.keyword_score = Some(6.0 - MIN_MATCH_BM25);
     let t = text_scores(&[all.clone(), one.clone()]);
-    assert!((t[0] - 30.0 / 31.0).abs() < 1e-12, "the best keeps its SPEC score");
+    assert!((t[0] - 30.0 / 31.0).abs() < 1e-12, "the best keeps its keyword score r / (1 + r)");
     assert!((t[1] - (30.0 / 31.0) * 6.0 / 30.0).abs() < 1e-12, "the others in proportion: {t:?}");
     // With equal cosine similarity the full match wins by the text leg's real margin.
     let v = |c: &Candidate| {
@@ -212,7 +212,7 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
     let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], &QueryWords::default(), None, 0.7, 0.3);
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
     assert!(score("all") - score("one") > 0.2, "{} vs {}", score("all"), score("one"));
-    // Keyword-only search keeps the SPEC mapping for every candidate (min-score reads it).
+    // Keyword-only search keeps the r / (1 + r) mapping for every candidate (min-score reads it).
     let items = merge(vec![all, one], vec![], &QueryWords::default(), None, 0.7, 0.3);
     assert!((items[1].score - 6.0 / 7.0).abs() < 1e-12);
 }

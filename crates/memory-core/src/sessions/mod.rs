@@ -1,4 +1,4 @@
-//! Session transcripts as a memory source (SPEC §2): JSONL files of an agent's conversations. Only user and
+//! Session transcripts as a memory source: JSONL files of an agent's conversations. Only user and
 //! assistant text is indexed, one message per line as `User: ...` / `Assistant: ...` with whitespace collapsed,
 //! secrets redacted, and every line mapped back to its JSONL line number.
 //!

@@ -216,7 +216,7 @@ impl SyncBatch {
     }
 }
 
-/// Key of the embedding cache (SPEC §4): vectors are reused only for the same provider settings.
+/// Key of the embedding cache: vectors are reused only for the same provider settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EmbeddingCacheKey {
     pub provider: String,

@@ -98,7 +98,7 @@ impl QmdBackend {
             rerank_hits(reranker.as_ref(), &inner.rerank, &request.query, &mut hits, &mut warnings).await;
         }
         // minScore applies to QMD's scores; when no hit reaches it, the hits (all keyword-backed in keyword
-        // mode) are returned rather than nothing, as the shared selection does (SPEC 5).
+        // mode) are returned rather than nothing, as the shared selection does (`memory_core::ranking`).
         let min = request.min_score.filter(|m| hits.iter().any(|h| h.score >= *m) || mode != SearchMode::Search);
         let mut results: Vec<SearchResult> = Vec::new();
         let mut budget = inner.cfg.limits.max_injected_chars;
