@@ -73,11 +73,10 @@ impl Reranker for Unavailable {
 /// `(1 - weight) x first stage + weight x reranker`. The caller orders the candidates by that share and gives each
 /// a score in the first stage's own range, `lowest + share x (highest - lowest)`.
 ///
-/// Why scaled over the candidates and not the logit as a probability beside the raw score (this engine's rule
-/// until 2026-12-04): the first stage's scores of ten candidates lie close together (0.80 to 0.86 is common)
-/// while a cross-encoder's probabilities spread from 0 to 1, so the probability alone decided the order and the
-/// first stage's best candidate was lost whenever the reranker misread it; scaled, each side has the same say
-/// (locomo-dev hybrid bge-small + rerank 10: R@1 0.643 -> 0.686, R@5 0.869 -> 0.869, S@5 0.809 -> 0.807).
+/// Why scaled over the candidates and not the logit as a probability beside the raw score: the first stage's
+/// scores of ten candidates lie close together (0.80 to 0.86 is common) while a cross-encoder's probabilities
+/// spread from 0 to 1, so the probability alone would decide the order and the first stage's best candidate would
+/// be lost whenever the reranker misreads it; scaled, each side has the same say.
 /// Why a weighted sum and not the reranker's order alone: the first-stage score carries what a cross-encoder does
 /// not see (recency among daily logs, importance annotations, the keyword leg's exact matches); exact-path and
 /// exact-identifier hits keep their place above all others (they are sorted by tier first). Scores stay within

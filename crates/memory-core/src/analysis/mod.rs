@@ -174,8 +174,8 @@ const CLITICS: &[&str] = &["s", "t", "d", "ll", "re", "ve", "m"];
 
 /// The query without the clitics an apostrophe attaches to a word ([`CLITICS`]). What is left of one is not a
 /// word but a term on nearly every line of chat ("it's", "that's"), so a possessive in a question ("Melanie's
-/// son") made every line with a contraction match it, in the snippet's choice most (locomo-dev keyword S@5
-/// +0.009, R@5 +0.003; Cranfield, whose questions have none, unchanged). Only after an apostrophe that follows
+/// son") would make every line with a contraction match it, in the snippet's choice most. Only after an
+/// apostrophe that follows
 /// a letter or digit: "vitamin D" keeps its "d". Queries only: documents keep every term, so indexes stay as
 /// they are.
 fn without_clitics(query: &str) -> std::borrow::Cow<'_, str> {
@@ -537,7 +537,7 @@ const PARTICLES: &[&str] = &["out", "up", "down", "off", "over", "in"];
 /// each two adjacent words joined and stemmed, when both are alphabetic, the first is a content word and the
 /// second is one too or a verb particle ([`PARTICLES`]; "for getting" is not "forgetting"). Snippets weigh
 /// them as query terms; a join that is no word matches nothing. Not for the index's search: there the joins
-/// lowered locomo-dev keyword R@5 (0.838 -> 0.834).
+/// match more wrong chunks than right ones (figures in docs/benchmark-history.md).
 pub fn query_compounds(query: &str) -> Vec<String> {
     let mut words: Vec<Option<String>> = Vec::new();
     raw_tokens(&without_clitics(query), |t, cjk| words.push((!cjk && t.chars().all(char::is_alphabetic)).then(|| t.to_string())));

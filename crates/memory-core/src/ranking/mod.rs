@@ -123,8 +123,8 @@ impl RankingOptions {
 
     /// Candidates to ask each retriever for: maxResults x multiplier, counting maxResults as at least
     /// [`SPREAD_DEPTH`], at most 200. Why the floor: the ranking reads more than the results (feedback from the best
-    /// ten, the score spread to the tenth), and with fewer candidates behind them a search for five results ranked
-    /// its first five otherwise than a search for ten did (locomo-dev keyword R@5 0.835 against 0.838).
+    /// ten, the score spread to the tenth), and with fewer candidates behind them a search for five results would
+    /// rank its first five otherwise than a search for ten does.
     pub fn candidate_limit(max_results: usize, multiplier: usize) -> usize {
         read_depth(max_results).saturating_mul(multiplier).clamp(1, 200)
     }
@@ -280,9 +280,9 @@ fn contains_at_boundary(haystack: &str, needle: &str) -> bool {
 /// Why not r / (1 + r) for every candidate: BM25 sums over the query's terms, so questions of several words give
 /// ranks of 10-30, where r / (1 + r) is 0.91-0.97 for a chunk matching one term and one matching them all alike.
 /// Merged with cosine similarities (which spread over 0.2-0.7), such a flattened text score stops telling good
-/// keyword matches from weak ones, and hybrid search ranked below keyword search alone (Cranfield dev nDCG@10
-/// 0.389 vs 0.398 with all-MiniLM-L6-v2). In proportion to the best, the text leg keeps its order and spread
-/// while the best match keeps the absolute score that min-score selection reads.
+/// keyword matches from weak ones, and hybrid search would rank below keyword search alone. In proportion to the
+/// best, the text leg keeps its order and spread while the best match keeps the absolute score that min-score
+/// selection reads.
 pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
     // Strength: a matching candidate's keyword score (higher = better) with the match offset.
     let strength = |c: &Candidate| c.keyword_score.filter(|s| s.is_finite() && *s > 0.0).map_or(0.0, |s| s + MIN_MATCH_BM25);
@@ -311,9 +311,8 @@ pub fn text_scores(keyword: &[Candidate]) -> Vec<f64> {
 /// unrelated one, and a keyword match on one weak term (a common Chinese bigram) outweighed the vector leg's
 /// clear first choice. Counted from the model's own zero, every model's vector leg weighs the same beside the
 /// text leg, and the best hit's score stays on the cosine scale `minScore` is set in. The floor is the model's,
-/// not the candidates': the weakest retrieved candidate (an earlier floor) moved with `maxResults` and, for a
-/// model whose unrelated text sits near 0, stretched the vector leg over the text leg (Cranfield hybrid nDCG@10
-/// 0.4106 -> 0.4088 with all-MiniLM-L6-v2).
+/// not the candidates': the weakest retrieved candidate moves with `maxResults` and, for a model whose unrelated
+/// text sits near 0, would stretch the vector leg over the text leg.
 pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
     let raw: Vec<f64> = vector.iter().map(|c| c.vector_score.filter(|v| v.is_finite()).unwrap_or(0.0)).collect();
     let Some(floor) = floor.filter(|f| f.is_finite()) else { return raw };
@@ -361,8 +360,8 @@ pub fn leg_spread(scores: &[f64], depth: usize) -> Option<f64> {
 /// Why: fixed weights trust each leg as much on every query, and a leg that scores its candidates nearly alike
 /// then decides the order by noise. In one long conversation every chunk is about the same people, so a small
 /// model's cosines sit in a narrow band well above the model's floor for unrelated text, while BM25 picks out
-/// the one turn with the question's rare words; with 0.7 on the flat vector leg, hybrid ranked below keyword alone
-/// (locomo-dev R@5 0.808 vs 0.818 with all-MiniLM-L6-v2). Scaled by spread (a query-performance predictor in the
+/// the one turn with the question's rare words; with 0.7 on the flat vector leg, hybrid would rank below keyword
+/// alone. Scaled by spread (a query-performance predictor in the
 /// manner of Shtok et al.'s normalised query commitment), the leg that separates its candidates leads and the
 /// other refines (figures in docs/benchmark-history.md). Both legs are measured over the same depth, a candidate a leg
 /// did not return counting 0 there: the vector leg always returns its full depth, unrelated chunks included, and
@@ -728,13 +727,10 @@ pub const SENTENCE_PREFERENCE: f64 = 0.5;
 /// Why: a chunk's BM25 and its vector count the query's words anywhere in it. A daily log of short facts about
 /// many people ("Marta says the spare key is with the neighbour", "Søren says the Wi-Fi password is ...") holds
 /// "Søren", "spare" and "key" as surely as the note where Søren says where the spare key is, and, shorter and
-/// with "spare key" three times, outranked it: the agent read other people's keys first (a generated agent
-/// workload, facts written and asked back at once: 28-31 of 40 first before, 39 of 40 after). Only the head
+/// with "spare key" three times, would outrank it: the agent would read other people's keys first. Only the head
 /// moves: a bonus deeper down pulls candidates whose one sentence is wordy over ones that hold the answer in
-/// another way (at depth 20, locomo-dev hybrid R@5 fell 0.853 -> 0.848); within the first five it decides which
-/// answer reads first (locomo-dev R@1 keyword 0.620 -> 0.644, hybrid all-MiniLM-L6-v2 0.635 -> 0.657, bge-small
-/// 0.641 -> 0.665; R@5 and S@5 unchanged). Long abstracts whose every sentence is dense with the query's words
-/// gain nothing from it (Cranfield hybrid bge nDCG@10 0.4214 -> 0.4171). Figures in docs/benchmark-history.md.
+/// another way; within the first five it decides which answer reads first. Long abstracts whose every sentence
+/// is dense with the query's words gain nothing from it. Figures in docs/benchmark-history.md.
 pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
     let Some(spread) = score_spread(items) else { return };
     // The head as the ranking orders it: exact-path tiers and exact matches first.

@@ -23,8 +23,8 @@ use crate::analysis::{each_term_and_word_pair, query_compounds, query_terms, que
 const LEAD_SHARE: f64 = 0.5;
 
 /// A word pair's weight as a share of a word's of the same rarity: the sequential dependence model's ordered
-/// pairs against its words, 0.1 / 0.85 (Metzler and Croft, SIGIR 2005). locomo-dev keyword S@5 0.767 -> 0.779
-/// (pairs at a word's full weight: 0.770; 0.05 to 0.4 of it: 0.772 to 0.779).
+/// pairs against its words, 0.1 / 0.85 (Metzler and Croft, SIGIR 2005): a pair confirms a phrase without
+/// outweighing the words themselves (figures in docs/benchmark-history.md).
 const PAIR_SHARE: f64 = 0.1 / 0.85;
 
 /// The part of a chunk a snippet shows: its text and its lines, 0-based within the chunk.
@@ -144,7 +144,7 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
     // A heading names its section; it is not what the section says. Its words are every chunk's below it (the
     // index gives each chunk its headings), so they do not pull the window up to the heading line: a daily log's
     // "# 2023-10-13: conversation between Caroline and Melanie" matches every question about either of them, and
-    // the window went to the top of the chunk instead of the line that answers (locomo-dev keyword S@5 +0.003).
+    // the window would go to the top of the chunk instead of the line that answers.
     // A heading still shows as context, and a query only its heading matches still shows the chunk's start.
     for (i, _, _) in crate::chunking::headings::headings(text) {
         if let Some(h) = hits.get_mut(i) {
@@ -162,11 +162,9 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
     // length is the sum of lens less one newline).
     // A line also counts for half of what the line before it counted: what follows a match is what it leads to
     // (the answer after a question, the body after a heading), so of two windows that hold the same terms the
-    // one that reads on past the match wins over the one that reaches back before it (locomo-dev keyword S@5
-    // 0.730 -> 0.737, S@1 +0.006; 0.3 and 1.0 give the same within 0.003). Half of what it counted, not of what
-    // it matched: the share halves again with each line, so a reply two lines on still counts (the match, a
-    // question about it that names nothing the query asks, then its answer; keyword S@5 0.779 -> 0.782, S@10
-    // 0.820 -> 0.824; with shares 0.3 and 0.7 alike).
+    // one that reads on past the match wins over the one that reaches back before it. Half of what it counted,
+    // not of what it matched: the share halves again with each line, so a reply two lines on still counts (the
+    // match, a question about it that names nothing the query asks, then its answer).
     let own: Vec<f64> = hits.iter().map(line_score).collect();
     let mut scores: Vec<f64> = Vec::with_capacity(own.len());
     for i in 0..own.len() {
@@ -175,7 +173,7 @@ pub fn choose(text: &str, query: &SnippetQuery, max_chars: usize) -> Snippet {
     }
     // Every window holds the best line and, when both fit, the line after it (past blank lines): what follows
     // the line that matches is most often what it leads to (the answer to a question in a conversation, the
-    // body under a heading or a list item's lead); locomo-dev keyword S@5 0.720 -> 0.726, S@10 0.758 -> 0.768.
+    // body under a heading or a list item's lead).
     let mut core_end = best;
     let mut next = best + 1;
     while next < lines.len() && lines[next].trim().is_empty() {
