@@ -5,6 +5,7 @@
 //! collapsed, case folded) appears in a returned snippet (what the agent reads). Per category and overall, the
 //! mean over questions; category 5 (adversarial: not answered by the conversation) is left out.
 
+use memory_core::locks::LockExt;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -188,7 +189,7 @@ impl Recording {
     }
 
     pub(crate) fn cost(&self) -> (f64, usize) {
-        *self.cost.lock().unwrap()
+        *self.cost.locked()
     }
 }
 
@@ -201,10 +202,10 @@ impl memory_core::rerank::Reranker for Recording {
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, memory_core::rerank::RerankError> {
         let t = Instant::now();
         let out = self.inner.score(query, passages, deadline).await;
-        let mut cost = self.cost.lock().unwrap();
+        let mut cost = self.cost.locked();
         cost.0 += t.elapsed().as_secs_f64() * 1e3;
         cost.1 += passages.len();
-        *self.last.lock().unwrap() = out.as_ref().ok().cloned();
+        *self.last.locked() = out.as_ref().ok().cloned();
         out
     }
 }
@@ -371,7 +372,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                     print_miss(q, &r.results, rec[1], seen[1]);
                 }
                 if let Some(out) = dump.as_mut() {
-                    let logits = if rerank { recording.as_ref().and_then(|r| r.last.lock().unwrap().take()) } else { None };
+                    let logits = if rerank { recording.as_ref().and_then(|r| r.last.locked().take()) } else { None };
                     let line = DumpLine { id: &q.id, category: q.category, hits: &r.results, logits };
                     writeln!(out, "{}", serde_json::to_string(&line)?)?;
                 }

@@ -2,6 +2,10 @@
 //! extension loading. It stores chunks and retrieves candidates; discovery, sync, embedding and ranking come
 //! from `memory_core::indexed::IndexedBackend`.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod factory;
 mod sqlite;
 

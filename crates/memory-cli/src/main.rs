@@ -1,5 +1,9 @@
 //! `memory`: index and search an agent's Markdown memory from the command line.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod append;
 mod backlog;
 mod doctor;

@@ -1,6 +1,7 @@
 //! Progress bars on long indexing (files processed, chunks embedded), on stderr, only for people: hidden when
 //! stderr is not a terminal or with `--json`.
 
+use memory_core::locks::LockExt;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +21,7 @@ pub fn wanted(json: bool) -> bool {
 pub fn bar() -> ProgressFn {
     let slot: Arc<Mutex<Option<ProgressBar>>> = Arc::new(Mutex::new(None));
     Arc::new(move |p: SyncProgress| {
-        let mut guard = slot.lock().unwrap();
+        let mut guard = slot.locked();
         if p.files_total < MIN_FILES_FOR_BAR {
             return;
         }

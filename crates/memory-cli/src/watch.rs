@@ -205,7 +205,7 @@ impl Loop {
             };
             tokio::select! {
                 _ = &mut stop => break,
-                heard = async { feed.as_mut().unwrap().next().await }, if feed.is_some() => {
+                heard = async { match feed.as_mut() { Some(f) => f.next().await, None => std::future::pending().await } }, if feed.is_some() => {
                     match heard {
                         Some(heard) => {
                             changes = changes.saturating_add(heard.events);
@@ -251,7 +251,7 @@ impl Loop {
                     self.engine.notify_changed(&std::mem::take(&mut changed));
                     self.sync(Trigger::Files, n, p).await;
                 }
-                _ = async { interval.as_mut().unwrap().tick().await }, if interval.is_some() => {
+                _ = async { match interval.as_mut() { Some(i) => i.tick().await, None => std::future::pending().await } }, if interval.is_some() => {
                     self.sync(Trigger::Interval, 0, Vec::new()).await;
                 }
                 _ = tokio::time::sleep_until(self.pending.map_or_else(Instant::now, |(_, at)| at).into()), if self.pending.is_some() => {
@@ -326,6 +326,7 @@ fn next_pending_retry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memory_core::locks::LockExt;
     use std::path::Path;
     use std::sync::Mutex;
 
@@ -358,7 +359,7 @@ mod tests {
             Err(memory_core::MemoryError::InvalidInput("not here".into()))
         }
         async fn sync(&self, _options: SyncOptions) -> memory_core::Result<SyncReport> {
-            let mut pending = self.pending.lock().unwrap();
+            let mut pending = self.pending.locked();
             let files_pending = if pending.is_empty() { 0 } else { pending.remove(0) };
             Ok(SyncReport { files_pending, ..SyncReport::default() })
         }
@@ -366,7 +367,7 @@ mod tests {
             Ok(Status::default())
         }
         fn notify_changed(&self, paths: &[PathBuf]) {
-            self.announced.lock().unwrap().extend_from_slice(paths);
+            self.announced.locked().extend_from_slice(paths);
         }
         fn watch_changes(&self) -> Option<ChangeFeed> {
             self.journal.as_ref().map(|j| j.subscribe().unwrap())
@@ -388,7 +389,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
         let seen = engine.clone();
         let on_sync: OnSync = Arc::new(move |_ev: &SyncEvent| {
-            let _ = tx.send(seen.announced.lock().unwrap().clone());
+            let _ = tx.send(seen.announced.locked().clone());
         });
         let targets = WatchTargets { roots: MemoryRoots::new(ws, &[] as &[String]), sessions_dir: None };
         (spawn(engine, targets, quick(), on_sync).await.unwrap(), rx)

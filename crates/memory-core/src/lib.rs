@@ -5,6 +5,10 @@
 //!   incremental sync, embedding and the ranking pipeline, so such engines rank alike.
 //! - [`discovery`], [`chunking`], [`analysis`], [`ranking`], [`access`] (memory_get safety), [`config`].
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod access;
 pub mod analysis;
 pub mod append;
@@ -19,6 +23,7 @@ pub mod fallback;
 pub mod file_lock;
 pub mod identity;
 pub mod indexed;
+pub mod locks;
 pub mod paths;
 pub mod ranking;
 pub mod registry;

@@ -13,6 +13,10 @@
 //!
 //! `examples/host.rs` opens from a config, searches, and registers a plugin engine.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -8,6 +8,10 @@
 //! - [`LanceDbStorage`]: the [`memory_core::store::IndexStorage`] (rebuilds into a new generation, then swaps).
 //! - [`LanceStore`]: the [`memory_core::store::ChunkStore`] of one generation.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod config;
 mod error;
 mod schema;

@@ -8,6 +8,7 @@
 //! A rebuild writes generation N+1 beside N and promotes it by rewriting the pointer (one commit), so search
 //! answers from N meanwhile and a crash mid-rebuild leaves N untouched; leftovers are dropped at the next rebuild.
 
+use memory_core::locks::LockExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -214,12 +215,12 @@ impl IndexStorage for LanceDbStorage {
             }
         }
         let store = Arc::new(LanceStore::new(self.shared.clone(), live + 1, false));
-        *self.staging.lock().unwrap() = Some(store.clone());
+        *self.staging.locked() = Some(store.clone());
         Ok(store)
     }
 
     async fn promote(&self, live: Arc<dyn ChunkStore>, staging: Arc<dyn ChunkStore>) -> Result<Arc<dyn ChunkStore>> {
-        let ours = self.staging.lock().unwrap().take();
+        let ours = self.staging.locked().take();
         let Some(store) = ours.filter(|s| std::ptr::addr_eq(Arc::as_ptr(s), Arc::as_ptr(&staging))) else {
             return Err(MemoryError::Internal("promote: the staging store was not opened by this storage".into()));
         };

@@ -7,6 +7,10 @@
 //!   failing exit; `Internal` for unparsable output), so `memory_core::fallback::FallbackManager` can answer
 //!   from the builtin engine.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod backend;
 pub mod collections;
 pub mod config;

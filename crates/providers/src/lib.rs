@@ -18,6 +18,10 @@
 //!
 //! Every provider returns finite, L2-normalised vectors, one per input, all of one width, or an error.
 
+// A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
+// (`memory_core::locks` for lock poisoning); tests unwrap freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod batch;
 pub mod batching;
 pub mod catalogue;

@@ -217,15 +217,14 @@ impl SqliteStore {
             Ok(v) => Ok(v),
             Err(e) if is_readonly(&e) => {
                 warn!(path = %self.path.display(), "readonly database error; reopening the connection once");
-                let fresh = open_connection(&self.path).map_err(|e| db_err(context, e))?;
-                *guard = Some(fresh);
+                let fresh = guard.insert(open_connection(&self.path).map_err(|e| db_err(context, e))?);
                 // data_version values are per connection: the vector copy must not compare across two.
                 if std::ptr::eq(slot, &self.reader) {
                     if let Ok(mut v) = self.vectors.lock() {
                         *v = None;
                     }
                 }
-                f(guard.as_mut().unwrap()).map_err(|e| db_err(context, e))
+                f(fresh).map_err(|e| db_err(context, e))
             }
             Err(e) => Err(db_err(context, e)),
         }

@@ -178,8 +178,8 @@ fn emit(pieces: &[Piece], idx: &[usize], out: &mut Vec<Chunk>) {
     if text.trim().is_empty() {
         return;
     }
-    let start_line = pieces[idx[0]].line;
-    let end_line = pieces[*idx.last().unwrap()].line;
+    let (Some(&first), Some(&last)) = (idx.first(), idx.last()) else { return };
+    let (start_line, end_line) = (pieces[first].line, pieces[last].line);
     out.push(Chunk { start_line, end_line, hash: sha256_hex(text.as_bytes()), text });
 }
 

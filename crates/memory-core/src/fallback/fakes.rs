@@ -1,5 +1,6 @@
 //! Small engines, openers and factories whose failures the tests switch on and off.
 
+use crate::locks::LockExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,7 +43,7 @@ impl FakeEngine {
     }
 
     async fn behave(&self) -> Result<()> {
-        let mode = self.mode.lock().unwrap().clone();
+        let mode = self.mode.locked().clone();
         match mode {
             Mode::Ok => Ok(()),
             Mode::Fail(f) => Err(f(format!("{} is broken", self.name))),
@@ -122,7 +123,7 @@ impl FallbackOpener for CountingOpener {
     async fn open(&self) -> Result<Box<dyn MemoryBackend>> {
         self.opened.fetch_add(1, Ordering::SeqCst);
         let (engine, _, calls) = FakeEngine::new("builtin");
-        *self.calls.lock().unwrap() = Some(calls);
+        *self.calls.locked() = Some(calls);
         Ok(Box::new(engine))
     }
 }

@@ -2,6 +2,7 @@
 //! probe once the back-off has passed, and (with [`FallbackPolicy::state_file`]) the same state kept between
 //! processes, so a one-shot CLI run after a failed one does not pay the primary's timeout again.
 
+use crate::locks::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -155,27 +156,27 @@ impl Health {
 
     /// The current failure, `None` while the primary is healthy.
     pub fn failure(&self) -> Option<Failure> {
-        self.failure.lock().unwrap().clone()
+        self.failure.locked().clone()
     }
 
     pub fn is_failing(&self) -> bool {
-        self.failure.lock().unwrap().is_some()
+        self.failure.locked().is_some()
     }
 
     /// `Some` while the fallback is answering.
     pub fn status(&self) -> Option<FallbackStatus> {
-        self.failure.lock().unwrap().as_ref().map(|f| FallbackStatus { from: self.engine.clone(), reason: f.reason.clone(), since: Some(f.since_ms) })
+        self.failure.locked().as_ref().map(|f| FallbackStatus { from: self.engine.clone(), reason: f.reason.clone(), since: Some(f.since_ms) })
     }
 
     /// The last failure's reason ("unknown" when healthy), for messages.
     pub fn reason(&self) -> String {
-        self.failure.lock().unwrap().as_ref().map(|f| f.reason.clone()).unwrap_or_else(|| "unknown".into())
+        self.failure.locked().as_ref().map(|f| f.reason.clone()).unwrap_or_else(|| "unknown".into())
     }
 
     /// `Some` when this call may use the primary: it is healthy, or its back-off has passed and no other call is
     /// probing it (this call is then the probe until the guard drops).
     pub fn try_primary(&self) -> Option<ProbeGuard<'_>> {
-        match &*self.failure.lock().unwrap() {
+        match &*self.failure.locked() {
             None => Some(ProbeGuard(None)),
             Some(f) if Instant::now() >= f.next_probe => {
                 self.probing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).ok().map(|_| ProbeGuard(Some(&self.probing)))
@@ -186,7 +187,7 @@ impl Health {
 
     /// The primary answered: healthy again, and the state file is removed.
     pub fn record_success(&self) {
-        let mut g = self.failure.lock().unwrap();
+        let mut g = self.failure.locked();
         if let Some(f) = g.take() {
             if let Some(path) = &self.state_file {
                 let _ = std::fs::remove_file(path);
@@ -202,7 +203,7 @@ impl Health {
 
     /// The primary failed `op` with `e`: failing from now (the first failure) or again (the back-off grows).
     pub fn record_failure(&self, op: &str, e: &MemoryError) {
-        let mut g = self.failure.lock().unwrap();
+        let mut g = self.failure.locked();
         let reason = format!("{op}: {e}");
         let now = Instant::now();
         match g.as_mut() {

@@ -69,14 +69,14 @@ impl FallbackManager {
         // A primary that failed in an earlier run is not opened before its back-off has passed.
         let first =
             if health::failed_before(primary_name, &policy) { Ok(()) } else { bounded(policy.call_timeout, primary_name, p.ensure_open()).await };
-        if let Err(e) = &first {
-            if !falls_back(e) {
-                return Err(first.unwrap_err());
-            }
-        }
+        let first_failure = match first {
+            Ok(()) => None,
+            Err(e) if falls_back(&e) => Some(e),
+            Err(e) => return Err(e),
+        };
         let opener: Box<dyn FallbackOpener> = Box::new(FactoryOpener::new(fallback_name, fallback, ctx));
         let mgr = FallbackManager::new(Box::new(p), opener, policy);
-        if let Err(e) = first {
+        if let Some(e) = first_failure {
             mgr.health.record_failure("open", &e);
         }
         Ok(mgr)

@@ -1,6 +1,7 @@
 //! Engines opened on first use: the primary through its factory (and again after a failed open, so a probe can
 //! find it installed), and the fallback when the primary first fails (then synced once so it can answer).
 
+use crate::locks::LockExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -86,7 +87,7 @@ impl OpenOnDemand {
             _ => MemoryError::Unavailable(format!("cannot open memory engine `{}`: {e}", self.name)),
         })?;
         info!(engine = %self.name, "memory engine opened");
-        b.set_progress(self.progress.lock().unwrap().clone());
+        b.set_progress(self.progress.locked().clone());
         *self.engine.write().await = Some(b);
         Ok(())
     }
@@ -108,7 +109,7 @@ impl MemoryBackend for OpenOnDemand {
     }
 
     fn set_progress(&self, f: Option<ProgressFn>) {
-        *self.progress.lock().unwrap() = f.clone();
+        *self.progress.locked() = f.clone();
         if let Ok(g) = self.engine.try_read() {
             if let Some(e) = g.as_ref() {
                 e.set_progress(f);
@@ -299,7 +300,7 @@ mod tests {
         let (a, b) = tokio::join!(fallback.open(), fallback.open());
         assert_eq!((a.unwrap().name(), b.unwrap().name()), ("builtin", "builtin"));
         assert_eq!(opened.load(Ordering::SeqCst), 1);
-        assert_eq!(calls.lock().unwrap().clone().unwrap().sync.load(Ordering::SeqCst), 1, "synced once on open");
+        assert_eq!(calls.locked().clone().unwrap().sync.load(Ordering::SeqCst), 1, "synced once on open");
         assert!(fallback.get().is_some());
     }
 

@@ -1,5 +1,6 @@
 //! The manager's behaviour against small in-test engines whose failures are switched on and off.
 
+use crate::locks::LockExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,7 +54,7 @@ async fn healthy_primary_answers_alone() {
 async fn failing_primary_is_answered_by_the_fallback_and_said_so() {
     for fail in [unavailable as fn(String) -> MemoryError, internal] {
         let s = setup(policy(60_000, 120_000));
-        *s.primary_mode.lock().unwrap() = Mode::Fail(fail);
+        *s.primary_mode.locked() = Mode::Fail(fail);
         let before = crate::now_ms();
         let r = s.mgr.search(&SearchRequest::new("tea")).await.unwrap();
         assert_eq!(r.results[0].path, "builtin.md");
@@ -77,10 +78,10 @@ async fn failing_primary_is_answered_by_the_fallback_and_said_so() {
 #[tokio::test]
 async fn requests_that_are_wrong_do_not_fall_back() {
     let s = setup(policy(50, 400));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(refused);
+    *s.primary_mode.locked() = Mode::Fail(refused);
     let e = s.mgr.get(&GetRequest { path: "../etc/passwd".into(), ..Default::default() }).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Refused);
-    *s.primary_mode.lock().unwrap() = Mode::Fail(invalid);
+    *s.primary_mode.locked() = Mode::Fail(invalid);
     let e = s.mgr.search(&SearchRequest::new("")).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(s.fallback_calls.search.load(Ordering::SeqCst) + s.fallback_calls.get.load(Ordering::SeqCst), 0);
@@ -90,7 +91,7 @@ async fn requests_that_are_wrong_do_not_fall_back() {
 #[tokio::test]
 async fn primary_is_left_alone_during_backoff_then_probed_and_used_again() {
     let s = setup(policy(150, 1_000));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
     s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
     // Within the back-off: the primary is not called at all.
@@ -100,7 +101,7 @@ async fn primary_is_left_alone_during_backoff_then_probed_and_used_again() {
     }
     assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
     // The primary recovers; after the back-off the next call probes it and it answers.
-    *s.primary_mode.lock().unwrap() = Mode::Ok;
+    *s.primary_mode.locked() = Mode::Ok;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let r = s.mgr.search(&SearchRequest::new("c")).await.unwrap();
     assert_eq!(r.results[0].path, "qmd.md");
@@ -113,7 +114,7 @@ async fn primary_is_left_alone_during_backoff_then_probed_and_used_again() {
 #[tokio::test]
 async fn backoff_grows_exponentially_and_is_capped() {
     let s = setup(policy(20, 100));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
     let mut seen = Vec::new();
     for _ in 0..5 {
         s.mgr.search(&SearchRequest::new("a")).await.unwrap();
@@ -129,7 +130,7 @@ async fn backoff_grows_exponentially_and_is_capped() {
 #[tokio::test]
 async fn a_hanging_primary_costs_only_its_timeout() {
     let s = setup(policy(60_000, 60_000));
-    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_millis(100));
+    *s.primary_mode.locked() = Mode::Hang(Duration::from_millis(100));
     let t = std::time::Instant::now();
     let r = s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert_eq!(r.results[0].path, "builtin.md");
@@ -143,8 +144,8 @@ async fn a_hanging_primary_costs_only_its_timeout() {
 #[tokio::test]
 async fn both_failing_is_an_error_naming_both() {
     let s = setup(policy(50, 400));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
-    *s.fallback_mode.lock().unwrap() = Mode::Fail(internal);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
+    *s.fallback_mode.locked() = Mode::Fail(internal);
     let e = s.mgr.search(&SearchRequest::new("a")).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable);
     let msg = e.to_string();
@@ -161,13 +162,13 @@ async fn a_lazy_fallback_is_opened_once_and_synced_before_answering() {
     mgr.search(&SearchRequest::new("a")).await.unwrap();
     mgr.sync(SyncOptions::default()).await.unwrap();
     assert_eq!(opened.load(Ordering::SeqCst), 0, "not opened while the primary works");
-    *primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *primary_mode.locked() = Mode::Fail(unavailable);
     for _ in 0..3 {
         let r = mgr.search(&SearchRequest::new("a")).await.unwrap();
         assert_eq!(r.results[0].path, "builtin.md");
     }
     assert_eq!(opened.load(Ordering::SeqCst), 1);
-    let c = calls.lock().unwrap().clone().unwrap();
+    let c = calls.locked().clone().unwrap();
     assert_eq!(c.sync.load(Ordering::SeqCst), 1, "synced once on open");
     // A sync while failing syncs the fallback and says so.
     let rep = mgr.sync(SyncOptions::default()).await.unwrap();
@@ -224,11 +225,11 @@ async fn a_primary_with_a_bad_config_is_an_error() {
 #[tokio::test]
 async fn get_asks_the_primary_even_during_backoff_without_clearing_the_failure() {
     let s = setup(policy(60_000, 60_000));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
     s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert!(s.mgr.fallback_status().is_some());
     // The primary reads files again (its search tool is still broken): get is its answer...
-    *s.primary_mode.lock().unwrap() = Mode::Ok;
+    *s.primary_mode.locked() = Mode::Ok;
     let g = s.mgr.get(&GetRequest { path: "qmd://memory-dir/a.md".into(), ..Default::default() }).await.unwrap();
     assert_eq!(g.text, "qmd");
     // ...but only a search answer ends the fallback, and a sync does not either.
@@ -245,12 +246,12 @@ fn io(m: String) -> MemoryError {
 #[tokio::test]
 async fn while_the_primary_is_probed_other_calls_are_answered_by_the_fallback_at_once() {
     let s = Arc::new(setup(policy(20, 20)));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
     s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert_eq!(s.primary_calls.search.load(Ordering::SeqCst), 1);
     tokio::time::sleep(Duration::from_millis(40)).await;
     // Back-off passed; the primary now hangs: one call probes it, the rest must not queue behind the probe.
-    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_millis(400));
+    *s.primary_mode.locked() = Mode::Hang(Duration::from_millis(400));
     let probe = {
         let s = s.clone();
         tokio::spawn(async move { s.mgr.search(&SearchRequest::new("probe")).await.unwrap() })
@@ -269,7 +270,7 @@ async fn while_the_primary_is_probed_other_calls_are_answered_by_the_fallback_at
 #[tokio::test]
 async fn a_hanging_primary_call_is_bounded_by_the_policy_timeout() {
     let s = setup(FallbackPolicy { call_timeout: Some(Duration::from_millis(100)), ..policy(60_000, 60_000) });
-    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_secs(30));
+    *s.primary_mode.locked() = Mode::Hang(Duration::from_secs(30));
     let t = std::time::Instant::now();
     let r = s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert_eq!(r.results[0].path, "builtin.md");
@@ -281,7 +282,7 @@ async fn a_hanging_primary_call_is_bounded_by_the_policy_timeout() {
 async fn capabilities_while_degraded_are_the_fallbacks() {
     let s = setup(policy(60_000, 60_000));
     assert!(s.mgr.capabilities().vector);
-    *s.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *s.primary_mode.locked() = Mode::Fail(unavailable);
     s.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert!(!s.mgr.capabilities().vector, "a degraded manager must not promise the primary's vector search");
 }
@@ -297,7 +298,7 @@ async fn reset_reaches_the_primary_and_an_open_fallback() {
 #[tokio::test]
 async fn a_hanging_primary_reset_is_bounded_and_the_fallbacks_index_is_reset() {
     let s = setup(FallbackPolicy { call_timeout: Some(Duration::from_millis(100)), ..policy(60_000, 60_000) });
-    *s.primary_mode.lock().unwrap() = Mode::Hang(Duration::from_secs(30));
+    *s.primary_mode.locked() = Mode::Hang(Duration::from_secs(30));
     let t = std::time::Instant::now();
     s.mgr.reset().await.unwrap();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -307,7 +308,7 @@ async fn a_hanging_primary_reset_is_bounded_and_the_fallbacks_index_is_reset() {
 #[tokio::test]
 async fn an_io_error_reading_one_file_is_its_answer_and_does_not_demote_the_engine() {
     let s = setup(policy(60_000, 60_000));
-    *s.primary_mode.lock().unwrap() = Mode::Fail(io);
+    *s.primary_mode.locked() = Mode::Fail(io);
     let e = s.mgr.get(&GetRequest { path: "memory/locked.md".into(), ..Default::default() }).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(s.mgr.fallback_status().is_none());
@@ -320,7 +321,7 @@ async fn the_failure_survives_the_process_in_the_state_file() {
     let state = dir.path().join("qmd.fallback.json");
     let with_state = || FallbackPolicy { state_file: Some(state.clone()), ..policy(60_000, 60_000) };
     let first = setup(with_state());
-    *first.primary_mode.lock().unwrap() = Mode::Fail(unavailable);
+    *first.primary_mode.locked() = Mode::Fail(unavailable);
     first.mgr.search(&SearchRequest::new("a")).await.unwrap();
     assert!(state.exists());
     drop(first);

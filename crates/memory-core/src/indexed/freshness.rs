@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::discovery::{ChangeFeed, ChangeJournal};
+use crate::locks::{LockExt, RwLockExt};
 
 /// How long a search waits for a sync that another task or process is running before it answers without the
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
@@ -190,9 +191,9 @@ impl IndexedBackend {
         if !self.config.memory.search.sync.on_search {
             return Ok(Staleness::default());
         }
-        let mut hinted = std::mem::take(&mut *self.hinted.lock().unwrap());
+        let mut hinted = std::mem::take(&mut *self.hinted.locked());
         let (plan, named) = {
-            let mut journal = self.journal.lock().unwrap();
+            let mut journal = self.journal.locked();
             let plan = journal.plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
             (plan, journal.take_files())
         };
@@ -258,7 +259,7 @@ impl IndexedBackend {
             if files.len() >= PARALLEL_FREE_MIN {
                 drop(tokio::task::spawn_blocking(move || drop((files, stored))));
             }
-            self.journal.lock().unwrap().in_step_at(epoch);
+            self.journal.locked().in_step_at(epoch);
             return Ok(stale);
         }
         debug!(
@@ -276,11 +277,11 @@ impl IndexedBackend {
         let scope = SyncScope::Named { files, keys };
         match self.sync_for_search(scope, deadline).await {
             Ok(None) => {
-                self.journal.lock().unwrap().in_step_at(epoch);
+                self.journal.locked().in_step_at(epoch);
                 Ok(Staleness::default())
             }
             Ok(Some(pending)) => {
-                self.journal.lock().unwrap().in_step_at(epoch);
+                self.journal.locked().in_step_at(epoch);
                 warnings.push(pending);
                 Ok(Staleness::default())
             }
@@ -294,7 +295,7 @@ impl IndexedBackend {
                     warn!(error = %why, "sync before search failed; answering from the current index");
                     warnings.push(not_in_index_warning(&stale, &why));
                 }
-                self.hinted.lock().unwrap().extend(hinted);
+                self.hinted.locked().extend(hinted);
                 Ok(stale)
             }
         }
@@ -397,7 +398,7 @@ impl IndexedBackend {
             _ => desired.provider_fingerprint.clone(),
         };
         let result = self.sync_into(&live, &live, planned.as_deref(), files, super::patience::Bound::Until(embed_deadline).into()).await;
-        *self.built_fingerprint.write().unwrap() = None;
+        *self.built_fingerprint.write_locked() = None;
         let report = result?;
         if !pending {
             live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
@@ -454,8 +455,8 @@ impl IndexedBackend {
     /// Files the next search would sync first (the freshness check's rule, without reading any file).
     pub(super) fn count_stale(&self, stored: &[FileRecord]) -> usize {
         let files = self.discover_all();
-        let mut hinted = self.hinted.lock().unwrap().clone();
-        hinted.extend(self.journal.lock().unwrap().announced().iter().map(|p| self.hint_key(p)));
+        let mut hinted = self.hinted.locked().clone();
+        hinted.extend(self.journal.locked().announced().iter().map(|p| self.hint_key(p)));
         let mut unverified = Vec::new();
         stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
     }

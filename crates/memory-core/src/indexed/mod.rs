@@ -2,6 +2,7 @@
 //! incrementally (size + mtime, then hash), chunks and embeds what changed (through the embedding cache),
 //! rebuilds beside the live index when the identity changes, and ranks with the shared pipeline.
 
+use crate::locks::{LockExt, RwLockExt};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -329,28 +330,28 @@ impl IndexedBackend {
     }
 
     fn store(&self) -> Arc<dyn ChunkStore> {
-        self.live.read().unwrap().clone()
+        self.live.read_locked().clone()
     }
 
     /// Make `store` the live handle: what was cached about the old one is forgotten.
     fn set_live(&self, store: Arc<dyn ChunkStore>, marker: Option<String>) {
-        *self.live.write().unwrap() = store;
-        *self.live_marker.lock().unwrap() = marker;
-        *self.built_fingerprint.write().unwrap() = None;
+        *self.live.write_locked() = store;
+        *self.live_marker.locked() = marker;
+        *self.built_fingerprint.write_locked() = None;
         self.indexed.store(false, Ordering::Relaxed);
         // Another index: what the last check found in step was the old one.
-        self.journal.lock().unwrap().forget();
+        self.journal.locked().forget();
     }
 
     /// Reopen the live store when another process swapped in another one (a rebuild, a reset) since this
     /// engine opened it.
     async fn follow_live(&self) -> Result<()> {
         let marker = self.storage.live_marker().await?;
-        if marker.is_none() || *self.live_marker.lock().unwrap() == marker {
+        if marker.is_none() || *self.live_marker.locked() == marker {
             return Ok(());
         }
         let _patch = self.live_patch.lock().await;
-        if *self.live_marker.lock().unwrap() == marker || self.rebuilding.load(Ordering::SeqCst) {
+        if *self.live_marker.locked() == marker || self.rebuilding.load(Ordering::SeqCst) {
             // Another task of this engine reopened it meanwhile, or this engine's own rebuild is swapping it in.
             return Ok(());
         }
@@ -423,7 +424,7 @@ impl IndexedBackend {
             let planned = desired.provider_fingerprint.as_deref();
             let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: Some(&collected), computed: None };
             let words = self.sync_into(&live, &live, planned, SyncScope::All, with).await;
-            *self.built_fingerprint.write().unwrap() = None;
+            *self.built_fingerprint.write_locked() = None;
             let report = match words {
                 Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => return self.sync_locked(options).await,
                 other => other?,
@@ -471,7 +472,7 @@ impl IndexedBackend {
         let computed = BatchVectors { vectors, pending: HashSet::new() };
         let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: None, computed: Some(computed) };
         let applied = self.sync_into(&live, &live, settings.provider_fingerprint.as_deref(), SyncScope::All, with).await;
-        *self.built_fingerprint.write().unwrap() = None;
+        *self.built_fingerprint.write_locked() = None;
         let applied = applied?;
         report.files_pending = applied.files_pending;
         report.warnings.extend(applied.warnings);
@@ -482,7 +483,7 @@ impl IndexedBackend {
     async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
         self.follow_live().await?;
         let result = self.sync_inner_uncached(options).await;
-        *self.built_fingerprint.write().unwrap() = None;
+        *self.built_fingerprint.write_locked() = None;
         result
     }
 
@@ -592,7 +593,7 @@ impl IndexedBackend {
         report.files_unchanged = plan.unchanged;
         report.files_removed = removals.len();
 
-        let progress = self.progress.read().unwrap().clone();
+        let progress = self.progress.read_locked().clone();
         let total = work.len();
         let mut done = 0;
         let mut removals = Some(removals);
@@ -691,7 +692,7 @@ struct Announced<'a> {
 
 impl<'a> Announced<'a> {
     fn take(engine: &'a IndexedBackend, every_file: bool) -> Announced<'a> {
-        let paths = if every_file { engine.journal.lock().unwrap().take_announced() } else { Vec::new() };
+        let paths = if every_file { engine.journal.locked().take_announced() } else { Vec::new() };
         Announced { engine, paths }
     }
 
@@ -703,7 +704,7 @@ impl<'a> Announced<'a> {
 impl Drop for Announced<'_> {
     fn drop(&mut self) {
         if !self.paths.is_empty() {
-            self.engine.journal.lock().unwrap().announce(std::mem::take(&mut self.paths));
+            self.engine.journal.locked().announce(std::mem::take(&mut self.paths));
         }
     }
 }
@@ -715,16 +716,16 @@ impl MemoryBackend for IndexedBackend {
     }
 
     fn set_progress(&self, f: Option<ProgressFn>) {
-        *self.progress.write().unwrap() = f;
+        *self.progress.write_locked() = f;
     }
 
     fn notify_changed(&self, paths: &[PathBuf]) {
         let abs = paths.iter().map(|p| if p.is_absolute() { p.clone() } else { self.roots.workspace.join(p) });
-        self.journal.lock().unwrap().announce(abs);
+        self.journal.locked().announce(abs);
     }
 
     fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
-        self.journal.lock().unwrap().subscribe(&self.roots, self.sessions_dir.as_deref())
+        self.journal.locked().subscribe(&self.roots, self.sessions_dir.as_deref())
     }
 
     fn capabilities(&self) -> Capabilities {

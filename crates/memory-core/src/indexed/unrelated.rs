@@ -6,6 +6,7 @@
 //! probes' unit vectors averaged), so one vector per index is kept: in the index's meta, with the provider
 //! fingerprint it was embedded with, written by a sync and read by searches.
 
+use crate::locks::RwLockExt;
 use serde::{Deserialize, Serialize};
 
 use super::{debug, store_handle, warn, Arc, ChunkStore, EmbeddingProvider, EmbeddingPurpose, IndexedBackend, Result};
@@ -140,7 +141,7 @@ impl IndexedBackend {
     /// The centroid remembered for the store `handle` and this provider fingerprint, and whether the store
     /// holds it.
     fn remembered_centroid(&self, handle: usize, fingerprint: &str) -> Option<(Arc<Vec<f32>>, bool)> {
-        match self.unrelated_centroid.read().unwrap().as_ref() {
+        match self.unrelated_centroid.read_locked().as_ref() {
             Some(r) if r.handle == handle && r.fingerprint == fingerprint => Some((r.centroid.clone(), r.in_store)),
             _ => None,
         }
@@ -148,7 +149,7 @@ impl IndexedBackend {
 
     fn remember_centroid(&self, handle: usize, fingerprint: String, centroid: Vec<f32>, in_store: bool) -> Arc<Vec<f32>> {
         let centroid = Arc::new(centroid);
-        *self.unrelated_centroid.write().unwrap() = Some(Remembered { handle, fingerprint, centroid: centroid.clone(), in_store });
+        *self.unrelated_centroid.write_locked() = Some(Remembered { handle, fingerprint, centroid: centroid.clone(), in_store });
         centroid
     }
 

@@ -604,8 +604,9 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
         }
         picked.push(remaining.remove(best));
     }
+    // `picked` is a permutation of the items' positions: each slot is taken once.
     let mut slots: Vec<Option<Scored>> = items.into_iter().map(Some).collect();
-    picked.into_iter().map(|i| slots[i].take().unwrap()).collect()
+    picked.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 /// Results at or above `min_score`, up to `max_results`; exact-path hits always pass, and so does a hit whose

@@ -1,6 +1,7 @@
 //! Index maintenance of a [`LanceStore`]: the full-text index, the vector (ANN) index and its retraining as the
 //! table grows, compaction and version pruning. The store's reads and writes are in `mod.rs`.
 
+use memory_core::locks::LockExt;
 use std::time::{Duration, Instant};
 
 use arrow_schema::Schema;
@@ -31,7 +32,7 @@ impl LanceStore {
     /// FTS on the analysed terms (and headings) with a plain whitespace tokenizer: no stemming, stop words or
     /// folding here, since [`memory_core::analysis`] already did exactly that for every engine.
     pub(super) async fn ensure_fts(&self, t: &Table) -> Result<()> {
-        let ready = self.known.lock().unwrap().fts_ready;
+        let ready = self.known.locked().fts_ready;
         if ready {
             return Ok(());
         }
@@ -61,7 +62,7 @@ impl LanceStore {
             t.create_index(&[column], Index::FTS(params)).execute().await.map_err(|e| self.err(&format!("create full-text index on {column}"), e))?;
             info!(column, rows = chunks, ms = started.elapsed().as_millis() as u64, "full-text index created");
         }
-        self.known.lock().unwrap().fts_ready = true;
+        self.known.locked().fts_ready = true;
         Ok(())
     }
 
@@ -76,7 +77,7 @@ impl LanceStore {
         let opts = &self.shared.options;
         let rows = t.count_rows(None).await.map_err(|e| self.err("count rows", e))?;
         let (known, recheck) = {
-            let k = self.known.lock().unwrap();
+            let k = self.known.locked();
             (k.ann, k.ann_recheck_rows)
         };
         if rows < opts.ann_min_rows || recheck.is_some_and(|at| rows < at) {
@@ -95,11 +96,11 @@ impl LanceStore {
             _ => opts.ann_min_rows,
         };
         if vectors < wanted {
-            self.known.lock().unwrap().ann_recheck_rows = Some(rows + (wanted - vectors));
+            self.known.locked().ann_recheck_rows = Some(rows + (wanted - vectors));
             return Ok(());
         }
         self.train_ann(t, vectors, indexed).await?;
-        self.known.lock().unwrap().ann_recheck_rows = Some(rows + (ann_retrain_at(vectors) - vectors));
+        self.known.locked().ann_recheck_rows = Some(rows + (ann_retrain_at(vectors) - vectors));
         Ok(())
     }
 
@@ -118,7 +119,7 @@ impl LanceStore {
             ms = started.elapsed().as_millis() as u64,
             "vector index built"
         );
-        let mut k = self.known.lock().unwrap();
+        let mut k = self.known.locked();
         k.ann = Some(b);
         k.ann_checked = Some(Instant::now());
         Ok(b)
@@ -142,7 +143,7 @@ impl LanceStore {
             ),
             None => None,
         };
-        let mut k = self.known.lock().unwrap();
+        let mut k = self.known.locked();
         k.ann = b;
         k.ann_checked = Some(Instant::now());
         Ok(b)
@@ -156,7 +157,7 @@ impl LanceStore {
             return Ok(opts.nprobes);
         }
         let (known, checked) = {
-            let k = self.known.lock().unwrap();
+            let k = self.known.locked();
             (k.ann, k.ann_checked)
         };
         let build = if checked.is_some_and(|c| c.elapsed() < ANN_CHECK) { known } else { self.read_ann_build().await? };

@@ -1,5 +1,6 @@
 //! [`LanceStore`]: one generation of an agent's index (data, meta and embedding-cache tables).
 
+use memory_core::locks::{LockExt, RwLockExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
@@ -129,14 +130,14 @@ impl LanceStore {
 
     /// The table if it exists (opening it on first use).
     async fn table(&self, which: Which) -> Result<Option<Table>> {
-        let cached = Self::slot(&mut self.tables.write().unwrap(), &which).clone();
+        let cached = Self::slot(&mut self.tables.write_locked(), &which).clone();
         if let Some(t) = cached {
             return Ok(Some(t));
         }
         let name = self.name(&which);
         match self.conn().open_table(&name).execute().await {
             Ok(t) => {
-                *Self::slot(&mut self.tables.write().unwrap(), &which) = Some(t.clone());
+                *Self::slot(&mut self.tables.write_locked(), &which) = Some(t.clone());
                 Ok(Some(t))
             }
             Err(lancedb::Error::TableNotFound { .. }) => Ok(None),
@@ -157,7 +158,7 @@ impl LanceStore {
             }
             Err(e) => return Err(self.err(&format!("create table {name}"), e)),
         };
-        *Self::slot(&mut self.tables.write().unwrap(), &which) = Some(t.clone());
+        *Self::slot(&mut self.tables.write_locked(), &which) = Some(t.clone());
         Ok(t)
     }
 
@@ -167,7 +168,7 @@ impl LanceStore {
             return Ok(());
         }
         {
-            let mut last = self.last_check.lock().unwrap();
+            let mut last = self.last_check.locked();
             if !force && last.elapsed() < GENERATION_CHECK {
                 return Ok(());
             }
@@ -177,8 +178,8 @@ impl LanceStore {
         if g != self.generation() {
             info!(from = self.generation(), to = g, location = %self.shared.location, "index generation changed; following it");
             self.generation.store(g, Ordering::SeqCst);
-            *self.tables.write().unwrap() = Tables::default();
-            *self.known.lock().unwrap() = Known::default();
+            *self.tables.write_locked() = Tables::default();
+            *self.known.locked() = Known::default();
         }
         Ok(())
     }
@@ -223,7 +224,7 @@ impl LanceStore {
             Err(e) => return Err(self.err(&format!("create table {name}"), e)),
         };
         debug!(table = %name, ?dims, "created data table");
-        self.tables.write().unwrap().data = Some(t.clone());
+        self.tables.write_locked().data = Some(t.clone());
         let schema = self.data_schema_of(&t).await?;
         Ok((t, schema))
     }
@@ -232,7 +233,7 @@ impl LanceStore {
     fn wanted_dims(&self, batch: &SyncBatch) -> Option<usize> {
         let from_batch =
             batch.upserts.iter().chain(batch.appends.iter()).flat_map(|(_, cs)| cs.iter()).find_map(|c| c.embedding.as_ref().map(|e| e.len()));
-        let known = self.known.lock().unwrap();
+        let known = self.known.locked();
         match (&known.identity, from_batch) {
             (_, Some(d)) => Some(d),
             (Some(id), None) if id.provider.is_some() => id.dimensions,
@@ -303,7 +304,7 @@ impl ChunkStore for LanceStore {
 
     async fn identity(&self) -> Result<Option<IndexIdentity>> {
         self.refresh_generation(false).await?;
-        let cached = self.known.lock().unwrap().identity.clone();
+        let cached = self.known.locked().identity.clone();
         if let Some(id) = cached {
             return Ok(Some(id));
         }
@@ -315,27 +316,27 @@ impl ChunkStore for LanceStore {
             None => None,
         };
         if let Some(id) = &id {
-            self.known.lock().unwrap().identity = Some(id.clone());
+            self.known.locked().identity = Some(id.clone());
         }
         Ok(id)
     }
 
     async fn set_identity(&self, identity: &IndexIdentity) -> Result<()> {
         self.meta_put(META_IDENTITY, &identity.to_json()).await?;
-        self.known.lock().unwrap().identity = Some(identity.clone());
+        self.known.locked().identity = Some(identity.clone());
         Ok(())
     }
 
     async fn files(&self) -> Result<Vec<FileRecord>> {
         let Some(t) = self.table(Which::Data).await? else { return Ok(Vec::new()) };
         let version = t.version().await.map_err(|e| self.err("read version", e))?;
-        let cached = self.known.lock().unwrap().files.as_ref().filter(|(v, _)| *v == version).map(|(_, f)| f.clone());
+        let cached = self.known.locked().files.as_ref().filter(|(v, _)| *v == version).map(|(_, f)| f.clone());
         if let Some(files) = cached {
             return Ok(files);
         }
         let q = t.query().only_if(format!("{COL_KIND} = '{KIND_FILE}'")).select(Select::columns(FILE_COLUMNS));
         let files = batches_to_files(&self.collect("list files", q).await?)?;
-        self.known.lock().unwrap().files = Some((version, files.clone()));
+        self.known.locked().files = Some((version, files.clone()));
         Ok(files)
     }
 
@@ -456,12 +457,12 @@ impl ChunkStore for LanceStore {
             return Ok(Vec::new());
         }
         let Some(t) = self.table(Which::Data).await? else { return Ok(Vec::new()) };
-        let ready = self.known.lock().unwrap().fts_ready;
+        let ready = self.known.locked().fts_ready;
         if !ready {
             // Opened by another process, or the index creation failed after a write: create it now.
             let _w = self.writer.lock().await;
             self.ensure_fts(&t).await?;
-            let ready = self.known.lock().unwrap().fts_ready;
+            let ready = self.known.locked().fts_ready;
             if !ready {
                 return Ok(Vec::new()); // no chunks at all
             }
@@ -627,7 +628,7 @@ impl ChunkStore for LanceStore {
 
     async fn close(&self) -> Result<()> {
         // Tables hold no open files between calls; drop the handles so a reopen sees the latest state.
-        *self.tables.write().unwrap() = Tables::default();
+        *self.tables.write_locked() = Tables::default();
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 //! Expiry compares `expiresMs` with the local clock, so hosts' clocks must agree to well within the lease
 //! period (30 s by default; NTP does far better).
 
+use memory_core::locks::LockExt;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -156,15 +157,15 @@ impl LeaseLock {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(ttl / 3).await;
-                    let etag = state.lock().unwrap().etag.clone();
+                    let etag = state.locked().etag.clone();
                     let body = LeaseBody { owner: owner.clone(), expires_ms: memory_core::now_ms() + ttl.as_millis() as i64 };
                     let payload = PutPayload::from(serde_json::to_vec(&body).expect("lease body serialises"));
                     let mode = PutMode::Update(UpdateVersion { e_tag: etag, version: None });
                     match store.put_opts(&path, payload, PutOptions { mode, ..Default::default() }).await {
-                        Ok(r) => state.lock().unwrap().etag = r.e_tag,
+                        Ok(r) => state.locked().etag = r.e_tag,
                         Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
                             error!(lease = %lease_name, "the writer lease was lost (expired and taken over by another host); this sync may overlap with theirs");
-                            state.lock().unwrap().lost = true;
+                            state.locked().lost = true;
                             return;
                         }
                         // A transient failure: the lease is still valid until it expires; retry at the next beat.
@@ -195,7 +196,7 @@ pub(crate) struct LeaseGuard {
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.heartbeat.abort();
-        if self.state.lock().unwrap().lost {
+        if self.state.locked().lost {
             return;
         }
         // Drop cannot await, and the caller's runtime may be a single thread that we would block: release on

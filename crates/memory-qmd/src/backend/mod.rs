@@ -2,6 +2,7 @@
 //! engine (its QMD home, collection state, processes) and the trait; its settings are [`crate::config`], the
 //! update scheduler `update.rs`, a search `search.rs`, the mapping of qmd's hits to results `results.rs`.
 
+use memory_core::locks::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -205,7 +206,7 @@ impl QmdBackend {
 
     /// The collections registered with QMD.
     pub fn collections(&self) -> Vec<Collection> {
-        self.inner.state.lock().unwrap().registered.clone()
+        self.inner.state.locked().registered.clone()
     }
 
     /// Run `qmd embed` now (serialised with updates).
@@ -223,7 +224,7 @@ impl Drop for QmdBackend {
     fn drop(&mut self) {
         // The tasks hold the engine's state alive: abort them (their qmd processes are killed with them).
         self.inner.closed.store(true, Ordering::SeqCst);
-        for t in self.inner.tasks.lock().unwrap().drain(..) {
+        for t in self.inner.tasks.locked().drain(..) {
             t.abort();
         }
     }
@@ -260,7 +261,7 @@ impl Inner {
             return;
         }
         let handle = tokio::spawn(fut);
-        let mut tasks = self.tasks.lock().unwrap();
+        let mut tasks = self.tasks.locked();
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);
     }
@@ -341,7 +342,7 @@ impl MemoryBackend for QmdBackend {
 
     async fn status(&self) -> Result<Status> {
         let inner = &self.inner;
-        let st = inner.state.lock().unwrap();
+        let st = inner.state.locked();
         let cols: Vec<Value> = st.registered.iter().map(|c| json!({"name": c.name, "path": c.root.to_string_lossy(), "mask": c.mask})).collect();
         let mut extra = serde_json::Map::new();
         extra.insert("command".into(), json!(inner.invocation.describe()));
@@ -413,7 +414,7 @@ impl MemoryBackend for QmdBackend {
             _ => {}
         }
         write_state(&inner.home, &[])?;
-        let mut st = inner.state.lock().unwrap();
+        let mut st = inner.state.locked();
         st.registered.clear();
         st.files_updated = None;
         st.last_update_ms = None;
@@ -430,7 +431,7 @@ impl MemoryBackend for QmdBackend {
         if tokio::time::timeout(CLOSE_GRACE, self.inner.write_lock.lock()).await.is_err() {
             warn!("qmd update still running at close; killing it");
         }
-        let tasks: Vec<_> = self.inner.tasks.lock().unwrap().drain(..).collect();
+        let tasks: Vec<_> = self.inner.tasks.locked().drain(..).collect();
         for t in tasks {
             t.abort();
             let _ = t.await;

@@ -1,6 +1,7 @@
 //! Result mapping: qmd's hits (`qmd://collection/path` URIs, line ranges, snippets) as the engine's results,
 //! with core's citations.
 
+use memory_core::locks::LockExt;
 use std::path::{Path, PathBuf};
 
 use memory_core::config::Citations;
@@ -14,7 +15,7 @@ impl Inner {
     /// A `qmd://collection/path` URI as the file on disk; `None` outside the registered collections or with `..`.
     pub(super) fn resolve_uri(&self, uri: &str) -> Option<PathBuf> {
         let (name, rel) = parse::split_qmd_uri(uri)?;
-        let st = self.state.lock().unwrap();
+        let st = self.state.locked();
         let c = st.registered.iter().find(|c| c.name == name)?;
         if rel.split('/').any(|seg| seg == "..") {
             return None;

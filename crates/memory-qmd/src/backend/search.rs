@@ -1,5 +1,6 @@
 //! A search: the query as qmd is given it, the mode and its retries, and the hits within the limits.
 
+use memory_core::locks::LockExt;
 use std::time::Instant;
 
 use memory_core::config::RerankConfig;
@@ -32,7 +33,7 @@ impl QmdBackend {
                 warnings: vec!["session transcripts are not indexed (memory.qmd.sessions.enabled is off)".into()],
             });
         }
-        let registered: Vec<String> = inner.state.lock().unwrap().registered.iter().map(|c| c.name.clone()).collect();
+        let registered: Vec<String> = inner.state.locked().registered.iter().map(|c| c.name.clone()).collect();
         let wanted = |name: &str| {
             let is_sessions = inner.sessions.is_some() && name == crate::sessions::SESSIONS_COLLECTION;
             request.sources.is_empty() || request.sources.contains(if is_sessions { &Source::Sessions } else { &Source::Memory })
@@ -42,7 +43,7 @@ impl QmdBackend {
             return Ok(SearchResponse { results: vec![], mode: Some(inner.mode.response_mode().into()), warnings: vec![] });
         }
         if names.is_empty() {
-            let running = inner.state.lock().unwrap().update_running;
+            let running = inner.state.locked().update_running;
             return Err(MemoryError::Unavailable(if running {
                 "qmd is still building its index (first update running)".into()
             } else {

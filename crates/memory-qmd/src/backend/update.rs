@@ -1,6 +1,7 @@
 //! The update scheduler: when `qmd update` and `qmd embed` run (boot, timers, debounce, before a search) and
 //! keeping QMD's collections in step with the plan.
 
+use memory_core::locks::LockExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,7 @@ impl Inner {
     /// Make QMD's collections match the plan: remove stale ones, add missing ones (adding indexes them).
     pub(super) async fn ensure_collections(&self, force: bool) -> Result<bool> {
         let want = collections::plan(&self.workspace, &self.cfg, self.sessions.as_ref().map(|s| s.out.as_path()));
-        let have = self.state.lock().unwrap().registered.clone();
+        let have = self.state.locked().registered.clone();
         if !force && want == have {
             return Ok(false);
         }
@@ -127,7 +128,7 @@ impl Inner {
             registered.push(c.clone());
             write_state(&self.home, &registered)?;
         }
-        self.state.lock().unwrap().registered = registered;
+        self.state.locked().registered = registered;
         Ok(true)
     }
 
@@ -145,7 +146,7 @@ impl Inner {
         let _guard = self.write_lock.lock().await;
         if matches!(trigger, Trigger::Interval | Trigger::Search) {
             let debounce = self.cfg.update.debounce;
-            let recent = self.state.lock().unwrap().last_update_done.is_some_and(|t| t.elapsed() < debounce);
+            let recent = self.state.locked().last_update_done.is_some_and(|t| t.elapsed() < debounce);
             if recent {
                 debug!(?trigger, "qmd update skipped (debounced)");
                 return Ok(None);
@@ -154,13 +155,13 @@ impl Inner {
         if trigger == Trigger::Changed {
             // An update that ran while this one waited for the lock may have covered the change already.
             let now = self.files_fingerprint();
-            if self.state.lock().unwrap().files_updated.as_deref() == Some(now.as_str()) {
+            if self.state.locked().files_updated.as_deref() == Some(now.as_str()) {
                 return Ok(None);
             }
         }
         let force = matches!(trigger, Trigger::Sync { force: true });
         let boot = trigger == Trigger::Boot;
-        self.state.lock().unwrap().update_running = true;
+        self.state.locked().update_running = true;
         // Taken before the update runs: a file changed while it runs is seen as changed by the next search.
         let files_before = self.files_fingerprint();
         let result = async {
@@ -178,7 +179,7 @@ impl Inner {
             Ok::<_, MemoryError>(parse::parse_update(&out.stdout))
         }
         .await;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.locked();
         st.update_running = false;
         st.updates += 1;
         st.last_update_done = Some(Instant::now());
@@ -220,7 +221,7 @@ impl Inner {
     /// one file: this costs an update of the collections, which QMD keeps incremental by content hash.
     pub(super) async fn freshen(self: &Arc<Self>, warnings: &mut Vec<String>) {
         let now = self.files_fingerprint();
-        if self.state.lock().unwrap().files_updated.as_deref() == Some(now.as_str()) {
+        if self.state.locked().files_updated.as_deref() == Some(now.as_str()) {
             return;
         }
         if let Err(e) = self.clone().update(Trigger::Changed).await {
@@ -233,7 +234,7 @@ impl Inner {
         let _guard = self.write_lock.lock().await;
         let timeout = self.cfg.update.embed_timeout.max(MIN_TIMEOUT);
         let r = self.run("qmd embed", vec!["embed".into()], timeout).await;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.locked();
         match &r {
             Ok(_) => {
                 st.last_embed_ms = Some(memory_core::now_ms());

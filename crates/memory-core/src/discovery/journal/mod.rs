@@ -19,6 +19,7 @@
 //! memory map that is never closed. Hosts on such file systems turn the check's shortcut off by keeping searches
 //! one-shot, or announce changes with `MemoryBackend::notify_changed`.
 
+use crate::locks::LockExt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -79,7 +80,7 @@ impl ChangeJournal {
     /// the next check looks at each of them whatever its size and times say, and only at them when the
     /// list is [complete](ChangedFiles::complete).
     pub fn take_changed_files(&self) -> ChangedFiles {
-        let mut state = self.shared.state.lock().unwrap();
+        let mut state = self.shared.state.locked();
         let fresh = std::mem::take(&mut state.fresh);
         ChangedFiles { events: 0, paths: fresh.paths, complete: !fresh.incomplete }
     }
@@ -188,7 +189,7 @@ impl Shared {
     /// Take the queued events into the freshness check's changes and every feed's; the lock stays held for the
     /// caller. An error: the watches failed, now or before.
     fn drain(&self) -> io::Result<MutexGuard<'_, State>> {
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state.locked();
         if state.failed {
             return Err(io::Error::other("the change journal failed earlier"));
         }
@@ -227,7 +228,7 @@ impl Feeds {
             return;
         }
         for inbox in self.live() {
-            let mut unread = inbox.unread.lock().unwrap();
+            let mut unread = inbox.unread.locked();
             changes.iter().for_each(|c| unread.add(c));
             drop(unread);
             inbox.wake.notify_one();
@@ -248,7 +249,7 @@ impl Feeds {
 
     /// The feeds still subscribed (dropped ones are forgotten).
     fn live(&self) -> Vec<Arc<Inbox>> {
-        let mut feeds = self.0.lock().unwrap();
+        let mut feeds = self.0.locked();
         feeds.retain(|f| f.strong_count() > 0);
         feeds.iter().filter_map(Weak::upgrade).collect()
     }
@@ -289,8 +290,8 @@ impl ChangeFeed {
     fn subscribe(shared: Arc<Shared>) -> io::Result<ChangeFeed> {
         let inbox = Arc::new(Inbox::default());
         {
-            let state = shared.state.lock().unwrap();
-            shared.feeds.0.lock().unwrap().push(Arc::downgrade(&inbox));
+            let state = shared.state.locked();
+            shared.feeds.0.locked().push(Arc::downgrade(&inbox));
             if state.failed {
                 inbox.ended.store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -307,7 +308,7 @@ impl ChangeFeed {
             // What the waiting thread has not picked up yet is taken here (and what it took is in the inbox).
             let failed = self.shared.drain().is_err();
             {
-                let mut unread = self.inbox.unread.lock().unwrap();
+                let mut unread = self.inbox.unread.locked();
                 if unread.events > 0 {
                     let u = std::mem::take(&mut *unread);
                     return Some(ChangedFiles { events: u.events, paths: u.paths, complete: !u.incomplete });
@@ -339,7 +340,7 @@ fn wait_for_events(journal: Weak<Shared>) {
     loop {
         let fd = {
             let Some(shared) = journal.upgrade() else { return };
-            let mut state = shared.state.lock().unwrap();
+            let mut state = shared.state.locked();
             match state.backend.fd() {
                 Some(fd) if !state.failed && !shared.feeds.live().is_empty() => fd,
                 _ => {

@@ -1,3 +1,4 @@
+use crate::locks::LockExt;
 use std::fs;
 use std::path::Path;
 
@@ -185,7 +186,7 @@ async fn a_feed_and_the_searches_both_get_every_change() {
 async fn the_waiting_thread_ends_with_the_last_feed() {
     let (ws, j) = journal_of_one_note();
     let w = ws.path();
-    let waiting = || j.shared.state.lock().unwrap().waiting;
+    let waiting = || j.shared.state.locked().waiting;
     assert!(!waiting(), "no feed, no thread: a search drains the events itself");
     let feed = j.subscribe().unwrap();
     assert!(waiting());
