@@ -136,7 +136,7 @@ impl MemoryBackend for CountingEngine {
     }
 }
 
-#[allow(dead_code)] // Not called where this file is a module of a test (conformance/tests/lancedb.rs).
+#[allow(dead_code, reason = "not called where this file is a module of a test (conformance/tests/lancedb.rs)")]
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -284,7 +284,7 @@ pub fn default_table_name(agent_id: &str) -> String {
     }
 }
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "a compile-time check: it only has to type-check")]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<LanceDbStorage>();

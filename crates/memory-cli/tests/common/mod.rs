@@ -1,6 +1,6 @@
 //! What the CLI tests share: the built `memory` command on a workspace and a state folder, isolated from the
 //! environment a developer's shell may carry (their config, log level, OpenClaw install, agent).
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary includes this module and uses only some of its helpers")]
 
 use std::io::{BufRead, Read, Write};
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! Shared test helpers: fixture workspaces, opening an engine, and a moto S3 server on loopback.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary includes this module and uses only some of its helpers")]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: workspaces, configs, the real qmd install, a fake qmd script.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary includes this module and uses only some of its helpers")]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -348,7 +348,7 @@ pub(super) mod vnni {
     ///
     /// # Safety
     /// AVX-512 F/BW must be available; `sums`, `scale` and `bias` as long as `dst`, which is at most `PANEL`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "a kernel over plain slices: the shapes and buffers are its arguments")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
     pub unsafe fn finish(acc: &[i32; PANEL], a_scale: f32, a_zero: i32, sums: &[i32], scale: &[f32], bias: &[f32], dst: &mut [f32], gelu: bool) {
         let cols = dst.len();

@@ -82,7 +82,7 @@ fn attention(q: &[f32], k: &[f32], v: &[f32], lens: &[usize], heads: usize, hidd
 ///
 /// # Safety
 /// AVX-512 F must be available.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "a kernel over plain slices: the shapes and buffers are its arguments")]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: usize, dim: usize, hidden: usize) -> Vec<f32> {
@@ -141,7 +141,7 @@ unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: u
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "a kernel over plain slices: the shapes and buffers are its arguments")]
 unsafe fn head(_: &[f32], _: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: usize, _: usize) -> Vec<f32> {
     unreachable!("the int8 path is built for x86-64 only");
 }

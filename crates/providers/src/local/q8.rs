@@ -222,7 +222,7 @@ mod kernel {
     /// # Safety
     /// AVX-512 F/BW/VNNI must be available; `a` holds `R` rows of `blocks * 32` bytes and `a_scales` `R` rows of
     /// `blocks`, `w`, `w_scales` and `offsets` one panel; `y` has `R` rows of 32 at `y_stride`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "a kernel over plain slices: the shapes and buffers are its arguments")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
     pub unsafe fn tile<const R: usize>(
         a: &[u8],

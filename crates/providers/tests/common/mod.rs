@@ -2,7 +2,7 @@
 //! body) and answers what the test's handler says, optionally after a delay. Connections are closed after each
 //! answer. Bounded by the tests themselves (each test sends a handful of requests).
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary includes this module and uses only some of its helpers")]
 
 pub mod contract;
 
