@@ -33,7 +33,7 @@ use memory_core::{Config, GetRequest, MemoryBackend, RecallRequest, SearchReques
 #[derive(Parser, Debug)]
 #[command(
     name = "memory",
-    version,
+    version = env!("MEMORY_LONG_VERSION"),
     about = "Search an AI agent's Markdown memory (MEMORY.md, memory/*.md)",
     after_help = EXAMPLES
 )]

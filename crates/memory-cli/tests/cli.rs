@@ -35,6 +35,23 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `--version` names the commit built (from a checkout), so a report says exactly which build it came from.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memory")).arg("--version").output().unwrap();
+    assert!(o.status.success());
+    let text = stdout(&o);
+    assert!(text.starts_with(&format!("memory {}", env!("CARGO_PKG_VERSION"))), "{text}");
+    let head = std::process::Command::new("git").args(["rev-parse", "--short=10", "HEAD"]).current_dir(env!("CARGO_MANIFEST_DIR")).output();
+    match head {
+        Ok(h) if h.status.success() => {
+            let commit = String::from_utf8_lossy(&h.stdout).trim().to_string();
+            assert!(text.contains(&format!("(commit {commit}, ")), "{text} does not name {commit}");
+        }
+        _ => eprintln!("SKIP: no git checkout here; --version says {text}"),
+    }
+}
+
 #[test]
 fn search_indexes_a_new_workspace_and_prints_json_with_wire_names() {
     let env = Env::new();

@@ -390,6 +390,17 @@ fn status_json(env: &Env, config: &Path) -> (bool, Value) {
     (out.status.success(), v)
 }
 
+/// The plugin lists the public memory artifacts itself (OpenClaw's memory-wiki bridge asks it without a search):
+/// its folders never walked must be memory-core's, or the two disagree on which notes exist.
+#[test]
+fn the_plugin_skips_the_folders_discovery_skips() {
+    let js = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/openclaw/lib/contract.js")).unwrap();
+    let line = js.lines().find(|l| l.starts_with("export const IGNORED_DIRS = [")).expect("contract.js exports IGNORED_DIRS");
+    let list = line.trim_start_matches("export const IGNORED_DIRS = [").trim_end_matches("];");
+    let plugin: Vec<&str> = list.split(',').map(|s| s.trim().trim_matches('"')).collect();
+    assert_eq!(plugin, memory_core::discovery::IGNORED_DIRS, "integrations/openclaw/lib/contract.js IGNORED_DIRS");
+}
+
 #[test]
 fn openclaw_gateway_searches_with_memory_rs() {
     let started = Instant::now();

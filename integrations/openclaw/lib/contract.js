@@ -363,6 +363,12 @@ export function activeProjectKeys(ctx) {
 
 // --- public artifacts -----------------------------------------------------------------------------------------
 
+/**
+ * Folders memory-core never walks (memory-rs's `memory_core::discovery::IGNORED_DIRS`; a test in
+ * crates/memory-cli/tests/openclaw_plugin.rs keeps the two lists equal).
+ */
+export const IGNORED_DIRS = [".git", "node_modules", ".venv", "venv", "__pycache__", ".hg", ".svn"];
+
 async function walkMarkdown(dir, out, depth = 0) {
   if (depth > 16 || out.length >= 10_000) return;
   let entries;
@@ -375,7 +381,7 @@ async function walkMarkdown(dir, out, depth = 0) {
     if (e.isSymbolicLink()) continue;
     const p = path.join(dir, e.name);
     if (e.isDirectory()) {
-      if (![".git", "node_modules", ".venv", "venv", "__pycache__"].includes(e.name)) await walkMarkdown(p, out, depth + 1);
+      if (!IGNORED_DIRS.includes(e.name)) await walkMarkdown(p, out, depth + 1);
     } else if (e.isFile() && e.name.endsWith(".md")) {
       out.push(p);
     }

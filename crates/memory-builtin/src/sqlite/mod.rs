@@ -30,7 +30,10 @@ static VEC_INIT: Once = Once::new();
 /// Register sqlite-vec with every connection this process opens (it is compiled in, not loaded).
 fn register_sqlite_vec() {
     VEC_INIT.call_once(|| unsafe {
-        #[allow(clippy::missing_transmute_annotations, reason = "sqlite-vec's init has the C signature SQLite calls; its Rust binding declares it without one")]
+        #[allow(
+            clippy::missing_transmute_annotations,
+            reason = "sqlite-vec's init has the C signature SQLite calls; its Rust binding declares it without one"
+        )]
         rusqlite::ffi::sqlite3_auto_extension(Some(std::mem::transmute(sqlite_vec::sqlite3_vec_init as *const ())));
     });
 }
