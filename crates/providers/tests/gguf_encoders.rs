@@ -189,6 +189,34 @@ async fn nomic_matryoshka_cuts_prompts_and_identity() {
     assert!(cosine(&ask, &n[0]) > cosine(&ask, &n[1]) + 0.05, "{} vs {}", cosine(&ask, &n[0]), cosine(&ask, &n[1]));
 }
 
+/// Past the 2,048 positions the file was trained on, nomic-bert reads on to 8,192 tokens as nomic's model does
+/// (dynamic NTK rotary scaling): what a long text says after its first 2,048 tokens reaches its vector, a long
+/// text of one topic stays near that topic, and a text past 8,192 tokens is cut there with `[SEP]` kept last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_reads_past_its_trained_context() {
+    let Some(path) = model(&NOMIC_Q8, "gguf_encoders::nomic_reads_past_its_trained_context") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.gguf_info().unwrap().max_tokens, 8192);
+    let budget: String = (0..160).map(|i| format!("Budget line {i}: the finance team approved {} euros for office rent. ", 100 + i * 7)).collect();
+    let cat: String = (0..60).map(|i| format!("Night {i}: Luna the cat hunted moths in the garden until dawn. ")).collect();
+    let tokens = |t: &str| p.gguf_tokens(&format!("search_document: {t}")).unwrap().unwrap().len();
+    let (head, tail) = (tokens(&budget), tokens(&cat));
+    assert!(head > 2048 && head + tail < 8192, "the budget alone fills the trained context: {head} + {tail} tokens");
+    let ask = p.embed_query("What does the cat do at night?").await.unwrap();
+    let docs = p.embed(&[budget.clone(), format!("{budget}{cat}"), cat.clone()], EmbeddingPurpose::Document).await.unwrap();
+    let (alone, both, only_cat) = (cosine(&ask, &docs[0]), cosine(&ask, &docs[1]), cosine(&ask, &docs[2]));
+    eprintln!("{head} + {tail} tokens: the question against the budget {alone:.3}, budget and cat {both:.3}, the cat alone {only_cat:.3}");
+    assert!(both > alone + 0.05, "the cat past 2,048 tokens is in the vector: {both} vs {alone}");
+    // One topic over 3,000 tokens stays that topic: the scaled positions give no garbage.
+    let short: String = budget.chars().take(600).collect();
+    let s = p.embed(&[short], EmbeddingPurpose::Document).await.unwrap();
+    assert!(cosine(&s[0], &docs[0]) > 0.8, "a long text of one topic near a short one: {}", cosine(&s[0], &docs[0]));
+    let longest = "moth ".repeat(9000);
+    let ids = p.gguf_tokens(&longest).unwrap().unwrap();
+    assert_eq!(ids.len(), 8192);
+    assert_eq!(ids.last(), p.gguf_tokens("").unwrap().unwrap().last(), "[SEP] kept last");
+}
+
 #[test]
 fn bert_tokens_match_llama_cpp_on_the_same_file() {
     tokens_match(&BERT_F32, "gguf_encoders::bert_tokens_match_llama_cpp_on_the_same_file");

@@ -133,7 +133,7 @@ impl GgufModelInfo {
             query: options.query_prompt.clone().unwrap_or_else(|| default_prompts.0.into()),
             document: options.document_prompt.clone().unwrap_or_else(|| default_prompts.1.into()),
         };
-        let max_tokens = config.max_positions().min(2048);
+        let max_tokens = config.max_positions().min(nomic::NOMIC_LONG_CONTEXT);
         let started = std::time::Instant::now();
         let digest = g.digest()?;
         debug!(path = %path.display(), ms = started.elapsed().as_millis() as u64, "model file digest");
