@@ -5,7 +5,7 @@
 #   - a venv $CACHE/st-venv with torch, sentence-transformers and transformers from PyPI (pinned). PyPI's Linux torch
 #     is a CUDA build whose libtorch links a dozen CUDA libraries, so those wheels are installed too (never used on
 #     the CPU); everything goes in with --no-deps from the list below, which leaves out what torch only needs on a
-#     GPU or for compiling (triton, cuSOLVER, cuda-bindings): ~2.5 GB downloaded, ~4.4 GB installed
+#     GPU or for compiling (triton, cuSOLVER, cuda-bindings): 2.6 GB downloaded, 4.5 GB installed
 #     (docs/BENCHMARKS.md, "EmbeddingGemma in f32 beside sentence-transformers").
 #   - $CACHE/models/embeddinggemma-300m-F32.gguf: the folder from scripts/setup.d/embeddinggemma.sh in F32
 #     (scripts/lib/gguf_convert_gemma.py, with that step's venv)
@@ -41,7 +41,7 @@ PINS="$(echo $PINS)"
 [ -f "$FOLDER/model.safetensors" ] || { echo "setup: sentence-transformers reference: no EmbeddingGemma folder at $FOLDER (scripts/setup.d/embeddinggemma.sh makes it)" >&2; exit 1; }
 
 if [ "$(cat "$VENV/.installed" 2>/dev/null)" != "$PINS" ]; then
-  echo "setup: installing torch (CPU use; ~2.5 GB with its CUDA libraries) and sentence-transformers into $VENV" >&2
+  echo "setup: installing torch (CPU use; 2.6 GB with its CUDA libraries) and sentence-transformers into $VENV" >&2
   rm -rf "$VENV"
   python3 -m venv "$VENV"
   # shellcheck disable=SC2086
@@ -50,7 +50,7 @@ if [ "$(cat "$VENV/.installed" 2>/dev/null)" != "$PINS" ]; then
   echo "$PINS" > "$VENV/.installed"
 fi
 
-stamp="f32 $(sha256sum "$CONVERTER" | cut -d' ' -f1)"
+stamp="f32 $(cat "$CONVERTER" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$GGUF" ] || [ "$(cat "$GGUF.converted" 2>/dev/null)" != "$stamp" ]; then
   echo "setup: converting EmbeddingGemma to $GGUF (F32)" >&2
   "$GGUF_VENV/bin/python" "$CONVERTER" "$FOLDER" "$GGUF" f32 2> >(grep -v "second separator token" >&2)

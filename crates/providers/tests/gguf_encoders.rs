@@ -12,10 +12,10 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::reference::{self, texts};
+
 use memory_core::embedding::cosine;
 use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
-
-const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
 
 /// One model file and its llama.cpp reference.
 struct Case {
@@ -50,37 +50,9 @@ const BERT_F32: Case = Case {
 
 const BERT_Q8: Case = Case { file: "all-MiniLM-L6-v2.Q8_0.gguf", var: "MEMORY_TEST_BERT_Q8_GGUF", ..BERT_F32 };
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MEMORY_RS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"))
-        .join("models")
-}
-
 /// The case's file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
 fn model(case: &Case, test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(case.var).map(PathBuf::from).unwrap_or_else(|| models_dir().join(case.file));
-    if path.is_file() {
-        Some(path)
-    } else {
-        conformance::testing::missing_prerequisite(test, &format!("{} not found at {} (scripts/setup.sh makes it)", case.file, path.display()));
-        None
-    }
-}
-
-fn texts() -> Vec<String> {
-    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
-}
-
-/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
-fn reference_vectors(case: &Case) -> Vec<Vec<f32>> {
-    case.vectors
-        .chunks(4 + case.dims)
-        .map(|c| {
-            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
-        })
-        .collect()
+    reference::model(case.var, case.file, test)
 }
 
 fn tokens_match(case: &Case, test: &str) {
@@ -106,24 +78,9 @@ async fn embeddings_match(case: &Case, test: &str) {
     let p = LocalProvider::open(&path).unwrap();
     assert_eq!(p.dimensions(), Some(case.dims));
     let texts = texts();
-    let want = reference_vectors(case);
-    assert_eq!(want.len(), texts.len());
-    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
-    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
-    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
-    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
-    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
-    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
-        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
-        let c = cosine(got, want);
-        sum += c;
-        if c < worst.0 {
-            worst = (c, t.clone());
-        }
-    }
-    let mean = sum / texts.len() as f64;
-    eprintln!("{}: {} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", case.file, texts.len(), worst.0, worst.1);
-    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+    let a = reference::agreement(&p, &texts, &reference::int8_vectors(case.vectors, case.dims)).await;
+    eprintln!("{}: {} texts against llama.cpp: mean cosine {:.5}, lowest {:.5} ({:?})", case.file, texts.len(), a.mean, a.lowest, texts[a.worst]);
+    assert!(a.lowest >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", a.lowest, texts[a.worst]);
 }
 
 #[test]
@@ -248,7 +205,7 @@ async fn bert_honours_the_provider_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bert_pools_as_the_file_says() {
     let Some(path) = model(&BERT_F32, "gguf_encoders::bert_pools_as_the_file_says") else { return };
-    let folder = models_dir().join("all-MiniLM-L6-v2");
+    let folder = reference::models_dir().join("all-MiniLM-L6-v2");
     let tmp = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
     let key = b"bert.pooling_type";

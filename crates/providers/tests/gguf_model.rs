@@ -7,49 +7,20 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::reference::{self, cached, texts};
+
 use memory_core::embedding::cosine;
 use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
 use serde_json::Value;
 
 const QUERY_PROMPT: &str = "task: search result | query: ";
 const DOCUMENT_PROMPT: &str = "title: none | text: ";
-const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
 const TOKENS: &str = include_str!("data/embeddinggemma-q8_0.tokens.json");
 const VECTORS: &[u8] = include_bytes!("data/embeddinggemma-q8_0.vectors.i8");
 
-fn cached(var: &str, name: &str) -> PathBuf {
-    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("MEMORY_RS_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"));
-        cache.join("models").join(name)
-    })
-}
-
 /// The Q8_0 file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
 fn model(test: &str) -> Option<PathBuf> {
-    let path = cached("MEMORY_TEST_EMBEDDINGGEMMA_GGUF", "embeddinggemma-300m-Q8_0.gguf");
-    if path.is_file() {
-        Some(path)
-    } else {
-        conformance::testing::missing_prerequisite(test, &format!("EmbeddingGemma GGUF not found at {}", path.display()));
-        None
-    }
-}
-
-fn texts() -> Vec<String> {
-    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
-}
-
-/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
-fn reference_vectors(dims: usize) -> Vec<Vec<f32>> {
-    VECTORS
-        .chunks(4 + dims)
-        .map(|c| {
-            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
-        })
-        .collect()
+    reference::model("MEMORY_TEST_EMBEDDINGGEMMA_GGUF", "embeddinggemma-300m-Q8_0.gguf", test)
 }
 
 #[test]
@@ -76,24 +47,9 @@ async fn embeddings_match_llama_cpp_on_the_same_file() {
     let p = LocalProvider::open(&path).unwrap();
     assert_eq!(p.dimensions(), Some(768));
     let texts = texts();
-    let want = reference_vectors(768);
-    assert_eq!(want.len(), texts.len());
-    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
-    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
-    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
-    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
-    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
-    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
-        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
-        let c = cosine(got, want);
-        sum += c;
-        if c < worst.0 {
-            worst = (c, t.clone());
-        }
-    }
-    let mean = sum / texts.len() as f64;
-    eprintln!("{} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", texts.len(), worst.0, worst.1);
-    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+    let a = reference::agreement(&p, &texts, &reference::int8_vectors(VECTORS, 768)).await;
+    eprintln!("{} texts against llama.cpp: mean cosine {:.5}, lowest {:.5} ({:?})", texts.len(), a.mean, a.lowest, texts[a.worst]);
+    assert!(a.lowest >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", a.lowest, texts[a.worst]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,23 +127,17 @@ async fn f32_file_matches_sentence_transformers_on_the_folder() {
     assert_eq!(r["prompts"]["query"], prompts.query.as_str(), "the reference's query prompt is the provider's");
     assert_eq!(r["prompts"]["document"], prompts.document.as_str(), "the reference's document prompt is the provider's");
     let texts: Vec<String> = r["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
-    let short = self::texts();
+    let short = reference::texts();
     assert_eq!(texts[..short.len()], short[..], "the reference embeds the test texts first");
     let long = &texts[short.len()..];
     assert!(long.len() >= 3 && long.iter().any(|t| p.gguf_tokens(t).unwrap().unwrap().len() == 2048), "long texts, one cut at 2,048 tokens");
     let want: Vec<Vec<f32>> =
         r["vectors"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
-    assert_eq!(want.len(), texts.len());
     let purposes: Vec<&str> = r["purposes"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert!(purposes.iter().enumerate().all(|(i, p)| *p == if i % 2 == 0 { "query" } else { "document" }));
-    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
-    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
-    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
-    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
-    let cosines: Vec<f64> = want.iter().enumerate().map(|(i, want)| cosine(if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] }, want)).collect();
-    let (worst, at) = cosines.iter().enumerate().map(|(i, c)| (*c, i)).fold((1.0, 0), |a, b| if b.0 < a.0 { b } else { a });
-    let mean = cosines.iter().sum::<f64>() / cosines.len() as f64;
-    let long_worst = cosines[short.len()..].iter().copied().fold(1.0, f64::min);
+    let a = reference::agreement(&p, &texts, &want).await;
+    let (mean, worst, at) = (a.mean, a.lowest, a.worst);
+    let long_worst = a.cosines[short.len()..].iter().copied().fold(1.0, f64::min);
     eprintln!(
         "{} texts ({} long), F32 file against sentence-transformers ({}): mean cosine {mean:.7}, lowest {worst:.7} (1 - cosine {:.1e}: {:?}), lowest of the long ones {long_worst:.7}",
         texts.len(),

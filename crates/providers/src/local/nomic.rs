@@ -19,7 +19,7 @@
 use candle_core::{DType, Tensor};
 
 use super::gemma::{add, rope_table};
-use super::gguf::{EmbeddingRows, GgufFile};
+use super::gguf::{check_counts, EmbeddingRows, GgufFile};
 use super::q8::{Input, Linear};
 use super::{LocalModelError, Pooling};
 
@@ -64,7 +64,7 @@ impl EncoderConfig {
         let family = match architecture {
             NOMIC => Family::Nomic,
             BERT => Family::Bert,
-            other => return Err(LocalModelError::Invalid { path: g.path.clone(), message: format!("`{other}` is not a BERT-family architecture") }),
+            other => return Err(g.invalid(format!("`{other}` is not a BERT-family architecture"))),
         };
         let key = |k: &str| format!("{architecture}.{k}");
         // llama.cpp's pooling types: 1 mean, 2 the first token; a file without the key is pooled by the mean (what
@@ -72,12 +72,7 @@ impl EncoderConfig {
         let pooling = match g.usize_or(&key("pooling_type"), 1)? {
             1 => Pooling::Mean,
             2 => Pooling::Cls,
-            other => {
-                return Err(LocalModelError::Invalid {
-                    path: g.path.clone(),
-                    message: format!("pooling type {other} is not supported (1 mean and 2 [CLS] are)"),
-                })
-            }
+            other => return Err(g.invalid(format!("pooling type {other} is not supported (1 mean and 2 [CLS] are)"))),
         };
         let trained_positions = g.usize_or(&key("context_length"), 512)?;
         let cfg = EncoderConfig {
@@ -96,18 +91,19 @@ impl EncoderConfig {
             vocab: g.span("token_embd.weight")?.dims.first().copied().unwrap_or(0),
             pooling,
         };
-        cfg.check().map_err(|message| LocalModelError::Invalid { path: g.path.clone(), message })?;
+        cfg.check().map_err(|message| g.invalid(message))?;
         Ok(cfg)
     }
 
     fn check(&self) -> Result<(), String> {
-        let bounded = |what: &str, v: usize, max: usize| if v == 0 || v > max { Err(format!("{what} = {v} is out of range")) } else { Ok(()) };
-        bounded("embedding_length", self.hidden, 1 << 16)?;
-        bounded("block_count", self.layers, 1024)?;
-        bounded("head_count", self.heads, 1024)?;
-        bounded("feed_forward_length", self.ffn, 1 << 18)?;
-        bounded("context_length", self.trained_positions, 1 << 20)?;
-        bounded("vocabulary", self.vocab, 1 << 24)?;
+        check_counts(&[
+            ("embedding_length", self.hidden, 1 << 16),
+            ("block_count", self.layers, 1024),
+            ("head_count", self.heads, 1024),
+            ("feed_forward_length", self.ffn, 1 << 18),
+            ("context_length", self.trained_positions, 1 << 20),
+            ("vocabulary", self.vocab, 1 << 24),
+        ])?;
         if !self.hidden.is_multiple_of(self.heads) || !(self.hidden / self.heads).is_multiple_of(2) {
             return Err(format!("{} dimensions do not split into {} heads of an even width", self.hidden, self.heads));
         }

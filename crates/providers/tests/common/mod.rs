@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod contract;
+pub mod reference;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
