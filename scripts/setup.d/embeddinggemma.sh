@@ -75,7 +75,7 @@ PY
   folder_ok || { echo "setup: the EmbeddingGemma folder at $FOLDER is incomplete after unpacking" >&2; exit 1; }
 fi
 
-stamp="$TOOLS $(sha256sum "$CONVERTER" | cut -d' ' -f1)"
+stamp="$TOOLS $(cat "$CONVERTER" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
 if [ -f "$GGUF" ] && [ "$(cat "$GGUF.converted" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi

@@ -33,7 +33,7 @@ if [ "${MEMORY_SKIP_NOMIC:-}" = 1 ]; then
 fi
 requantize() {
   local stamp
-  stamp="$TOOLS $(sha256sum "$REQUANTIZE" | cut -d' ' -f1)"
+  stamp="$TOOLS $(cat "$REQUANTIZE" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
   if [ -f "$Q8" ] && [ "$(cat "$Q8.converted" 2>/dev/null)" = "$stamp" ]; then
     return
   fi

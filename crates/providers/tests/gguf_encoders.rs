@@ -12,10 +12,10 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::reference::{self, texts};
+
 use memory_core::embedding::cosine;
 use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
-
-const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
 
 /// One model file and its llama.cpp reference.
 struct Case {
@@ -50,37 +50,9 @@ const BERT_F32: Case = Case {
 
 const BERT_Q8: Case = Case { file: "all-MiniLM-L6-v2.Q8_0.gguf", var: "MEMORY_TEST_BERT_Q8_GGUF", ..BERT_F32 };
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MEMORY_RS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"))
-        .join("models")
-}
-
 /// The case's file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
 fn model(case: &Case, test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(case.var).map(PathBuf::from).unwrap_or_else(|| models_dir().join(case.file));
-    if path.is_file() {
-        Some(path)
-    } else {
-        conformance::testing::missing_prerequisite(test, &format!("{} not found at {} (scripts/setup.sh makes it)", case.file, path.display()));
-        None
-    }
-}
-
-fn texts() -> Vec<String> {
-    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
-}
-
-/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
-fn reference_vectors(case: &Case) -> Vec<Vec<f32>> {
-    case.vectors
-        .chunks(4 + case.dims)
-        .map(|c| {
-            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
-        })
-        .collect()
+    reference::model(case.var, case.file, test)
 }
 
 fn tokens_match(case: &Case, test: &str) {
@@ -106,24 +78,9 @@ async fn embeddings_match(case: &Case, test: &str) {
     let p = LocalProvider::open(&path).unwrap();
     assert_eq!(p.dimensions(), Some(case.dims));
     let texts = texts();
-    let want = reference_vectors(case);
-    assert_eq!(want.len(), texts.len());
-    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
-    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
-    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
-    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
-    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
-    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
-        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
-        let c = cosine(got, want);
-        sum += c;
-        if c < worst.0 {
-            worst = (c, t.clone());
-        }
-    }
-    let mean = sum / texts.len() as f64;
-    eprintln!("{}: {} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", case.file, texts.len(), worst.0, worst.1);
-    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+    let a = reference::agreement(&p, &texts, &reference::int8_vectors(case.vectors, case.dims)).await;
+    eprintln!("{}: {} texts against llama.cpp: mean cosine {:.5}, lowest {:.5} ({:?})", case.file, texts.len(), a.mean, a.lowest, texts[a.worst]);
+    assert!(a.lowest >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", a.lowest, texts[a.worst]);
 }
 
 #[test]
@@ -189,6 +146,34 @@ async fn nomic_matryoshka_cuts_prompts_and_identity() {
     assert!(cosine(&ask, &n[0]) > cosine(&ask, &n[1]) + 0.05, "{} vs {}", cosine(&ask, &n[0]), cosine(&ask, &n[1]));
 }
 
+/// Past the 2,048 positions the file was trained on, nomic-bert reads on to 8,192 tokens as nomic's model does
+/// (dynamic NTK rotary scaling): what a long text says after its first 2,048 tokens reaches its vector, a long
+/// text of one topic stays near that topic, and a text past 8,192 tokens is cut there with `[SEP]` kept last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_reads_past_its_trained_context() {
+    let Some(path) = model(&NOMIC_Q8, "gguf_encoders::nomic_reads_past_its_trained_context") else { return };
+    let p = LocalProvider::open(&path).unwrap();
+    assert_eq!(p.gguf_info().unwrap().max_tokens, 8192);
+    let budget: String = (0..160).map(|i| format!("Budget line {i}: the finance team approved {} euros for office rent. ", 100 + i * 7)).collect();
+    let cat: String = (0..60).map(|i| format!("Night {i}: Luna the cat hunted moths in the garden until dawn. ")).collect();
+    let tokens = |t: &str| p.gguf_tokens(&format!("search_document: {t}")).unwrap().unwrap().len();
+    let (head, tail) = (tokens(&budget), tokens(&cat));
+    assert!(head > 2048 && head + tail < 8192, "the budget alone fills the trained context: {head} + {tail} tokens");
+    let ask = p.embed_query("What does the cat do at night?").await.unwrap();
+    let docs = p.embed(&[budget.clone(), format!("{budget}{cat}"), cat.clone()], EmbeddingPurpose::Document).await.unwrap();
+    let (alone, both, only_cat) = (cosine(&ask, &docs[0]), cosine(&ask, &docs[1]), cosine(&ask, &docs[2]));
+    eprintln!("{head} + {tail} tokens: the question against the budget {alone:.3}, budget and cat {both:.3}, the cat alone {only_cat:.3}");
+    assert!(both > alone + 0.05, "the cat past 2,048 tokens is in the vector: {both} vs {alone}");
+    // One topic over 3,000 tokens stays that topic: the scaled positions give no garbage.
+    let short: String = budget.chars().take(600).collect();
+    let s = p.embed(&[short], EmbeddingPurpose::Document).await.unwrap();
+    assert!(cosine(&s[0], &docs[0]) > 0.8, "a long text of one topic near a short one: {}", cosine(&s[0], &docs[0]));
+    let longest = "moth ".repeat(9000);
+    let ids = p.gguf_tokens(&longest).unwrap().unwrap();
+    assert_eq!(ids.len(), 8192);
+    assert_eq!(ids.last(), p.gguf_tokens("").unwrap().unwrap().last(), "[SEP] kept last");
+}
+
 #[test]
 fn bert_tokens_match_llama_cpp_on_the_same_file() {
     tokens_match(&BERT_F32, "gguf_encoders::bert_tokens_match_llama_cpp_on_the_same_file");
@@ -220,7 +205,7 @@ async fn bert_honours_the_provider_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bert_pools_as_the_file_says() {
     let Some(path) = model(&BERT_F32, "gguf_encoders::bert_pools_as_the_file_says") else { return };
-    let folder = models_dir().join("all-MiniLM-L6-v2");
+    let folder = reference::models_dir().join("all-MiniLM-L6-v2");
     let tmp = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
     let key = b"bert.pooling_type";

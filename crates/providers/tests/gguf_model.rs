@@ -7,44 +7,20 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::reference::{self, cached, texts};
+
 use memory_core::embedding::cosine;
 use providers::{EmbeddingProvider, EmbeddingPurpose, LocalOptions, LocalProvider};
+use serde_json::Value;
 
 const QUERY_PROMPT: &str = "task: search result | query: ";
 const DOCUMENT_PROMPT: &str = "title: none | text: ";
-const TEXTS: &str = include_str!("data/gguf_reference_texts.txt");
 const TOKENS: &str = include_str!("data/embeddinggemma-q8_0.tokens.json");
 const VECTORS: &[u8] = include_bytes!("data/embeddinggemma-q8_0.vectors.i8");
 
 /// The Q8_0 file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
 fn model(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("MEMORY_TEST_EMBEDDINGGEMMA_GGUF").map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("MEMORY_RS_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"));
-        cache.join("models/embeddinggemma-300m-Q8_0.gguf")
-    });
-    if path.is_file() {
-        Some(path)
-    } else {
-        conformance::testing::missing_prerequisite(test, &format!("EmbeddingGemma GGUF not found at {}", path.display()));
-        None
-    }
-}
-
-fn texts() -> Vec<String> {
-    TEXTS.split('\n').filter(|l| !l.trim().is_empty()).map(String::from).collect()
-}
-
-/// llama.cpp's vectors: per text an f32 scale and one int8 per dimension.
-fn reference_vectors(dims: usize) -> Vec<Vec<f32>> {
-    VECTORS
-        .chunks(4 + dims)
-        .map(|c| {
-            let scale = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
-        })
-        .collect()
+    reference::model("MEMORY_TEST_EMBEDDINGGEMMA_GGUF", "embeddinggemma-300m-Q8_0.gguf", test)
 }
 
 #[test]
@@ -71,24 +47,9 @@ async fn embeddings_match_llama_cpp_on_the_same_file() {
     let p = LocalProvider::open(&path).unwrap();
     assert_eq!(p.dimensions(), Some(768));
     let texts = texts();
-    let want = reference_vectors(768);
-    assert_eq!(want.len(), texts.len());
-    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
-    let documents: Vec<String> = texts.iter().skip(1).step_by(2).cloned().collect();
-    let q = p.embed(&queries, EmbeddingPurpose::Query).await.unwrap();
-    let d = p.embed(&documents, EmbeddingPurpose::Document).await.unwrap();
-    let (mut worst, mut sum) = ((1.0f64, String::new()), 0.0f64);
-    for (i, (t, want)) in texts.iter().zip(&want).enumerate() {
-        let got = if i % 2 == 0 { &q[i / 2] } else { &d[i / 2] };
-        let c = cosine(got, want);
-        sum += c;
-        if c < worst.0 {
-            worst = (c, t.clone());
-        }
-    }
-    let mean = sum / texts.len() as f64;
-    eprintln!("{} texts against llama.cpp: mean cosine {mean:.5}, lowest {:.5} ({:?})", texts.len(), worst.0, worst.1);
-    assert!(worst.0 >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", worst.0, worst.1);
+    let a = reference::agreement(&p, &texts, &reference::int8_vectors(VECTORS, 768)).await;
+    eprintln!("{} texts against llama.cpp: mean cosine {:.5}, lowest {:.5} ({:?})", texts.len(), a.mean, a.lowest, texts[a.worst]);
+    assert!(a.lowest >= 0.99, "cosine {} < 0.99 against llama.cpp for {:?}", a.lowest, texts[a.worst]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,4 +100,51 @@ fn identity_is_the_file_digest() {
     bytes[last] ^= 1;
     std::fs::write(&copy, &bytes).unwrap();
     assert_ne!(LocalProvider::open(&copy).unwrap().fingerprint(), a);
+}
+
+/// The F32 file made from the sentence-transformers folder (`scripts/lib/gguf_convert_gemma.py`), against
+/// sentence-transformers itself running that folder (torch on the CPU, f32): the 308 texts, then long texts made
+/// of them (past the local layers' window and past 2,048 tokens: `scripts/lib/st_reference.py`), queries and
+/// documents with the folder's prompts. Both files come from the opt-in setup step
+/// `scripts/setup.d/sentence_transformers.sh` (`MEMORY_SETUP_SENTENCE_TRANSFORMERS=1`: PyPI's torch brings its
+/// CUDA libraries, gigabytes); without them the test is skipped, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f32_file_matches_sentence_transformers_on_the_folder() {
+    let test = "gguf_model::f32_file_matches_sentence_transformers_on_the_folder";
+    let path = cached("MEMORY_TEST_EMBEDDINGGEMMA_F32_GGUF", "embeddinggemma-300m-F32.gguf");
+    let reference = cached("MEMORY_TEST_EMBEDDINGGEMMA_REFERENCE", "embeddinggemma-300m.reference.json");
+    for needed in [&path, &reference] {
+        if !needed.is_file() {
+            let why =
+                format!("{} not found (made by the opt-in setup step: MEMORY_SETUP_SENTENCE_TRANSFORMERS=1 bash scripts/setup.sh)", needed.display());
+            conformance::testing::skipped(test, &why);
+            return;
+        }
+    }
+    let r: Value = serde_json::from_slice(&std::fs::read(&reference).unwrap()).unwrap();
+    let p = LocalProvider::open(&path).unwrap();
+    let prompts = &p.gguf_info().unwrap().prompts;
+    assert_eq!(r["prompts"]["query"], prompts.query.as_str(), "the reference's query prompt is the provider's");
+    assert_eq!(r["prompts"]["document"], prompts.document.as_str(), "the reference's document prompt is the provider's");
+    let texts: Vec<String> = r["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    let short = reference::texts();
+    assert_eq!(texts[..short.len()], short[..], "the reference embeds the test texts first");
+    let long = &texts[short.len()..];
+    assert!(long.len() >= 3 && long.iter().any(|t| p.gguf_tokens(t).unwrap().unwrap().len() == 2048), "long texts, one cut at 2,048 tokens");
+    let want: Vec<Vec<f32>> =
+        r["vectors"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
+    let purposes: Vec<&str> = r["purposes"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(purposes.iter().enumerate().all(|(i, p)| *p == if i % 2 == 0 { "query" } else { "document" }));
+    let a = reference::agreement(&p, &texts, &want).await;
+    let (mean, worst, at) = (a.mean, a.lowest, a.worst);
+    let long_worst = a.cosines[short.len()..].iter().copied().fold(1.0, f64::min);
+    eprintln!(
+        "{} texts ({} long), F32 file against sentence-transformers ({}): mean cosine {mean:.7}, lowest {worst:.7} (1 - cosine {:.1e}: {:?}), lowest of the long ones {long_worst:.7}",
+        texts.len(),
+        long.len(),
+        r["versions"],
+        1.0 - worst,
+        texts[at].chars().take(60).collect::<String>()
+    );
+    assert!(worst >= 0.999, "cosine {worst} < 0.999 against sentence-transformers for {:?}", texts[at]);
 }

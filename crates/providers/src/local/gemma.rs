@@ -11,7 +11,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::gguf::{EmbeddingRows, GgufFile};
+use super::gguf::{check_counts, EmbeddingRows, GgufFile};
 use super::q8::{Input, Linear};
 use super::LocalModelError;
 
@@ -50,7 +50,7 @@ impl GemmaConfig {
             if g.has_tensor(&format!("{name}.weight")) {
                 let span = g.span(&format!("{name}.weight"))?;
                 let [out, inp] = span.dims[..] else {
-                    return Err(LocalModelError::Invalid { path: g.path.clone(), message: format!("`{name}.weight` is not 2-dimensional") });
+                    return Err(g.invalid(format!("`{name}.weight` is not 2-dimensional")));
                 };
                 dense.push((inp, out));
             }
@@ -72,19 +72,20 @@ impl GemmaConfig {
             vocab,
             dense,
         };
-        cfg.check().map_err(|message| LocalModelError::Invalid { path: g.path.clone(), message })?;
+        cfg.check().map_err(|message| g.invalid(message))?;
         Ok(cfg)
     }
 
     fn check(&self) -> Result<(), String> {
-        let bounded = |what: &str, v: usize, max: usize| if v == 0 || v > max { Err(format!("{what} = {v} is out of range")) } else { Ok(()) };
-        bounded("embedding_length", self.hidden, 1 << 16)?;
-        bounded("block_count", self.layers, 1024)?;
-        bounded("head_count", self.heads, 1024)?;
-        bounded("head_count_kv", self.kv_heads, self.heads)?;
-        bounded("key_length", self.head_dim, 4096)?;
-        bounded("feed_forward_length", self.ffn, 1 << 18)?;
-        bounded("context_length", self.max_positions, 1 << 20)?;
+        check_counts(&[
+            ("embedding_length", self.hidden, 1 << 16),
+            ("block_count", self.layers, 1024),
+            ("head_count", self.heads, 1024),
+            ("head_count_kv", self.kv_heads, self.heads),
+            ("key_length", self.head_dim, 4096),
+            ("feed_forward_length", self.ffn, 1 << 18),
+            ("context_length", self.max_positions, 1 << 20),
+        ])?;
         if !self.heads.is_multiple_of(self.kv_heads) || !self.head_dim.is_multiple_of(2) {
             return Err(format!("{} heads over {} key/value heads of {} dimensions", self.heads, self.kv_heads, self.head_dim));
         }

@@ -51,7 +51,21 @@ fn invalid(path: &Path, message: impl Into<String>) -> LocalModelError {
     LocalModelError::Invalid { path: path.into(), message: message.into() }
 }
 
+/// The counts a model's metadata gives (`(key, value, bound)`: widths, layers, heads...), each at least 1 and at
+/// most its bound, so that a damaged file cannot size a buffer; the error names the first that is not.
+pub fn check_counts(counts: &[(&str, usize, usize)]) -> Result<(), String> {
+    match counts.iter().find(|(_, v, max)| *v == 0 || v > max) {
+        Some((what, v, _)) => Err(format!("{what} = {v} is out of range")),
+        None => Ok(()),
+    }
+}
+
 impl GgufFile {
+    /// An error about this file's contents.
+    pub fn invalid(&self, message: impl Into<String>) -> LocalModelError {
+        invalid(&self.path, message)
+    }
+
     /// Read the header (metadata and tensor table) and check every tensor against the file.
     pub fn open(path: &Path) -> Result<Self, LocalModelError> {
         let read_err = |e: std::io::Error| LocalModelError::Read { path: path.into(), message: e.to_string() };

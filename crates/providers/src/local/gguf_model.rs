@@ -12,6 +12,7 @@ use tracing::{debug, info};
 
 use super::gemma::{self, GemmaConfig, GemmaModel};
 use super::gguf::GgufFile;
+use super::load_once::LoadOnce;
 use super::nomic::{self, EncoderConfig, EncoderModel};
 use super::spm::SpmTokenizer;
 use super::wordpiece::WordPieceTokenizer;
@@ -133,7 +134,7 @@ impl GgufModelInfo {
             query: options.query_prompt.clone().unwrap_or_else(|| default_prompts.0.into()),
             document: options.document_prompt.clone().unwrap_or_else(|| default_prompts.1.into()),
         };
-        let max_tokens = config.max_positions().min(2048);
+        let max_tokens = config.max_positions().min(nomic::NOMIC_LONG_CONTEXT);
         let started = std::time::Instant::now();
         let digest = g.digest()?;
         debug!(path = %path.display(), ms = started.elapsed().as_millis() as u64, "model file digest");
@@ -218,7 +219,7 @@ impl Loaded {
 /// The provider over one GGUF file; the weights load on first use.
 pub(crate) struct GgufProvider {
     pub info: Arc<GgufModelInfo>,
-    loaded: tokio::sync::OnceCell<Arc<Loaded>>,
+    loaded: LoadOnce<Loaded>,
     gate: tokio::sync::Semaphore,
 }
 
@@ -226,29 +227,16 @@ impl GgufProvider {
     pub fn open(path: &Path, options: &LocalOptions) -> Result<Self, LocalModelError> {
         let (info, _) = GgufModelInfo::inspect(path, options)?;
         debug!(path = %info.path.display(), fingerprint = %info.fingerprint, "local GGUF model inspected");
-        Ok(GgufProvider { info: Arc::new(info), loaded: tokio::sync::OnceCell::new(), gate: tokio::sync::Semaphore::new(1) })
+        Ok(GgufProvider { info: Arc::new(info), loaded: LoadOnce::new(), gate: tokio::sync::Semaphore::new(1) })
     }
 
     pub async fn loaded(&self) -> Result<Arc<Loaded>, EmbeddingError> {
         let info = self.info.clone();
-        self.loaded
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || Loaded::load(&info).map(Arc::new))
-                    .await
-                    .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("model load task failed: {e}") })?
-                    .map_err(EmbeddingError::from)
-            })
-            .await
-            .cloned()
+        self.loaded.get(move || Loaded::load(&info).map_err(EmbeddingError::from), super::load_task_lost).await
     }
 
     pub fn loaded_blocking(&self) -> Result<Arc<Loaded>, EmbeddingError> {
-        if let Some(l) = self.loaded.get() {
-            return Ok(l.clone());
-        }
-        let l = Arc::new(Loaded::load(&self.info)?);
-        let _ = self.loaded.set(l.clone());
-        Ok(l)
+        Ok(self.loaded.get_blocking(|| Loaded::load(&self.info))?)
     }
 
     pub fn prompted(&self, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {

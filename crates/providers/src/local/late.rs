@@ -23,6 +23,7 @@ use tokenizers::Tokenizer;
 use tracing::info;
 
 use super::bert::BertModel;
+use super::load_once::LoadOnce;
 use super::{read_weights, tensor_entry, Loaded, LocalModelError, LocalModelInfo};
 
 /// Passages per forward pass: small enough that the deadline is checked often.
@@ -173,7 +174,7 @@ struct Model {
 pub struct LateInteractionReranker {
     info: Arc<LocalModelInfo>,
     conventions: Conventions,
-    loaded: Arc<tokio::sync::OnceCell<Arc<Model>>>,
+    loaded: LoadOnce<Model>,
     /// One forward pass at a time: candle already uses every core for one.
     gate: Arc<tokio::sync::Semaphore>,
 }
@@ -221,12 +222,7 @@ impl LateInteractionReranker {
             }
             _ => {}
         }
-        Ok(LateInteractionReranker {
-            info: Arc::new(info),
-            conventions,
-            loaded: Arc::new(tokio::sync::OnceCell::new()),
-            gate: Arc::new(tokio::sync::Semaphore::new(1)),
-        })
+        Ok(LateInteractionReranker { info: Arc::new(info), conventions, loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
     }
 
     pub fn info(&self) -> &LocalModelInfo {
@@ -247,25 +243,13 @@ impl LateInteractionReranker {
     }
 
     async fn model(&self) -> Result<Arc<Model>, RerankError> {
-        self.loaded
-            .get_or_try_init(|| async {
-                let (info, conventions) = (self.info.clone(), self.conventions.clone());
-                tokio::task::spawn_blocking(move || Model::load(&info, conventions).map(Arc::new))
-                    .await
-                    .map_err(|e| self.failed(format!("model load task failed: {e}")))?
-                    .map_err(|e| self.failed(e.to_string()))
-            })
-            .await
-            .cloned()
+        let (info, conventions) = (self.info.clone(), self.conventions.clone());
+        let load = move || Model::load(&info, conventions).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
+        self.loaded.get(load, |e| self.failed(e)).await
     }
 
     fn model_blocking(&self) -> Result<Arc<Model>, RerankError> {
-        if let Some(m) = self.loaded.get() {
-            return Ok(m.clone());
-        }
-        let m = Arc::new(Model::load(&self.info, self.conventions.clone()).map_err(|e| self.failed(e.to_string()))?);
-        let _ = self.loaded.set(m.clone());
-        Ok(m)
+        self.loaded.get_blocking(|| Model::load(&self.info, self.conventions.clone()).map_err(|e| self.failed(e.to_string())))
     }
 
     /// [`Reranker::score`] without a runtime (benchmarks, tools).

@@ -30,6 +30,7 @@ mod gguf;
 mod gguf_model;
 mod int8;
 mod late;
+mod load_once;
 mod nomic;
 mod plain;
 mod q8;
@@ -161,6 +162,11 @@ pub struct LocalModelInfo {
     data_start: u64,
 }
 
+/// Why a local embedding model is not there when the thread loading it died.
+fn load_task_lost(message: String) -> EmbeddingError {
+    EmbeddingError::Permanent { provider: PROVIDER.into(), message }
+}
+
 /// Whether `dir` looks like a usable model folder (the files `auto` selection checks for).
 pub fn model_folder_present(dir: &Path) -> bool {
     dir.join("model.safetensors").is_file() && dir.join("tokenizer.json").is_file()
@@ -188,7 +194,7 @@ enum Imp {
 #[derive(Clone)]
 struct FolderProvider {
     info: Arc<LocalModelInfo>,
-    loaded: Arc<tokio::sync::OnceCell<Arc<Loaded>>>,
+    loaded: load_once::LoadOnce<Loaded>,
     /// One forward pass at a time: candle already uses every core for one.
     gate: Arc<tokio::sync::Semaphore>,
 }
@@ -209,7 +215,7 @@ impl fmt::Debug for FolderProvider {
             .field("dims", &self.info.config.hidden_size)
             .field("max_seq_length", &self.info.max_seq_length)
             .field("pooling", &self.info.pooling)
-            .field("loaded", &self.loaded.initialized())
+            .field("loaded", &self.loaded.is_loaded())
             .finish()
     }
 }
@@ -824,7 +830,7 @@ impl LocalProvider {
         Ok(LocalProvider {
             imp: Imp::Folder(FolderProvider {
                 info: Arc::new(info),
-                loaded: Arc::new(tokio::sync::OnceCell::new()),
+                loaded: load_once::LoadOnce::new(),
                 gate: Arc::new(tokio::sync::Semaphore::new(1)),
             }),
         })
@@ -877,28 +883,13 @@ impl LocalProvider {
 impl FolderProvider {
     async fn loaded(&self) -> Result<Arc<Loaded>, EmbeddingError> {
         let info = self.info.clone();
-        self.loaded
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || Loaded::load(&info).map(Arc::new))
-                    .await
-                    .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("model load task failed: {e}") })?
-                    .map_err(EmbeddingError::from)
-            })
-            .await
-            .cloned()
+        self.loaded.get(move || Loaded::load(&info).map_err(EmbeddingError::from), load_task_lost).await
     }
 
     /// Blocking embed with the purpose's prompt.
     pub fn embed_blocking_as(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
         let texts = self.prompted(texts, purpose);
-        let loaded = match self.loaded.get() {
-            Some(l) => l.clone(),
-            None => {
-                let l = Arc::new(Loaded::load(&self.info)?);
-                let _ = self.loaded.set(l.clone());
-                l
-            }
-        };
+        let loaded = self.loaded.get_blocking(|| Loaded::load(&self.info))?;
         Ok(loaded.embed(&self.info, &texts)?)
     }
 

@@ -7,18 +7,32 @@
 //! Both: token embeddings plus the first token-type row, a layer norm; per layer attention over the whole text
 //! (Q scaled by 1/sqrt(head_dim)), output projection, residual, layer norm (post-norm, as BERT); feed-forward,
 //! residual, layer norm. The text vector is the mean of the last hidden states or the `[CLS]` one, as the file's
-//! `pooling_type` says. Weights come as stored: Q8_0 matrices stay quantized in the products (`q8::Linear`), F16
+//! `pooling_type` says.
+//!
+//! nomic-bert reads past the positions it was trained on (the file's `context_length`, 2,048 for
+//! nomic-embed-text-v1.5) up to [`NOMIC_LONG_CONTEXT`] tokens as nomic's own model does with its
+//! `rotary_scaling_factor` 2: dynamic NTK scaling, the rotary base of a longer text raised to
+//! `base * (2 * len / trained - 1) ^ (d / (d - 2))` (`d` the head width), the positions inside the trained
+//! context unchanged. llama.cpp has no such scaling: it refuses a text longer than its batch. Weights come as stored: Q8_0 matrices stay quantized in the products (`q8::Linear`), F16
 //! and F32 ones are products in f32; the token-embedding table stays on disk and its rows are read as tokens need.
 
 use candle_core::{DType, Tensor};
 
 use super::gemma::{add, rope_table};
-use super::gguf::{EmbeddingRows, GgufFile};
+use super::gguf::{check_counts, EmbeddingRows, GgufFile};
 use super::q8::{Input, Linear};
 use super::{LocalModelError, Pooling};
 
 pub const NOMIC: &str = "nomic-bert";
 pub const BERT: &str = "bert";
+
+/// How many tokens a nomic-bert model reads (nomic-embed-text's 8,192), whatever shorter context its file was
+/// trained on; a longer text is cut to it by the tokenizer.
+pub const NOMIC_LONG_CONTEXT: usize = 8192;
+/// nomic's `rotary_scaling_factor` for its long context (its model card).
+const NOMIC_NTK_FACTOR: f64 = 2.0;
+/// Attention scores held at once (12 heads over 2,048 tokens, 200 MB): a longer text's heads take turns.
+const ATTENTION_SCORES: usize = 12 * 2048 * 2048;
 
 /// Which of the two graphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +50,9 @@ pub struct EncoderConfig {
     pub ffn: usize,
     pub eps: f32,
     pub rope_base: f32,
+    /// The positions the model was trained on (the file's `context_length`).
+    pub trained_positions: usize,
+    /// The tokens it reads: `trained_positions`, or [`NOMIC_LONG_CONTEXT`] for nomic-bert.
     pub max_positions: usize,
     pub vocab: usize,
     pub pooling: Pooling,
@@ -47,7 +64,7 @@ impl EncoderConfig {
         let family = match architecture {
             NOMIC => Family::Nomic,
             BERT => Family::Bert,
-            other => return Err(LocalModelError::Invalid { path: g.path.clone(), message: format!("`{other}` is not a BERT-family architecture") }),
+            other => return Err(g.invalid(format!("`{other}` is not a BERT-family architecture"))),
         };
         let key = |k: &str| format!("{architecture}.{k}");
         // llama.cpp's pooling types: 1 mean, 2 the first token; a file without the key is pooled by the mean (what
@@ -55,13 +72,9 @@ impl EncoderConfig {
         let pooling = match g.usize_or(&key("pooling_type"), 1)? {
             1 => Pooling::Mean,
             2 => Pooling::Cls,
-            other => {
-                return Err(LocalModelError::Invalid {
-                    path: g.path.clone(),
-                    message: format!("pooling type {other} is not supported (1 mean and 2 [CLS] are)"),
-                })
-            }
+            other => return Err(g.invalid(format!("pooling type {other} is not supported (1 mean and 2 [CLS] are)"))),
         };
+        let trained_positions = g.usize_or(&key("context_length"), 512)?;
         let cfg = EncoderConfig {
             family,
             hidden: g.usize(&key("embedding_length"))?,
@@ -70,22 +83,27 @@ impl EncoderConfig {
             ffn: g.usize(&key("feed_forward_length"))?,
             eps: g.f32_or(&key("attention.layer_norm_epsilon"), 1e-12)?,
             rope_base: g.f32_or(&key("rope.freq_base"), 10_000.0)?,
-            max_positions: g.usize_or(&key("context_length"), 512)?,
+            trained_positions,
+            max_positions: match family {
+                Family::Nomic => trained_positions.max(NOMIC_LONG_CONTEXT),
+                Family::Bert => trained_positions,
+            },
             vocab: g.span("token_embd.weight")?.dims.first().copied().unwrap_or(0),
             pooling,
         };
-        cfg.check().map_err(|message| LocalModelError::Invalid { path: g.path.clone(), message })?;
+        cfg.check().map_err(|message| g.invalid(message))?;
         Ok(cfg)
     }
 
     fn check(&self) -> Result<(), String> {
-        let bounded = |what: &str, v: usize, max: usize| if v == 0 || v > max { Err(format!("{what} = {v} is out of range")) } else { Ok(()) };
-        bounded("embedding_length", self.hidden, 1 << 16)?;
-        bounded("block_count", self.layers, 1024)?;
-        bounded("head_count", self.heads, 1024)?;
-        bounded("feed_forward_length", self.ffn, 1 << 18)?;
-        bounded("context_length", self.max_positions, 1 << 20)?;
-        bounded("vocabulary", self.vocab, 1 << 24)?;
+        check_counts(&[
+            ("embedding_length", self.hidden, 1 << 16),
+            ("block_count", self.layers, 1024),
+            ("head_count", self.heads, 1024),
+            ("feed_forward_length", self.ffn, 1 << 18),
+            ("context_length", self.trained_positions, 1 << 20),
+            ("vocabulary", self.vocab, 1 << 24),
+        ])?;
         if !self.hidden.is_multiple_of(self.heads) || !(self.hidden / self.heads).is_multiple_of(2) {
             return Err(format!("{} dimensions do not split into {} heads of an even width", self.hidden, self.heads));
         }
@@ -137,7 +155,7 @@ pub struct EncoderModel {
     positions: Option<Tensor>,
     embed_norm: (Tensor, Tensor),
     layers: Vec<Layer>,
-    /// `(cos, sin)` of every position (nomic-bert).
+    /// `(cos, sin)` of every trained position (nomic-bert).
     rope: Option<(Tensor, Tensor)>,
 }
 
@@ -191,7 +209,7 @@ impl EncoderModel {
         };
         let (positions, rope) = match cfg.family {
             Family::Bert => (Some(g.tensor("position_embd.weight", &[cfg.max_positions, h])?), None),
-            Family::Nomic => (None, Some(rope_table(cfg.rope_base, cfg.max_positions, h / cfg.heads).map_err(model_err)?)),
+            Family::Nomic => (None, Some(rope_table(cfg.rope_base, cfg.trained_positions, h / cfg.heads).map_err(model_err)?)),
         };
         let words = g.rows("token_embd.weight", cfg.vocab, h)?;
         let embed_norm = norm("token_embd_norm")?;
@@ -218,6 +236,7 @@ impl EncoderModel {
         let norm = |x: &Tensor, (w, b): &(Tensor, Tensor)| candle_nn::ops::layer_norm(x, w, b, cfg.eps);
         x = norm(&x, &self.embed_norm)?;
         let rope = match &self.rope {
+            Some(_) if seq > cfg.trained_positions => Some(rope_table(ntk_base(cfg.rope_base, seq, cfg.trained_positions, hd), seq, hd)?),
             Some((cos, sin)) => Some((cos.narrow(0, 0, seq)?, sin.narrow(0, 0, seq)?)),
             None => None,
         };
@@ -241,8 +260,15 @@ impl EncoderModel {
             let q = (heads_of(q, true)? * scale)?;
             let k = heads_of(k, true)?;
             let v = heads_of(v, false)?;
-            let probs = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?;
-            let attn = probs.matmul(&v)?.transpose(0, 1)?.contiguous()?.reshape((seq, h))?;
+            let group = (ATTENTION_SCORES / (seq * seq)).clamp(1, heads);
+            let mut outs = Vec::with_capacity(heads.div_ceil(group));
+            for start in (0..heads).step_by(group) {
+                let n = group.min(heads - start);
+                let (q, k, v) = (q.narrow(0, start, n)?, k.narrow(0, start, n)?, v.narrow(0, start, n)?);
+                outs.push(candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?.matmul(&v)?);
+            }
+            let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
+            let attn = attn.transpose(0, 1)?.contiguous()?.reshape((seq, h))?;
             let attn = layer.o.forward(&Input::new(&attn))?;
             x = norm(&add(&attn, &x)?, &layer.attn_norm)?;
             let input = Input::new(&x);
@@ -263,6 +289,13 @@ impl EncoderModel {
     }
 }
 
+/// The rotary base for a text of `len` tokens past the `trained` positions: nomic's dynamic NTK scaling.
+fn ntk_base(base: f32, len: usize, trained: usize, head_dim: usize) -> f32 {
+    let d = head_dim as f64;
+    let stretch = NOMIC_NTK_FACTOR * len as f64 / trained as f64 - (NOMIC_NTK_FACTOR - 1.0);
+    (base as f64 * stretch.powf(d / (d - 2.0))) as f32
+}
+
 /// nomic's Matryoshka step before a cut (its model card): a layer norm without weights over the whole vector, so
 /// the first values keep their share; the caller cuts and normalises.
 pub fn matryoshka_norm(v: &mut [f32]) {
@@ -272,5 +305,20 @@ pub fn matryoshka_norm(v: &mut [f32]) {
     let inv = 1.0 / (var + 1e-5).sqrt();
     for x in v.iter_mut() {
         *x = (*x - mean) * inv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ntk_base_starts_at_the_trained_length_and_grows_past_it() {
+        // At the trained length the scaled base is the base: the table does not jump at the boundary.
+        assert!((ntk_base(1000.0, 2048, 2048, 64) - 1000.0).abs() < 1e-3);
+        // nomic's formula at 8,192 tokens, factor 2: 1000 * 7^(64/62).
+        let want = 1000.0 * 7f64.powf(64.0 / 62.0);
+        assert!((ntk_base(1000.0, 8192, 2048, 64) as f64 - want).abs() < 0.5, "{}", ntk_base(1000.0, 8192, 2048, 64));
+        assert!(ntk_base(1000.0, 3000, 2048, 64) > 1000.0);
     }
 }

@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::bert::{cls_pool, BertModel};
 use super::late::{self, LateInteractionReranker};
+use super::load_once::LoadOnce;
 use super::{forward_padded, read_weights, Loaded, LocalModelError, LocalModelInfo};
 
 /// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
@@ -36,7 +37,7 @@ struct Model {
 #[derive(Clone)]
 pub struct LocalReranker {
     info: Arc<LocalModelInfo>,
-    loaded: Arc<tokio::sync::OnceCell<Arc<Model>>>,
+    loaded: LoadOnce<Model>,
     /// One forward pass at a time: candle already uses every core for one.
     gate: Arc<tokio::sync::Semaphore>,
 }
@@ -155,7 +156,7 @@ impl LocalReranker {
                 message: "not a cross-encoder: no `classifier.weight` / `pooler.dense.weight` (an embedding model cannot rerank)".into(),
             });
         }
-        Ok(LocalReranker { info: Arc::new(info), loaded: Arc::new(tokio::sync::OnceCell::new()), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
+        Ok(LocalReranker { info: Arc::new(info), loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
     }
 
     pub fn info(&self) -> &LocalModelInfo {
@@ -167,32 +168,19 @@ impl LocalReranker {
         self.model().await.map(|_| ())
     }
 
+    fn failed(&self, message: String) -> RerankError {
+        RerankError::Failed { reranker: self.info.name.clone(), message }
+    }
+
     async fn model(&self) -> Result<Arc<Model>, RerankError> {
         let info = self.info.clone();
-        let failed = |message: String| RerankError::Failed { reranker: info.name.clone(), message };
-        self.loaded
-            .get_or_try_init(|| async {
-                let info = self.info.clone();
-                tokio::task::spawn_blocking(move || Model::load(&info).map(Arc::new))
-                    .await
-                    .map_err(|e| failed(format!("model load task failed: {e}")))?
-                    .map_err(|e| failed(e.to_string()))
-            })
-            .await
-            .cloned()
+        let load = move || Model::load(&info).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
+        self.loaded.get(load, |e| self.failed(e)).await
     }
 
     /// [`Reranker::score`] without a runtime (benchmarks, tools).
     pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        let model = match self.loaded.get() {
-            Some(m) => m.clone(),
-            None => {
-                let m =
-                    Arc::new(Model::load(&self.info).map_err(|e| RerankError::Failed { reranker: self.info.name.clone(), message: e.to_string() })?);
-                let _ = self.loaded.set(m.clone());
-                m
-            }
-        };
+        let model = self.loaded.get_blocking(|| Model::load(&self.info).map_err(|e| self.failed(e.to_string())))?;
         model.score(&self.info.name, query, passages, deadline)
     }
 }
