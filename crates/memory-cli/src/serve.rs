@@ -1,6 +1,6 @@
 //! `memory serve`: the agent tools over the Model Context Protocol (stdio, the `rmcp` crate).
 //!
-//! Tools: `memory_search {query, maxResults?, minScore?, activeProjectKeys?}`, `memory_recall {message,
+//! Tools: `memory_search {query, maxResults?, minScore?, activeProjectKeys?, sources?}`, `memory_recall {message,
 //! activeProjectKeys?}` (trigger recall) and `memory_get {path, from?, lines?}` answer with the
 //! wire shapes of `memory_core::types` (as JSON text and as structured content); refusals and other engine errors are
 //! tool errors (`isError: true`, `{"error": {kind, message}}`), so the agent sees why. `memory_append {text}` is
@@ -36,6 +36,29 @@ pub struct SearchArgs {
     /// entries tagged `<!-- project: key -->` of an active repository rank higher, another's lower.
     #[serde(default)]
     pub active_project_keys: Option<Vec<String>>,
+    /// Search only these: "memory" (the Markdown memory files), "sessions" (indexed conversation transcripts).
+    /// Default: every source the memory is configured to index.
+    #[serde(default)]
+    pub sources: Option<Vec<SourceArg>>,
+}
+
+/// Where a memory comes from, as a search may be limited to it.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceArg {
+    /// The Markdown memory files.
+    Memory,
+    /// Indexed conversation transcripts.
+    Sessions,
+}
+
+impl From<SourceArg> for memory_core::Source {
+    fn from(s: SourceArg) -> Self {
+        match s {
+            SourceArg::Memory => memory_core::Source::Memory,
+            SourceArg::Sessions => memory_core::Source::Sessions,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -161,7 +184,7 @@ impl MemoryServer {
             query: args.query,
             max_results: args.max_results,
             min_score: args.min_score,
-            sources: Vec::new(),
+            sources: args.sources.unwrap_or_default().into_iter().map(Into::into).collect(),
             active_projects: args.active_project_keys.unwrap_or_default(),
         };
         answer(self.engine.search(&request).await.inspect_err(|e| warn!(error = %e, "memory_search failed")))

@@ -83,6 +83,7 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     assert!(schema["properties"]["query"].is_object(), "{schema}");
     assert!(schema["properties"]["maxResults"].is_object(), "{schema}");
     assert!(schema["properties"]["minScore"].is_object(), "{schema}");
+    assert!(schema["properties"]["sources"].is_object(), "{schema}");
     assert_eq!(schema["required"], json!(["query"]), "{schema}");
     let get = tools.iter().find(|t| t.name == "memory_get").unwrap();
     let schema = Value::Object((*get.input_schema).clone());
@@ -115,6 +116,16 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     let r = call(&client, "memory_get", json!({ "path": "memory/2031-01-01.md" })).await;
     assert_ne!(r.is_error, Some(true));
     assert_eq!(payload(&r)["missing"], true);
+    // `sources` limits the search: the memory files answer, transcripts (none indexed here) do not, and a
+    // source that does not exist is an argument error.
+    let r = call(&client, "memory_search", json!({ "query": "which error did I fix in billing?", "sources": ["memory"] })).await;
+    assert_eq!(payload(&r)["results"][0]["path"], "memory/2026-11-29.md", "{:?}", payload(&r));
+    let r = call(&client, "memory_search", json!({ "query": "which error did I fix in billing?", "sources": ["sessions"] })).await;
+    assert_ne!(r.is_error, Some(true));
+    assert_eq!(payload(&r)["results"], json!([]), "{:?}", payload(&r));
+    let r = call(&client, "memory_search", json!({ "query": "billing", "sources": ["email"] })).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(payload(&r)["error"]["kind"], "invalid_input");
     let r = call(&client, "memory_search", json!({ "query": "   " })).await;
     assert_eq!(r.is_error, Some(true));
     assert_eq!(payload(&r)["error"]["kind"], "invalid_input");
