@@ -29,6 +29,25 @@ impl<T: ?Sized> LockExt<T> for Mutex<T> {
     }
 }
 
+/// [`Mutex::lock`] for state derived from elsewhere (a cache, a copy of the index's vectors): a holder that panicked
+/// may have left it half updated, so a poisoned lock hands it over reset to its default, to be derived again.
+pub trait ResetOnPoison<T: Default> {
+    /// The guard; the state reset to `T::default()` when an earlier holder panicked.
+    fn locked_or_reset(&self) -> MutexGuard<'_, T>;
+}
+
+impl<T: Default> ResetOnPoison<T> for Mutex<T> {
+    fn locked_or_reset(&self) -> MutexGuard<'_, T> {
+        let poisoned = self.is_poisoned();
+        let mut guard = self.lock().unwrap_or_else(recovered);
+        if poisoned {
+            *guard = T::default();
+            self.clear_poison();
+        }
+        guard
+    }
+}
+
 /// [`RwLock::read`] and [`RwLock::write`] that take a poisoned lock as it is.
 pub trait RwLockExt<T: ?Sized> {
     /// A read guard, whether or not an earlier writer panicked.
@@ -70,5 +89,22 @@ mod tests {
         assert_eq!(*r.read_locked(), 5);
         *r.write_locked() = 6;
         assert_eq!(*r.read_locked(), 6);
+    }
+
+    #[test]
+    fn derived_state_behind_a_poisoned_lock_is_reset_to_be_derived_again() {
+        let m = std::sync::Arc::new(Mutex::new(Some(vec![1, 2])));
+        let m2 = m.clone();
+        let _ = std::thread::spawn(move || {
+            let mut half_updated = m2.lock().unwrap();
+            half_updated.as_mut().unwrap().push(3);
+            panic!("a refresh failed half way");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        assert_eq!(*m.locked_or_reset(), None);
+        assert!(!m.is_poisoned());
+        *m.locked_or_reset() = Some(vec![4]);
+        assert_eq!(*m.locked_or_reset(), Some(vec![4]), "a sound lock keeps its state");
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Mutex, Once};
 
 use async_trait::async_trait;
 use memory_core::identity::IndexIdentity;
+use memory_core::locks::{LockExt, ResetOnPoison};
 use memory_core::store::{name_and_stem, Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
 use memory_core::{MemoryError, Result, Source};
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
@@ -214,7 +215,7 @@ impl SqliteStore {
     fn with<T>(&self, slot: &Mutex<Option<Connection>>, context: &str, f: impl Fn(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
         // Errors name the index file: "disk full" alone does not say which disk.
         let context = &format!("{context} ({})", self.path.display());
-        let mut guard = slot.lock().map_err(|_| MemoryError::Internal("index connection poisoned".into()))?;
+        let mut guard = slot.locked();
         let conn = guard.as_mut().ok_or_else(|| MemoryError::Unavailable("index is closed".into()))?;
         match f(conn) {
             Ok(v) => Ok(v),
@@ -223,9 +224,7 @@ impl SqliteStore {
                 let fresh = guard.insert(open_connection(&self.path).map_err(|e| db_err(context, e))?);
                 // data_version values are per connection: the vector copy must not compare across two.
                 if std::ptr::eq(slot, &self.reader) {
-                    if let Ok(mut v) = self.vectors.lock() {
-                        *v = None;
-                    }
+                    *self.vectors.locked_or_reset() = None;
                 }
                 f(fresh).map_err(|e| db_err(context, e))
             }
@@ -385,11 +384,9 @@ impl SqliteStore {
     /// Close both connections (checkpointing the WAL into the main file).
     pub fn close_now(&self) {
         for slot in [&self.reader, &self.writer] {
-            if let Ok(mut g) = slot.lock() {
-                if let Some(conn) = g.take() {
-                    if let Err((_, e)) = conn.close() {
-                        warn!(error = %e, "closing index connection failed");
-                    }
+            if let Some(conn) = slot.locked().take() {
+                if let Err((_, e)) = conn.close() {
+                    warn!(error = %e, "closing index connection failed");
                 }
             }
         }
@@ -667,7 +664,7 @@ impl ChunkStore for SqliteStore {
         let nearest = match exact {
             Some(hits) => hits,
             None => self.read("vector search", |c| {
-                let mut copy = self.vectors.lock().map_err(|_| rusqlite::Error::InvalidQuery)?;
+                let mut copy = self.vectors.locked_or_reset();
                 vectors::nearest(c, &mut copy, dims, vector, limit, sources)
             })?,
         };
@@ -789,7 +786,7 @@ impl ChunkStore for SqliteStore {
 
     async fn status_details(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
         let mut m = serde_json::Map::new();
-        if let Some((n, bytes)) = self.vectors.lock().ok().and_then(|v| vectors::describe(&v)) {
+        if let Some((n, bytes)) = vectors::describe(&self.vectors.locked_or_reset()) {
             m.insert("vectorCopy".into(), serde_json::json!({"vectors": n, "bytes": bytes}));
         }
         Ok(m)

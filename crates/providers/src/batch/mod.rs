@@ -14,6 +14,7 @@ mod gemini;
 mod openai;
 mod state;
 
+use memory_core::locks::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
@@ -322,7 +323,7 @@ impl BatchEmbedder for BatchRunner {
     }
 
     fn disabled_reason(&self) -> Option<String> {
-        let f = self.failures.lock().ok()?;
+        let f = self.failures.locked();
         (f.len() >= MAX_BATCH_FAILURES).then(|| {
             format!(
                 "{} batch API disabled for this run after {} failures (last: {}); indexing embeds synchronously",

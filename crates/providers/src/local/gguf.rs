@@ -3,6 +3,7 @@
 //! the tensor, never a panic or a huge allocation. Tensors are read one at a time by positioned reads; the
 //! token-embedding table stays on disk and its rows are read as tokens need them ([`EmbeddingRows`]).
 
+use memory_core::locks::LockExt;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
@@ -260,9 +261,7 @@ pub fn file_digest(path: &Path) -> Result<String, LocalModelError> {
         hasher.update(&buf[..n]);
     }
     let digest = hex::encode(hasher.finalize());
-    if let Ok(mut seen) = SEEN.lock() {
-        seen.push((key.0, key.1, key.2, key.3, digest.clone()));
-    }
+    SEEN.locked().push((key.0, key.1, key.2, key.3, digest.clone()));
     Ok(digest)
 }
 
