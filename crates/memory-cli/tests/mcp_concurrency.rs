@@ -130,10 +130,6 @@ fn mixed_calls(rng: &mut Lcg, n: usize) -> Vec<(&'static str, Value)> {
         .collect()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 #[test]
 fn calls_sent_together_are_each_answered_once() {
     let rounds: usize = std::env::var("MEMORY_MCP_STRESS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
@@ -151,13 +147,7 @@ fn calls_sent_together_are_each_answered_once() {
         took.push(server.round(&mixed_calls(&mut rng, n), &mut seen));
         server.stop(&seen);
     }
-    took.sort();
-    eprintln!(
-        "mcp stdio, fresh engines: {fresh} rounds, {calls} calls, all answered once; round p50 {:?}, p99 {:?}, max {:?}",
-        percentile(&took, 0.5),
-        percentile(&took, 0.99),
-        took.last().unwrap()
-    );
+    eprintln!("mcp stdio, fresh engines: {fresh} rounds, {calls} calls, all answered once; {}", common::round_times(took));
     // A warm engine: rounds of 2-16 calls.
     let dirs = common::workspace(&[("memory/2026-11-30.md", "# 2026-11-30\n\n- Lunch with Alice\n")]);
     let mut server = Server::start(&dirs, None);
@@ -170,13 +160,7 @@ fn calls_sent_together_are_each_answered_once() {
         took.push(server.round(&mixed_calls(&mut rng, n), &mut seen));
     }
     server.stop(&seen);
-    took.sort();
-    eprintln!(
-        "mcp stdio: {rounds} rounds, {calls} calls, all answered once; round p50 {:?}, p99 {:?}, max {:?}",
-        percentile(&took, 0.5),
-        percentile(&took, 0.99),
-        took.last().unwrap()
-    );
+    eprintln!("mcp stdio: {rounds} rounds, {calls} calls, all answered once; {}", common::round_times(took));
 }
 
 /// Searches sent with the handshake to a new workspace whose provider takes longer than a search waits for a batch of notes: the

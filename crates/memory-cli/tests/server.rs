@@ -470,14 +470,7 @@ fn rounds_of_commands_started_together_through_the_shared_server_are_each_answer
     let o = env.ok(&["search", "capybaras", "--max-results", "20", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!v["results"].as_array().unwrap().is_empty(), "the appended notes are found: {v}");
-    took.sort();
-    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
-    println!(
-        "{rounds} rounds, {commands} commands through the shared server, each answered: round p50 {:?}, p99 {:?}, max {:?}",
-        at(0.5),
-        at(0.99),
-        at(1.0)
-    );
+    println!("{rounds} rounds, {commands} commands through the shared server, each answered: {}", common::round_times(took));
 }
 
 // ---- MCP over HTTP ----
@@ -742,7 +735,5 @@ fn http_calls_in_flight_together_are_each_answered_once() {
         });
         took.push(started.elapsed());
     }
-    took.sort();
-    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
-    println!("{rounds} rounds, {} calls, each answered once: round p50 {:?}, p99 {:?}, max {:?}", id - 10, at(0.5), at(0.99), at(1.0));
+    println!("{rounds} rounds, {} calls, each answered once: {}", id - 10, common::round_times(took));
 }

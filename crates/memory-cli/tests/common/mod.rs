@@ -110,3 +110,10 @@ pub fn slow_embedding_server(delay: Duration) -> String {
     });
     format!("http://127.0.0.1:{port}/v1")
 }
+
+/// How the rounds of a stress test took: "round p50 .., p99 .., max ..", from the time each round took.
+pub fn round_times(mut took: Vec<Duration>) -> String {
+    took.sort();
+    let at = |q: f64| took.get(((took.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or_default();
+    format!("round p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), at(1.0))
+}
