@@ -15,7 +15,7 @@ use anyhow::Context;
 use memory_core::{ErrorKind, MemoryBackend, SyncOptions};
 use tracing::{debug, info, warn};
 
-use crate::Opened;
+use crate::engine::Opened;
 
 /// The environment variable that turns the background start off (`0`, `false`, `no`, `off`).
 pub const BACKGROUND_ENV: &str = "MEMORY_BACKGROUND_EMBED";

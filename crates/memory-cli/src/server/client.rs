@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::protocol::{build_identity, Envelope, Paths, Reply, Request, ServerInfo, MAX_REPLY_BYTES, PROTOCOL};
-use crate::{Answer, Job, Resolved};
+use crate::engine::Resolved;
+use crate::job::{Answer, Job};
 
 /// How long the client waits for the server to take a request (connect, send, `accepted`).
 pub const ACCEPT_WAIT: Duration = Duration::from_secs(1);

@@ -17,8 +17,9 @@ use tokio::sync::{Notify, OnceCell};
 use tracing::{debug, info, warn};
 
 use super::protocol::{build_identity, rss_bytes, EngineInfo, Envelope, Paths, Reply, Request, ServerInfo, MAX_REQUEST_BYTES, PROTOCOL};
+use crate::engine::{open, resolve_at, Opened, ResolveArgs};
+use crate::job::run_job;
 use crate::openclaw::WorkspaceFrom;
-use crate::{open, resolve_at, run_job, Opened, ResolveArgs};
 
 /// How long a connection may take to send its request line.
 const READ_REQUEST_WAIT: Duration = Duration::from_secs(5);

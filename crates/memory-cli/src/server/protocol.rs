@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::job::{Answer, Job};
 use crate::openclaw::WorkspaceFrom;
-use crate::{Answer, Job};
 
 /// Bumped whenever a request or reply changes shape.
 pub const PROTOCOL: u32 = 1;
