@@ -69,7 +69,7 @@ struct Vocabulary {
 
 impl Vocabulary {
     fn new(rng: &mut StdRng, size: usize) -> Vocabulary {
-        let mut words: Vec<String> = NOTE_TOPICS.iter().map(|s| s.to_string()).collect();
+        let mut words: Vec<String> = NOTE_TOPICS.iter().map(std::string::ToString::to_string).collect();
         let mut seen: std::collections::HashSet<String> = words.iter().cloned().collect();
         while words.len() < size {
             let n = rng.gen_range(2..4);

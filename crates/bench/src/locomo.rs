@@ -320,7 +320,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 r.budget_ms = opts.rerank_budget_ms;
             }
             // One index per conversation and model: the weights are ranking settings, not index identity.
-            let model_key = model.as_ref().and_then(|m| m.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "keyword".into());
+            let model_key = model.as_ref().and_then(|m| m.file_name()).map_or_else(|| "keyword".into(), |n| n.to_string_lossy().into_owned());
             let ctx = OpenContext::new(Arc::new(config), opts.dataset.join(conv).join("ws"), state_root.join(&model_key), conv)
                 .with_embedder(embedder.clone())
                 .with_reranker(if rerank { reranker.clone() } else { None });
@@ -439,7 +439,7 @@ pub fn rerank_cost(dataset: &Path, reranker: &Path, ns: &[usize], runs: usize) -
     let questions = load(dataset)?;
     let rr = providers::open_reranker(reranker)?;
     // Passages: the snippet-sized windows a search would hand the reranker, from the first conversation's logs.
-    let ws = dataset.join(questions.first().map(|q| q.conv.as_str()).unwrap_or("conv-26")).join("ws/memory");
+    let ws = dataset.join(questions.first().map_or("conv-26", |q| q.conv.as_str())).join("ws/memory");
     let mut passages: Vec<String> = Vec::new();
     let mut names: Vec<_> = std::fs::read_dir(&ws)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     names.sort();

@@ -71,7 +71,7 @@ pub fn run(o: Options) -> anyhow::Result<()> {
     )?;
     let (took, out) = run_ok(memory(&o.bins[0], &ws, &state, &config).args(["index", "--json"])).context("index")?;
     let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
-    let embedded = report.get("chunksEmbedded").and_then(|v| v.as_u64()).unwrap_or(0);
+    let embedded = report.get("chunksEmbedded").and_then(serde_json::Value::as_u64).unwrap_or(0);
     if embedded > 0 {
         println!(
             "indexed {} notes of ~{} bytes: {embedded} chunks embedded in {:.1} s ({:.1} chunks/s) with {}",

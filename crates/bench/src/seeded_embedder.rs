@@ -24,7 +24,7 @@ impl SeededEmbedder {
             let digest = Sha256::new().chain_update(self.seed.to_le_bytes()).chain_update(word.to_lowercase()).finalize();
             // A xorshift stream seeded by the word's digest spreads it over every dimension.
             let mut state = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) | 1;
-            for x in v.iter_mut() {
+            for x in &mut v {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;

@@ -130,7 +130,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
             one_shot.push(run_ok(&mut m(&["--no-server", "search", q]))?.0);
         }
         let (_, started) = run_ok(&mut m(&["server", "start", "--idle-timeout", "600"])).context("server start")?;
-        print!("  {}", started);
+        print!("  {started}");
         for q in queries.iter().take(3) {
             run_ok(&mut m(&["search", q]))?;
         }
@@ -235,12 +235,9 @@ fn concurrent(opts: &Options, bin: &Path, ws: &Path, state: &Path, config: &Path
         for _ in 0..http_clients {
             let (wrong, errors, token) = (wrong.clone(), errors.clone(), token.clone());
             handles.push(s.spawn(move || {
-                let session = match mcp_session(port, &token) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        errors.fetch_add(opts.searches as u64, Ordering::Relaxed);
-                        return;
-                    }
+                let Ok(session) = mcp_session(port, &token) else {
+                    errors.fetch_add(opts.searches as u64, Ordering::Relaxed);
+                    return;
                 };
                 for i in 0..opts.searches {
                     let call = format!(

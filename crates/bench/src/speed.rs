@@ -99,7 +99,7 @@ pub async fn run(notes: usize, memory_bin: Option<PathBuf>, searches: usize, see
     let state = dir.path().join("state");
     std::fs::create_dir_all(&ws)?;
     corpus::generate(&ws, notes, seed)?;
-    let bytes: u64 = std::fs::read_dir(ws.join("memory"))?.flatten().map(|e| e.metadata().map(|m| m.len()).unwrap_or(0)).sum();
+    let bytes: u64 = std::fs::read_dir(ws.join("memory"))?.flatten().map(|e| e.metadata().map_or(0, |m| m.len())).sum();
     println!("memory-bench speed: {notes} daily notes ({:.1} MB) + MEMORY.md, binary {}", bytes as f64 / 1e6, bin.display());
     println!();
     // Notes as a user has them were written before they are indexed: let the file times settle. Content read

@@ -73,7 +73,7 @@ pub fn check_search(e: &Expect, resp: &SearchResponse) -> Vec<String> {
     let pos = |p: &str| rank.iter().position(|x| x == p);
     if let Some(first) = &e.first {
         if rank.first() != Some(first) {
-            f.push(format!("first: expected {first}, got {}", rank.first().map(String::as_str).unwrap_or("(nothing)")));
+            f.push(format!("first: expected {first}, got {}", rank.first().map_or("(nothing)", String::as_str)));
         }
     }
     if let Some(top) = &e.top {

@@ -224,7 +224,8 @@ async fn run_suite(suite: &Suite, factory: &dyn BackendFactory, options: &RunOpt
             continue;
         }
         let config = effective_config(suite.manifest.config.as_ref(), case.config.as_ref());
-        let key = if case.mutates() { format!("own:{id}") } else { config.as_ref().map(|v| v.to_string()).unwrap_or_else(|e| format!("bad:{e}")) };
+        let key =
+            if case.mutates() { format!("own:{id}") } else { config.as_ref().map_or_else(|e| format!("bad:{e}"), std::string::ToString::to_string) };
         let planned = Planned { case, id, config };
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, g)) => g.push(planned),
@@ -405,7 +406,7 @@ async fn run_step(
                 if let Some(d) = to.parent() {
                     std::fs::create_dir_all(d).map_err(|e| io("rename", e))?;
                 }
-                std::fs::rename(ws.join(resolve_dates(from)), &to).map_err(|e| io("rename", e))?
+                std::fs::rename(ws.join(resolve_dates(from)), &to).map_err(|e| io("rename", e))?;
             }
             _ => unreachable!(),
         }

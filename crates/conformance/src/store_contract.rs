@@ -234,7 +234,7 @@ async fn paths(store: &dyn ChunkStore) -> std::result::Result<BTreeSet<String>, 
 }
 
 fn set(items: &[&str]) -> BTreeSet<String> {
-    items.iter().map(|s| s.to_string()).collect()
+    items.iter().map(std::string::ToString::to_string).collect()
 }
 
 async fn chunk_texts(store: &dyn ChunkStore, source: Source, path: &str) -> std::result::Result<Vec<String>, String> {
@@ -528,7 +528,7 @@ pub async fn embedding_cache_is_keyed_and_pruned_oldest_first(_: &dyn StoreHarne
     let store = step("open_live", storage.open_live().await)?;
     let key = EmbeddingCacheKey { provider: "p".into(), model: "m".into(), fingerprint: "f1".into() };
     let other = EmbeddingCacheKey { fingerprint: "f2".into(), ..key.clone() };
-    let hashes: Vec<String> = ["h1", "h2", "h3"].iter().map(|s| s.to_string()).collect();
+    let hashes: Vec<String> = ["h1", "h2", "h3"].iter().map(std::string::ToString::to_string).collect();
     // One entry per call, a few milliseconds apart: "oldest" is then unambiguous for every store.
     for (i, h) in hashes.iter().enumerate() {
         step("cache_embeddings()", store.cache_embeddings(&key, &[(h.clone(), axis(i, 4))], if i < 2 { 10 } else { 2 }).await)?;

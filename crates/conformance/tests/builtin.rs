@@ -9,7 +9,7 @@ async fn builtin_keyword_only() {
     let report = run_all(&BuiltinFactory, &RunOptions::keyword("builtin keyword-only")).await;
     report.assert_ok();
     // Exactly the vector cases are skipped, and they are reported as skipped, never as passed.
-    let mut skipped: Vec<String> = report.skipped().iter().map(|s| s.to_string()).collect();
+    let mut skipped: Vec<String> = report.skipped().iter().map(std::string::ToString::to_string).collect();
     skipped.sort();
     let mut vector = Suite::builtin_cases_requiring("vector");
     vector.sort();

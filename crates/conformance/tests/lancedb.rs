@@ -10,7 +10,7 @@ async fn lancedb_local_keyword_only() {
     let report = run_all(&LanceDbFactory::default(), &RunOptions::keyword("lancedb (local folder) keyword-only")).await;
     report.assert_ok();
     // Without an embedder exactly the vector cases are skipped (declared by capability), never passed.
-    let mut skipped: Vec<String> = report.skipped().iter().map(|s| s.to_string()).collect();
+    let mut skipped: Vec<String> = report.skipped().iter().map(std::string::ToString::to_string).collect();
     skipped.sort();
     if report.cases.len() == Suite::builtin_suites().iter().map(|s| s.manifest.cases.len()).sum::<usize>() {
         assert_eq!(skipped, Suite::builtin_cases_requiring("vector"));

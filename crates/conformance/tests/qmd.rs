@@ -97,7 +97,7 @@ async fn qmd_keyword_search() {
     let caps = report.capabilities.expect("an engine was opened");
     let declared = conformance::Capability::all_declared(&caps);
     assert_eq!(declared, ["keyword", "persistent", "cjk"], "QMD keyword mode changed its declaration: update docs/qmd.md");
-    let skipped: BTreeSet<String> = report.skipped().iter().map(|s| s.to_string()).collect();
+    let skipped: BTreeSet<String> = report.skipped().iter().map(std::string::ToString::to_string).collect();
     if std::env::var_os("CONFORMANCE_FILTER").is_none() {
         assert_eq!(skipped, cases_needing_other_than(&declared), "skipped cases are exactly those needing undeclared capabilities");
         let documented = documented_skips();

@@ -205,7 +205,7 @@ async fn identity_change_rebuilds_beside_the_live_index() {
 #[tokio::test]
 async fn status_counts_the_files_the_next_search_would_sync() {
     let (env, e) = indexed_sample().await;
-    let stale = |st: memory_core::Status| st.extra.get("staleFiles").and_then(|v| v.as_u64());
+    let stale = |st: memory_core::Status| st.extra.get("staleFiles").and_then(serde_json::Value::as_u64);
     assert_eq!(stale(e.status().await.unwrap()), Some(0));
     env.write("memory/2026-11-30.md", "- new\n");
     fs::remove_file(env.ws.path().join("memory/2026-11-29.md")).unwrap();

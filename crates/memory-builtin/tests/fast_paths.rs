@@ -240,7 +240,7 @@ async fn keyword_queries_of_frequent_words_stay_bounded_and_rare_words_win() {
         batch.upserts.push((file(Source::Memory, &path), chunks));
     }
     store.apply(batch).await.unwrap();
-    let q = |words: &[&str]| KeywordQuery { terms: words.iter().map(|w| w.to_string()).collect() };
+    let q = |words: &[&str]| KeywordQuery { terms: words.iter().map(std::string::ToString::to_string).collect() };
     // The rare word's five chunks come first, as unbounded BM25 ranks them.
     let hits = store.keyword_search(&q(&["everywhere", "rareword", "often"]), 10, &[]).await.unwrap();
     let rare: Vec<&str> = hits.iter().take(5).map(|c| c.text.as_str()).collect();

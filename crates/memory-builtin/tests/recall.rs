@@ -76,7 +76,7 @@ async fn check(
     let engine = BuiltinFactory.open_indexed(ctx).await.unwrap();
     engine.sync(SyncOptions::default()).await.unwrap();
     let message = message.join(" ");
-    let active: Vec<String> = active.iter().map(|s| s.to_string()).collect();
+    let active: Vec<String> = active.iter().map(std::string::ToString::to_string).collect();
     let r = engine.recall(&RecallRequest { message: message.clone(), active_projects: active.clone(), project_entries: None }).await;
     prop_assert!(r.is_ok(), "recall {message:?}: {r:?}");
     let r = r.unwrap();

@@ -263,7 +263,7 @@ async fn check_embeddings(r: &mut Report, config: &Config) -> Option<Arc<dyn mem
                     "correct the configured dimensions, or the model",
                 ),
                 _ if v.is_empty() || v.iter().any(|x| !x.is_finite()) => {
-                    r.fail("embeddings", format!("{name} answered an empty or non-finite vector"), "use another model")
+                    r.fail("embeddings", format!("{name} answered an empty or non-finite vector"), "use another model");
                 }
                 _ => r.ok("embeddings", format!("{name}: one embedding, {} dimensions, in {ms:.0} ms", v.len())),
             }
@@ -303,7 +303,7 @@ async fn check_reranker(r: &mut Report, config: &Config) -> Option<Arc<dyn memor
     let passages = ["The memory doctor probe reads this line.".to_string()];
     match rr.score("memory doctor probe", &passages, started + PROBE_WAIT).await {
         Ok(s) if s.len() == 1 && s[0].is_finite() => {
-            r.ok("reranker", format!("{}: one pair scored in {:.0} ms", rr.id(), started.elapsed().as_secs_f64() * 1000.0))
+            r.ok("reranker", format!("{}: one pair scored in {:.0} ms", rr.id(), started.elapsed().as_secs_f64() * 1000.0));
         }
         Ok(s) => r.fail("reranker", format!("{}: {} scores for one pair", rr.id(), s.len()), "use another reranking model"),
         Err(e) => r.fail("reranker", format!("{}: {e}", rr.id()), "check the model folder, or turn reranking off"),
@@ -393,7 +393,7 @@ fn index_line(r: &mut Report, s: &Status) {
     let held = format!("{} files, {} chunks{place}, synced {ago} s ago", s.files, s.chunks);
     let mut problems = Vec::new();
     if s.dirty {
-        let stale = s.extra.get("staleFiles").and_then(|v| v.as_u64()).map(|n| format!("{n} files")).unwrap_or_else(|| "files".into());
+        let stale = s.extra.get("staleFiles").and_then(serde_json::Value::as_u64).map_or_else(|| "files".into(), |n| format!("{n} files"));
         problems.push(format!("{stale} changed since the last sync"));
     }
     // The fallback's own warning is the engine line's.
@@ -436,7 +436,7 @@ fn check_server(r: &mut Report, state_dir: &Path) {
     }
     match server::client::ping(state_dir) {
         Ok(info) if info.version == server::protocol::build_identity() => {
-            r.ok("server", format!("running (pid {}), this build; {} engines open", info.pid, info.engines.len()))
+            r.ok("server", format!("running (pid {}), this build; {} engines open", info.pid, info.engines.len()));
         }
         Ok(info) => r.warn(
             "server",

@@ -76,7 +76,8 @@ pub fn workspace_for(config: Option<&Value>, agent_id: &str) -> Option<PathBuf> 
         {
             return Some(expand(w));
         }
-        let roster = cfg.get("agents").and_then(|a| a.get("entries")).and_then(Value::as_object).map_or(0, |m| m.len()) + list.map_or(0, |l| l.len());
+        let roster = cfg.get("agents").and_then(|a| a.get("entries")).and_then(Value::as_object).map_or(0, serde_json::Map::len)
+            + list.map_or(0, std::vec::Vec::len);
         let defaults = str_at(cfg, &["agents", "defaults", "workspace"]).map(expand);
         if roster > 1 && agent_id != "main" {
             return match defaults {

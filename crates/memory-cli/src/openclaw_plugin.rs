@@ -335,7 +335,7 @@ pub fn status() -> anyhow::Result<Value> {
 }
 
 fn print_status(r: &Value) {
-    let show = |v: &Value| v.as_str().map(str::to_string).unwrap_or_else(|| "-".to_string());
+    let show = |v: &Value| v.as_str().map_or_else(|| "-".to_string(), str::to_string);
     println!("OpenClaw config:    {}", show(&r["configPath"]));
     println!("memory slot:        {}", show(&r["slot"]));
     println!("plugin installed:   {}", show(&r["installed"]));

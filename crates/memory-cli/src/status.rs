@@ -41,7 +41,7 @@ fn dir_bytes(p: &Path) -> u64 {
     rd.flatten()
         .map(|e| match e.file_type() {
             Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
             _ => 0,
         })
         .sum()
@@ -190,7 +190,7 @@ pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()>
         let e = &d["embeddings"];
         match (e["ok"].as_bool(), e["provider"].as_str()) {
             (Some(true), Some(p)) => {
-                writeln!(out, "Probe:      embeddings ok ({p}, {} dims) in {:.1} ms", e["dimensions"], e["ms"].as_f64().unwrap_or(0.0))?
+                writeln!(out, "Probe:      embeddings ok ({p}, {} dims) in {:.1} ms", e["dimensions"], e["ms"].as_f64().unwrap_or(0.0))?;
             }
             (Some(true), None) => writeln!(out, "Probe:      no embedding provider (keyword only)")?,
             _ => writeln!(out, "Probe:      embeddings FAILED: {}", e["error"].as_str().unwrap_or("?"))?,
@@ -198,7 +198,7 @@ pub fn print_host(out: &mut dyn std::io::Write, v: &Value) -> anyhow::Result<()>
         let r = &d["reranker"];
         match r["ok"].as_bool() {
             Some(true) => {
-                writeln!(out, "Probe:      reranking ok ({}) in {:.1} ms", r["model"].as_str().unwrap_or("?"), r["ms"].as_f64().unwrap_or(0.0))?
+                writeln!(out, "Probe:      reranking ok ({}) in {:.1} ms", r["model"].as_str().unwrap_or("?"), r["ms"].as_f64().unwrap_or(0.0))?;
             }
             Some(false) => writeln!(out, "Probe:      reranking FAILED: {}", r["error"].as_str().unwrap_or("?"))?,
             None => {}

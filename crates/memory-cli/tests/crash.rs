@@ -152,8 +152,7 @@ fn index_killed_at_random_points_recovers_every_time() {
         let live: u64 = names
             .iter()
             .find(|n| n.ends_with(".sqlite.current"))
-            .map(|n| std::fs::read_to_string(dir.join(n)).unwrap().trim().parse().unwrap())
-            .unwrap_or(0);
+            .map_or(0, |n| std::fs::read_to_string(dir.join(n)).unwrap().trim().parse().unwrap());
         let above: Vec<&String> = names
             .iter()
             .filter(|n| n.rsplit_once(".sqlite.g").and_then(|(_, g)| g.split('-').next()?.parse::<u64>().ok()).is_some_and(|g| g > live))

@@ -92,7 +92,7 @@ fn the_real_qmd_behind_the_fallback_answers_and_resets() {
     let node = std::env::var_os("MEMORY_NODE22").expect("MEMORY_NODE22 is set beside MEMORY_QMD_DIR");
     let entry = std::path::Path::new(&dir).join("node_modules/@tobilu/qmd/dist/cli/qmd.js");
     let bin = tempfile::tempdir().unwrap();
-    let wrapper = qmd_script(bin.path(), &format!("exec {:?} {:?} \"$@\"", node, entry));
+    let wrapper = qmd_script(bin.path(), &format!("exec {node:?} {entry:?} \"$@\""));
     let env = Env::new(&format!(
         r#"{{ memory: {{ backend: "qmd", qmd: {{ command: {:?}, update: {{ waitForBootSync: true }} }} }} }}"#,
         wrapper.to_str().unwrap()

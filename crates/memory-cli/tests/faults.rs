@@ -780,7 +780,7 @@ async fn a_damaged_write_ahead_log_is_recovered() {
     }
     env.ok(&["index"]);
     let wal = with_suffix(&live_db(&env), "-wal");
-    let len = fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let len = fs::metadata(&wal).map_or(0, |m| m.len());
     if len <= 32 + 24 + 4096 {
         conformance::testing::skipped("a torn write-ahead log", &format!("SQLite kept no frames in the WAL ({len} bytes)"));
         client.cancel().await.unwrap();

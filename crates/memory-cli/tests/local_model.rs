@@ -15,12 +15,14 @@ const OPENCLAW_CACHE_NAME: &str = "hf_ggml-org_embeddinggemma-300m-GGUF_embeddin
 
 /// The Q8_0 file, or `None` (recorded as a missing prerequisite) when the setup has not made it.
 fn model(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("MEMORY_TEST_EMBEDDINGGEMMA_GGUF").map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("MEMORY_RS_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"));
-        cache.join("models/embeddinggemma-300m-Q8_0.gguf")
-    });
+    let path = std::env::var_os("MEMORY_TEST_EMBEDDINGGEMMA_GGUF").map_or_else(
+        || {
+            let cache = std::env::var_os("MEMORY_RS_CACHE")
+                .map_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"), PathBuf::from);
+            cache.join("models/embeddinggemma-300m-Q8_0.gguf")
+        },
+        PathBuf::from,
+    );
     if path.is_file() {
         Some(path)
     } else {

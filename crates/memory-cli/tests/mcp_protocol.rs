@@ -451,17 +451,14 @@ fn protocol_fuzz_every_request_gets_one_answer_and_the_server_survives() {
     let mut saw_end = false;
     while answered < must_answer || !saw_end {
         let left = deadline.saturating_duration_since(Instant::now());
-        let a = match s.answers.recv_timeout(left) {
-            Ok(a) => a,
-            Err(_) => {
-                let missing: Vec<&String> = expected
-                    .iter()
-                    .filter(|(id, e)| matches!(e, Expect::Id(_)) && !by_id.contains_key(*id))
-                    .filter_map(|(id, _)| texts.get(id))
-                    .take(5)
-                    .collect();
-                panic!("{answered} of {must_answer} lines answered (end seen: {saw_end}); requests without an answer: {missing:#?}")
-            }
+        let Ok(a) = s.answers.recv_timeout(left) else {
+            let missing: Vec<&String> = expected
+                .iter()
+                .filter(|(id, e)| matches!(e, Expect::Id(_)) && !by_id.contains_key(*id))
+                .filter_map(|(id, _)| texts.get(id))
+                .take(5)
+                .collect();
+            panic!("{answered} of {must_answer} lines answered (end seen: {saw_end}); requests without an answer: {missing:#?}")
         };
         assert_eq!(a["jsonrpc"], "2.0", "not a JSON-RPC answer: {a}");
         assert!(a.get("result").is_some() != a.get("error").is_some(), "an answer has a result or an error: {a}");

@@ -28,8 +28,7 @@ const HTTP_LIMIT: Duration = Duration::from_secs(20);
 
 fn cached(var: &str, rel: &str) -> PathBuf {
     let p = std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs").join(rel));
+        .map_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs").join(rel), PathBuf::from);
     assert!(p.is_file(), "{} not found - run `eval \"$(bash scripts/setup.sh | grep '^export ')\"` first (sets {var})", p.display());
     p
 }
@@ -328,7 +327,7 @@ fn http_within(port: u16, method: &str, path: &str, token: Option<&str>, body: O
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(limit))?;
     s.set_write_timeout(Some(HTTP_LIMIT))?;
-    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let payload = body.map(std::string::ToString::to_string).unwrap_or_default();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nAccept: application/json\r\n");
     if let Some(t) = token {
         req.push_str(&format!("Authorization: Bearer {t}\r\n"));

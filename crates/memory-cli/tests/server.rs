@@ -302,7 +302,7 @@ fn idle_engines_close_and_an_idle_server_exits() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    wait_until("the idle engine closed", &|| env.status()["engines"].as_array().is_some_and(|e| e.is_empty()));
+    wait_until("the idle engine closed", &|| env.status()["engines"].as_array().is_some_and(std::vec::Vec::is_empty));
     wait_until("the idle server exited", &|| !alive(pid));
     assert!(!env.state().join("server.sock").exists() && !env.state().join("server.pid").exists());
     let log = fs::read_to_string(env.state().join("server.log")).unwrap();
@@ -616,8 +616,7 @@ fn http_tools_answer_as_the_command_does() {
 
 fn node() -> PathBuf {
     let p = std::env::var_os("MEMORY_OPENCLAW_NODE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/node24/bin/node"));
+        .map_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/node24/bin/node"), PathBuf::from);
     assert!(p.is_file(), "{} not found - run `eval \"$(bash scripts/setup.sh | grep '^export ')\"` first", p.display());
     p
 }

@@ -146,13 +146,13 @@ impl Unavailable {
     fn back(&self) -> Option<std::sync::Arc<dyn EmbeddingProvider>> {
         let reload = self.reload.as_ref()?;
         let (_, fingerprint, _) = self.adopted.get()?;
-        let mut back = self.back.lock().unwrap_or_else(|e| e.into_inner());
+        let mut back = self.back.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if back.0.is_none() && std::time::Instant::now() >= back.1 {
             back.1 = std::time::Instant::now() + self.retry_every;
             match reload() {
                 Ok(p) if p.fingerprint() == *fingerprint => back.0 = Some(p),
                 Ok(p) => {
-                    tracing::warn!(model = %p.model(), "the model folder holds another model than the index was built with; searching by words until the next start rebuilds the index")
+                    tracing::warn!(model = %p.model(), "the model folder holds another model than the index was built with; searching by words until the next start rebuilds the index");
                 }
                 Err(e) => tracing::debug!(error = %e, "the embedding model is still unavailable"),
             }

@@ -240,7 +240,7 @@ fn queries(gen: &Gen, rows: usize, n: usize) -> Vec<Query> {
         .map(|_| {
             let k = r.next() % rows as u64;
             let mut v = gen.vector(k);
-            for x in v.iter_mut() {
+            for x in &mut v {
                 *x += 0.02 * r.gauss();
             }
             memory_core::embedding::sanitize_and_normalize(&mut v);
@@ -354,7 +354,7 @@ where
 /// wide candidate columns, the keyword query on one column and on both.
 async fn steps(store: &LanceStore, table: &lancedb::Table, qs: &[Query], limit: usize, np: usize, refine: u32) {
     use lancedb::index::scalar::{FullTextSearchQuery, MatchQuery, MultiMatchQuery, Operator};
-    let rows = |b: Vec<arrow_array::RecordBatch>| b.iter().map(|b| b.num_rows()).sum::<usize>();
+    let rows = |b: Vec<arrow_array::RecordBatch>| b.iter().map(arrow_array::RecordBatch::num_rows).sum::<usize>();
     let schema = raw_p50(qs, |_| async move { table.schema().await.unwrap().fields().len() }).await;
     let point = raw_p50(qs, |_| async move {
         let q = table.query().only_if("id = 'c17'").select(Select::columns(&["id"])).limit(1);

@@ -57,7 +57,7 @@ impl Shared {
     /// Generation of a table name of this index (`<t>_g<N>...`), if it is one.
     fn generation_of(&self, name: &str) -> Option<u64> {
         let rest = name.strip_prefix(&self.table)?.strip_prefix("_g")?;
-        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         let tail = &rest[digits.len()..];
         if digits.is_empty() || !(tail.is_empty() || tail == "_meta" || tail == "_cache") {
             return None;

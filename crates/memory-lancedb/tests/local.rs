@@ -46,7 +46,7 @@ async fn fixtures_give_the_expected_top_results() {
         assert_eq!(st.files, 6);
         assert!(st.chunks >= 6);
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +91,7 @@ async fn add_change_and_delete_notes() {
         assert_eq!(r.results[0].path, "memory/projects/garden.md");
         assert!(r.results[0].vector_score.unwrap_or(0.0) > 0.0, "vector lost on touch: {:?}", r.results[0]);
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,7 +126,7 @@ async fn restart_reopens_without_re_embedding() {
         assert_eq!(f.emb.texts(), embedded + 1);
         assert_eq!(top_path(&b, "kubernetes upgrade").await.as_deref(), Some("memory/2026-03-15.md"));
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +158,7 @@ async fn rows_added_after_the_fts_index_are_found() {
         store.optimize_now().await.unwrap();
         assert_eq!(top_path(&b, "najdorf").await.as_deref(), Some("memory/2026-05-05.md"));
     })
-    .await
+    .await;
 }
 
 fn chunk(path: &str, i: usize, v: Vec<f32>) -> ChunkRecord {
@@ -237,7 +237,7 @@ async fn the_vector_index_is_retrained_as_the_table_grows() {
         assert_eq!(again.ann_build().await.unwrap(), t8);
         assert_probes_find_themselves(&again, &[5, 450, 799], 16).await;
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,7 +265,7 @@ async fn vector_index_delta_segments_are_merged() {
         assert!(segments.iter().flatten().any(|s| *s > 1), "no delta segment was ever added: {segments:?}");
         assert_probes_find_themselves(&store, &[5, 250, 804], 16).await;
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,7 +293,7 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
         let hits = store.vector_search(&seeded_vector(123, 16), 3, &[]).await.unwrap();
         assert_eq!(hits[0].chunk_id, "memory/f1.md#123");
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +331,7 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
         let k = store.keyword_search(&KeywordQuery { terms: vec!["item103".into()] }, 5, &[]).await.unwrap();
         assert_eq!(k.len(), 1);
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +368,7 @@ async fn identity_change_rebuilds_into_a_new_generation() {
         s.destroy().await.unwrap();
         assert!(s.connection().table_names().execute().await.unwrap().is_empty());
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -400,7 +400,7 @@ async fn the_factory_opens_the_configured_folder() {
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(e.to_string().contains("memory.lancedb.table"), "{e}");
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,7 +430,7 @@ async fn unreachable_object_storage_fails_fast_as_unavailable() {
         assert!(e.to_string().contains("s3://nobucket/idx"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     })
-    .await
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,5 +451,5 @@ async fn local_writer_lock_is_exclusive_across_storages() {
         let s = connect().await.unwrap();
         assert!(s.connection().table_names().execute().await.unwrap().iter().all(|t| !t.contains("lock")));
     })
-    .await
+    .await;
 }

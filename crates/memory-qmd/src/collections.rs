@@ -80,11 +80,11 @@ pub fn plan(workspace: &Path, cfg: &QmdConfig, sessions_export: Option<&Path>) -
         let (root, mask) = if meta.is_dir() {
             (abs.clone(), folder_mask(p.pattern.as_deref().unwrap_or("**/*.md")))
         } else {
-            let parent = abs.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
+            let parent = abs.parent().map_or_else(|| workspace.to_path_buf(), Path::to_path_buf);
             let file = abs.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
             (parent, file)
         };
-        let base = p.name.clone().unwrap_or_else(|| abs.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "path".into()));
+        let base = p.name.clone().unwrap_or_else(|| abs.file_stem().map_or_else(|| "path".into(), |s| s.to_string_lossy().into_owned()));
         let base = sanitize(&base);
         let mut name = base.clone();
         let mut n = 2;

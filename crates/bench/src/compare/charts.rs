@@ -81,7 +81,7 @@ fn line_chart(path: &Path, title: &str, y_label: &str, data: &[Series]) -> anyho
         .y_desc(y_label)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
-        .x_label_formatter(&|x| format!("{:.0}", x))
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| fmt_value(*y))
         .draw()?;
     for (name, color, pts) in data {

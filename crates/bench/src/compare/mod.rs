@@ -93,8 +93,7 @@ fn machine(load_start: String) -> Machine {
         .lines()
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
+        .map_or_else(|| "unknown".into(), |s| s.trim().to_string());
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kb: f64 =
         meminfo.lines().find(|l| l.starts_with("MemTotal")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
@@ -104,7 +103,7 @@ fn machine(load_start: String) -> Machine {
         .unwrap_or_default();
     Machine {
         cpu,
-        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         memory_gb: kb / 1024.0 / 1024.0,
         load_start,
         load_end: load_average(),
@@ -141,15 +140,13 @@ fn find_tools(opts: &Options) -> anyhow::Result<(Vec<Tool>, Versions)> {
         tools.push(Tool::Qmd(p));
     }
     if want("openclaw") {
-        let node = std::env::var_os("OPENCLAW_NODE").map(PathBuf::from).unwrap_or_else(|| cache.join("bench/node24/bin/node"));
-        let entry =
-            std::env::var_os("OPENCLAW_ENTRY").map(PathBuf::from).unwrap_or_else(|| cache.join("bench/openclaw/node_modules/openclaw/openclaw.mjs"));
+        let node = std::env::var_os("OPENCLAW_NODE").map_or_else(|| cache.join("bench/node24/bin/node"), PathBuf::from);
+        let entry = std::env::var_os("OPENCLAW_ENTRY").map_or_else(|| cache.join("bench/openclaw/node_modules/openclaw/openclaw.mjs"), PathBuf::from);
         if !node.exists() || !entry.exists() {
             bail!("OpenClaw not found at {} / {}: run scripts/bench/setup-openclaw.sh", node.display(), entry.display());
         }
         let driver = std::env::var_os("OPENCLAW_DRIVER")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/openclaw-search.mjs"));
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/openclaw-search.mjs"), PathBuf::from);
         let p = NodeProgram { node, entry };
         versions.push(("OpenClaw".into(), node_version(&p, &["--version"])));
         tools.push(Tool::OpenClaw { program: p, driver });
@@ -467,7 +464,7 @@ pub async fn run(opts: Options, command_line: String) -> anyhow::Result<()> {
         // A copy: the 1% step appends to files, and a user's notes are never written to.
         let copy = root.join("user-folder");
         copy_memory_files(folder, &copy)?;
-        let n = std::fs::read_dir(copy.join("memory")).map(|d| d.count()).unwrap_or(0);
+        let n = std::fs::read_dir(copy.join("memory")).map_or(0, std::iter::Iterator::count);
         corpora.push((n, Some(copy)));
     }
     for (notes, user) in corpora {

@@ -58,7 +58,7 @@ impl Tool {
 
     /// A fresh per-run home for this tool under `root`.
     pub fn home(&self, root: &Path, notes: usize) -> PathBuf {
-        let mode: String = self.mode().chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+        let mode: String = self.mode().chars().filter(char::is_ascii_alphanumeric).collect();
         root.join(format!("{}-{mode}-{notes}", self.engine().to_lowercase()))
     }
 

@@ -54,7 +54,7 @@ fn candidate(c: &ChunkRecord, files: &BTreeMap<(Source, String), FileRecord>) ->
         end_line: c.end_line,
         text: c.text.clone(),
         importance: c.importance,
-        file_mtime_ms: files.get(&(c.source, c.path.clone())).map(|f| f.mtime_ms).unwrap_or(0),
+        file_mtime_ms: files.get(&(c.source, c.path.clone())).map_or(0, |f| f.mtime_ms),
         keyword_score: None,
         vector_score: None,
     }

@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn t(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| w.to_string()).collect()
+        words.iter().map(std::string::ToString::to_string).collect()
     }
 
     /// The kept count is the number of chunks through inserts, deletes and a migration of an index from before.

@@ -169,7 +169,7 @@ fn scan_threads(n: usize) -> usize {
     if n < PARALLEL_SCAN_MIN {
         return 1;
     }
-    std::thread::available_parallelism().map_or(1, |p| p.get()).clamp(1, 4).min(n / (PARALLEL_SCAN_MIN / 2))
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get).clamp(1, 4).min(n / (PARALLEL_SCAN_MIN / 2))
 }
 
 /// Vectors scanned per block: their dot products (4 KiB) stay in the L1 cache until ranked.

@@ -130,7 +130,7 @@ pub async fn serve(listener: UnixListener, state_dir: PathBuf, options: Options)
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere never poisons the server for good: the data is plain (a map, an instant).
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Close engines idle for `engine_idle`; stop the server when nothing happened for `idle_timeout`.

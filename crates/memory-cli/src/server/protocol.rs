@@ -55,7 +55,7 @@ pub fn build_identity() -> String {
 /// A name for the config's content (FNV-1a over its canonical JSON): the server keeps one engine per config
 /// content and refuses a request whose config changed since the engine was opened.
 pub fn content_hash(config: Option<&serde_json::Value>) -> String {
-    let text = config.map(|v| v.to_string()).unwrap_or_default();
+    let text = config.map(std::string::ToString::to_string).unwrap_or_default();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.as_bytes() {
         h ^= u64::from(*b);

@@ -263,7 +263,7 @@ fn stem_word(w: &str) -> String {
 fn with_stem<R>(w: &str, f: impl FnOnce(&str) -> R) -> R {
     // An irregular form ("made", "went", "children") is its base word, stemmed as that word is.
     let w = irregular::base_of(w).unwrap_or(w);
-    if w.len() > 3 && w.chars().all(|c| c.is_alphabetic()) {
+    if w.len() > 3 && w.chars().all(char::is_alphabetic) {
         // Vocabularies are small and Zipfian: memoise stems (bounded, shared by indexing threads) so each
         // distinct word is stemmed once.
         let cache = STEM_CACHE.get_or_init(Default::default);

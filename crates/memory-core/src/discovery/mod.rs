@@ -468,7 +468,7 @@ pub fn is_indexed_name(p: &Path, media: bool) -> bool {
 /// (`status` walked the files three times, each repeating every warning) and on every sync of a server.
 fn warn_link_once(path: &Path, what: &str) {
     static WARNED: std::sync::Mutex<Option<FxHashSet<PathBuf>>> = std::sync::Mutex::new(None);
-    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warned = WARNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if warned.get_or_insert_with(FxHashSet::default).insert(path.to_path_buf()) {
         warn!(path = %path.display(), "{what}");
     }
@@ -522,7 +522,7 @@ pub fn media_mime(p: &Path) -> Option<&'static str> {
 }
 
 fn walk(roots: &MemoryRoots, dir: &Path, media: bool, out: &mut Vec<MemoryFile>, seen: &mut FxHashSet<FileId>) {
-    walk_selected(roots, dir, media, None, out, seen)
+    walk_selected(roots, dir, media, None, out, seen);
 }
 
 /// [`walk`], keeping only the files the pattern of extra path `extra` selects.

@@ -216,7 +216,7 @@ impl FallbackEngine {
 
     /// The engine if it is open (nothing is opened).
     pub fn get(&self) -> Option<&dyn MemoryBackend> {
-        self.engine.get().map(|b| b.as_ref())
+        self.engine.get().map(std::convert::AsRef::as_ref)
     }
 
     /// The engine, opened now if it is not yet (once, however many calls ask at the same time) and synced once:
@@ -308,7 +308,7 @@ mod tests {
     async fn a_ready_fallback_is_open_from_the_start() {
         let (engine, _, calls) = FakeEngine::new("builtin");
         let fallback = FallbackEngine::new(Fallback::from(Box::new(engine) as Box<dyn MemoryBackend>));
-        assert_eq!(fallback.get().map(|e| e.name()), Some("builtin"));
+        assert_eq!(fallback.get().map(crate::backend::MemoryBackend::name), Some("builtin"));
         fallback.open().await.unwrap();
         assert_eq!(calls.sync.load(Ordering::SeqCst), 0, "a given engine is not synced by the manager");
     }

@@ -93,10 +93,7 @@ impl IndexedBackend {
         let mut seen = HashSet::new();
         let mut items: Vec<BatchItem> = Vec::new();
         for p in parts.iter().flatten().flatten() {
-            let chunks = match p {
-                Prepared::Changed { chunks, .. } | Prepared::Appended { chunks, .. } => chunks,
-                _ => continue,
-            };
+            let (Prepared::Changed { chunks, .. } | Prepared::Appended { chunks, .. }) = p else { continue };
             for c in chunks {
                 if !self.is_media_chunk(c) && seen.insert(c.hash.clone()) {
                     items.push(BatchItem { hash: c.hash.clone(), text: c.text.clone() });
@@ -216,7 +213,7 @@ impl IndexedBackend {
             // Media a model cannot embed are indexed by name, as below: they do not wait.
             failed = !todo.is_empty() || (embedder.supports_media() && !media_todo.is_empty());
             if let Some(collect) = collect {
-                let mut collected = collect.lock().unwrap_or_else(|e| e.into_inner());
+                let mut collected = collect.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let Collected { texts, media, seen } = &mut *collected;
                 texts.extend(todo.drain(..).filter(|(h, _)| seen.insert(h.clone())));
                 if embedder.supports_media() {

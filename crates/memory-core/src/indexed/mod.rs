@@ -68,7 +68,7 @@ enum Prepared {
 
 /// `items.iter().map(f)`, spread over the available cores (in order).
 fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
+    let threads = std::thread::available_parallelism().map(std::num::NonZero::get).unwrap_or(1).min(8);
     if threads <= 1 || items.len() < 8 {
         return items.iter().map(f).collect();
     }
@@ -436,7 +436,7 @@ impl IndexedBackend {
             live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             (report, desired)
         };
-        let collected = collected.into_inner().unwrap_or_else(|e| e.into_inner());
+        let collected = collected.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         if collected.is_empty() {
             return Ok(report);
         }
@@ -887,7 +887,7 @@ impl IndexedBackend {
         if pending > 0 {
             warnings.push(waiting_for_vectors_status(pending, store.meta(META_LAST_EMBED_FAILURE).await.ok().flatten().as_deref(), crate::now_ms()));
         }
-        let batch_disabled = self.embedder.as_ref().and_then(|e| e.batch()).and_then(|b| b.disabled_reason());
+        let batch_disabled = self.embedder.as_ref().and_then(|e| e.batch()).and_then(super::embedding::BatchEmbedder::disabled_reason);
         if let Some(reason) = &batch_disabled {
             warnings.push(reason.clone());
         }

@@ -176,7 +176,7 @@ pub(crate) struct Patience {
 impl Patience {
     /// Why a bounded wait should not call the provider now; `None` when it may.
     pub(crate) fn paused(&self) -> Option<String> {
-        let last = self.slow_failure.lock().unwrap_or_else(|e| e.into_inner());
+        let last = self.slow_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (at, why) = last.as_ref()?;
         let ago = at.elapsed();
         (ago < EMBED_PAUSE)
@@ -198,7 +198,7 @@ impl Patience {
             },
             None => call.await.map_err(|e| e.to_string()),
         };
-        let mut last = self.slow_failure.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self.slow_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match &outcome {
             Ok(_) => *last = None,
             Err(why) if started.elapsed() >= SLOW_FAILURE || deadline.is_some_and(|d| Instant::now() >= d) => {

@@ -162,7 +162,7 @@ impl IndexedBackend {
             debug!(reason = %why, "the unrelated-text probes wait for the provider");
             return None;
         }
-        let texts: Vec<String> = PROBES.iter().map(|t| t.to_string()).collect();
+        let texts: Vec<String> = PROBES.iter().map(std::string::ToString::to_string).collect();
         match self.patience.call_that_can_wait(bound, embedder.embed(&texts, EmbeddingPurpose::Document)).await {
             Ok(vectors) => centroid(&vectors),
             Err(super::patience::Missed::TimedOut) => {

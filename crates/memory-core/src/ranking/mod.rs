@@ -184,7 +184,7 @@ fn is_identifier_like(w: &str) -> bool {
     let camel = chars.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
     // An acronym of three letters or more that is not an English word in capitals (`OR`, `AND`, `NOT`).
     let acronym =
-        letters >= 3 && digits == 0 && chars.iter().all(|c| c.is_ascii_uppercase()) && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
+        letters >= 3 && digits == 0 && chars.iter().all(char::is_ascii_uppercase) && !crate::analysis::is_stop_word(&w.to_ascii_lowercase());
     // A year (`2023` in "in May 2023") is a date's word, not an id: every dated note's heading holds one, and as an
     // exact match it would put every session's first chunk above the one that answers.
     let year = chars.len() == 4 && digits == 4 && (w.starts_with("19") || w.starts_with("20"));
@@ -690,7 +690,7 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
     if hybrid {
         let named = ExactQuery::of(query);
         if named != ExactQuery::None {
-            for s in items.iter_mut() {
+            for s in &mut items {
                 s.exact_match = named.matches(&s.candidate.text);
             }
         }

@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn active_keys_are_bounded_and_normalised() {
-        let raw: Vec<String> = ["a/1", "A/1", "", "b<x>/2", "c/3", "d/4", "e/5", "f/6"].iter().map(|s| s.to_string()).collect();
+        let raw: Vec<String> = ["a/1", "A/1", "", "b<x>/2", "c/3", "d/4", "e/5", "f/6"].iter().map(std::string::ToString::to_string).collect();
         assert_eq!(active_keys(&raw), ["a/1", "c/3", "d/4", "e/5"]);
     }
 }

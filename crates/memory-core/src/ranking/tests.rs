@@ -567,7 +567,7 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
     let mut items = merge(keyword.clone(), vec![], &QueryWords::default(), None, 0.7, 0.3);
     let before: Vec<f64> = items.iter().map(|s| s.score).collect();
-    let spread = before.iter().cloned().fold(f64::MIN, f64::max) - before.iter().cloned().fold(f64::MAX, f64::min);
+    let spread = before.iter().copied().fold(f64::MIN, f64::max) - before.iter().copied().fold(f64::MAX, f64::min);
     prefer_recent(&mut items, "which database");
     assert_eq!(items[2].score, before[2]);
     assert_eq!(items[0].score, before[0], "the oldest gets nothing");

@@ -232,7 +232,7 @@ impl LanceStore {
     /// Vector width to create the table with: from the identity, else from the first embedding.
     fn wanted_dims(&self, batch: &SyncBatch) -> Option<usize> {
         let from_batch =
-            batch.upserts.iter().chain(batch.appends.iter()).flat_map(|(_, cs)| cs.iter()).find_map(|c| c.embedding.as_ref().map(|e| e.len()));
+            batch.upserts.iter().chain(batch.appends.iter()).flat_map(|(_, cs)| cs.iter()).find_map(|c| c.embedding.as_ref().map(std::vec::Vec::len));
         let known = self.known.locked();
         match (&known.identity, from_batch) {
             (_, Some(d)) => Some(d),
@@ -381,7 +381,7 @@ impl ChunkStore for LanceStore {
         let mut batches = vec![rows_to_batch(&schema, &rows)?];
         batches.extend(self.touched_rows(&t, &batch.touches).await?);
         batches.extend(self.touched_rows(&t, &appended).await?);
-        let written: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let written: usize = batches.iter().map(arrow_array::RecordBatch::num_rows).sum();
 
         if written == 0 {
             // Only removals: one delete commit.
@@ -469,7 +469,7 @@ impl ChunkStore for LanceStore {
         }
         // Terms are word characters only (the shared analysis), so the whitespace tokenizer sees each as one
         // literal token; nothing of the user's text is parsed as query syntax.
-        let terms: Vec<&str> = query.terms.iter().map(|s| s.as_str()).filter(|s| !s.contains(char::is_whitespace)).collect();
+        let terms: Vec<&str> = query.terms.iter().map(std::string::String::as_str).filter(|s| !s.contains(char::is_whitespace)).collect();
         let mm = MultiMatchQuery::try_new(terms.join(" "), vec![COL_TERMS.to_string(), COL_HEADING.to_string()])
             .and_then(|m| m.try_with_boosts(vec![1.0, HEADING_BOOST]))
             .map_err(|e| MemoryError::Internal(format!("lancedb: building the keyword query: {e}")))?

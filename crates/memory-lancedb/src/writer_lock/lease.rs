@@ -224,7 +224,7 @@ impl Drop for LeaseGuard {
                         Err(e) => warn!(lease = %lease_name, error = %e, "could not release the writer lease; it expires by itself"),
                     }
                 }
-            })
+            });
         });
         let _ = released.join();
     }
@@ -238,6 +238,6 @@ fn new_owner_id() -> String {
         .map(|s| s.trim().to_string())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "host".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("{host}:{}:{}:{:x}", std::process::id(), N.fetch_add(1, Ordering::Relaxed), nanos & 0xffff_ffff)
 }

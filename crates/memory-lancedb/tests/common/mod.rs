@@ -123,9 +123,8 @@ pub fn moto_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("MEMORY_MOTO_SERVER") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("MEMORY_RS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/memory-rs"));
+    let cache =
+        std::env::var_os("MEMORY_RS_CACHE").map_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/memory-rs"), PathBuf::from);
     cache.join("moto-venv/bin/moto_server")
 }
 

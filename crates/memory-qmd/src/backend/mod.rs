@@ -373,10 +373,10 @@ impl MemoryBackend for QmdBackend {
             backend: QmdFactory::NAME.into(),
             workspace: inner.workspace.to_string_lossy().into_owned(),
             index_path: Some(inner.home.join("cache/qmd/index.sqlite").to_string_lossy().into_owned()),
-            files: st.last_counts.map(|c| c.files()).unwrap_or(0),
+            files: st.last_counts.map_or(0, |c| c.files()),
             // QMD's BM25 index ranks whole documents: in keyword mode each file is one searchable unit. Its
             // embedding chunks (vsearch/query) are not counted by any qmd output we read.
-            chunks: if inner.mode == SearchMode::Search { st.last_counts.map(|c| c.files()).unwrap_or(0) } else { 0 },
+            chunks: if inner.mode == SearchMode::Search { st.last_counts.map_or(0, |c| c.files()) } else { 0 },
             capabilities: self.capabilities(),
             provider: None,
             model: None,

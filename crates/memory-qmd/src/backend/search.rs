@@ -179,7 +179,7 @@ impl Inner {
     /// Run `qmd <command...> --json -n limit [-c name]... -- text` and parse its hits. A truncated or
     /// unparsable answer is no hits, with the reason behind a NUL in the returned stderr.
     async fn run_hits(&self, command: &[&str], text: &str, limit: usize, names: &[String]) -> Result<(Vec<QmdHit>, String), RunError> {
-        let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+        let mut args: Vec<String> = command.iter().map(std::string::ToString::to_string).collect();
         args.extend(["--json".into(), "-n".into(), limit.to_string()]);
         for n in names {
             args.push("-c".into());

@@ -13,8 +13,7 @@ use memory_qmd::QmdConfig;
 /// the real qmd and must not pass silently without it.
 pub fn qmd_entry() -> PathBuf {
     let dir = std::env::var_os("MEMORY_QMD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/qmd"));
+        .map_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-rs/qmd"), PathBuf::from);
     let entry = dir.join("node_modules/@tobilu/qmd/dist/cli/qmd.js");
     assert!(
         entry.is_file(),
