@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Texts per embedding call (providers split further by their token budget).
+const EMBED_BATCH: usize = 64;
+
 /// What one sync's embedding step works with besides the batch: the store it fills and the one whose cache it
 /// reads too (the old index during a rebuild), the provider fingerprint it was planned for, what provider batch
 /// jobs already produced, and how long it waits for the provider.

@@ -8,6 +8,44 @@ fn record_of(f: &MemoryFile, state: FileState<'_>) -> FileRecord {
     FileRecord { source: f.source, path: f.key.clone(), hash: state.to_stored(), size: f.size, mtime_ms: f.mtime_ms }
 }
 
+/// What one file needs in the index.
+pub(super) enum Prepared {
+    Skipped {
+        record: FileRecord,
+        warning: String,
+    },
+    /// Same content, new size/mtime.
+    Touched(FileRecord),
+    Changed {
+        record: FileRecord,
+        chunks: Vec<ChunkRecord>,
+        existed: bool,
+    },
+    /// A transcript's new tail.
+    Appended {
+        record: FileRecord,
+        chunks: Vec<ChunkRecord>,
+    },
+    /// A transcript that grew less than the re-index thresholds: left for a later sync.
+    Deferred,
+    /// Deleted between discovery and its read: removed from the index, as the next discovery would (not
+    /// "skipped", which would say something is wrong with the file).
+    Vanished(Source, String),
+}
+
+/// Pieces of one long line with the same text (a repeated pattern, a pasted blob) have the same lines and hash,
+/// so the same id: number the repeats (the first keeps its id, so ids of ordinary files do not change).
+pub(super) fn unique_chunk_ids(chunks: &mut [ChunkRecord], model: &str) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for c in chunks.iter_mut() {
+        let n = seen.entry(c.id.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            c.id = chunk_id(c.source.as_str(), &c.path, c.start_line, c.end_line, &format!("{}#{n}", c.hash), model);
+        }
+    }
+}
+
 /// `f` is left out of the index (`what` says which kind of file): logged, recorded as skipped, and said once in
 /// the sync's warnings.
 fn skipped(f: &MemoryFile, what: &str, why: impl std::fmt::Display) -> Prepared {
