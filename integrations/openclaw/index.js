@@ -24,7 +24,6 @@ import {
 } from "./lib/contract.js";
 
 const PLUGIN_ID = "memory-rs";
-const MAX_RESULTS_CAP = 50;
 /** Trigger recall runs before every user turn's reply: its own bound, shorter than a tool call's. */
 const RECALL_TIMEOUT_MS = 3000;
 
@@ -99,23 +98,20 @@ function providerStatus(engine, memoryCoreOn) {
   return out;
 }
 
-function engineSearchArgs({ query, maxResults, minScore, projects }) {
+function engineSearchArgs({ query, maxResults, minScore, sources, projects }) {
   const args = { query };
   if (maxResults !== undefined) args.maxResults = maxResults;
   if (typeof minScore === "number" && Number.isFinite(minScore)) args.minScore = minScore;
+  if (Array.isArray(sources) && sources.length > 0) args.sources = sources;
   if (Array.isArray(projects) && projects.length > 0) args.activeProjectKeys = projects;
   return args;
 }
 
-/** Engine search restricted to sources (the engine searches its configured sources; others are filtered out). */
+/** Engine search, limited to `sources` by the engine itself (every configured source when none are given). */
 async function searchSources(engine, { query, maxResults, minScore, sources, projects, signal }) {
-  const want = maxResults ?? 6;
-  const filtering = Array.isArray(sources) && sources.length > 0 && !(sources.includes("memory") && sources.includes("sessions"));
-  const ask = filtering ? Math.min(MAX_RESULTS_CAP, want * 3) : want;
-  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults: ask, minScore, projects }), signal);
-  let results = Array.isArray(r.results) ? r.results : [];
-  if (filtering) results = results.filter((h) => sources.includes(h.source ?? "memory"));
-  return { results: results.slice(0, want), mode: r.mode, warnings: Array.isArray(r.warnings) ? r.warnings : [] };
+  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults, minScore, sources, projects }), signal);
+  const results = Array.isArray(r.results) ? r.results : [];
+  return { results, mode: r.mode, warnings: Array.isArray(r.warnings) ? r.warnings : [] };
 }
 
 function unavailable(error, extra = {}) {

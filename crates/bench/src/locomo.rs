@@ -358,7 +358,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                         max_results: Some(opts.depth),
                         min_score: Some(0.0),
                         sources: vec![],
-                        active_projects: vec![],
+                        active_project_keys: vec![],
                     })
                     .await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);

@@ -167,7 +167,13 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
     for q in &data.queries {
         let Some(judged) = data.qrels.get(&q.id) else { continue };
         let r = engine
-            .search(&SearchRequest { query: q.text.clone(), max_results: Some(100), min_score: Some(0.0), sources: vec![], active_projects: vec![] })
+            .search(&SearchRequest {
+                query: q.text.clone(),
+                max_results: Some(100),
+                min_score: Some(0.0),
+                sources: vec![],
+                active_project_keys: vec![],
+            })
             .await?;
         // Documents in rank order (a long document may contribute several chunks: keep its best).
         let mut ranked: Vec<String> = Vec::new();

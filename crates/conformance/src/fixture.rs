@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use memory_core::{GetRequest, SearchRequest, Source};
+use memory_core::{GetRequest, SearchRequest};
 
 /// A loaded suite: its cases and the files of its workspace.
 #[derive(Debug, Clone)]
@@ -107,9 +107,9 @@ pub struct Case {
     #[serde(default)]
     pub config: Option<Value>,
     #[serde(default)]
-    pub search: Option<SearchSpec>,
+    pub search: Option<SearchRequest>,
     #[serde(default)]
-    pub get: Option<GetSpec>,
+    pub get: Option<GetRequest>,
     #[serde(default)]
     pub status: Option<Value>,
     #[serde(default)]
@@ -142,9 +142,9 @@ pub struct Step {
     #[serde(default)]
     pub no_auto_sync: bool,
     #[serde(default)]
-    pub search: Option<SearchSpec>,
+    pub search: Option<SearchRequest>,
     #[serde(default)]
-    pub get: Option<GetSpec>,
+    pub get: Option<GetRequest>,
     #[serde(default)]
     pub status: Option<Value>,
     #[serde(default)]
@@ -253,52 +253,6 @@ pub struct ExpectError {
     pub contains: Vec<String>,
 }
 
-/// `memory_search` arguments in a case (wire names; unknown keys are errors).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SearchSpec {
-    pub query: String,
-    #[serde(default)]
-    pub max_results: Option<usize>,
-    #[serde(default)]
-    pub min_score: Option<f64>,
-    #[serde(default)]
-    pub sources: Vec<String>,
-    /// The session's active repository keys (project-scoped ranking).
-    #[serde(default)]
-    pub active_project_keys: Vec<String>,
-}
-
-impl SearchSpec {
-    pub fn request(&self) -> Result<SearchRequest, String> {
-        let sources = self.sources.iter().map(|s| Source::parse(s).ok_or_else(|| format!("unknown source `{s}`"))).collect::<Result<Vec<_>, _>>()?;
-        Ok(SearchRequest {
-            query: self.query.clone(),
-            max_results: self.max_results,
-            min_score: self.min_score,
-            sources,
-            active_projects: self.active_project_keys.clone(),
-        })
-    }
-}
-
-/// `memory_get` arguments in a case.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GetSpec {
-    pub path: String,
-    #[serde(default)]
-    pub from: Option<usize>,
-    #[serde(default)]
-    pub lines: Option<usize>,
-}
-
-impl GetSpec {
-    pub fn request(&self) -> GetRequest {
-        GetRequest { path: self.path.clone(), from: self.from, lines: self.lines, offset: None }
-    }
-}
-
 /// What a step does, after validation.
 #[derive(Debug, Clone)]
 pub enum Action {
@@ -336,10 +290,10 @@ impl Step {
             found.push(Action::Sync { force: s.force });
         }
         if let Some(s) = &self.search {
-            found.push(Action::Search(s.request()?));
+            found.push(Action::Search(s.clone()));
         }
         if let Some(g) = &self.get {
-            found.push(Action::Get(g.request()));
+            found.push(Action::Get(g.clone()));
         }
         if self.status.is_some() {
             found.push(Action::Status);

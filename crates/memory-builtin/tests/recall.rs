@@ -77,7 +77,7 @@ async fn check(
     engine.sync(SyncOptions::default()).await.unwrap();
     let message = message.join(" ");
     let active: Vec<String> = active.iter().map(std::string::ToString::to_string).collect();
-    let r = engine.recall(&RecallRequest { message: message.clone(), active_projects: active.clone(), project_entries: None }).await;
+    let r = engine.recall(&RecallRequest { message: message.clone(), active_project_keys: active.clone(), project_entries: None }).await;
     prop_assert!(r.is_ok(), "recall {message:?}: {r:?}");
     let r = r.unwrap();
     prop_assert!(r.entries.len() <= 3, "{r:?}");

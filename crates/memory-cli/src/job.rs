@@ -21,26 +21,15 @@ pub(crate) enum Job {
         json: bool,
     },
     Search {
-        query: String,
-        max_results: Option<usize>,
-        min_score: Option<f64>,
-        sources: Vec<memory_core::Source>,
-        #[serde(default)]
-        projects: Vec<String>,
+        request: SearchRequest,
         json: bool,
     },
     Recall {
-        message: Option<String>,
-        #[serde(default)]
-        projects: Vec<String>,
-        project_entries: Option<usize>,
+        request: RecallRequest,
         json: bool,
     },
     Get {
-        path: String,
-        from: Option<usize>,
-        lines: Option<usize>,
-        offset: Option<usize>,
+        request: GetRequest,
         json: bool,
     },
     Status {
@@ -72,17 +61,26 @@ pub(crate) fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
     Ok(Some(match command {
         Command::Index { force, json } => Job::Index { force: *force, json: *json },
         Command::Search { query, max_results, min_score, sources, projects, json } => Job::Search {
-            query: query.clone(),
-            max_results: *max_results,
-            min_score: *min_score,
-            sources: sources.clone(),
-            projects: projects.clone(),
+            request: SearchRequest {
+                query: query.clone(),
+                max_results: *max_results,
+                min_score: *min_score,
+                sources: sources.clone(),
+                active_project_keys: projects.clone(),
+            },
             json: *json,
         },
         Command::Recall { message, projects, project_entries, json } => {
-            Job::Recall { message: message.clone(), projects: projects.clone(), project_entries: *project_entries, json: *json }
+            let request = RecallRequest {
+                message: message.clone().unwrap_or_default(),
+                active_project_keys: projects.clone(),
+                project_entries: *project_entries,
+            };
+            Job::Recall { request, json: *json }
         }
-        Command::Get { path, from, lines, offset, json } => Job::Get { path: path.clone(), from: *from, lines: *lines, offset: *offset, json: *json },
+        Command::Get { path, from, lines, offset, json } => {
+            Job::Get { request: GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }, json: *json }
+        }
         Command::Status { deep, json } => Job::Status { deep: *deep, json: *json },
         Command::Append { text, json } => {
             let text = if text.len() == 1 && text[0] == "-" { read_entry_from_stdin()? } else { text.join(" ") };
@@ -127,9 +125,8 @@ impl Answer {
 pub(crate) fn one_shot(cli: &Cli, mut job: Job) -> anyhow::Result<Answer> {
     let resolved = resolve(cli)?;
     let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
-    if let Job::Get { path, from, lines, offset, json } = &job {
-        let request = GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset };
-        if let Some(response) = get_without_index(&resolved, &request) {
+    if let Job::Get { request, json } = &job {
+        if let Some(response) = get_without_index(&resolved, request) {
             // A read of a file: no engine, no server.
             let mut answer = Answer::default();
             let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -200,25 +197,16 @@ pub(crate) async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, 
             let report = engine.sync(SyncOptions { force: *force, ..SyncOptions::default() }).await?;
             output::sync_report(out, &report, started.elapsed(), *json)
         }
-        Job::Search { query, max_results, min_score, sources, projects, json } => {
-            let request = SearchRequest {
-                query: query.clone(),
-                max_results: *max_results,
-                min_score: *min_score,
-                sources: sources.clone(),
-                active_projects: projects.clone(),
-            };
-            let response = engine.search(&request).await?;
+        Job::Search { request, json } => {
+            let response = engine.search(request).await?;
             output::search(out, err, &response, *json)
         }
-        Job::Recall { message, projects, project_entries, json } => {
-            let request =
-                RecallRequest { message: message.clone().unwrap_or_default(), active_projects: projects.clone(), project_entries: *project_entries };
-            let response = engine.recall(&request).await?;
+        Job::Recall { request, json } => {
+            let response = engine.recall(request).await?;
             output::recall(out, err, &response, *json)
         }
-        Job::Get { path, from, lines, offset, json } => {
-            let response = engine.get(&GetRequest { path: path.clone(), from: *from, lines: *lines, offset: *offset }).await?;
+        Job::Get { request, json } => {
+            let response = engine.get(request).await?;
             output::get(out, err, &response, *json)
         }
         Job::Status { deep, json } => {

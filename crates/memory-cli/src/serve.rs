@@ -21,77 +21,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tracing::{info, warn};
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SearchArgs {
-    /// What to look for, in natural language or keywords.
-    pub query: String,
-    /// At most this many snippets (default 6).
-    #[serde(default)]
-    pub max_results: Option<usize>,
-    /// Drop snippets scoring below this, 0..1 (default 0.35; keyword hits are returned when none pass).
-    #[serde(default)]
-    pub min_score: Option<f64>,
-    /// The session's active repository keys (e.g. `github.com/org/repo`), most recent first, at most 4 read:
-    /// entries tagged `<!-- project: key -->` of an active repository rank higher, another's lower.
-    #[serde(default)]
-    pub active_project_keys: Option<Vec<String>>,
-    /// Search only these: "memory" (the Markdown memory files), "sessions" (indexed conversation transcripts).
-    /// Default: every source the memory is configured to index.
-    #[serde(default)]
-    pub sources: Option<Vec<SourceArg>>,
-}
-
-/// Where a memory comes from, as a search may be limited to it.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceArg {
-    /// The Markdown memory files.
-    Memory,
-    /// Indexed conversation transcripts.
-    Sessions,
-}
-
-impl From<SourceArg> for memory_core::Source {
-    fn from(s: SourceArg) -> Self {
-        match s {
-            SourceArg::Memory => memory_core::Source::Memory,
-            SourceArg::Sessions => memory_core::Source::Sessions,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RecallArgs {
-    /// The inbound message (may be empty with projectEntries).
-    #[serde(default)]
-    pub message: String,
-    /// The session's active repository keys, most recent first (at most 4 read): a project-tagged entry is
-    /// eligible only while every one of its keys is active.
-    #[serde(default)]
-    pub active_project_keys: Option<Vec<String>>,
-    /// Also list up to this many entries of MEMORY.md tagged for the active repositories (Project Memory).
-    #[serde(default)]
-    pub project_entries: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GetArgs {
-    /// Workspace-relative path of a memory file, e.g. `MEMORY.md` or `memory/2026-11-30.md` (as returned by memory_search).
-    pub path: String,
-    /// First line to read, 1-based (default 1).
-    #[serde(default)]
-    pub from: Option<usize>,
-    /// Number of lines to read (default: up to 120 lines / 12,000 characters).
-    #[serde(default)]
-    pub lines: Option<usize>,
-    /// Characters of the first line to skip, to read the rest of a line longer than 12,000 characters (an
-    /// answer cut inside a line says `truncated` and gives this as `nextOffset`).
-    #[serde(default)]
-    pub offset: Option<usize>,
-}
+// The tools' arguments are memory_core's request types (their schemas and field docs are the tools' schemas);
+// only appending, which no engine call takes as such, has arguments of its own.
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -175,17 +106,10 @@ impl MemoryServer {
         name = "memory_search",
         description = tool_text::search()
     )]
-    async fn memory_search(&self, Parameters(args): Parameters<Checked<SearchArgs>>) -> Result<CallToolResult, ErrorData> {
-        let args = match args.get() {
+    async fn memory_search(&self, Parameters(args): Parameters<Checked<SearchRequest>>) -> Result<CallToolResult, ErrorData> {
+        let request = match args.get() {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
-        };
-        let request = SearchRequest {
-            query: args.query,
-            max_results: args.max_results,
-            min_score: args.min_score,
-            sources: args.sources.unwrap_or_default().into_iter().map(Into::into).collect(),
-            active_projects: args.active_project_keys.unwrap_or_default(),
         };
         answer(self.engine.search(&request).await.inspect_err(|e| warn!(error = %e, "memory_search failed")))
     }
@@ -194,15 +118,10 @@ impl MemoryServer {
         name = "memory_recall",
         description = "Trigger recall: the entries of MEMORY.md / USER.md whose <!-- trigger: ... --> phrases match a message strongly (score >= 0.72, at most 3), with path, line, text and score; a host injects them as context before replying. Daily notes never qualify."
     )]
-    async fn memory_recall(&self, Parameters(args): Parameters<Checked<RecallArgs>>) -> Result<CallToolResult, ErrorData> {
-        let args = match args.get() {
+    async fn memory_recall(&self, Parameters(args): Parameters<Checked<RecallRequest>>) -> Result<CallToolResult, ErrorData> {
+        let request = match args.get() {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
-        };
-        let request = RecallRequest {
-            message: args.message,
-            active_projects: args.active_project_keys.unwrap_or_default(),
-            project_entries: args.project_entries,
         };
         answer(self.engine.recall(&request).await.inspect_err(|e| warn!(error = %e, "memory_recall failed")))
     }
@@ -211,12 +130,12 @@ impl MemoryServer {
         name = "memory_get",
         description = tool_text::get()
     )]
-    async fn memory_get(&self, Parameters(args): Parameters<Checked<GetArgs>>) -> Result<CallToolResult, ErrorData> {
-        let args = match args.get() {
+    async fn memory_get(&self, Parameters(args): Parameters<Checked<GetRequest>>) -> Result<CallToolResult, ErrorData> {
+        let request = match args.get() {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        answer(self.engine.get(&GetRequest { path: args.path, from: args.from, lines: args.lines, offset: args.offset }).await)
+        answer(self.engine.get(&request).await)
     }
 
     #[tool(

@@ -109,7 +109,7 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
             max_results: Some(1),
             min_score: Some(0.0),
             sources: Vec::new(),
-            active_projects: Vec::new(),
+            active_project_keys: Vec::new(),
         })
         .await
     {

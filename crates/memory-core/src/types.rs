@@ -4,9 +4,12 @@ use serde::{Deserialize, Serialize};
 
 /// Where a memory came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// The Markdown memory files.
     Memory,
+    /// Indexed conversation transcripts.
     Sessions,
 }
 
@@ -30,23 +33,29 @@ impl Source {
     }
 }
 
-/// `memory_search {query, maxResults?, minScore?}`.
+/// `memory_search`: what every wire carries for a search (the MCP tool's arguments and their schema, the CLI's
+/// job for a shared server, the conformance fixtures), in OpenClaw's names. Its field docs are what an agent reads
+/// in the tool's schema.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchRequest {
+    /// What to look for, in natural language or keywords.
     pub query: String,
+    /// At most this many snippets (default 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_results: Option<usize>,
+    /// Drop snippets scoring below this, 0..1 (default 0.35; keyword hits are returned when none pass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
-    /// Limit the search to these sources (all configured sources when empty).
+    /// Search only these: "memory" (the Markdown memory files), "sessions" (indexed conversation transcripts).
+    /// Default: every source the memory is configured to index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Source>,
-    /// The session's active repository keys (OpenClaw's `activeProjectKeys`, most recent first, at most 4
-    /// read): entries tagged `<!-- project: key -->` of an active repository rank higher, those of another
-    /// repository lower, untagged ones as before (`ranking::project`).
+    /// The session's active repository keys (e.g. `github.com/org/repo`), most recent first, at most 4 read:
+    /// entries tagged `<!-- project: key -->` of an active repository rank higher, another's lower.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub active_projects: Vec<String>,
+    pub active_project_keys: Vec<String>,
 }
 
 impl SearchRequest {
@@ -55,21 +64,22 @@ impl SearchRequest {
     }
 }
 
-/// Trigger recall (OpenClaw's lane-1 "trigger injection"): the entries of the curated files (`MEMORY.md`,
-/// `memory.md`, `USER.md`) whose `<!-- trigger: ... -->` phrases match an inbound message strongly enough to be
-/// injected as hidden context before the reply.
+/// `memory_recall`, trigger recall (OpenClaw's lane-1 "trigger injection"): the entries of the curated files
+/// (`MEMORY.md`, `memory.md`, `USER.md`) whose `<!-- trigger: ... -->` phrases match an inbound message strongly
+/// enough to be injected as hidden context before the reply.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecallRequest {
-    /// The inbound message. May be empty when only `project_entries` are asked for.
+    /// The inbound message (may be empty with projectEntries).
     #[serde(default)]
     pub message: String,
-    /// The session's active repository keys (most recent first; at most 4 read). A project-tagged entry is
+    /// The session's active repository keys, most recent first (at most 4 read): a project-tagged entry is
     /// eligible only while every one of its keys is active.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub active_projects: Vec<String>,
-    /// Also list up to this many entries of `MEMORY.md` tagged for the active repositories (OpenClaw's Project
-    /// Memory block), most important first; at most [`MAX_PROJECT_ENTRIES`].
+    pub active_project_keys: Vec<String>,
+    /// Also list up to this many entries of MEMORY.md tagged for the active repositories (Project Memory), most
+    /// important first (at most 512).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_entries: Option<usize>,
 }
@@ -193,18 +203,21 @@ pub struct SearchResponse {
     pub warnings: Vec<String>,
 }
 
-/// `memory_get {path, from?, lines?, offset?}`.
+/// `memory_get`: a safe read of a memory file or some of its lines, on every wire.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetRequest {
+    /// Workspace-relative path of a memory file, e.g. `MEMORY.md` or `memory/2026-11-30.md` (as returned by memory_search).
     pub path: String,
-    /// 1-based first line.
+    /// First line to read, 1-based (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<usize>,
+    /// Number of lines to read (default: up to 120 lines / 12,000 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<usize>,
-    /// Characters of the first line to skip: reads the rest of a line longer than the 12,000-character limit
-    /// (the answer's `nextOffset`).
+    /// Characters of the first line to skip, to read the rest of a line longer than 12,000 characters (an
+    /// answer cut inside a line says `truncated` and gives this as `nextOffset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<usize>,
 }

@@ -76,12 +76,12 @@ impl IndexedBackend {
         if message.is_empty() && project_limit.is_none() {
             return Err(MemoryError::InvalidInput("message is empty".into()));
         }
-        let active = active_keys(&request.active_projects);
+        let active = active_keys(&request.active_project_keys);
         let mut response = RecallResponse { threshold: RECALL_THRESHOLD, ..Default::default() };
-        if request.active_projects.len() > active.len() {
+        if request.active_project_keys.len() > active.len() {
             response.warnings.push(format!(
                 "{} active project keys given; {} read (invalid or duplicate keys dropped, at most {})",
-                request.active_projects.len(),
+                request.active_project_keys.len(),
                 active.len(),
                 crate::ranking::project::MAX_ACTIVE_PROJECTS
             ));
@@ -98,7 +98,7 @@ impl IndexedBackend {
                 max_results: Some(RELEVANCE_HITS),
                 min_score: Some(0.0),
                 sources: vec![Source::Memory],
-                active_projects: active.clone(),
+                active_project_keys: active.clone(),
             };
             let hits = self.search(&search).await?;
             response.warnings.extend(hits.warnings.iter().cloned());

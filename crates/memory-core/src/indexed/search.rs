@@ -59,7 +59,7 @@ impl IndexedBackend {
         let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
         let stale = self.freshen(&mut warnings, embed_deadline).await?;
         let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
-        opts.active_projects = crate::ranking::project::active_keys(&request.active_projects);
+        opts.active_project_keys = crate::ranking::project::active_keys(&request.active_project_keys);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
         if let Some(cause) = ctx.store.read_only() {

@@ -90,7 +90,7 @@ pub struct RankingOptions {
     pub vector_floor: Option<f64>,
     /// The session's active repository keys ([`project::active_keys`]): project-tagged hits are boosted or
     /// demoted by [`project::factor`]. Empty: no project scoping.
-    pub active_projects: Vec<String>,
+    pub active_project_keys: Vec<String>,
 }
 
 impl RankingOptions {
@@ -106,7 +106,7 @@ impl RankingOptions {
             citations: config.memory.citations,
             now_ms: crate::now_ms(),
             vector_floor: None,
-            active_projects: Vec::new(),
+            active_project_keys: Vec::new(),
         }
     }
 
@@ -160,7 +160,7 @@ pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
             }
         }
         s.score *= importance_factor(s.candidate.importance);
-        s.score *= project::factor(&s.candidate, &opts.active_projects);
+        s.score *= project::factor(&s.candidate, &opts.active_project_keys);
         // A NaN or infinite signal (a degenerate vector, an extreme option) must not reach the ranking or the wire.
         if !s.score.is_finite() {
             s.score = 0.0;

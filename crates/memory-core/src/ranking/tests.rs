@@ -41,7 +41,7 @@ fn opts() -> RankingOptions {
         citations: Citations::Auto,
         now_ms: 1_800_000_000_000,
         vector_floor: None,
-        active_projects: Vec::new(),
+        active_project_keys: Vec::new(),
     }
 }
 
@@ -441,7 +441,7 @@ fn non_finite_signals_never_reach_the_scores() {
         citations: Citations::Off,
         now_ms: i64::MAX,
         vector_floor: Some(f64::NAN),
-        active_projects: Vec::new(),
+        active_project_keys: Vec::new(),
     };
     let results = rank(vec![k], vec![v], vec![], "a", &opts);
     assert!(!results.is_empty());

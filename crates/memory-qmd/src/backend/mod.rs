@@ -303,7 +303,7 @@ impl MemoryBackend for QmdBackend {
 
     async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let mut response = self.answer(request).await?;
-        if !request.active_projects.is_empty() {
+        if !request.active_project_keys.is_empty() {
             // QMD ranks with its own scores: project tags cannot act in them. Said, not silently ignored.
             response.warnings.push("the qmd engine does not apply project scoping: active project keys were not used in ranking".into());
         }
