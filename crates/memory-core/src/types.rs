@@ -279,9 +279,16 @@ pub struct SyncProgress {
 pub struct SyncOptions {
     /// Rebuild everything, ignoring what is already indexed.
     pub force: bool,
-    /// How long the sync waits for the embedding provider (`indexed::patience`).
+    /// How long the sync waits for the embedding provider (`EMBED_WAIT`, `CALL_WAIT`; the engine's patience beyond them: `indexed::patience`).
     pub embed_wait: EmbedWait,
 }
+
+/// The longest a search or an append waits for the embedding provider (its sync's vectors and the query's).
+pub const EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The longest one provider call of a background sync beside searches may take: a healthy provider answers a
+/// request (at most ~8,000 tokens) in seconds, a local model a batch in a few.
+pub const CALL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a sync waits for the embedding provider. What a bounded sync does not get embedded in time is indexed
 /// by its words and waits for a later sync; both bounded kinds do not wait at all while the provider is paused
@@ -301,14 +308,14 @@ pub enum EmbedWait {
 }
 
 impl SyncOptions {
-    /// A sync an agent waits for (an append): [`crate::indexed::patience::EMBED_WAIT`] in all for the provider.
+    /// A sync an agent waits for (an append): [`EMBED_WAIT`] in all for the provider.
     pub fn agent_call() -> SyncOptions {
-        SyncOptions { embed_wait: EmbedWait::AtMost(crate::indexed::patience::EMBED_WAIT), ..SyncOptions::default() }
+        SyncOptions { embed_wait: EmbedWait::AtMost(EMBED_WAIT), ..SyncOptions::default() }
     }
 
-    /// A background sync beside searches (the watcher's): [`crate::indexed::patience::CALL_WAIT`] a provider call.
+    /// A background sync beside searches (the watcher's): [`CALL_WAIT`] a provider call.
     pub fn beside_searches() -> SyncOptions {
-        SyncOptions { embed_wait: EmbedWait::EachCallAtMost(crate::indexed::patience::CALL_WAIT), ..SyncOptions::default() }
+        SyncOptions { embed_wait: EmbedWait::EachCallAtMost(CALL_WAIT), ..SyncOptions::default() }
     }
 }
 

@@ -34,12 +34,8 @@ use tokio::time::Instant;
 use crate::embedding::EmbeddingError;
 use crate::types::EmbedWait;
 
-/// The longest a search or an append waits for the embedding provider (its sync's vectors and the query's).
-pub const EMBED_WAIT: Duration = Duration::from_secs(5);
-
-/// The longest one provider call of a background sync beside searches may take: a healthy provider answers a
-/// request (at most ~8,000 tokens) in seconds, a local model a batch in a few.
-pub const CALL_WAIT: Duration = Duration::from_secs(30);
+// The waits a caller names in `SyncOptions`, defined beside it (the contract's types name no engine part).
+pub use crate::types::{CALL_WAIT, EMBED_WAIT};
 
 /// The longest one embedding request to a remote API may take, unless `embeddingBatchTimeoutSeconds` says.
 pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
