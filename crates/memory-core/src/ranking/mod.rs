@@ -246,11 +246,32 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
 /// search by vectors alone would; the order stays the merged one.
 pub fn select(items: Vec<Scored>, max_results: usize, min_score: f64) -> Vec<Scored> {
     let passes = |s: &Scored| s.tier > 0 || s.exact_match || s.score >= min_score || s.vector_leg.is_some_and(|v| v >= min_score);
-    let passing: Vec<Scored> = items.iter().filter(|s| passes(s)).take(max_results).cloned().collect();
-    if !passing.is_empty() {
-        return passing;
+    min_score_cut(items, max_results, passes, |s| s.text_score.is_some_and(|t| t > 0.0))
+}
+
+/// The `minScore` cut of every engine (the indexed engines' [`select`], QMD's hits): up to `max` of the items that
+/// `pass`, in order; when none does, up to `max` of those a keyword match backs instead, so a search by words never
+/// answers nothing because `minScore` was set above what its scores reach.
+pub fn min_score_cut<T>(items: Vec<T>, max: usize, passes: impl Fn(&T) -> bool, keyword_backed: impl Fn(&T) -> bool) -> Vec<T> {
+    if items.iter().any(&passes) {
+        items.into_iter().filter(passes).take(max).collect()
+    } else {
+        items.into_iter().filter(keyword_backed).take(max).collect()
     }
-    items.into_iter().filter(|s| s.text_score.is_some_and(|t| t > 0.0)).take(max_results).collect()
+}
+
+/// Give `result` its citation as `citations` says: `path#L..` in `citation` unless off, and also as a `Source:`
+/// line under the snippet when on. One rule for every engine's results.
+pub fn cite(result: &mut SearchResult, citations: Citations) {
+    if citations == Citations::Off {
+        return;
+    }
+    let cite = citation(&result.path, result.start_line, result.end_line);
+    if citations == Citations::On {
+        result.snippet.push_str("\nSource: ");
+        result.snippet.push_str(&cite);
+    }
+    result.citation = Some(cite);
 }
 
 /// `path#L<start>-L<end>`, or `path#L<n>` for one line.
@@ -275,27 +296,23 @@ fn results_with_snippets(items: Vec<Scored>, terms: &snippet::SnippetQuery, cita
         .into_iter()
         .map(|s| {
             let c = s.candidate;
-            let cite = citation(&c.path, c.start_line, c.end_line);
             let shown = snippet::choose(&c.text, terms, SNIPPET_MAX_CHARS);
-            let mut snip = shown.text;
-            if citations == Citations::On {
-                snip.push_str("\nSource: ");
-                snip.push_str(&cite);
-            }
-            SearchResult {
+            let mut result = SearchResult {
                 path: c.path,
                 start_line: c.start_line,
                 end_line: c.end_line,
                 score: s.score,
-                snippet: snip,
+                snippet: shown.text,
                 source: c.source,
                 vector_score: s.vector_score,
                 text_score: s.text_score,
-                citation: (citations != Citations::Off).then_some(cite),
+                citation: None,
                 // A transcript's lines are its JSONL lines, not the flattened text's: its snippet has no file lines.
                 snippet_start_line: (c.source == Source::Memory).then_some(c.start_line + shown.first_line),
                 snippet_end_line: (c.source == Source::Memory).then_some((c.start_line + shown.last_line).min(c.end_line)),
-            }
+            };
+            cite(&mut result, citations);
+            result
         })
         .collect()
 }

@@ -716,3 +716,17 @@ fn a_keyword_match_on_one_word_of_a_chinese_question_does_not_outrank_the_vector
     let items = merge(keyword, vector, &words, Some(0.05), 0.7, 0.3);
     assert_eq!(items.into_iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id, "y");
 }
+
+#[test]
+fn the_min_score_cut_keeps_what_passes_else_what_words_back() {
+    // (score, keyword-backed)
+    let hits = vec![(0.9, false), (0.2, true), (0.5, true), (0.1, false)];
+    let cut = |min: f64, max: usize| min_score_cut(hits.clone(), max, |h| h.0 >= min, |h| h.1);
+    assert_eq!(cut(0.4, 10), vec![(0.9, false), (0.5, true)]);
+    assert_eq!(cut(0.4, 1), vec![(0.9, false)]);
+    // Nothing reaches 0.95: the keyword-backed hits answer, in order, up to `max`.
+    assert_eq!(cut(0.95, 10), vec![(0.2, true), (0.5, true)]);
+    assert_eq!(cut(0.95, 1), vec![(0.2, true)]);
+    // Nothing passes and no word backs any: nothing.
+    assert!(min_score_cut(vec![(0.1, false)], 10, |h| h.0 >= 0.5, |h| h.1).is_empty());
+}

@@ -4,7 +4,6 @@
 use memory_core::locks::LockExt;
 use std::path::{Path, PathBuf};
 
-use memory_core::config::Citations;
 use memory_core::ranking::snippet::{self, SnippetQuery};
 use memory_core::types::{SearchResult, Source};
 
@@ -77,17 +76,6 @@ impl Inner {
             snippet_end_line: shown_lines.map(|l| l.1),
             ..SearchResult::new(source, path, start, end, hit.score, shown.text)
         })
-    }
-
-    pub(super) fn apply_citation(&self, r: &mut SearchResult) {
-        if self.citations == Citations::Off {
-            return;
-        }
-        let cite = memory_core::ranking::citation(&r.path, r.start_line, r.end_line);
-        if self.citations == Citations::On {
-            r.snippet.push_str(&format!("\nSource: {cite}"));
-        }
-        r.citation = Some(cite);
     }
 }
 

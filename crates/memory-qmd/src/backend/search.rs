@@ -98,20 +98,17 @@ impl QmdBackend {
         if let Some(reranker) = &inner.reranker {
             rerank_hits(reranker.as_ref(), &inner.rerank, &request.query, &mut hits, &mut warnings).await;
         }
-        // minScore applies to QMD's scores; when no hit reaches it, the hits (all keyword-backed in keyword
-        // mode) are returned rather than nothing, as the shared selection does (`memory_core::ranking`).
-        let min = request.min_score.filter(|m| hits.iter().any(|h| h.score >= *m) || mode != SearchMode::Search);
         let mut results: Vec<SearchResult> = Vec::new();
         let mut budget = inner.cfg.limits.max_injected_chars;
         // Snippets by core's rule, the query's terms weighed over these hits' lines, as the indexed engines do.
         let texts: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
         let snippet_terms = memory_core::ranking::snippet::SnippetQuery::new(&request.query, &texts);
+        // minScore applies to QMD's scores, cut by the shared rule: when no hit reaches it, the keyword-backed
+        // hits (all of them in keyword mode, none in the others) are returned rather than nothing.
+        if let Some(min) = request.min_score {
+            hits = ranking::min_score_cut(hits, usize::MAX, |h| h.score >= min, |_| mode == SearchMode::Search);
+        }
         for hit in &hits {
-            if let Some(min) = min {
-                if hit.score < min {
-                    continue;
-                }
-            }
             let Some(mut r) = inner.to_result(hit, &snippet_terms) else {
                 warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
                 continue;
@@ -131,7 +128,7 @@ impl QmdBackend {
                 r.snippet = truncate_chars(&r.snippet, budget);
             }
             budget = budget.saturating_sub(r.snippet.chars().count());
-            inner.apply_citation(&mut r);
+            ranking::cite(&mut r, inner.citations);
             results.push(r);
             if results.len() >= max {
                 break;
