@@ -344,13 +344,7 @@ impl IndexedBackend {
     /// Sync `files` into the live index for a search. Waits (at most [`FRESHEN_WAIT`]) for a sync another task
     /// or process is running, never for a rebuild. Returns a warning when a rebuild is pending or running.
     pub(super) async fn sync_for_search(&self, files: SyncScope, embed_deadline: tokio::time::Instant) -> Result<Option<String>> {
-        let deadline = Instant::now() + FRESHEN_WAIT;
-        let mut pause = Duration::from_millis(2);
-        // Polls back off from 2 ms to 25 ms: a short sync ends within a few polls, a long wait costs little CPU.
-        async fn back_off(pause: &mut Duration) {
-            tokio::time::sleep(*pause).await;
-            *pause = (*pause * 2).min(Duration::from_millis(25));
-        }
+        let mut poll = super::patience::LockPoll::within(FRESHEN_WAIT);
         let busy = |what: &str| MemoryError::Unavailable(format!("{what} is still updating the index"));
         // This engine's own sync lock: free, or held by a short sync (wait) or by a rebuild (update live beside it).
         let _guard = loop {
@@ -367,16 +361,16 @@ impl IndexedBackend {
             if let Ok(g) = self.sync_lock.try_lock() {
                 break g;
             }
-            if Instant::now() >= deadline {
+            if poll.expired() {
                 return Err(busy("another sync of this engine"));
             }
-            back_off(&mut pause).await;
+            poll.pause().await;
         };
         // Other processes: a writer's syncs are short; a rebuild there holds the lock for long, so give up then.
         let _writer = loop {
             match self.storage.writer_lock(false).await {
                 Ok(w) => break w,
-                Err(e) if e.kind() == crate::ErrorKind::Unavailable && Instant::now() < deadline => back_off(&mut pause).await,
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable && !poll.expired() => poll.pause().await,
                 Err(e) if e.kind() == crate::ErrorKind::Unavailable => return Err(busy("another process")),
                 Err(e) => return Err(e),
             }

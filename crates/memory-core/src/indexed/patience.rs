@@ -37,6 +37,31 @@ use crate::types::EmbedWait;
 // The waits a caller names in `SyncOptions`, defined beside it (the contract's types name no engine part).
 pub use crate::types::{CALL_WAIT, EMBED_WAIT};
 
+/// How a sync or a search waits for a lock another task or process holds: it polls, the pauses doubling from 2 ms
+/// to 25 ms (a short sync ends within a few polls, a long wait costs little CPU), until a deadline.
+pub(crate) struct LockPoll {
+    deadline: std::time::Instant,
+    pause: Duration,
+}
+
+impl LockPoll {
+    /// Polls until `wait` from now.
+    pub(crate) fn within(wait: Duration) -> LockPoll {
+        LockPoll { deadline: std::time::Instant::now() + wait, pause: Duration::from_millis(2) }
+    }
+
+    /// Whether the deadline has passed: the caller gives up.
+    pub(crate) fn expired(&self) -> bool {
+        std::time::Instant::now() >= self.deadline
+    }
+
+    /// Pause before the next poll.
+    pub(crate) async fn pause(&mut self) {
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(25));
+    }
+}
+
 /// The longest one embedding request to a remote API may take, unless `embeddingBatchTimeoutSeconds` says.
 pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -48,13 +48,12 @@ impl IndexedBackend {
     /// The index's writer lock, waited for at most [`LOCK_WAIT`], saying on the log (stderr) what it waits
     /// for: another process syncing or rebuilding the same index holds it.
     pub(super) async fn writer_lock_bounded(&self, action: &str) -> Result<Option<crate::store::WriterGuard>> {
-        let deadline = Instant::now() + LOCK_WAIT;
-        let mut pause = Duration::from_millis(2);
+        let mut poll = super::patience::LockPoll::within(LOCK_WAIT);
         let mut said = false;
         loop {
             match self.storage.writer_lock(false).await {
                 Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
-                    if Instant::now() >= deadline {
+                    if poll.expired() {
                         return Err(MemoryError::Unavailable(format!(
                             "another process is updating the index {} (a sync or a rebuild); gave up the {action} after {} s, try again when it is done",
                             self.storage.location(),
@@ -65,8 +64,7 @@ impl IndexedBackend {
                         warn!(index = %self.storage.location(), "waiting up to {} s for another process updating this index ({action})", LOCK_WAIT.as_secs());
                         said = true;
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(25));
+                    poll.pause().await;
                 }
                 other => return other,
             }
