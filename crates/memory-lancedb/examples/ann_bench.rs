@@ -256,7 +256,7 @@ async fn hybrid(store: &LanceStore, q: &Query, opts: &RankingOptions) -> Vec<Str
     let limit = RankingOptions::candidate_limit(opts.max_results, 4);
     let kq = KeywordQuery { terms: q.terms.clone() };
     let (k, v) = tokio::join!(store.keyword_search(&kq, limit, &[]), store.vector_search(&q.vector, limit, &[]));
-    let results = rank(k.expect("keyword"), v.expect("vector"), Vec::new(), &q.text, opts);
+    let results = rank(k.expect("keyword"), v.expect("vector"), Vec::new(), &memory_core::ranking::Query::parse(&q.text), opts);
     results.into_iter().map(|r| format!("{}:{}", r.path, r.start_line)).collect()
 }
 

@@ -50,10 +50,12 @@ struct VectorLeg {
 
 impl IndexedBackend {
     pub(super) async fn search_inner(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        let query = request.query.trim();
-        if query.is_empty() {
+        let text = request.query.trim();
+        if text.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
+        // Read once; every stage below reads this.
+        let query = crate::ranking::Query::parse(text);
         let mut warnings = Vec::new();
         // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.
         let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
@@ -67,10 +69,9 @@ impl IndexedBackend {
                 .push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
         }
 
-        let terms = query_terms(query);
-        let words = QueryWords::of(query);
-        let keyword = self.keyword_leg(&ctx, &terms, &mut warnings).await?;
-        let vector = self.vector_leg(&ctx, query, embed_deadline, &mut warnings).await?;
+        let (terms, words) = (query.terms(), query.words());
+        let keyword = self.keyword_leg(&ctx, terms, &mut warnings).await?;
+        let vector = self.vector_leg(&ctx, text, embed_deadline, &mut warnings).await?;
         if keyword.is_none() && vector.is_none() && !warnings.is_empty() {
             return Err(MemoryError::Unavailable(warnings.join("; ")));
         }
@@ -86,12 +87,12 @@ impl IndexedBackend {
         ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));
         let first_vector: &[Candidate] = vector.as_ref().map_or(&[], |leg| &leg.candidates);
         let keyword = match keyword {
-            Some(k) => self.expand_keyword(&ctx, &terms, &words, k, first_vector).await,
+            Some(k) => self.expand_keyword(&ctx, terms, words, k, first_vector).await,
             None => Vec::new(),
         };
         let vector = match vector {
             Some(leg) if terms.len() >= PRF_MIN_QUERY_TERMS => {
-                let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, &words, leg.candidates).await;
+                let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, words, leg.candidates).await;
                 // The candidates' cosines are with the refined vector now: so is the floor.
                 if let Some(c) = centroid.as_deref() {
                     ctx.opts.vector_floor = unrelated::floor(&scored_by, c);
@@ -101,16 +102,16 @@ impl IndexedBackend {
             Some(leg) => leg.candidates,
             None => Vec::new(),
         };
-        let mut exact = self.exact_path_hits(&ctx, query).await?;
+        let mut exact = self.exact_path_hits(&ctx, text).await?;
 
         let keyword = self.vouch(&stale, keyword);
         let vector = self.vouch(&stale, vector);
         exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
-        let mut items = crate::ranking::order(keyword, vector, exact, query, &ctx.opts);
+        let mut items = crate::ranking::order(keyword, vector, exact, &query, &ctx.opts);
         if let Some(reranker) = &self.reranker {
-            self.rerank(reranker.as_ref(), query, &mut items, &mut warnings).await;
+            self.rerank(reranker.as_ref(), &query, &mut items, &mut warnings).await;
         }
-        let results = crate::ranking::finish(items, query, &ctx.opts);
+        let results = crate::ranking::finish(items, &query, &ctx.opts);
         if results.is_empty() {
             // Nothing found may be the notes the index does not hold: say so, where `status` names them.
             match ctx.store.files().await {
@@ -131,10 +132,16 @@ impl IndexedBackend {
     /// The second stage: the reranker reads the best candidates (their snippet lines) within the time budget and
     /// its scores are folded into theirs. Over budget or failed: the first-stage order answers, and `warnings`
     /// says why.
-    async fn rerank(&self, reranker: &dyn crate::rerank::Reranker, query: &str, items: &mut [crate::ranking::Scored], warnings: &mut Vec<String>) {
+    async fn rerank(
+        &self,
+        reranker: &dyn crate::rerank::Reranker,
+        query: &crate::ranking::Query,
+        items: &mut [crate::ranking::Scored],
+        warnings: &mut Vec<String>,
+    ) {
         let cfg = &self.config.memory.search.query.rerank;
         let passages = crate::ranking::rerank_passages(items, cfg.candidates, query);
-        if let Some(logits) = crate::rerank::second_stage(reranker, cfg, query, &passages, warnings).await {
+        if let Some(logits) = crate::rerank::second_stage(reranker, cfg, query.text(), &passages, warnings).await {
             crate::ranking::rerank(items, &logits, cfg.weight);
         }
     }

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use crate::analysis::{similarity_tokens, QueryWords};
+use crate::analysis::similarity_tokens;
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
 use crate::store::Candidate;
@@ -13,10 +13,12 @@ use crate::types::{SearchResult, Source};
 
 mod exact;
 mod fusion;
+mod query;
 mod recency;
 
 pub use exact::{exact_path_tier, ExactQuery};
 pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
+pub use query::Query;
 pub use recency::{asks_about_present, prefer_recent, RECENCY_PREFERENCE, RECENCY_PREFERENCE_PRESENT};
 
 pub const SNIPPET_MAX_CHARS: usize = 700;
@@ -319,20 +321,20 @@ fn results_with_snippets(items: Vec<Scored>, terms: &snippet::SnippetQuery, cita
 
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
 /// with its tier.
-pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
+pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &Query, opts: &RankingOptions) -> Vec<SearchResult> {
     finish(order(keyword, vector, exact, query, opts), query, opts)
 }
 
 /// The candidates merged, marked (exact matches, exact-path tiers), adjusted (recency, decay, importance) and
 /// sorted: where a second stage ([`rerank`]) may re-score the best of them before [`finish`].
-pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &str, opts: &RankingOptions) -> Vec<Scored> {
+pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &Query, opts: &RankingOptions) -> Vec<Scored> {
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
-    let mut items = merge(keyword, vector, &QueryWords::of(query), opts.vector_floor, opts.vector_weight, opts.text_weight);
+    let mut items = merge(keyword, vector, query.words(), opts.vector_floor, opts.vector_weight, opts.text_weight);
     if hybrid {
-        let named = ExactQuery::of(query);
-        if named != ExactQuery::None {
+        let named = query.exact();
+        if *named != ExactQuery::None {
             for s in &mut items {
                 s.exact_match = named.matches(&s.candidate.text);
             }
@@ -375,14 +377,14 @@ pub const SENTENCE_PREFERENCE: f64 = 0.5;
 /// moves: a bonus deeper down pulls candidates whose one sentence is wordy over ones that hold the answer in
 /// another way; within the first five it decides which answer reads first. Long abstracts whose every sentence
 /// is dense with the query's words gain nothing from it. Figures in docs/benchmark-history.md.
-pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
+pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &Query) {
     let Some(spread) = score_spread(items) else { return };
     // The head as the ranking orders it: exact-path tiers and exact matches first.
     let mut head: Vec<usize> = (0..items.len()).collect();
     head.sort_by(|&a, &b| ranked_before(&items[a], &items[b]));
     head.truncate(HEAD);
     let texts: Vec<&str> = head.iter().map(|&i| items[i].candidate.text.as_str()).collect();
-    let terms = snippet::SnippetQuery::new(query, &texts);
+    let terms = snippet::SnippetQuery::of(query, &texts);
     let held: Vec<f64> = texts.iter().map(|t| terms.best_sentence_weight(t)).collect();
     let most = held.iter().copied().fold(0.0, f64::max);
     if most <= 0.0 || !most.is_finite() {
@@ -408,16 +410,19 @@ pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &str) {
 pub const RERANK_PASSAGE_CHARS: usize = 500;
 
 /// The passages a reranker reads for the first `n` of `items`: each one's best lines ([`passages_to_rerank`]).
-pub fn rerank_passages(items: &[Scored], n: usize, query: &str) -> Vec<String> {
+pub fn rerank_passages(items: &[Scored], n: usize, query: &Query) -> Vec<String> {
     let texts: Vec<&str> = items.iter().take(n).map(|s| s.candidate.text.as_str()).collect();
-    passages_to_rerank(&texts, query)
+    passages_of(&texts, &snippet::SnippetQuery::of(query, &texts))
 }
 
 /// The passage a reranker reads of each of `texts` (the best candidates' texts, of any engine): its best lines
 /// ([`snippet::choose`], the query's terms weighed over these texts), at most [`RERANK_PASSAGE_CHARS`].
 pub fn passages_to_rerank(texts: &[&str], query: &str) -> Vec<String> {
-    let terms = snippet::SnippetQuery::new(query, texts);
-    texts.iter().map(|t| snippet::choose(t, &terms, RERANK_PASSAGE_CHARS).text).collect()
+    passages_of(texts, &snippet::SnippetQuery::new(query, texts))
+}
+
+fn passages_of(texts: &[&str], terms: &snippet::SnippetQuery) -> Vec<String> {
+    texts.iter().map(|t| snippet::choose(t, terms, RERANK_PASSAGE_CHARS).text).collect()
 }
 
 /// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]): those are ordered
@@ -431,7 +436,7 @@ pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
 }
 
 /// After ordering (and reranking): MMR, the min-score selection and the results with their snippets.
-pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec<SearchResult> {
+pub fn finish(mut items: Vec<Scored>, query: &Query, opts: &RankingOptions) -> Vec<SearchResult> {
     if let Some(lambda) = opts.mmr_lambda {
         // Exact-path hits and exact matches stay first; MMR re-orders the rest.
         let split = items.iter().take_while(|s| s.tier > 0 || s.exact_match).count();
@@ -444,7 +449,7 @@ pub fn finish(mut items: Vec<Scored>, query: &str, opts: &RankingOptions) -> Vec
     // moved to another word's line).
     let depth = read_depth(opts.max_results).min(items.len());
     let texts: Vec<&str> = items[..depth].iter().map(|s| s.candidate.text.as_str()).collect();
-    let terms = snippet::SnippetQuery::new(query, &texts);
+    let terms = snippet::SnippetQuery::of(query, &texts);
     let selected = select(items, opts.max_results, opts.min_score);
     results_with_snippets(selected, &terms, opts.citations)
 }

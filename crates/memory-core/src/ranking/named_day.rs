@@ -115,8 +115,8 @@ pub fn named_days(query: &str) -> Vec<i64> {
 }
 
 /// Move the candidates from a day `query` names up by [`NAMED_DAY_PREFERENCE`] of the spread of the scores.
-pub fn prefer_named_days(items: &mut [Scored], query: &str) {
-    let days = named_days(query);
+pub fn prefer_named_days(items: &mut [Scored], query: &super::Query) {
+    let days = query.named_days();
     if days.is_empty() {
         return;
     }

@@ -33,7 +33,7 @@ pub fn asks_about_present(query: &str) -> bool {
 /// where spread is the best score minus the tenth best (or the last) and p is [`RECENCY_PREFERENCE`] or, for a
 /// question about the present, [`RECENCY_PREFERENCE_PRESENT`]. Undated notes and `MEMORY.md` are untouched; so
 /// is a search whose dated candidates share one date.
-pub fn prefer_recent(items: &mut [Scored], query: &str) {
+pub fn prefer_recent(items: &mut [Scored], query: &super::Query) {
     let date = |s: &Scored| if s.candidate.source == Source::Memory { date_from_path(&s.candidate.path) } else { None };
     let dates: Vec<i64> = items.iter().filter_map(date).collect();
     let (Some(&oldest), Some(&newest)) = (dates.iter().min(), dates.iter().max()) else { return };
@@ -41,7 +41,7 @@ pub fn prefer_recent(items: &mut [Scored], query: &str) {
         return;
     }
     let Some(spread) = score_spread(items) else { return };
-    let p = if asks_about_present(query) { RECENCY_PREFERENCE_PRESENT } else { RECENCY_PREFERENCE };
+    let p = if query.asks_about_present() { RECENCY_PREFERENCE_PRESENT } else { RECENCY_PREFERENCE };
     let span = (newest - oldest) as f64;
     for s in items.iter_mut() {
         if let Some(d) = date(s) {

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::{each_term_and_word_pair, query_compounds, query_terms, query_word_pairs};
+use crate::analysis::each_term_and_word_pair;
 
 /// The share of what a line counts (its match and what it inherited) that the line after it inherits (see
 /// [`choose`]).
@@ -45,14 +45,19 @@ impl SnippetQuery {
     /// The query's terms, weighted by an inverse line frequency over `texts`: ln(1 + (N - n + 0.5) / (n + 0.5)),
     /// N the lines of all texts, n those holding the term (BM25's idf, over lines).
     pub fn new(query: &str, texts: &[&str]) -> SnippetQuery {
+        SnippetQuery::of(&super::Query::parse(query), texts)
+    }
+
+    /// [`SnippetQuery::new`] for a query already parsed.
+    pub fn of(query: &super::Query, texts: &[&str]) -> SnippetQuery {
         // (term, share of its rarity weight it counts for): words and compounds in full, pairs at PAIR_SHARE.
-        let mut list: Vec<(String, f64)> = query_terms(query).into_iter().map(|t| (t, 1.0)).collect();
-        for t in query_compounds(query) {
-            if !list.iter().any(|(u, _)| *u == t) {
-                list.push((t, 1.0));
+        let mut list: Vec<(String, f64)> = query.terms().iter().map(|t| (t.clone(), 1.0)).collect();
+        for t in query.compounds() {
+            if !list.iter().any(|(u, _)| u == t) {
+                list.push((t.clone(), 1.0));
             }
         }
-        list.extend(query_word_pairs(query).into_iter().map(|t| (t, PAIR_SHARE)));
+        list.extend(query.word_pairs().iter().map(|t| (t.clone(), PAIR_SHARE)));
         let mut terms: HashMap<String, (usize, f64)> = list.iter().enumerate().map(|(i, (t, _))| (t.clone(), (i, 0.0))).collect();
         if terms.is_empty() {
             return SnippetQuery { terms };

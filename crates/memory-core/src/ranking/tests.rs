@@ -1,3 +1,4 @@
+use crate::analysis::QueryWords;
 use std::collections::HashMap;
 
 use super::*;
@@ -351,7 +352,7 @@ fn exact_path_hit_ranks_first_even_below_min_score() {
     let mut k = cand("a", "memory/other.md", "gateway");
     k.keyword_score = Some(10.0);
     let first = cand("f", "memory/2026-11-29.md", "unrelated text");
-    let res = rank(vec![k], vec![], vec![(first, 1)], "2026-11-29", &opts());
+    let res = rank(vec![k], vec![], vec![(first, 1)], &Query::parse("2026-11-29"), &opts());
     assert_eq!(res[0].path, "memory/2026-11-29.md");
     assert_eq!(res.len(), 2);
 }
@@ -443,7 +444,7 @@ fn non_finite_signals_never_reach_the_scores() {
         vector_floor: Some(f64::NAN),
         active_project_keys: Vec::new(),
     };
-    let results = rank(vec![k], vec![v], vec![], "a", &opts);
+    let results = rank(vec![k], vec![v], vec![], &Query::parse("a"), &opts);
     assert!(!results.is_empty());
     assert!(results.iter().all(|r| r.score.is_finite() && r.vector_score.is_none_or(f64::is_finite)), "{results:?}");
 }
@@ -512,7 +513,7 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
         vec_cand("b", "memory/b.md", "FEAT-388: dark mode", 0.85),
         vec_cand("t", "memory/tickets.md", "INC-20931: export timed out", 0.5),
     ];
-    let r = rank(keyword.clone(), vector.clone(), vec![], "INC-20931", &o);
+    let r = rank(keyword.clone(), vector.clone(), vec![], &Query::parse("INC-20931"), &o);
     assert_eq!(r[0].path, "memory/tickets.md");
     // Without the exact string in the query the merged score decides, as before: with the keyword leg matching
     // all three alike, the vector leg's clear first choice leads.
@@ -521,16 +522,16 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
         kw("a", "memory/a.md", "INC-21007: amounts counted twice", 3.9),
         kw("b", "memory/b.md", "FEAT-388: dark mode", 3.95),
     ];
-    let r = rank(flat, vector.clone(), vec![], "export ticket", &o);
+    let r = rank(flat, vector.clone(), vec![], &Query::parse("export ticket"), &o);
     assert_eq!(r[0].path, "memory/a.md");
     // An exact match passes minScore.
     let strict = RankingOptions { min_score: 0.99, ..opts() };
-    let r = rank(keyword.clone(), vector, vec![], "INC-20931", &strict);
+    let r = rank(keyword.clone(), vector, vec![], &Query::parse("INC-20931"), &strict);
     assert_eq!(r.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), vec!["memory/tickets.md"]);
     // An exact-path hit still ranks above an exact match.
     let vector = vec![vec_cand("p", "memory/INC-20931.md", "notes", 0.2)];
     let exact = vec![(cand("p", "memory/INC-20931.md", "notes"), 1)];
-    let r = rank(keyword, vector, exact, "INC-20931", &o);
+    let r = rank(keyword, vector, exact, &Query::parse("INC-20931"), &o);
     assert_eq!(r[0].path, "memory/INC-20931.md");
     assert_eq!(r[1].path, "memory/tickets.md");
 }
@@ -539,7 +540,7 @@ fn hybrid_keeps_the_exact_match_first_whatever_the_vectors_say() {
 fn keyword_only_ranking_is_not_reordered_by_exact_matches() {
     let o = RankingOptions { min_score: 0.0, ..opts() };
     let keyword = vec![kw("a", "memory/a.md", "v2 14 3 release notes", 6.0), kw("b", "memory/b.md", "v2.14.3", 2.0)];
-    let r = rank(keyword, vec![], vec![], "v2.14.3", &o);
+    let r = rank(keyword, vec![], vec![], &Query::parse("v2.14.3"), &o);
     assert_eq!(r[0].path, "memory/a.md");
 }
 
@@ -551,7 +552,7 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
         kw("new", "memory/2026-09-18.md", "the backend moved to PostgreSQL", 2.9),
         kw("ever", "MEMORY.md", "databases", 1.0),
     ];
-    let r = rank(keyword.clone(), vec![], vec![], "which database does the backend use", &o);
+    let r = rank(keyword.clone(), vec![], vec![], &Query::parse("which database does the backend use"), &o);
     // The older note's sentence holds more of the question ("backend" and "use"): the head prefers it.
     assert_eq!(r[0].path, "memory/2026-03-02.md", "{r:?}");
     // Where both sentences hold the question alike, near ties go to the newer note.
@@ -560,22 +561,22 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
         kw("new", "memory/2026-09-18.md", "the backend uses PostgreSQL since the migration", 2.9),
         kw("ever", "MEMORY.md", "databases", 1.0),
     ];
-    let r = rank(alike, vec![], vec![], "which database does the backend use", &o);
+    let r = rank(alike, vec![], vec![], &Query::parse("which database does the backend use"), &o);
     assert_eq!(r[0].path, "memory/2026-09-18.md", "{r:?}");
     // A clearly better older match stays first.
     let keyword2 = vec![kw("old", "memory/2026-03-02.md", "x", 6.0), kw("new", "memory/2026-09-18.md", "y", 2.0), kw("ever", "MEMORY.md", "z", 0.5)];
-    let r = rank(keyword2, vec![], vec![], "which database does the backend use now", &o);
+    let r = rank(keyword2, vec![], vec![], &Query::parse("which database does the backend use now"), &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");
     // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
     let mut items = merge(keyword.clone(), vec![], &QueryWords::default(), None, 0.7, 0.3);
     let before: Vec<f64> = items.iter().map(|s| s.score).collect();
     let spread = before.iter().copied().fold(f64::MIN, f64::max) - before.iter().copied().fold(f64::MAX, f64::min);
-    prefer_recent(&mut items, "which database");
+    prefer_recent(&mut items, &Query::parse("which database"));
     assert_eq!(items[2].score, before[2]);
     assert_eq!(items[0].score, before[0], "the oldest gets nothing");
     assert!((items[1].score - before[1] - RECENCY_PREFERENCE * spread).abs() < 1e-12);
     let mut now = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3);
-    prefer_recent(&mut now, "which database do we use now?");
+    prefer_recent(&mut now, &Query::parse("which database do we use now?"));
     assert!((now[1].score - before[1] - RECENCY_PREFERENCE_PRESENT * spread).abs() < 1e-12);
     // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
     // candidates a tenth of the spread apart holds.
@@ -590,7 +591,7 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
             exact_match: false,
         })
         .collect();
-    prefer_recent(&mut bunched, "anything");
+    prefer_recent(&mut bunched, &Query::parse("anything"));
     assert!(bunched[0].score > bunched[1].score, "{} vs {}", bunched[0].score, bunched[1].score);
     assert!(asks_about_present("小鱼记账现在用的是什么数据库？"));
     assert!(!asks_about_present("which database did we pick in March?"));
@@ -607,10 +608,10 @@ fn a_question_naming_a_day_prefers_that_days_notes() {
         kw("third", "memory/2023-09-01.md", "painting class", 1.0),
         kw("ever", "MEMORY.md", "notes", 0.5),
     ];
-    let r = rank(keyword.clone(), vec![], vec![], "What painting did Melanie show on October 13, 2023?", &o);
+    let r = rank(keyword.clone(), vec![], vec![], &Query::parse("What painting did Melanie show on October 13, 2023?"), &o);
     assert_eq!(r[0].path, "memory/2023-10-13.md", "{r:?}");
     // Without the day, the words decide.
-    let r = rank(keyword, vec![], vec![], "What painting did Melanie show?", &o);
+    let r = rank(keyword, vec![], vec![], &Query::parse("What painting did Melanie show?"), &o);
     assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
     // A day's note that matches nothing else does not pass clear matches: the gain is half the spread.
     let keyword2 = vec![
@@ -619,7 +620,7 @@ fn a_question_naming_a_day_prefers_that_days_notes() {
         kw("day", "memory/2023-10-13.md", "y", 1.0),
         kw("c", "memory/2023-09-01.md", "z", 0.9),
     ];
-    let r = rank(keyword2, vec![], vec![], "anything on 2023-10-13", &o);
+    let r = rank(keyword2, vec![], vec![], &Query::parse("anything on 2023-10-13"), &o);
     assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
 }
 
@@ -660,12 +661,12 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
     let filler = |i: usize| kw(&format!("f{i}"), &format!("memory/f{i}.md"), "the key to a good week is sleep", 1.0 + i as f64 * 0.01);
     let mut keyword = vec![kw("log", "memory/2026-12-04.md", log, 3.2), kw("note", "memory/keys.md", note, 3.0)];
     keyword.extend((0..8).map(filler));
-    let r = rank(keyword.clone(), vec![], vec![], "where does Søren keep the spare key", &o);
+    let r = rank(keyword.clone(), vec![], vec![], &Query::parse("where does Søren keep the spare key"), &o);
     assert_eq!(r[0].path, "memory/keys.md", "{r:?}");
     assert_eq!(r[1].path, "memory/2026-12-04.md");
     // A clearly better match by its words keeps its place.
     keyword[0].keyword_score = Some(9.0);
-    let r = rank(keyword.clone(), vec![], vec![], "where does Søren keep the spare key", &o);
+    let r = rank(keyword.clone(), vec![], vec![], &Query::parse("where does Søren keep the spare key"), &o);
     assert_eq!(r[0].path, "memory/2026-12-04.md", "{r:?}");
     // Only the head moves: a sixth candidate whose sentence holds the whole query stays out of the first five.
     let mut items = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3);
@@ -679,7 +680,7 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
         exact_match: false,
     });
     let before: f64 = items.last().unwrap().score;
-    prefer_sentences_holding_the_query(&mut items, "where does Søren keep the spare key");
+    prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"));
     assert_eq!(items.last().unwrap().score, before);
 }
 
