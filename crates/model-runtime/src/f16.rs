@@ -9,7 +9,7 @@
 use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
-use super::int8::SharedOut;
+use crate::int8::SharedOut;
 
 /// Outputs per panel: two 16-lane registers.
 pub const PANEL: usize = 32;

@@ -15,8 +15,8 @@ use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use std::collections::HashMap;
 
-use super::int8::{Activation, Int8Linear, Int8Weight};
-use super::plain;
+use crate::int8::{Activation, Int8Linear, Int8Weight};
+use crate::plain;
 
 /// Encoder family of a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -710,7 +710,7 @@ mod tests {
         };
         let (a, b) = (run(&float), run(&quant));
         for (tok, (x, y)) in a.iter().zip(&b).take(9).enumerate() {
-            let cos = memory_core::embedding::cosine(x, y);
+            let cos = crate::cosine(x, y);
             assert!(cos > 0.999, "token {tok}: cosine {cos}");
         }
 
@@ -741,9 +741,9 @@ mod tests {
             };
             let reference = alone(&float);
             for tok in 0..n {
-                let cos = memory_core::embedding::cosine(&plain[s][tok], &reference[tok]);
+                let cos = crate::cosine(&plain[s][tok], &reference[tok]);
                 assert!(cos > 0.999, "sequence {s} token {tok}: cosine {cos} against the float model");
-                let cos = memory_core::embedding::cosine(&plain[s][tok], &masked[s][tok]);
+                let cos = crate::cosine(&plain[s][tok], &masked[s][tok]);
                 assert!(cos > 0.99999, "sequence {s} token {tok}: cosine {cos} against candle's path");
             }
             assert!(plain[s][n..].iter().flatten().all(|v| *v == 0.0), "padding rows are zero");
