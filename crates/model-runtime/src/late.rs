@@ -345,9 +345,9 @@ impl LateEncoder {
         if Instant::now() >= deadline {
             return Err(ScoreError::OverBudget { budget_ms });
         }
-        let q = self.query_ids(query).map_err(&failed)?;
+        let q = self.query_ids(query).map_err(failed)?;
         let qv = self.vectors(&[&q]).map_err(|e| failed(e.to_string()))?.pop().unwrap_or_default();
-        let seqs = passages.iter().map(|p| self.passage_ids(p)).collect::<Result<Vec<_>, _>>().map_err(&failed)?;
+        let seqs = passages.iter().map(|p| self.passage_ids(p)).collect::<Result<Vec<_>, _>>().map_err(failed)?;
         let mut order: Vec<usize> = (0..passages.len()).collect();
         order.sort_by_key(|i| std::cmp::Reverse(seqs[*i].ids.len()));
         let mut out = vec![f32::NAN; passages.len()];
