@@ -145,7 +145,7 @@ fn resolve_config(dir: &Path, config_json: Option<&Value>, header: &Value) -> Re
 }
 
 /// Pooling from the sentence-transformers files: `modules.json` (the Pooling module's folder; modules this
-/// provider cannot run are refused), else `1_Pooling/config.json`, else pooling keys in `config.json`; mean
+/// runtime cannot run are refused), else `1_Pooling/config.json`, else pooling keys in `config.json`; mean
 /// when nothing says otherwise.
 fn resolve_pooling(dir: &Path, config_json: Option<&Value>) -> Result<Pooling, ModelError> {
     let modules_path = dir.join("modules.json");
@@ -283,7 +283,8 @@ impl FolderModelInfo {
         Self::inspect_with(dir, &ModelOptions::default())
     }
 
-    /// [`inspect`](Self::inspect) with the provider's settings (prompts).
+    /// [`inspect`](Self::inspect) with the provider's settings (prompts), as `local.*` and the input-type keys
+    /// give them.
     pub fn inspect_with(dir: &Path, options: &ModelOptions) -> Result<Self, ModelError> {
         if !dir.is_dir() {
             return Err(ModelError::MissingFolder(dir.into()));

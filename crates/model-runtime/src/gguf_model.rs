@@ -1,6 +1,6 @@
-//! A `.gguf` model file as the `local` provider: the architecture named by `general.architecture`
-//! (`gemma-embedding`: EmbeddingGemma; `nomic-bert`: nomic-embed-text; `bert`: BERT-family embedders such as bge
-//! and all-MiniLM), the tokenizer from the file's own vocabulary (SentencePiece or WordPiece), the model's prompts,
+//! A `.gguf` model file as the runtime runs it (the `local` provider's GGUF files): the architecture named by
+//! `general.architecture` (`gemma-embedding`: EmbeddingGemma; `nomic-bert`: nomic-embed-text; `bert`: BERT-family
+//! embedders such as bge and all-MiniLM), the tokenizer from the file's own vocabulary (SentencePiece or WordPiece), the model's prompts,
 //! an optional Matryoshka cut, and an identity that is the file's SHA-256 and architecture (a changed file
 //! rebuilds the index, the same file never does).
 
@@ -23,7 +23,7 @@ const GEMMA_CUTS: [usize; 4] = [768, 512, 256, 128];
 const NOMIC_PROMPTS: (&str, &str) = ("search_query: ", "search_document: ");
 /// nomic-embed-text-v1.5's Matryoshka widths (its model card).
 const NOMIC_CUTS: [usize; 5] = [768, 512, 256, 128, 64];
-/// The architectures this provider runs, for the error that names an unsupported one.
+/// The architectures this runtime runs, for the error that names an unsupported one.
 const SUPPORTED: [&str; 3] = [gemma::ARCHITECTURE, nomic::NOMIC, nomic::BERT];
 
 /// An architecture's settings, read from the file's metadata.

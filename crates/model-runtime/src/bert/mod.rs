@@ -3,7 +3,8 @@
 //! variant (all-mpnet-base-v2) on candle, CPU, f32.
 //!
 //! Weights are read by their Hugging Face names, with or without the `bert.` / `roberta.` / `mpnet.` prefix.
-//! Only the encoder is built (no pooler, no heads): the provider pools the last hidden state itself.
+//! Only the encoder is built (no pooler, no heads): the folder encoder pools the last hidden state itself
+//! (`pool.rs`).
 //! XLM-RoBERTa is BERT with positions counted from `pad_token_id + 1` (RoBERTa style) and one token type.
 //! MPNet differs from BERT in three places: attention weights under other names, positions counted from 2
 //! (RoBERTa style, no token types), and a learnt relative-position bias added to every layer's attention scores.
