@@ -5,7 +5,7 @@ texts as queries and the odd ones as documents with the model's prompts in front
 
 Run once by hand with a llama.cpp build (the one inside PyPI's llama-cpp-python sdist, vendor/llama.cpp, built
 with cmake: `cmake --build build --target llama-embedding llama-tokenize`); its outputs are committed as test data
-(crates/providers/tests/data/), so the tests need no llama.cpp.
+(crates/model-runtime/tests/data/), so the tests need no llama.cpp.
 
 Usage: gguf_reference.py LLAMA_BIN_DIR MODEL.gguf TEXTS.txt QUERY_PROMPT DOCUMENT_PROMPT OUT_PREFIX
 Writes OUT_PREFIX.tokens.json (a list of token-id lists) and OUT_PREFIX.vectors.i8 (per text: f32 scale, then

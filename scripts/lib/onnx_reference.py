@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Reference outputs of an int8 ONNX BERT model, computed by onnxruntime on the original file, for the test that
-checks the converted float model (crates/providers/tests/converted_models.rs).
+checks the converted float model (crates/model-runtime/tests/converted_models.rs).
 
 Usage: onnx_reference.py embed|rerank MODEL.onnx TOKENIZER.json OUT.json
        onnx_reference.py colbert MODEL.onnx TOKENIZER.json ARTIFACT.metadata OUT.json
 - embed: [CLS] vectors (L2-normalised) of generated texts: {"texts": [...], "vectors": [[...], ...]}
 - rerank: logits of (query, passage) pairs: {"pairs": [[q, p], ...], "logits": [...]}
 - colbert: token vectors of queries and passages encoded as the late-interaction reranker encodes them (the
-  conventions of ARTIFACT.metadata; providers::local::late), and MaxSim of (query, passage) pairs:
+  conventions of ARTIFACT.metadata; model_runtime::LateEncoder), and MaxSim of (query, passage) pairs:
   {"texts": [{"text", "query", "ids", "vectors"}], "pairs": [[query index, passage index, maxsim], ...]}
 Needs onnxruntime, numpy and tokenizers.
 """
@@ -43,7 +43,7 @@ def texts(n, seed=7):
 
 
 # The local reranker reads at most this many tokens of a (query, passage) pair, the passage giving way
-# (providers::local::MAX_PAIR_TOKENS): the reference is truncated alike.
+# (model_runtime::MAX_PAIR_TOKENS): the reference is truncated alike.
 MAX_PAIR_TOKENS = 192
 
 
@@ -71,7 +71,7 @@ def run(sess, enc):
 
 
 def colbert(sess, tok, meta, dest):
-    """Token vectors as providers::local::late computes them, with the conventions `meta` holds (ColBERT's
+    """Token vectors as model_runtime::LateEncoder computes them, with the conventions `meta` holds (ColBERT's
     defaults where a key is absent)."""
     tok.no_padding()
     tok.no_truncation()

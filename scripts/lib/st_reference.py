@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference embeddings of a sentence-transformers folder, computed by sentence-transformers itself (torch, CPU,
-float32), for the test that checks the local provider on the same model (crates/providers/tests/gguf_model.rs,
+float32), for the test that checks the local provider on the same model (crates/model-runtime/tests/gguf_model.rs,
 EmbeddingGemma). The even-numbered texts are encoded as queries and the odd ones as documents, with the folder's
 own `query` and `document` prompts (config_sentence_transformers.json), as the local provider applies them. After
 the texts of TEXTS.txt come long ones made of them (LONG_CHARS): past the local layers' 256-token window, and past

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Opt-in (MEMORY_SETUP_SENTENCE_TRANSFORMERS=1): sentence-transformers itself, on torch on the CPU, as the reference
-# for the local provider's EmbeddingGemma in f32 (crates/providers/tests/gguf_model.rs,
+# for the local provider's EmbeddingGemma in f32 (crates/model-runtime/tests/gguf_model.rs,
 # `f32_file_matches_sentence_transformers_on_the_folder`, skipped without what this step makes):
 #   - a venv $CACHE/st-venv with torch, sentence-transformers and transformers from PyPI (pinned). PyPI's Linux torch
 #     is a CUDA build whose libtorch links a dozen CUDA libraries, so those wheels are installed too (never used on
@@ -22,7 +22,7 @@ GGUF="$CACHE/models/embeddinggemma-300m-F32.gguf"
 REF="$CACHE/models/embeddinggemma-300m.reference.json"
 CONVERTER="$HERE/../lib/gguf_convert_gemma.py"
 REFERENCE="$HERE/../lib/st_reference.py"
-TEXTS="$HERE/../../crates/providers/tests/data/gguf_reference_texts.txt"
+TEXTS="$HERE/../../crates/model-runtime/tests/data/gguf_reference_texts.txt"
 GGUF_VENV="$CACHE/gguf-venv"
 # torch 2.15.0's own dependencies and the CUDA libraries its libtorch links (the ones `ldd` names), then
 # sentence-transformers, transformers and what they import.

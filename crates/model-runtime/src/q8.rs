@@ -15,7 +15,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rayon::prelude::*;
 
-use super::int8::SharedOut;
+use crate::int8::SharedOut;
 
 /// Values per Q8_0 block.
 const BLOCK: usize = 32;

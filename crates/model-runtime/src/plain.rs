@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use super::int8::{Activation, Int8Linear};
+use crate::int8::{Activation, Int8Linear};
 
 /// A layer norm's parameters.
 pub struct Norm {

@@ -18,10 +18,10 @@
 
 use candle_core::{DType, Tensor};
 
-use super::gemma::{add, rope_table};
-use super::gguf::{check_counts, EmbeddingRows, GgufFile};
-use super::q8::{Input, Linear};
-use super::{LocalModelError, Pooling};
+use crate::gemma::{add, rope_table};
+use crate::gguf::{check_counts, EmbeddingRows, GgufFile};
+use crate::q8::{Input, Linear};
+use crate::{ModelError, Pooling};
 
 pub const NOMIC: &str = "nomic-bert";
 pub const BERT: &str = "bert";
@@ -59,7 +59,7 @@ pub struct EncoderConfig {
 }
 
 impl EncoderConfig {
-    pub fn from_gguf(g: &GgufFile) -> Result<Self, LocalModelError> {
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelError> {
         let architecture = g.architecture()?;
         let family = match architecture {
             NOMIC => Family::Nomic,
@@ -160,23 +160,23 @@ pub struct EncoderModel {
 }
 
 impl EncoderModel {
-    pub fn load(g: &GgufFile, cfg: EncoderConfig) -> Result<Self, LocalModelError> {
-        let model_err = |e: candle_core::Error| LocalModelError::Model(e.to_string());
+    pub fn load(g: &GgufFile, cfg: EncoderConfig) -> Result<Self, ModelError> {
+        let model_err = |e: candle_core::Error| ModelError::Model(e.to_string());
         let h = cfg.hidden;
-        let mat = |name: &str, out: usize, inp: usize| -> Result<Linear, LocalModelError> {
+        let mat = |name: &str, out: usize, inp: usize| -> Result<Linear, ModelError> {
             Linear::new(std::sync::Arc::new(g.qtensor(name, &[out, inp])?)).map_err(model_err)
         };
-        let opt = |name: String, n: usize| -> Result<Option<Tensor>, LocalModelError> {
+        let opt = |name: String, n: usize| -> Result<Option<Tensor>, ModelError> {
             if g.has_tensor(&name) {
                 g.tensor(&name, &[n]).map(Some)
             } else {
                 Ok(None)
             }
         };
-        let dense = |name: &str, out: usize, inp: usize| -> Result<Dense, LocalModelError> {
+        let dense = |name: &str, out: usize, inp: usize| -> Result<Dense, ModelError> {
             Ok(Dense { w: mat(&format!("{name}.weight"), out, inp)?, b: opt(format!("{name}.bias"), out)? })
         };
-        let norm = |name: &str| -> Result<(Tensor, Tensor), LocalModelError> {
+        let norm = |name: &str| -> Result<(Tensor, Tensor), ModelError> {
             Ok((g.tensor(&format!("{name}.weight"), &[h])?, g.tensor(&format!("{name}.bias"), &[h])?))
         };
         let mut layers = Vec::with_capacity(cfg.layers);

@@ -12,8 +12,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::gguf::GgufFile;
-use super::LocalModelError;
+use crate::gguf::GgufFile;
+use crate::ModelError;
 
 const CONTROL: i32 = 3;
 const USER_DEFINED: i32 = 4;
@@ -74,11 +74,11 @@ struct Symbol {
 }
 
 impl SpmTokenizer {
-    pub fn from_gguf(g: &GgufFile, max_tokens: usize) -> Result<Self, LocalModelError> {
-        let invalid = |message: String| LocalModelError::Invalid { path: g.path.clone(), message };
+    pub fn from_gguf(g: &GgufFile, max_tokens: usize) -> Result<Self, ModelError> {
+        let invalid = |message: String| ModelError::Invalid { path: g.path.clone(), message };
         let model = g.string("tokenizer.ggml.model")?;
         if model != "llama" {
-            return Err(LocalModelError::Tokenizer(format!("tokenizer `{model}` is not a SentencePiece (`llama`) tokenizer")));
+            return Err(ModelError::Tokenizer(format!("tokenizer `{model}` is not a SentencePiece (`llama`) tokenizer")));
         }
         let tokens = g.array("tokenizer.ggml.tokens")?;
         let scores = g.array("tokenizer.ggml.scores")?;
@@ -109,7 +109,7 @@ impl SpmTokenizer {
             }
         }
         specials.sort_by_key(|s| std::cmp::Reverse(s.0.len()));
-        let id_of = |key: &str| -> Result<Option<u32>, LocalModelError> {
+        let id_of = |key: &str| -> Result<Option<u32>, ModelError> {
             if !g.has(key) {
                 return Ok(None);
             }

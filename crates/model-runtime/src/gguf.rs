@@ -3,7 +3,6 @@
 //! the tensor, never a panic or a huge allocation. Tensors are read one at a time by positioned reads; the
 //! token-embedding table stays on disk and its rows are read as tokens need them ([`EmbeddingRows`]).
 
-use memory_core::locks::LockExt;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
@@ -14,7 +13,7 @@ use candle_core::quantized::{ggml_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use sha2::Digest;
 
-use super::LocalModelError;
+use crate::ModelError;
 
 /// Whether `path` is a GGUF file (by its first four bytes).
 pub fn is_gguf(path: &Path) -> bool {
@@ -48,8 +47,8 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
-fn invalid(path: &Path, message: impl Into<String>) -> LocalModelError {
-    LocalModelError::Invalid { path: path.into(), message: message.into() }
+fn invalid(path: &Path, message: impl Into<String>) -> ModelError {
+    ModelError::Invalid { path: path.into(), message: message.into() }
 }
 
 /// The counts a model's metadata gives (`(key, value, bound)`: widths, layers, heads...), each at least 1 and at
@@ -63,13 +62,13 @@ pub fn check_counts(counts: &[(&str, usize, usize)]) -> Result<(), String> {
 
 impl GgufFile {
     /// An error about this file's contents.
-    pub fn invalid(&self, message: impl Into<String>) -> LocalModelError {
+    pub fn invalid(&self, message: impl Into<String>) -> ModelError {
         invalid(&self.path, message)
     }
 
     /// Read the header (metadata and tensor table) and check every tensor against the file.
-    pub fn open(path: &Path) -> Result<Self, LocalModelError> {
-        let read_err = |e: std::io::Error| LocalModelError::Read { path: path.into(), message: e.to_string() };
+    pub fn open(path: &Path) -> Result<Self, ModelError> {
+        let read_err = |e: std::io::Error| ModelError::Read { path: path.into(), message: e.to_string() };
         let mut file = fs::File::open(path).map_err(read_err)?;
         let size = file.metadata().map_err(read_err)?.len();
         // candle's reader bounds counts, strings and arrays by the file's size; a few inputs still reach a panic
@@ -104,11 +103,11 @@ impl GgufFile {
         &self.content.metadata
     }
 
-    pub fn architecture(&self) -> Result<&str, LocalModelError> {
+    pub fn architecture(&self) -> Result<&str, ModelError> {
         self.string("general.architecture")
     }
 
-    fn get(&self, key: &str) -> Result<&Value, LocalModelError> {
+    fn get(&self, key: &str) -> Result<&Value, ModelError> {
         self.content.metadata.get(key).ok_or_else(|| invalid(&self.path, format!("no `{key}` in the file's metadata")))
     }
 
@@ -117,7 +116,7 @@ impl GgufFile {
     }
 
     /// An unsigned integer of any width.
-    pub fn usize(&self, key: &str) -> Result<usize, LocalModelError> {
+    pub fn usize(&self, key: &str) -> Result<usize, ModelError> {
         let v = self.get(key)?;
         let n: Option<u64> = match v {
             Value::U8(x) => Some(*x as u64),
@@ -133,7 +132,7 @@ impl GgufFile {
         n.and_then(|n| usize::try_from(n).ok()).ok_or_else(|| invalid(&self.path, format!("`{key}` is not a count: {v:?}")))
     }
 
-    pub fn usize_or(&self, key: &str, default: usize) -> Result<usize, LocalModelError> {
+    pub fn usize_or(&self, key: &str, default: usize) -> Result<usize, ModelError> {
         if self.has(key) {
             self.usize(key)
         } else {
@@ -141,7 +140,7 @@ impl GgufFile {
         }
     }
 
-    pub fn f32(&self, key: &str) -> Result<f32, LocalModelError> {
+    pub fn f32(&self, key: &str) -> Result<f32, ModelError> {
         match self.get(key)? {
             Value::F32(x) => Ok(*x),
             Value::F64(x) => Ok(*x as f32),
@@ -149,7 +148,7 @@ impl GgufFile {
         }
     }
 
-    pub fn f32_or(&self, key: &str, default: f32) -> Result<f32, LocalModelError> {
+    pub fn f32_or(&self, key: &str, default: f32) -> Result<f32, ModelError> {
         if self.has(key) {
             self.f32(key)
         } else {
@@ -157,7 +156,7 @@ impl GgufFile {
         }
     }
 
-    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool, LocalModelError> {
+    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool, ModelError> {
         match self.content.metadata.get(key) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
@@ -165,21 +164,21 @@ impl GgufFile {
         }
     }
 
-    pub fn string(&self, key: &str) -> Result<&str, LocalModelError> {
+    pub fn string(&self, key: &str) -> Result<&str, ModelError> {
         match self.get(key)? {
             Value::String(s) => Ok(s),
             v => Err(invalid(&self.path, format!("`{key}` is not a string: {v:?}"))),
         }
     }
 
-    pub fn array(&self, key: &str) -> Result<&[Value], LocalModelError> {
+    pub fn array(&self, key: &str) -> Result<&[Value], ModelError> {
         match self.get(key)? {
             Value::Array(a) => Ok(a),
             _ => Err(invalid(&self.path, format!("`{key}` is not an array"))),
         }
     }
 
-    pub fn span(&self, name: &str) -> Result<&TensorSpan, LocalModelError> {
+    pub fn span(&self, name: &str) -> Result<&TensorSpan, ModelError> {
         self.spans.get(name).ok_or_else(|| invalid(&self.path, format!("no tensor `{name}`")))
     }
 
@@ -187,15 +186,16 @@ impl GgufFile {
         self.spans.contains_key(name)
     }
 
-    fn read_bytes(&self, start: u64, len: u64) -> Result<Vec<u8>, LocalModelError> {
+    fn read_bytes(&self, start: u64, len: u64) -> Result<Vec<u8>, ModelError> {
         let len = usize::try_from(len).map_err(|_| invalid(&self.path, "tensor too large"))?;
         let mut buf = vec![0u8; len];
-        super::read_exact_at(&self.file, &mut buf, start).map_err(|e| LocalModelError::Read { path: self.path.clone(), message: e.to_string() })?;
+        crate::safetensors::read_exact_at(&self.file, &mut buf, start)
+            .map_err(|e| ModelError::Read { path: self.path.clone(), message: e.to_string() })?;
         Ok(buf)
     }
 
     /// Tensor `name` as stored (quantized or float), of the expected row-major dimensions.
-    pub fn qtensor(&self, name: &str, dims: &[usize]) -> Result<QTensor, LocalModelError> {
+    pub fn qtensor(&self, name: &str, dims: &[usize]) -> Result<QTensor, ModelError> {
         let span = self.span(name)?;
         if span.dims != dims {
             return Err(invalid(&self.path, format!("tensor `{name}` is {:?}, expected {dims:?}", span.dims)));
@@ -206,12 +206,12 @@ impl GgufFile {
     }
 
     /// Tensor `name` as f32 values.
-    pub fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, LocalModelError> {
+    pub fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, ModelError> {
         self.qtensor(name, dims)?.dequantize(&Device::Cpu).map_err(|e| invalid(&self.path, format!("tensor `{name}`: {e}")))
     }
 
     /// A 2-D table whose rows are read on demand (the token embeddings).
-    pub fn rows(&self, name: &str, rows: usize, width: usize) -> Result<EmbeddingRows, LocalModelError> {
+    pub fn rows(&self, name: &str, rows: usize, width: usize) -> Result<EmbeddingRows, ModelError> {
         let span = self.span(name)?.clone();
         if span.dims != [rows, width] {
             return Err(invalid(&self.path, format!("tensor `{name}` is {:?}, expected [{rows}, {width}]", span.dims)));
@@ -219,25 +219,25 @@ impl GgufFile {
         if !width.is_multiple_of(span.dtype.block_size()) {
             return Err(invalid(&self.path, format!("tensor `{name}`: rows of {width} are not whole blocks")));
         }
-        let file = self.file.try_clone().map_err(|e| LocalModelError::Read { path: self.path.clone(), message: e.to_string() })?;
+        let file = self.file.try_clone().map_err(|e| ModelError::Read { path: self.path.clone(), message: e.to_string() })?;
         let row_bytes = width / span.dtype.block_size() * span.dtype.type_size();
         Ok(EmbeddingRows { file, path: self.path.clone(), span, rows, width, row_bytes })
     }
 
     /// SHA-256 of the whole file: the model's identity (a changed file is another model, the same bytes the same).
-    pub fn digest(&self) -> Result<String, LocalModelError> {
+    pub fn digest(&self) -> Result<String, ModelError> {
         file_digest(&self.path)
     }
 }
 
 /// SHA-256 of a file, remembered per (path, size, modification time, inode) for the life of the process: a
 /// provider opened again on the same file (every search of a one-shot CLI opens one) hashes it once.
-pub fn file_digest(path: &Path) -> Result<String, LocalModelError> {
+pub fn file_digest(path: &Path) -> Result<String, ModelError> {
     use std::sync::Mutex;
     /// (path, size, modification time, inode, digest)
     type Seen = (PathBuf, u64, std::time::SystemTime, u64, String);
     static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
-    let read_err = |e: std::io::Error| LocalModelError::Read { path: path.into(), message: e.to_string() };
+    let read_err = |e: std::io::Error| ModelError::Read { path: path.into(), message: e.to_string() };
     let meta = fs::metadata(path).map_err(read_err)?;
     let mtime = meta.modified().map_err(read_err)?;
     #[cfg(unix)]
@@ -261,7 +261,8 @@ pub fn file_digest(path: &Path) -> Result<String, LocalModelError> {
         hasher.update(&buf[..n]);
     }
     let digest = hex::encode(hasher.finalize());
-    SEEN.locked().push((key.0, key.1, key.2, key.3, digest.clone()));
+    // A holder that panicked left the list whole (a push is the only write): it is used as it is.
+    SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((key.0, key.1, key.2, key.3, digest.clone()));
     Ok(digest)
 }
 
@@ -290,7 +291,7 @@ impl EmbeddingRows {
                 bytes.copy_within(src..src + self.row_bytes, dst);
                 continue;
             }
-            super::read_exact_at(&self.file, &mut bytes[dst..dst + self.row_bytes], self.span.start + id as u64 * self.row_bytes as u64)
+            crate::safetensors::read_exact_at(&self.file, &mut bytes[dst..dst + self.row_bytes], self.span.start + id as u64 * self.row_bytes as u64)
                 .map_err(|e| candle_core::Error::Msg(format!("reading token embeddings from {}: {e}", self.path.display())))?;
             seen.insert(id, dst);
         }
@@ -363,7 +364,7 @@ mod tests {
         assert_eq!(r, vec![vec![8.0, 9.0, 10.0, 11.0], vec![0.0, 1.0, 2.0, 3.0], vec![8.0, 9.0, 10.0, 11.0]]);
         assert!(rows.gather(&[3]).is_err(), "a row past the table is an error");
         assert!(g.tensor("t", &[4, 3]).is_err(), "an unexpected shape is an error");
-        assert_eq!(g.digest().unwrap(), memory_core::sha256_hex(&bytes));
+        assert_eq!(g.digest().unwrap(), crate::sha256_hex(&bytes));
     }
 
     #[test]
@@ -396,7 +397,7 @@ mod tests {
         for (what, bytes) in cases {
             let (_d, path) = write(&bytes);
             let err = GgufFile::open(&path).expect_err(what);
-            assert!(matches!(err, LocalModelError::Invalid { .. }), "{what}: {err}");
+            assert!(matches!(err, ModelError::Invalid { .. }), "{what}: {err}");
         }
     }
 }

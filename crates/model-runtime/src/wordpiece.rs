@@ -20,9 +20,9 @@ use candle_core::quantized::gguf_file::Value;
 use unicode_general_category::get_general_category;
 use unicode_normalization::UnicodeNormalization;
 
-use super::gguf::GgufFile;
-use super::spm::{split_specials, Piece};
-use super::LocalModelError;
+use crate::gguf::GgufFile;
+use crate::spm::{split_specials, Piece};
+use crate::ModelError;
 
 /// llama.cpp's token type of a control token.
 const CONTROL: i32 = 3;
@@ -51,11 +51,11 @@ impl std::fmt::Debug for WordPieceTokenizer {
 }
 
 impl WordPieceTokenizer {
-    pub fn from_gguf(g: &GgufFile, max_tokens: usize) -> Result<Self, LocalModelError> {
-        let invalid = |message: String| LocalModelError::Invalid { path: g.path.clone(), message };
+    pub fn from_gguf(g: &GgufFile, max_tokens: usize) -> Result<Self, ModelError> {
+        let invalid = |message: String| ModelError::Invalid { path: g.path.clone(), message };
         let model = g.string("tokenizer.ggml.model")?;
         if model != "bert" {
-            return Err(LocalModelError::Tokenizer(format!("tokenizer `{model}` is not a WordPiece (`bert`) tokenizer")));
+            return Err(ModelError::Tokenizer(format!("tokenizer `{model}` is not a WordPiece (`bert`) tokenizer")));
         }
         let tokens = g.array("tokenizer.ggml.tokens")?;
         if tokens.is_empty() || tokens.len() > u32::MAX as usize {
@@ -81,7 +81,7 @@ impl WordPieceTokenizer {
         }
         specials.sort_by_key(|s| std::cmp::Reverse(s.0.len()));
         // llama.cpp's defaults for a BERT vocabulary, unless the file names them.
-        let id_of = |key: &str, default: usize| -> Result<u32, LocalModelError> {
+        let id_of = |key: &str, default: usize| -> Result<u32, ModelError> {
             let id = g.usize_or(key, default)?;
             if id >= tokens.len() {
                 return Err(invalid(format!("`{key}` = {id} is not a token")));

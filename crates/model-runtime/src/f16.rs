@@ -1,7 +1,7 @@
 //! Products with F16 weights (a GGUF file's half-precision matrices, nomic-embed-text's F16 file) that stay in half
 //! precision in memory, on AVX-512: each weight is widened to f32 as it is loaded and multiplied with f32
 //! activations, sums in f32. Dequantizing the matrices to f32 at load (candle's `QMatMul` does) doubles the bytes
-//! every product reads, which is what a short query waits for (nomic F16: 125 ms a query against llama.cpp's 40).
+//! every product reads, which is what a short query waits for (docs/benchmark-history.md has the measurements).
 //!
 //! Layout: per panel of 32 outputs, per input, the 32 outputs' weights side by side (one 64-byte load widened into
 //! two 16-lane registers); a register tile of 8 rows by 32 outputs reuses each loaded weight 8 times.
@@ -9,7 +9,7 @@
 use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
-use super::int8::SharedOut;
+use crate::int8::SharedOut;
 
 /// Outputs per panel: two 16-lane registers.
 pub const PANEL: usize = 32;
