@@ -118,7 +118,7 @@ impl FolderEncoder {
         // Token counts first, to group texts of similar length (less padding).
         let encodings = self
             .tokenizer
-            .encode_batch(texts.iter().map(|t| t.as_str()).collect::<Vec<_>>(), true)
+            .encode_batch(texts.iter().map(std::string::String::as_str).collect::<Vec<_>>(), true)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
         if lengths.iter().sum::<usize>() <= ONE_THREAD_MAX_TOKENS {

@@ -91,21 +91,23 @@ mod kernel {
     /// rows of 32 at `y_stride`.
     #[target_feature(enable = "avx512f,f16c,fma")]
     pub unsafe fn tile<const R: usize>(a: &[f32], inp: usize, w: &[u16], y: *mut f32, y_stride: usize) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        let wp = w.as_ptr();
-        for k in 0..inp {
-            let w0 = _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(k * PANEL) as *const __m256i));
-            let w1 = _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(k * PANEL + 16) as *const __m256i));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*a.get_unchecked(r * inp + k));
-                acc[0] = _mm512_fmadd_ps(av, w0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(av, w1, acc[1]);
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let wp = w.as_ptr();
+            for k in 0..inp {
+                let w0 = _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(k * PANEL) as *const __m256i));
+                let w1 = _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(k * PANEL + 16) as *const __m256i));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a.get_unchecked(r * inp + k));
+                    acc[0] = _mm512_fmadd_ps(av, w0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(av, w1, acc[1]);
+                }
             }
-        }
-        for (r, acc) in acc.iter().enumerate() {
-            let row = y.add(r * y_stride);
-            _mm512_storeu_ps(row, acc[0]);
-            _mm512_storeu_ps(row.add(16), acc[1]);
+            for (r, acc) in acc.iter().enumerate() {
+                let row = y.add(r * y_stride);
+                _mm512_storeu_ps(row, acc[0]);
+                _mm512_storeu_ps(row.add(16), acc[1]);
+            }
         }
     }
 }

@@ -245,8 +245,7 @@ impl LateEncoder {
         let query_marker = conventions.query_marker.as_deref().map(id).transpose()?;
         let doc_marker = conventions.doc_marker.as_deref().map(id).transpose()?;
         // ColBERT's skiplist: each ASCII punctuation character that is a token of its own.
-        let punctuation =
-            (b'!'..=b'~').filter(|c| c.is_ascii_punctuation()).filter_map(|c| tokenizer.token_to_id(&(c as char).to_string())).collect();
+        let punctuation = (b'!'..=b'~').filter(u8::is_ascii_punctuation).filter_map(|c| tokenizer.token_to_id(&(c as char).to_string())).collect();
         let doc_tokens = conventions.doc_tokens.min(info.max_seq_length).max(3);
         info!(dir = %info.dir.display(), dim, projection = projection.is_some(), ms = started.elapsed().as_millis() as u64, "late-interaction reranker loaded");
         Ok(LateEncoder { encoder, projection, tokenizer, conventions, dim, doc_tokens, cls, sep, mask, pad, query_marker, doc_marker, punctuation })

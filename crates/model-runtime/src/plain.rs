@@ -86,58 +86,60 @@ fn attention(q: &[f32], k: &[f32], v: &[f32], lens: &[usize], heads: usize, hidd
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 unsafe fn head(q: &[f32], k: &[f32], v: &[f32], start: usize, len: usize, col: usize, dim: usize, hidden: usize) -> Vec<f32> {
-    use std::arch::x86_64::*;
-    let at = |t: usize| (start + t) * hidden + col;
-    // Keys transposed (dim x keys, keys padded to 64 with zeros), so a query's scores against sixteen keys are
-    // one register: dim multiply-adds of a broadcast query value, four registers at a time so the sums do not
-    // wait on each other.
-    let stride = len.div_ceil(64) * 64;
-    let mut kt = vec![0f32; dim * stride];
-    for t in 0..len {
-        for (d, kv) in k[at(t)..at(t) + dim].iter().enumerate() {
-            kt[d * stride + t] = *kv;
+    unsafe {
+        use std::arch::x86_64::*;
+        let at = |t: usize| (start + t) * hidden + col;
+        // Keys transposed (dim x keys, keys padded to 64 with zeros), so a query's scores against sixteen keys are
+        // one register: dim multiply-adds of a broadcast query value, four registers at a time so the sums do not
+        // wait on each other.
+        let stride = len.div_ceil(64) * 64;
+        let mut kt = vec![0f32; dim * stride];
+        for t in 0..len {
+            for (d, kv) in k[at(t)..at(t) + dim].iter().enumerate() {
+                kt[d * stride + t] = *kv;
+            }
         }
-    }
-    let scale = 1.0 / (dim as f32).sqrt();
-    let mut out = vec![0f32; len * dim];
-    let mut scores = vec![0f32; stride];
-    let mut qs = vec![0f32; dim];
-    for i in 0..len {
-        for (a, b) in qs.iter_mut().zip(&q[at(i)..at(i) + dim]) {
-            *a = b * scale;
-        }
-        let mut j = 0;
-        while j < len {
-            let mut acc = [_mm512_setzero_ps(); 4];
-            for (d, qd) in qs.iter().enumerate() {
-                let (qv, row) = (_mm512_set1_ps(*qd), kt.as_ptr().add(d * stride + j));
-                for (b, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row.add(16 * b)), *a);
+        let scale = 1.0 / (dim as f32).sqrt();
+        let mut out = vec![0f32; len * dim];
+        let mut scores = vec![0f32; stride];
+        let mut qs = vec![0f32; dim];
+        for i in 0..len {
+            for (a, b) in qs.iter_mut().zip(&q[at(i)..at(i) + dim]) {
+                *a = b * scale;
+            }
+            let mut j = 0;
+            while j < len {
+                let mut acc = [_mm512_setzero_ps(); 4];
+                for (d, qd) in qs.iter().enumerate() {
+                    let (qv, row) = (_mm512_set1_ps(*qd), kt.as_ptr().add(d * stride + j));
+                    for (b, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row.add(16 * b)), *a);
+                    }
                 }
+                for (b, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(scores.as_mut_ptr().add(j + 16 * b), *a);
+                }
+                j += 64;
             }
-            for (b, a) in acc.iter().enumerate() {
-                _mm512_storeu_ps(scores.as_mut_ptr().add(j + 16 * b), *a);
-            }
-            j += 64;
-        }
-        let scores = &mut scores[..len];
-        let inv = 1.0 / softmax_unnormalised(scores);
-        let ctx = &mut out[i * dim..(i + 1) * dim];
-        // The context row held in registers across the keys (sixteen columns a register).
-        match dim {
-            32 => weighted_rows::<2>(scores, v, at, ctx),
-            64 => weighted_rows::<4>(scores, v, at, ctx),
-            _ => {
-                for (t, p) in scores.iter().enumerate() {
-                    for (c, vv) in ctx.iter_mut().zip(&v[at(t)..at(t) + dim]) {
-                        *c += p * vv;
+            let scores = &mut scores[..len];
+            let inv = 1.0 / softmax_unnormalised(scores);
+            let ctx = &mut out[i * dim..(i + 1) * dim];
+            // The context row held in registers across the keys (sixteen columns a register).
+            match dim {
+                32 => weighted_rows::<2>(scores, v, at, ctx),
+                64 => weighted_rows::<4>(scores, v, at, ctx),
+                _ => {
+                    for (t, p) in scores.iter().enumerate() {
+                        for (c, vv) in ctx.iter_mut().zip(&v[at(t)..at(t) + dim]) {
+                            *c += p * vv;
+                        }
                     }
                 }
             }
+            ctx.iter_mut().for_each(|c| *c *= inv);
         }
-        ctx.iter_mut().for_each(|c| *c *= inv);
+        out
     }
-    out
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -153,19 +155,21 @@ unsafe fn head(_: &[f32], _: &[f32], _: &[f32], _: usize, _: usize, _: usize, _:
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 unsafe fn weighted_rows<const R: usize>(p: &[f32], v: &[f32], row: impl Fn(usize) -> usize, out: &mut [f32]) {
-    use std::arch::x86_64::*;
-    debug_assert_eq!(out.len(), 16 * R);
-    // Even and odd keys in separate registers: twice the independent sums in flight.
-    let mut acc = [[_mm512_setzero_ps(); R]; 2];
-    for (t, pt) in p.iter().enumerate() {
-        let (w, r) = (_mm512_set1_ps(*pt), row(t));
-        debug_assert!(r + 16 * R <= v.len());
-        for (c, a) in acc[t & 1].iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(v.as_ptr().add(r + 16 * c)), *a);
+    unsafe {
+        use std::arch::x86_64::*;
+        debug_assert_eq!(out.len(), 16 * R);
+        // Even and odd keys in separate registers: twice the independent sums in flight.
+        let mut acc = [[_mm512_setzero_ps(); R]; 2];
+        for (t, pt) in p.iter().enumerate() {
+            let (w, r) = (_mm512_set1_ps(*pt), row(t));
+            debug_assert!(r + 16 * R <= v.len());
+            for (c, a) in acc[t & 1].iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(v.as_ptr().add(r + 16 * c)), *a);
+            }
         }
-    }
-    for (c, (even, odd)) in acc[0].iter().zip(&acc[1]).enumerate() {
-        _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), _mm512_add_ps(*even, *odd));
+        for (c, (even, odd)) in acc[0].iter().zip(&acc[1]).enumerate() {
+            _mm512_storeu_ps(out.as_mut_ptr().add(16 * c), _mm512_add_ps(*even, *odd));
+        }
     }
 }
 
@@ -176,21 +180,23 @@ unsafe fn weighted_rows<const R: usize>(p: &[f32], v: &[f32], row: impl Fn(usize
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 unsafe fn softmax_unnormalised(s: &mut [f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let n = s.len();
-    let max = s.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
-    let m = _mm512_set1_ps(max);
-    let mut sum = _mm512_setzero_ps();
-    let mut i = 0;
-    while i < n {
-        let lanes = super::int8::vnni::lanes(n - i);
-        let p = s.as_mut_ptr().add(i);
-        let e = _mm512_maskz_mov_ps(lanes, super::int8::vnni::exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, p), m)));
-        sum = _mm512_add_ps(sum, e);
-        _mm512_mask_storeu_ps(p, lanes, e);
-        i += 16;
+    unsafe {
+        use std::arch::x86_64::*;
+        let n = s.len();
+        let max = s.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));
+        let m = _mm512_set1_ps(max);
+        let mut sum = _mm512_setzero_ps();
+        let mut i = 0;
+        while i < n {
+            let lanes = super::int8::vnni::lanes(n - i);
+            let p = s.as_mut_ptr().add(i);
+            let e = _mm512_maskz_mov_ps(lanes, super::int8::vnni::exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, p), m)));
+            sum = _mm512_add_ps(sum, e);
+            _mm512_mask_storeu_ps(p, lanes, e);
+            i += 16;
+        }
+        _mm512_reduce_add_ps(sum)
     }
-    _mm512_reduce_add_ps(sum)
 }
 
 /// `y = norm(y + x)` row by row (the residual added inside the norm).

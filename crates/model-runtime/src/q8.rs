@@ -92,7 +92,7 @@ impl Q8Rows {
             // SAFETY: a `Q8Weight` (the only consumer) exists only where `int8::enabled()` saw AVX-512 VNNI.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                kernel::quantize_row(x, v, s)
+                kernel::quantize_row(x, v, s);
             }
         });
         Q8Rows { rows, blocks, values, scales }
@@ -200,18 +200,20 @@ mod kernel {
     /// AVX-512 F/BW and F16C must be available; `x` and `v` whole blocks, `s` one entry a block.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma,f16c")]
     pub unsafe fn quantize_row(x: &[f32], v: &mut [u8], s: &mut [f32]) {
-        let offset = _mm512_set1_epi32(128);
-        for (b, scale) in s.iter_mut().enumerate() {
-            let p = x.as_ptr().add(b * BLOCK);
-            let (lo, hi) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-            let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-            let d = amax / 127.0;
-            let inv = _mm512_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
-            *scale = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(d))));
-            let dst = v.as_mut_ptr().add(b * BLOCK);
-            for (half, part) in [lo, hi].into_iter().enumerate() {
-                let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(part, inv)), offset);
-                _mm512_mask_cvtusepi32_storeu_epi8(dst.add(half * 16) as *mut _, 0xffff, q);
+        unsafe {
+            let offset = _mm512_set1_epi32(128);
+            for (b, scale) in s.iter_mut().enumerate() {
+                let p = x.as_ptr().add(b * BLOCK);
+                let (lo, hi) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+                let d = amax / 127.0;
+                let inv = _mm512_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+                *scale = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(d))));
+                let dst = v.as_mut_ptr().add(b * BLOCK);
+                for (half, part) in [lo, hi].into_iter().enumerate() {
+                    let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(part, inv)), offset);
+                    _mm512_mask_cvtusepi32_storeu_epi8(dst.add(half * 16) as *mut _, 0xffff, q);
+                }
             }
         }
     }
@@ -234,34 +236,36 @@ mod kernel {
         y: *mut f32,
         y_stride: usize,
     ) {
-        let width = blocks * BLOCK;
-        let mut sum = [[_mm512_setzero_ps(); 2]; R];
-        for b in 0..blocks {
-            let off = offsets.as_ptr().add(b * PANEL);
-            let (o0, o1) = (_mm512_loadu_si512(off as *const _), _mm512_loadu_si512(off.add(16) as *const _));
-            let mut dot = [[o0, o1]; R];
-            let wb = w.as_ptr().add(b * BLOCK * PANEL);
-            for g in 0..BLOCK / 4 {
-                let w0 = _mm512_loadu_si512(wb.add(g * 4 * PANEL) as *const _);
-                let w1 = _mm512_loadu_si512(wb.add(g * 4 * PANEL + 64) as *const _);
-                for (r, d) in dot.iter_mut().enumerate() {
-                    let av = _mm512_set1_epi32((a.as_ptr().add(r * width + b * BLOCK + g * 4) as *const i32).read_unaligned());
-                    d[0] = _mm512_dpbusd_epi32(d[0], av, w0);
-                    d[1] = _mm512_dpbusd_epi32(d[1], av, w1);
+        unsafe {
+            let width = blocks * BLOCK;
+            let mut sum = [[_mm512_setzero_ps(); 2]; R];
+            for b in 0..blocks {
+                let off = offsets.as_ptr().add(b * PANEL);
+                let (o0, o1) = (_mm512_loadu_si512(off as *const _), _mm512_loadu_si512(off.add(16) as *const _));
+                let mut dot = [[o0, o1]; R];
+                let wb = w.as_ptr().add(b * BLOCK * PANEL);
+                for g in 0..BLOCK / 4 {
+                    let w0 = _mm512_loadu_si512(wb.add(g * 4 * PANEL) as *const _);
+                    let w1 = _mm512_loadu_si512(wb.add(g * 4 * PANEL + 64) as *const _);
+                    for (r, d) in dot.iter_mut().enumerate() {
+                        let av = _mm512_set1_epi32((a.as_ptr().add(r * width + b * BLOCK + g * 4) as *const i32).read_unaligned());
+                        d[0] = _mm512_dpbusd_epi32(d[0], av, w0);
+                        d[1] = _mm512_dpbusd_epi32(d[1], av, w1);
+                    }
+                }
+                let ws = w_scales.as_ptr().add(b * PANEL);
+                let (s0, s1) = (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)));
+                for (r, (d, acc)) in dot.iter().zip(sum.iter_mut()).enumerate() {
+                    let ar = _mm512_set1_ps(*a_scales.get_unchecked(r * blocks + b));
+                    acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), _mm512_mul_ps(s0, ar), acc[0]);
+                    acc[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[1]), _mm512_mul_ps(s1, ar), acc[1]);
                 }
             }
-            let ws = w_scales.as_ptr().add(b * PANEL);
-            let (s0, s1) = (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)));
-            for (r, (d, acc)) in dot.iter().zip(sum.iter_mut()).enumerate() {
-                let ar = _mm512_set1_ps(*a_scales.get_unchecked(r * blocks + b));
-                acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), _mm512_mul_ps(s0, ar), acc[0]);
-                acc[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[1]), _mm512_mul_ps(s1, ar), acc[1]);
+            for (r, acc) in sum.iter().enumerate() {
+                let row = y.add(r * y_stride);
+                _mm512_storeu_ps(row, acc[0]);
+                _mm512_storeu_ps(row.add(16), acc[1]);
             }
-        }
-        for (r, acc) in sum.iter().enumerate() {
-            let row = y.add(r * y_stride);
-            _mm512_storeu_ps(row, acc[0]);
-            _mm512_storeu_ps(row.add(16), acc[1]);
         }
     }
 }

@@ -63,7 +63,11 @@ impl WordPieceTokenizer {
         }
         let types = if g.has("tokenizer.ggml.token_type") { Some(g.array("tokenizer.ggml.token_type")?) } else { None };
         if types.is_some_and(|t| t.len() != tokens.len()) {
-            return Err(invalid(format!("{} tokens, {} token types", tokens.len(), types.map_or(0, |t| t.len()))));
+            return Err(invalid(format!(
+                "{} tokens, {} token types",
+                tokens.len(),
+                types.map_or(0, <[candle_core::quantized::gguf_file::Value]>::len)
+            )));
         }
         let mut ids = HashMap::with_capacity(tokens.len());
         let mut specials = Vec::new();

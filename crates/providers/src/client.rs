@@ -165,7 +165,7 @@ impl Client {
         if vectors.len() != n {
             return Err(self.permanent(format!("returned {} vectors for {n} texts", vectors.len())));
         }
-        for v in vectors.iter_mut() {
+        for v in &mut vectors {
             self.check_one(v)?;
         }
         Ok(vectors)

@@ -123,7 +123,7 @@ impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpClient")
             .field("provider", &self.provider)
-            .field("header_names", &self.headers.keys().map(|k| k.as_str()).collect::<Vec<_>>())
+            .field("header_names", &self.headers.keys().map(reqwest::header::HeaderName::as_str).collect::<Vec<_>>())
             .field("options", &self.options)
             .finish()
     }

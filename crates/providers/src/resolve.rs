@@ -45,7 +45,11 @@ struct Target {
 /// The catalogue entry `name`, or a custom `models.providers.<name>` with the entry of the API it speaks.
 fn target(name: &str, config: &Config) -> Result<Target, String> {
     if let Some(provider) = catalogue::get(name) {
-        return Ok(Target { provider, entries: provider.config_entries.iter().map(|e| e.to_string()).collect(), key_env: provider.key_env });
+        return Ok(Target {
+            provider,
+            entries: provider.config_entries.iter().map(std::string::ToString::to_string).collect(),
+            key_env: provider.key_env,
+        });
     }
     let Some(entry) = config.models.providers.get(name) else { return Err(format!("unknown provider `{name}`")) };
     let api = entry.api.as_deref().unwrap_or("openai-completions");
@@ -256,7 +260,7 @@ fn local_model_spec(search: &SearchConfig, env: EnvLookup<'_>) -> Option<String>
 /// time it opens its provider).
 fn first_time(message: &str) -> bool {
     static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
-    SAID.lock().unwrap_or_else(|e| e.into_inner()).insert(message.to_string())
+    SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(message.to_string())
 }
 
 /// The key for `provider`: `memory.search.remote.apiKey` (primary only), `models.providers.<entry>.apiKey`, then

@@ -148,7 +148,7 @@ fn process_environment_is_the_default_source() {
 #[tokio::test]
 async fn remote_settings_reach_the_wire_and_keys_stay_hidden() {
     let server = MockServer::start(|rec, _| {
-        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let n = rec.body["input"].as_array().map(std::vec::Vec::len).unwrap_or(0);
         let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": [1.0, i as f32, 0.0] })).collect();
         Reply::json(200, json!({ "data": data }).to_string())
     })
@@ -255,7 +255,7 @@ fn fallback_alone_when_the_primary_is_not_set_up() {
 #[tokio::test]
 async fn openclaw_config_values_reach_the_wire() {
     let server = MockServer::start(|rec, _| {
-        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let n = rec.body["input"].as_array().map(std::vec::Vec::len).unwrap_or(0);
         let data: Vec<_> =
             (0..n).map(|i| json!({ "index": i, "embedding": (0..256).map(|d| if d == 0 { 1.0 } else { 0.0 }).collect::<Vec<f32>>() })).collect();
         Reply::json(200, json!({ "data": data }).to_string())
@@ -348,7 +348,7 @@ async fn a_local_model_folder_that_cannot_be_used_has_a_stand_in_naming_the_key(
 #[tokio::test]
 async fn request_limits_come_from_openclaw_s_keys_and_where_the_server_is() {
     let server = MockServer::start(|rec, _| {
-        let n = rec.body["input"].as_array().map(|a| a.len()).unwrap_or(0);
+        let n = rec.body["input"].as_array().map(std::vec::Vec::len).unwrap_or(0);
         let data: Vec<_> = (0..n).map(|i| json!({ "index": i, "embedding": [1.0, i as f32, 0.0] })).collect();
         Reply::json(200, json!({ "data": data }).to_string()).delayed(Duration::from_millis(150))
     })

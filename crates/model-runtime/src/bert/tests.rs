@@ -97,7 +97,7 @@ fn naive_mpnet(w: &HashMap<String, (Vec<usize>, Vec<f32>)>, cfg: &BertConfig, id
                         dot / (d as f32).sqrt() + rel[buckets[i * l + j] as usize * heads + hd]
                     })
                     .collect();
-                let max = scores.iter().cloned().fold(f32::MIN, f32::max);
+                let max = scores.iter().copied().fold(f32::MIN, f32::max);
                 let exp: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
                 let total: f32 = exp.iter().sum();
                 for j in 0..l {
@@ -229,7 +229,7 @@ fn int8_model_matches(hidden: usize, heads: usize) {
     // Every encoder dense weight quantised symmetrically per output row; the float twin gets the same values
     // dequantised, so the two models differ only by the activations' int8 rounding.
     let mut int8 = HashMap::new();
-    for (name, (shape, v)) in w.iter_mut() {
+    for (name, (shape, v)) in &mut w {
         if !(name.starts_with("encoder.") && name.ends_with(".weight") && shape.len() == 2) {
             continue;
         }

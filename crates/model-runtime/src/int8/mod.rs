@@ -200,7 +200,7 @@ impl Int8Linear {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as this function's; the slices hold `cols` <= PANEL values each.
         unsafe {
-            vnni::finish(acc, a_scale, a_zero, sums, scale, bias, dst, act == Activation::GeluErf)
+            vnni::finish(acc, a_scale, a_zero, sums, scale, bias, dst, act == Activation::GeluErf);
         }
         #[cfg(not(target_arch = "x86_64"))]
         {

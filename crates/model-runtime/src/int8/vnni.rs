@@ -20,30 +20,32 @@ pub fn lanes(n: usize) -> __mmask16 {
 /// AVX-512 F/BW must be available; `dst` at least as long as `row`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 pub unsafe fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
-    debug_assert!(dst.len() >= row.len());
-    let n = row.len();
-    let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-    let mut i = 0;
-    while i < n {
-        // Lanes past the end load as zero, which the range holds anyway.
-        let v = _mm512_maskz_loadu_ps(lanes(n - i), row.as_ptr().add(i));
-        lo = _mm512_min_ps(lo, v);
-        hi = _mm512_max_ps(hi, v);
-        i += 16;
+    unsafe {
+        debug_assert!(dst.len() >= row.len());
+        let n = row.len();
+        let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let mut i = 0;
+        while i < n {
+            // Lanes past the end load as zero, which the range holds anyway.
+            let v = _mm512_maskz_loadu_ps(lanes(n - i), row.as_ptr().add(i));
+            lo = _mm512_min_ps(lo, v);
+            hi = _mm512_max_ps(hi, v);
+            i += 16;
+        }
+        let (scale, zero) = row_params(_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
+        let (inv, z) = (_mm512_set1_ps(1.0 / scale), _mm512_set1_ps(zero));
+        let (floor, ceil) = (_mm512_setzero_ps(), _mm512_set1_ps(255.0));
+        let mut i = 0;
+        while i < n {
+            let m = lanes(n - i);
+            let v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row.as_ptr().add(i)), inv, z);
+            // Clamped (a NaN becomes 0: max returns its second operand), then rounded to nearest even.
+            let v = _mm512_min_ps(_mm512_max_ps(v, floor), ceil);
+            _mm512_mask_cvtusepi32_storeu_epi8(dst.as_mut_ptr().add(i) as *mut _, m, _mm512_cvtps_epi32(v));
+            i += 16;
+        }
+        (scale, zero as i32)
     }
-    let (scale, zero) = row_params(_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
-    let (inv, z) = (_mm512_set1_ps(1.0 / scale), _mm512_set1_ps(zero));
-    let (floor, ceil) = (_mm512_setzero_ps(), _mm512_set1_ps(255.0));
-    let mut i = 0;
-    while i < n {
-        let m = lanes(n - i);
-        let v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row.as_ptr().add(i)), inv, z);
-        // Clamped (a NaN becomes 0: max returns its second operand), then rounded to nearest even.
-        let v = _mm512_min_ps(_mm512_max_ps(v, floor), ceil);
-        _mm512_mask_cvtusepi32_storeu_epi8(dst.as_mut_ptr().add(i) as *mut _, m, _mm512_cvtps_epi32(v));
-        i += 16;
-    }
-    (scale, zero as i32)
 }
 
 /// See [`super::Int8Linear::finish`], sixteen columns at a time, GELU included.
@@ -53,21 +55,23 @@ pub unsafe fn quantize_row(row: &[f32], dst: &mut [u8]) -> (f32, i32) {
 #[allow(clippy::too_many_arguments, reason = "a kernel over plain slices: the shapes and buffers are its arguments")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 pub unsafe fn finish(acc: &[i32; PANEL], a_scale: f32, a_zero: i32, sums: &[i32], scale: &[f32], bias: &[f32], dst: &mut [f32], gelu: bool) {
-    let cols = dst.len();
-    debug_assert!(cols <= PANEL && sums.len() == cols && scale.len() == cols && bias.len() == cols);
-    let (az, asc) = (_mm512_set1_epi32(a_zero), _mm512_set1_ps(a_scale));
-    let mut c = 0;
-    while c < cols {
-        let m = lanes(cols - c);
-        let dot = _mm512_maskz_loadu_epi32(m, acc.as_ptr().add(c));
-        let fixed = _mm512_sub_epi32(dot, _mm512_mullo_epi32(az, _mm512_maskz_loadu_epi32(m, sums.as_ptr().add(c))));
-        let s = _mm512_mul_ps(asc, _mm512_maskz_loadu_ps(m, scale.as_ptr().add(c)));
-        let mut y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fixed), s, _mm512_maskz_loadu_ps(m, bias.as_ptr().add(c)));
-        if gelu {
-            y = gelu_erf(y);
+    unsafe {
+        let cols = dst.len();
+        debug_assert!(cols <= PANEL && sums.len() == cols && scale.len() == cols && bias.len() == cols);
+        let (az, asc) = (_mm512_set1_epi32(a_zero), _mm512_set1_ps(a_scale));
+        let mut c = 0;
+        while c < cols {
+            let m = lanes(cols - c);
+            let dot = _mm512_maskz_loadu_epi32(m, acc.as_ptr().add(c));
+            let fixed = _mm512_sub_epi32(dot, _mm512_mullo_epi32(az, _mm512_maskz_loadu_epi32(m, sums.as_ptr().add(c))));
+            let s = _mm512_mul_ps(asc, _mm512_maskz_loadu_ps(m, scale.as_ptr().add(c)));
+            let mut y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fixed), s, _mm512_maskz_loadu_ps(m, bias.as_ptr().add(c)));
+            if gelu {
+                y = gelu_erf(y);
+            }
+            _mm512_mask_storeu_ps(dst.as_mut_ptr().add(c), m, y);
+            c += 16;
         }
-        _mm512_mask_storeu_ps(dst.as_mut_ptr().add(c), m, y);
-        c += 16;
     }
 }
 
@@ -128,24 +132,26 @@ pub fn gelu_tanh(x: __m512) -> __m512 {
 /// `groups * 256` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn tile<const R: usize>(a: *const u8, a_stride: usize, b: *const i8, groups: usize, acc: &mut [[i32; PANEL]; TILE_ROWS]) {
-    let mut s = [[_mm512_setzero_si512(); 4]; R];
-    for g in 0..groups {
-        let bp = b.add(g * 256);
-        let b0 = _mm512_loadu_si512(bp as *const _);
-        let b1 = _mm512_loadu_si512(bp.add(64) as *const _);
-        let b2 = _mm512_loadu_si512(bp.add(128) as *const _);
-        let b3 = _mm512_loadu_si512(bp.add(192) as *const _);
-        for (r, sr) in s.iter_mut().enumerate() {
-            let av = _mm512_set1_epi32((a.add(r * a_stride + g * 4) as *const i32).read_unaligned());
-            sr[0] = _mm512_dpbusd_epi32(sr[0], av, b0);
-            sr[1] = _mm512_dpbusd_epi32(sr[1], av, b1);
-            sr[2] = _mm512_dpbusd_epi32(sr[2], av, b2);
-            sr[3] = _mm512_dpbusd_epi32(sr[3], av, b3);
+    unsafe {
+        let mut s = [[_mm512_setzero_si512(); 4]; R];
+        for g in 0..groups {
+            let bp = b.add(g * 256);
+            let b0 = _mm512_loadu_si512(bp as *const _);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const _);
+            let b2 = _mm512_loadu_si512(bp.add(128) as *const _);
+            let b3 = _mm512_loadu_si512(bp.add(192) as *const _);
+            for (r, sr) in s.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32((a.add(r * a_stride + g * 4) as *const i32).read_unaligned());
+                sr[0] = _mm512_dpbusd_epi32(sr[0], av, b0);
+                sr[1] = _mm512_dpbusd_epi32(sr[1], av, b1);
+                sr[2] = _mm512_dpbusd_epi32(sr[2], av, b2);
+                sr[3] = _mm512_dpbusd_epi32(sr[3], av, b3);
+            }
         }
-    }
-    for (r, sr) in s.iter().enumerate() {
-        for (q, v) in sr.iter().enumerate() {
-            _mm512_storeu_si512(acc[r].as_mut_ptr().add(q * 16) as *mut _, *v);
+        for (r, sr) in s.iter().enumerate() {
+            for (q, v) in sr.iter().enumerate() {
+                _mm512_storeu_si512(acc[r].as_mut_ptr().add(q * 16) as *mut _, *v);
+            }
         }
     }
 }

@@ -138,7 +138,7 @@ impl BatchRunner {
         let what = self.client.scrub(&what);
         outcome.jobs_failed += 1;
         let count = {
-            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             f.push(what.clone());
             f.len()
         };
@@ -227,7 +227,8 @@ impl BatchEmbedder for BatchRunner {
             info!(provider = self.client.id(), jobs = active.len(), "resuming batch embedding jobs of an earlier run");
         }
         let todo: Vec<BatchItem> = items.iter().filter(|i| !covered.contains(&i.hash)).cloned().collect();
-        let mut queue: std::collections::VecDeque<Vec<BatchItem>> = todo.chunks(self.per_job()).map(|c| c.to_vec()).collect();
+        let mut queue: std::collections::VecDeque<Vec<BatchItem>> =
+            todo.chunks(self.per_job()).map(<[memory_core::embedding::BatchItem]>::to_vec).collect();
         if let Err(e) = state.save(state_file) {
             warn!(path = %state_file.display(), error = %e, "cannot write the batch job state");
         }

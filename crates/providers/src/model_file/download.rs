@@ -245,7 +245,7 @@ fn error_chain(e: &reqwest::Error) -> String {
         root = Some(s);
         next = s.source();
     }
-    let why = root.map_or_else(|| e.to_string(), |r| r.to_string());
+    let why = root.map_or_else(|| e.to_string(), std::string::ToString::to_string);
     if e.is_timeout() {
         format!("timed out ({why})")
     } else if e.is_connect() {

@@ -255,7 +255,7 @@ pub fn locate_source(source: Source, places: &Places, download: ModelDownload, o
         return Err(ModelFileError::NotDownloaded { uri: artifact.uri, looked, dest, why: refused.unwrap_or_default().into() });
     };
     // One download at a time in this process; a destination that failed before is not tried again.
-    let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut failed = FAILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(e) = failed.get(dest) {
         return Err(e.clone());
     }

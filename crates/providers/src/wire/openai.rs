@@ -63,5 +63,5 @@ fn parse(client: &Client, v: &Value, n: usize) -> Result<Vec<Vec<f32>>, Embeddin
         }
         *cell = Some(client.floats(values)?);
     }
-    Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
+    Ok(out.into_iter().map(std::option::Option::unwrap_or_default).collect())
 }

@@ -26,7 +26,7 @@ const SAME: f64 = 0.9999;
 
 pub async fn check(p: &dyn EmbeddingProvider, expect: Expect) {
     let name = format!("{} ({})", p.id(), p.model());
-    let texts: Vec<String> = TEXTS.iter().map(|t| t.to_string()).collect();
+    let texts: Vec<String> = TEXTS.iter().map(std::string::ToString::to_string).collect();
 
     for purpose in [EmbeddingPurpose::Document, EmbeddingPurpose::Query] {
         let none = p.embed(&[], purpose).await.unwrap_or_else(|e| panic!("{name}: empty {purpose:?} input failed: {e}"));
