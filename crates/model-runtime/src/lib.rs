@@ -67,10 +67,9 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
-/// Cosine similarity of two vectors (of any norm), for the tests that compare outputs; 0 when either is zero or
-/// the lengths differ.
-#[cfg(test)]
-pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
+/// Cosine similarity of two vectors (of any norm), for comparing a model's outputs with a reference's; 0 when
+/// either is zero or the lengths differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() || a.is_empty() {
         return 0.0;
     }

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+pub use model_runtime::cosine;
 use model_runtime::{FolderEncoder, FolderModelInfo, GgufEncoder, GgufModelInfo, ModelError, ModelOptions};
 
 const TEXTS: &str = include_str!("../data/gguf_reference_texts.txt");
@@ -74,25 +75,6 @@ pub fn int8_vectors(bytes: &[u8], dims: usize) -> Vec<Vec<f32>> {
             c[4..].iter().map(|b| *b as i8 as f32 * scale).collect()
         })
         .collect()
-}
-
-/// Cosine similarity of two vectors (of any norm); 0 when either is zero or the lengths differ.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (*x as f64, *y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
 }
 
 /// What a text is embedded as: the model's query or document prompt goes in front.
