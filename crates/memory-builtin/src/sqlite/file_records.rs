@@ -36,8 +36,7 @@ impl SqliteStore {
     pub(super) fn find_files_named(&self, query: &str) -> Result<Vec<FileRecord>> {
         // Indexed equality on path, name and stem (the columns hold `store::name_and_stem`); ranking decides the
         // order. The path is looked up under each source: `path = ?` alone cannot use the (source, path) key, and
-        // one unindexed arm makes SQLite scan every file record for the whole OR (4 ms at 50,000 notes, for every
-        // one-word query).
+        // one unindexed arm makes SQLite scan every file record for the whole OR, for every one-word query.
         if query.is_empty() {
             return Ok(Vec::new()); // names no file (`store::is_named`), though a dot file's stem column is empty
         }
@@ -68,8 +67,8 @@ mod tests {
     use crate::sqlite::schema;
     use rusqlite::Connection;
 
-    /// Every one-word search asks for files by name: a plan that scans the file records costs milliseconds
-    /// per search at 50,000 notes.
+    /// Every one-word search asks for files by name: a plan that scans the file records makes each search cost
+    /// time in proportion to the number of notes.
     #[test]
     fn the_lookup_by_file_name_uses_indexes() {
         let mut c = Connection::open_in_memory().unwrap();
