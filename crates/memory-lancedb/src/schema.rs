@@ -31,8 +31,8 @@ pub(crate) const COL_SIZE: &str = "size";
 pub(crate) const COL_MTIME: &str = "mtime_ms";
 pub(crate) const COL_VECTOR: &str = "vector";
 /// Everything a search result needs in one string: a JSON header line (id, source, path, lines, importance,
-/// mtime) and the chunk text. Why one column: LanceDB reads each selected column of each hit separately, and
-/// at a million chunks fetching eight columns for 24 hits cost ~6 ms of a ~10 ms search; one column costs ~1.
+/// mtime) and the chunk text. Why one column: LanceDB reads each selected column of each hit separately, so on a
+/// large table fetching eight columns per hit is most of a search's time, and one column is one read per hit.
 pub(crate) const COL_CARD: &str = "card";
 
 /// Columns a [`Candidate`] is built from, in tables with a card column.

@@ -1,8 +1,8 @@
 //! Bounding the work of a keyword query by its terms' document frequencies.
 //!
 //! Any query word may match (OR), and FTS5 computes BM25 for every matching row before it can sort them: a
-//! query whose words each appear in most chunks scores nearly the whole index (1.1 s at 400k chunks). Before
-//! the query runs, each term's document frequency is counted (up to the budget; beyond it, estimated from the
+//! query whose words each appear in most chunks scores nearly the whole index, in time that grows with it.
+//! Before the query runs, each term's document frequency is counted (up to the budget; beyond it, estimated from the
 //! newest rows: the plan's own cost must not grow with the index). When the rows the query would score stay
 //! under [`ROW_BUDGET`] nothing changes. Otherwise, in this order:
 //!
@@ -14,14 +14,14 @@
 //!    window holding about [`ROW_BUDGET`] of its rows): every word of such a query is in a large part of the
 //!    memory and BM25 can barely rank by it, so recent notes are the answer an agent most likely wants.
 //!
-//! Collections of at most [`ROW_BUDGET`] chunks (Cranfield's 1,400 abstracts) are always scored whole and rank
-//! exactly as without a plan.
+//! Collections of at most [`ROW_BUDGET`] chunks (a small test collection such as Cranfield) are always scored
+//! whole and rank exactly as without a plan.
 
 use rusqlite::Connection;
 
-/// Rows a keyword query may score before its terms are bounded (~1-2.5 us per scored row on this machine, so a
-/// few ms; a one-shot `memory search` pays it with a cold cache). A collection of at most this many chunks is
-/// always scored whole.
+/// Rows a keyword query may score before its terms are bounded: few enough that scoring them stays a small part
+/// of a search, which a one-shot `memory search` pays with a cold cache. A collection of at most this many chunks
+/// is always scored whole.
 pub(crate) const ROW_BUDGET: u64 = 8_000;
 
 #[derive(Debug, PartialEq)]

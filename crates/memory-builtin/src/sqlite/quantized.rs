@@ -1,8 +1,8 @@
 //! An in-memory int8 copy of the index's vectors, scanned instead of sqlite-vec's scalar f32 loop.
 //!
 //! Why: sqlite-vec 0.1.6 answers a k-NN query by reading and comparing every stored f32 vector one float at a
-//! time (~95 ms for 100k x 384 on this project's 2-core machine). The copy here is a quarter of the bytes, laid
-//! out contiguously and compared with integer dot products (an explicit AVX2 kernel when the CPU has it, a loop
+//! time, so a query costs time in proportion to every float of the index. The copy here is a quarter of the
+//! bytes, laid out contiguously and compared with integer dot products (an explicit AVX2 kernel when the CPU has it, a loop
 //! the compiler vectorises otherwise), on every core for a large copy: the scan is bound by memory bandwidth,
 //! which one core cannot use up. The best candidates of that approximate scan are then re-scored exactly from
 //! the f32 vectors in SQLite, so the scores returned are sqlite-vec's.
@@ -161,7 +161,7 @@ impl QuantizedVectors {
     }
 }
 
-/// Below this many vectors a scan takes well under a millisecond and a thread would cost more than it saves.
+/// Below this many vectors one core scans the copy quickly and a thread would cost more than it saves.
 const PARALLEL_SCAN_MIN: usize = 32 * 1024;
 
 /// Threads for a scan of `n` vectors: one per core, at most 4 (memory bandwidth is shared beyond that).

@@ -88,8 +88,8 @@ fn has_column(c: &Connection, table: &str, column: &str) -> rusqlite::Result<boo
     c.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?.exists(params![table, column])
 }
 
-/// The number of chunks, kept by triggers so that reading it costs one row (`count(*)` reads the whole table:
-/// 19 ms at 100k chunks, and the keyword plan needs it for every bounded query). An index from before gets
+/// The number of chunks, kept by triggers so that reading it costs one row (`count(*)` reads the whole table,
+/// and the keyword plan needs it for every bounded query). An index from before gets
 /// the table, counted once, and the triggers in the same transaction.
 fn create_chunk_count(c: &Connection) -> rusqlite::Result<()> {
     let exists = c.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunk_count'")?.exists([])?;
@@ -128,8 +128,8 @@ pub(crate) fn create_vector_table(c: &Connection, dims: usize) -> rusqlite::Resu
 }
 
 /// `vec_f32`: each chunk's f32 vector once more, one row per vector. sqlite-vec keeps vectors in blobs of 1024
-/// and reads one by opening its blob and walking the overflow pages up to it (~0.2 ms: 64 re-scores cost
-/// 14 ms), and its full scan reads every row that way; a row here is one B-tree lookup. It is what the
+/// and reads one by opening its blob and walking the overflow pages up to it (each re-score pays that walk),
+/// and its full scan reads every row that way; a row here is one B-tree lookup. It is what the
 /// in-memory copy is built from and what its best candidates are re-scored with (vectors.rs).
 fn create_exact_vectors(c: &Connection) -> rusqlite::Result<()> {
     let exists: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_f32'")?.exists([])?;
@@ -200,8 +200,8 @@ pub(crate) fn delete_file_chunks(c: &Connection, source: &str, path: &str, has_v
 /// to take them out.
 ///
 /// The virtual tables are deleted from one rowid at a time: vec0 answers `rowid IN (subquery)` by scanning the
-/// whole table, which made every file written into an index of N vectors cost O(N) (a cold hybrid index of 20k
-/// notes, 40k chunks: 61 s CPU that way, 7.5 s one rowid at a time).
+/// whole table, which made every file written into an index of N vectors cost O(N), so building an index cost
+/// time quadratic in its size.
 pub(crate) fn delete_chunk_rows(c: &Connection, rowids: &[i64], has_vectors: bool) -> rusqlite::Result<()> {
     if rowids.is_empty() {
         return Ok(());

@@ -15,7 +15,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tracing::debug;
 
 use super::quantized::{exact_cosine, QuantizedVectors, SourceTag};
-use super::{blob_to_vec, schema};
+use super::rows::blob_to_vec;
+use super::schema;
 
 /// How many approximate candidates are re-scored exactly, per result asked for (and at least
 /// [`MIN_RESCORE`]). int8 rounding moves a cosine by ~1e-3, so the true best results sit well inside this.

@@ -19,10 +19,11 @@ use crate::schema::*;
 /// Meta key of the vector index's build record ([`AnnBuild`]).
 const META_ANN: &str = "ann_index";
 /// The vector index is retrained once the vectors have grown by half since its training: LanceDB's index
-/// catch-up adds rows to the existing partitions, so an index trained at 25k vectors would otherwise hold a
-/// million in a handful of huge partitions, and every search would scan them all. By half rather than double:
-/// an IVF-FLAT search costs the vectors it scans, and partitions 2x their size made a 1M-chunk search 1.3x
-/// slower (retraining costs ~12 s at 1M, ~3x that in total over the growth from 25k).
+/// catch-up adds rows to the existing partitions, so an index trained on a small table would otherwise hold a
+/// table many times larger in a handful of huge partitions, and every search would scan them all. By half rather
+/// than double: an IVF-FLAT search costs the vectors it scans, so partitions grown to twice their size make each
+/// search slower, while retraining at every half adds up, over the whole growth, to a small multiple of the last
+/// training (the trainings grow geometrically).
 fn ann_retrain_at(trained_on: usize) -> usize {
     trained_on.saturating_add(trained_on / 2)
 }
@@ -265,8 +266,8 @@ pub fn auto_nprobes(partitions: Option<usize>) -> usize {
 
 /// Delta segments the vector index may collect before they are merged into one. Index catch-up adds one
 /// segment per maintenance run; each search reads every segment, and fragments covered by different
-/// segments are never compacted together, so without merging a table grown to 1M chunks in 20k-row syncs
-/// had 19 segments over 19 fragments and searched at 16.7 ms instead of 7.6.
+/// segments are never compacted together, so without merging a table grown by many syncs holds a segment per
+/// sync, and every search pays for reading them all.
 const ANN_MAX_SEGMENTS: usize = 4;
 
 /// Merge the vector index's delta segments once there are more than [`ANN_MAX_SEGMENTS`]; returns how many
