@@ -287,6 +287,22 @@ mod tests {
 
     /// The definition the kernel follows (llama.cpp's): activations in Q8_0 blocks, times the dequantized weights.
     /// Rows made of Q8_0 values quantize to themselves, so the sum is the plain one over the dequantized values.
+    /// `lin`'s output on `x` is the plain product with `w`'s values, computed in f64, within 1e-5 relative.
+    fn assert_is_the_product(lin: &Linear, x: &Tensor, w: &QTensor) {
+        let (rows, inp) = x.dims2().unwrap();
+        let wv = w.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let out = wv.len() / inp;
+        let xv = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let got = lin.forward(&Input::new(x)).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for r in 0..rows {
+            for c in 0..out {
+                let want: f64 = (0..inp).map(|k| xv[r * inp + k] as f64 * wv[c * inp + k] as f64).sum();
+                let g = got[r * out + c] as f64;
+                assert!((g - want).abs() <= 1e-5 * (1.0 + want.abs()), "{rows}x{inp} by {out}, [{r}][{c}]: {g} vs {want}");
+            }
+        }
+    }
+
     #[test]
     fn the_kernel_is_the_q8_product() {
         if !super::super::int8::enabled() {
@@ -297,18 +313,9 @@ mod tests {
         for (rows, out, inp) in [(1, 32, 32), (3, 64, 96), (17, 96, 768), (9, 256, 1152)] {
             let w = q8_tensor(out, inp, &mut seed);
             let x = q8_tensor(rows, inp, &mut seed).dequantize(&Device::Cpu).unwrap();
-            let wv = w.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let xv = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let lin = Linear::new(w).unwrap();
+            let lin = Linear::new(w.clone()).unwrap();
             assert!(matches!(lin, Linear::Q8(_)));
-            let got = lin.forward(&Input::new(&x)).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            for r in 0..rows {
-                for c in 0..out {
-                    let want: f64 = (0..inp).map(|k| xv[r * inp + k] as f64 * wv[c * inp + k] as f64).sum();
-                    let g = got[r * out + c] as f64;
-                    assert!((g - want).abs() <= 1e-5 * (1.0 + want.abs()), "{rows}x{inp} by {out}, [{r}][{c}]: {g} vs {want}");
-                }
-            }
+            assert_is_the_product(&lin, &x, &w);
         }
     }
 
@@ -330,18 +337,9 @@ mod tests {
                 .unwrap()
                 .contiguous()
                 .unwrap();
-            let wv = w.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let xv = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let lin = Linear::new(w).unwrap();
+            let lin = Linear::new(w.clone()).unwrap();
             assert!(matches!(lin, Linear::F16(_)));
-            let got = lin.forward(&Input::new(&x)).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            for r in 0..rows {
-                for c in 0..out {
-                    let want: f64 = (0..inp).map(|k| xv[r * inp + k] as f64 * wv[c * inp + k] as f64).sum();
-                    let g = got[r * out + c] as f64;
-                    assert!((g - want).abs() <= 1e-5 * (1.0 + want.abs()), "{rows}x{inp} by {out}, [{r}][{c}]: {g} vs {want}");
-                }
-            }
+            assert_is_the_product(&lin, &x, &w);
         }
     }
 
