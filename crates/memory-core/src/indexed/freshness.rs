@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::discovery::{ChangeFeed, ChangeJournal};
-use crate::locks::{LockExt, RwLockExt};
+use crate::locks::LockExt;
 
 /// How long a search waits for a sync that another task or process is running before it answers without the
 /// files that changed (it never waits for a rebuild: it updates the live index itself meanwhile).
@@ -184,10 +184,10 @@ impl IndexedBackend {
     pub(super) async fn freshen(&self, warnings: &mut Vec<String>, deadline: tokio::time::Instant) -> Result<Staleness> {
         self.follow_live().await?;
         let store = self.store();
-        if !self.indexed.load(Ordering::Relaxed) && store.identity().await?.is_none() && !self.build_first_index(warnings, deadline).await? {
+        if !self.live.known_indexed() && store.identity().await?.is_none() && !self.build_first_index(warnings, deadline).await? {
             return Ok(Staleness::default());
         }
-        self.indexed.store(true, Ordering::Relaxed);
+        self.live.mark_indexed();
         if !self.config.memory.search.sync.on_search {
             return Ok(Staleness::default());
         }
@@ -324,7 +324,7 @@ impl IndexedBackend {
         };
         self.follow_live().await?;
         if self.store().identity().await?.is_some() {
-            self.indexed.store(true, Ordering::Relaxed);
+            self.live.mark_indexed();
             return Ok(true);
         }
         let _writer = match self.writer_lock_bounded("first index").await {
@@ -337,7 +337,7 @@ impl IndexedBackend {
         };
         let embed_wait = crate::EmbedWait::AtMost(deadline.saturating_duration_since(tokio::time::Instant::now()));
         self.sync_locked(SyncOptions { embed_wait, ..SyncOptions::default() }).await?;
-        self.indexed.store(true, Ordering::Relaxed);
+        self.live.mark_indexed();
         Ok(false)
     }
 
@@ -392,7 +392,7 @@ impl IndexedBackend {
             _ => desired.provider_fingerprint.clone(),
         };
         let result = self.sync_into(&live, &live, planned.as_deref(), files, super::patience::Bound::Until(embed_deadline).into()).await;
-        *self.built_fingerprint.write_locked() = None;
+        self.live.forget_fingerprint();
         let report = result?;
         if !pending {
             live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;

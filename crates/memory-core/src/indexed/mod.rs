@@ -36,6 +36,7 @@ pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 mod embed;
 mod freshness;
+mod live;
 mod open;
 pub mod patience;
 mod plan;
@@ -69,9 +70,8 @@ pub struct IndexedBackend {
     config: Arc<Config>,
     roots: MemoryRoots,
     storage: Arc<dyn IndexStorage>,
-    live: RwLock<Arc<dyn ChunkStore>>,
-    /// The storage's [`live_marker`](IndexStorage::live_marker) when `live` was opened.
-    live_marker: Mutex<Option<String>>,
+    /// The live index and what is known about it.
+    live: live::LiveIndex,
     embedder: Option<Arc<dyn EmbeddingProvider>>,
     sync_lock: tokio::sync::Mutex<()>,
     /// A rebuild (identity change, `--force`) of this engine is running: searches update the live index with the
@@ -84,14 +84,6 @@ pub struct IndexedBackend {
     hinted: Mutex<HashSet<String>>,
     /// The change journal of a long-lived engine: lets a search skip the stat of every file when nothing changed.
     journal: Mutex<freshness::Journal>,
-    /// Known to hold an index (saves reading the identity on every search).
-    indexed: AtomicBool,
-    /// Provider fingerprint of the live index, once read, with the live handle it was read from: a swapped-in
-    /// rebuild is another handle, so its fingerprint is read again.
-    built_fingerprint: RwLock<Option<(usize, Option<String>)>>,
-    /// The probes' centroid ([`unrelated`]) of the live index, once read, with the live handle and provider
-    /// fingerprint it belongs to.
-    unrelated_centroid: RwLock<Option<unrelated::Remembered>>,
     progress: RwLock<Option<ProgressFn>>,
     /// Transcripts folder, when the `sessions` source is on.
     sessions_dir: Option<PathBuf>,
@@ -147,15 +139,12 @@ impl IndexedBackend {
     }
 
     fn store(&self) -> Arc<dyn ChunkStore> {
-        self.live.read_locked().clone()
+        self.live.store()
     }
 
     /// Make `store` the live handle: what was cached about the old one is forgotten.
     fn set_live(&self, store: Arc<dyn ChunkStore>, marker: Option<String>) {
-        *self.live.write_locked() = store;
-        *self.live_marker.locked() = marker;
-        *self.built_fingerprint.write_locked() = None;
-        self.indexed.store(false, Ordering::Relaxed);
+        self.live.swap(store, marker);
         // Another index: what the last check found in step was the old one.
         self.journal.locked().forget();
     }
@@ -164,11 +153,11 @@ impl IndexedBackend {
     /// engine opened it.
     async fn follow_live(&self) -> Result<()> {
         let marker = self.storage.live_marker().await?;
-        if marker.is_none() || *self.live_marker.locked() == marker {
+        if marker.is_none() || self.live.opened_at(&marker) {
             return Ok(());
         }
         let _patch = self.live_patch.lock().await;
-        if *self.live_marker.locked() == marker || self.rebuilding.load(Ordering::SeqCst) {
+        if self.live.opened_at(&marker) || self.rebuilding.load(Ordering::SeqCst) {
             // Another task of this engine reopened it meanwhile, or this engine's own rebuild is swapping it in.
             return Ok(());
         }

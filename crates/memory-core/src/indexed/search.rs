@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::analysis::QueryWords;
-use crate::locks::RwLockExt;
 
 /// Pseudo-relevance feedback: applied to queries with at least this many content terms...
 const PRF_MIN_QUERY_TERMS: usize = 4;
@@ -238,14 +237,11 @@ impl IndexedBackend {
 
     /// The provider fingerprint the live index was built with (cached: it changes only with a sync).
     pub(super) async fn index_fingerprint(&self, store: &Arc<dyn ChunkStore>) -> Option<String> {
-        let handle = store_handle(store);
-        if let Some((h, fp)) = self.built_fingerprint.read_locked().clone() {
-            if h == handle {
-                return fp;
-            }
+        if let Some(fp) = self.live.fingerprint_of(store) {
+            return fp;
         }
         let fp = store.identity().await.ok().flatten().and_then(|id| id.provider_fingerprint);
-        *self.built_fingerprint.write_locked() = Some((handle, fp.clone()));
+        self.live.remember_fingerprint(store, fp.clone());
         fp
     }
 

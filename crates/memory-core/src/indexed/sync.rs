@@ -106,14 +106,14 @@ impl IndexedBackend {
             let planned = desired.provider_fingerprint.as_deref();
             let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: Some(&collected), computed: None };
             let words = self.sync_into(&live, &live, planned, SyncScope::All, with).await;
-            *self.built_fingerprint.write_locked() = None;
+            self.live.forget_fingerprint();
             let report = match words {
                 Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => return self.sync_locked(options).await,
                 other => other?,
             };
             if current.is_none() {
                 live.set_identity(&desired).await?;
-                self.indexed.store(true, Ordering::Relaxed);
+                self.live.mark_indexed();
             }
             live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
             (report, desired)
@@ -154,7 +154,7 @@ impl IndexedBackend {
         let computed = BatchVectors { vectors, pending: HashSet::new() };
         let with = embed::SyncVectors { bound: patience::Bound::WordsOnly, collect: None, computed: Some(computed) };
         let applied = self.sync_into(&live, &live, settings.provider_fingerprint.as_deref(), SyncScope::All, with).await;
-        *self.built_fingerprint.write_locked() = None;
+        self.live.forget_fingerprint();
         let applied = applied?;
         report.files_pending = applied.files_pending;
         report.warnings.extend(applied.warnings);
@@ -165,7 +165,7 @@ impl IndexedBackend {
     pub(super) async fn sync_inner(&self, options: SyncOptions) -> Result<SyncReport> {
         self.follow_live().await?;
         let result = self.sync_inner_uncached(options).await;
-        *self.built_fingerprint.write_locked() = None;
+        self.live.forget_fingerprint();
         result
     }
 
@@ -194,7 +194,7 @@ impl IndexedBackend {
                 let mut report = self.sync_into(&live, &live, planned, SyncScope::All, patience::Bound::WordsOnly.into()).await?;
                 live.set_identity(&desired).await?;
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
-                self.indexed.store(true, Ordering::Relaxed);
+                self.live.mark_indexed();
                 let vectors = self.sync_into(&live, &live, planned, SyncScope::All, bound.into()).await?;
                 report.add_vectors_pass(vectors);
                 live.set_meta(META_LAST_SYNC, &crate::now_ms().to_string()).await?;
@@ -240,7 +240,7 @@ impl IndexedBackend {
         let new_live = self.storage.promote(live, staging).await?;
         let marker = self.storage.live_marker().await?;
         self.set_live(new_live, marker);
-        self.indexed.store(true, Ordering::Relaxed);
+        self.live.mark_indexed();
         report.rebuilt = true;
         Ok(report)
     }

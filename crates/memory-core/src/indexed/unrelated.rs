@@ -6,7 +6,6 @@
 //! probes' unit vectors averaged), so one vector per index is kept: in the index's meta, with the provider
 //! fingerprint it was embedded with, written by a sync and read by searches.
 
-use crate::locks::RwLockExt;
 use serde::{Deserialize, Serialize};
 
 use super::{debug, store_handle, warn, Arc, ChunkStore, EmbeddingProvider, EmbeddingPurpose, IndexedBackend, Result};
@@ -14,10 +13,10 @@ use super::{debug, store_handle, warn, Arc, ChunkStore, EmbeddingProvider, Embed
 /// A centroid an engine remembers: for which store handle and provider fingerprint, and whether that store holds
 /// it (else the next sync stores it).
 pub(super) struct Remembered {
-    handle: usize,
-    fingerprint: String,
-    centroid: std::sync::Arc<Vec<f32>>,
-    in_store: bool,
+    pub(super) handle: usize,
+    pub(super) fingerprint: String,
+    pub(super) centroid: std::sync::Arc<Vec<f32>>,
+    pub(super) in_store: bool,
 }
 
 /// Meta key of the probes' centroid.
@@ -141,15 +140,12 @@ impl IndexedBackend {
     /// The centroid remembered for the store `handle` and this provider fingerprint, and whether the store
     /// holds it.
     fn remembered_centroid(&self, handle: usize, fingerprint: &str) -> Option<(Arc<Vec<f32>>, bool)> {
-        match self.unrelated_centroid.read_locked().as_ref() {
-            Some(r) if r.handle == handle && r.fingerprint == fingerprint => Some((r.centroid.clone(), r.in_store)),
-            _ => None,
-        }
+        self.live.centroid(handle, fingerprint)
     }
 
     fn remember_centroid(&self, handle: usize, fingerprint: String, centroid: Vec<f32>, in_store: bool) -> Arc<Vec<f32>> {
         let centroid = Arc::new(centroid);
-        *self.unrelated_centroid.write_locked() = Some(Remembered { handle, fingerprint, centroid: centroid.clone(), in_store });
+        self.live.remember_centroid(Remembered { handle, fingerprint, centroid: centroid.clone(), in_store });
         centroid
     }
 
