@@ -309,7 +309,7 @@ impl IndexedBackend {
     /// being busy: a search that cannot get the index answers from what it holds, and `warnings` says so.
     async fn build_first_index(&self, warnings: &mut Vec<String>, deadline: tokio::time::Instant) -> Result<bool> {
         let wait = deadline.saturating_duration_since(tokio::time::Instant::now()) + FIRST_BUILD_GRACE;
-        let Ok(_guard) = tokio::time::timeout(wait, self.sync_lock.lock()).await else {
+        let Ok(_guard) = tokio::time::timeout(wait, self.writer.sync_lock()).await else {
             self.follow_live().await?;
             let built = self.store().identity().await?.is_some();
             warnings.push(if built {
@@ -327,7 +327,7 @@ impl IndexedBackend {
             self.live.mark_indexed();
             return Ok(true);
         }
-        let _writer = match self.writer_lock_bounded("first index").await {
+        let _writer = match super::writer::Writer::writer_lock(self.storage.as_ref(), "first index").await {
             Ok(w) => w,
             Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
                 warnings.push(format!("the index could not be built before this search: {e}; this answer comes from what it holds so far"));
@@ -348,9 +348,9 @@ impl IndexedBackend {
         let busy = |what: &str| MemoryError::Unavailable(format!("{what} is still updating the index"));
         // This engine's own sync lock: free, or held by a short sync (wait) or by a rebuild (update live beside it).
         let _guard = loop {
-            if self.rebuilding.load(Ordering::SeqCst) {
-                let _patch = self.live_patch.lock().await;
-                if self.rebuilding.load(Ordering::SeqCst) {
+            if self.writer.rebuilding() {
+                let _patch = self.writer.patch().await;
+                if self.writer.rebuilding() {
                     self.sync_live(files, embed_deadline).await?;
                     return Ok(Some(
                         "the index is being rebuilt for new settings; searching the current index, updated with the files that changed".into(),
@@ -358,7 +358,7 @@ impl IndexedBackend {
                 }
                 continue;
             }
-            if let Ok(g) = self.sync_lock.try_lock() {
+            if let Some(g) = self.writer.try_sync_lock() {
                 break g;
             }
             if poll.expired() {

@@ -5,7 +5,6 @@
 use crate::locks::{LockExt, RwLockExt};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -46,6 +45,7 @@ mod search;
 mod status;
 mod sync;
 mod unrelated;
+mod writer;
 
 use prepare::Prepared;
 pub(crate) use status::skipped_files;
@@ -73,12 +73,8 @@ pub struct IndexedBackend {
     /// The live index and what is known about it.
     live: live::LiveIndex,
     embedder: Option<Arc<dyn EmbeddingProvider>>,
-    sync_lock: tokio::sync::Mutex<()>,
-    /// A rebuild (identity change, `--force`) of this engine is running: searches update the live index with the
-    /// files that changed meanwhile instead of waiting for it.
-    rebuilding: AtomicBool,
-    /// Serialises those updates of the live index with each other and with the rebuild's swap.
-    live_patch: tokio::sync::Mutex<()>,
+    /// Who may write the index, and when.
+    writer: writer::Writer,
     /// Keys of files a search could not sync (its sync failed): the next search syncs them whatever their size
     /// and mtime say. (Files a host announces join the journal's named files: `Journal::announce`.)
     hinted: Mutex<HashSet<String>>,
@@ -156,8 +152,8 @@ impl IndexedBackend {
         if marker.is_none() || self.live.opened_at(&marker) {
             return Ok(());
         }
-        let _patch = self.live_patch.lock().await;
-        if self.live.opened_at(&marker) || self.rebuilding.load(Ordering::SeqCst) {
+        let _patch = self.writer.patch().await;
+        if self.live.opened_at(&marker) || self.writer.rebuilding() {
             // Another task of this engine reopened it meanwhile, or this engine's own rebuild is swapping it in.
             return Ok(());
         }
@@ -258,7 +254,7 @@ impl MemoryBackend for IndexedBackend {
         match self.search_inner(request).await {
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
                 let note = {
-                    let _guard = self.sync_lock.lock().await;
+                    let _guard = self.writer.sync_lock().await;
                     let _writer = self.storage.writer_lock(true).await?;
                     self.replace_corrupt_live(e).await?
                 };
@@ -285,16 +281,16 @@ impl MemoryBackend for IndexedBackend {
             // does not answer) is waited for within the same wait, and what is left of it goes to the provider.
             crate::EmbedWait::AtMost(wait) => {
                 let started = tokio::time::Instant::now();
-                let guard = tokio::time::timeout(wait, self.sync_lock.lock()).await.map_err(|_| {
+                let guard = tokio::time::timeout(wait, self.writer.sync_lock()).await.map_err(|_| {
                     MemoryError::Unavailable(format!("another sync of this engine is still updating the index (waited {} s)", wait.as_secs()))
                 })?;
                 options.embed_wait = crate::EmbedWait::AtMost(wait.saturating_sub(started.elapsed()));
                 guard
             }
             crate::EmbedWait::EachCallAtMost(_) if self.embedder.is_some() => return self.sync_beside_searches(options).await,
-            _ => self.sync_lock.lock().await,
+            _ => self.writer.sync_lock().await,
         };
-        let _writer = self.writer_lock_bounded("sync").await?;
+        let _writer = writer::Writer::writer_lock(self.storage.as_ref(), "sync").await?;
         self.sync_locked(options).await
     }
 
@@ -302,7 +298,7 @@ impl MemoryBackend for IndexedBackend {
         match self.status_inner().await {
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => {
                 let note = {
-                    let _guard = self.sync_lock.lock().await;
+                    let _guard = self.writer.sync_lock().await;
                     let _writer = self.storage.writer_lock(true).await?;
                     self.replace_corrupt_live(e).await?
                 };
@@ -315,8 +311,7 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn reset(&self) -> Result<()> {
-        let _guard = self.sync_lock.lock().await;
-        let _writer = self.writer_lock_bounded("reset").await?;
+        let _hold = self.writer.hold(self.storage.as_ref(), "reset").await?;
         // A handle that cannot close cleanly (a damaged file) must not keep the index from being deleted.
         if let Err(e) = self.store().close().await {
             warn!(error = %e, "closing the index before deleting it failed");
@@ -339,7 +334,7 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn verify(&self) -> Result<Option<String>> {
-        let _guard = self.sync_lock.lock().await;
+        let _guard = self.writer.sync_lock().await;
         let _writer = self.storage.writer_lock(true).await?;
         self.follow_live().await?;
         match self.store().verify().await {

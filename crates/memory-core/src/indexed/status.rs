@@ -37,7 +37,7 @@ impl IndexedBackend {
     /// empty one, which the next sync (or the search's own first sync) fills from the files. Returns what to tell
     /// the user; the error itself when the storage cannot set its index aside. The caller holds the sync locks.
     pub(super) async fn replace_corrupt_live(&self, why: MemoryError) -> Result<String> {
-        let _patch = self.live_patch.lock().await;
+        let _patch = self.writer.patch().await;
         if let Err(e) = self.store().close().await {
             debug!(error = %e, "closing the damaged index failed");
         }

@@ -24,15 +24,6 @@ pub(super) fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + 
     })
 }
 
-/// Clears a flag when dropped (also when a rebuild fails half-way).
-pub(super) struct ClearOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for ClearOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-}
-
 /// Which files a sync looks at.
 pub(super) enum SyncScope {
     /// Every memory file, discovered by the sync.
@@ -45,32 +36,6 @@ pub(super) enum SyncScope {
 }
 
 impl IndexedBackend {
-    /// The index's writer lock, waited for at most [`LOCK_WAIT`], saying on the log (stderr) what it waits
-    /// for: another process syncing or rebuilding the same index holds it.
-    pub(super) async fn writer_lock_bounded(&self, action: &str) -> Result<Option<crate::store::WriterGuard>> {
-        let mut poll = super::patience::LockPoll::within(LOCK_WAIT);
-        let mut said = false;
-        loop {
-            match self.storage.writer_lock(false).await {
-                Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
-                    if poll.expired() {
-                        return Err(MemoryError::Unavailable(format!(
-                            "another process is updating the index {} (a sync or a rebuild); gave up the {action} after {} s, try again when it is done",
-                            self.storage.location(),
-                            LOCK_WAIT.as_secs()
-                        )));
-                    }
-                    if !said {
-                        warn!(index = %self.storage.location(), "waiting up to {} s for another process updating this index ({action})", LOCK_WAIT.as_secs());
-                        said = true;
-                    }
-                    poll.pause().await;
-                }
-                other => return other,
-            }
-        }
-    }
-
     /// A sync under this engine's locks, a damaged index repaired and synced again.
     pub(super) async fn sync_locked(&self, options: SyncOptions) -> Result<SyncReport> {
         match self.sync_inner(options).await {
@@ -94,8 +59,7 @@ impl IndexedBackend {
         let bound = patience::Bound::of(options.embed_wait);
         let collected = Mutex::new(embed::Collected::default());
         let (mut report, settings) = {
-            let _guard = self.sync_lock.lock().await;
-            let _writer = self.writer_lock_bounded("sync").await?;
+            let _hold = self.writer.hold(self.storage.as_ref(), "sync").await?;
             self.follow_live().await?;
             let live = self.store();
             let desired = self.desired_identity();
@@ -126,8 +90,7 @@ impl IndexedBackend {
             // A backfill (a first build, a bulk import): its texts and vectors are not held in memory all at once;
             // it is embedded under the locks as any sync, the notes already found by their words meanwhile.
             drop(collected);
-            let _guard = self.sync_lock.lock().await;
-            let _writer = self.writer_lock_bounded("sync").await?;
+            let _hold = self.writer.hold(self.storage.as_ref(), "sync").await?;
             report.add_vectors_pass(self.sync_locked(options).await?);
             return Ok(report);
         }
@@ -135,8 +98,7 @@ impl IndexedBackend {
         if vectors.is_empty() {
             return Ok(report);
         }
-        let _guard = self.sync_lock.lock().await;
-        let _writer = self.writer_lock_bounded("sync").await?;
+        let _hold = self.writer.hold(self.storage.as_ref(), "sync").await?;
         self.follow_live().await?;
         let live = self.store();
         // The identity this sync indexed for (a provider that learns its width from its first answer reports it
@@ -213,8 +175,7 @@ impl IndexedBackend {
 
         // Rebuild into a staging store; search keeps answering from `live` until the swap, and keeps `live` in step
         // with the files meanwhile (see `freshen`).
-        self.rebuilding.store(true, Ordering::SeqCst);
-        let _rebuilding = ClearOnDrop(&self.rebuilding);
+        let _rebuilding = self.writer.rebuild_running();
         let staging = self.storage.open_staging().await?;
         let filled = async {
             let report = self.sync_into(&staging, &live, desired.provider_fingerprint.as_deref(), SyncScope::All, bound.into()).await?;
@@ -235,7 +196,7 @@ impl IndexedBackend {
         };
         // Files that changed while the rebuild ran are in the old live index only: the next search's freshness
         // check finds them different from the new index's records and syncs them.
-        let _patch = self.live_patch.lock().await;
+        let _patch = self.writer.patch().await;
         let live = self.store();
         let new_live = self.storage.promote(live, staging).await?;
         let marker = self.storage.live_marker().await?;
