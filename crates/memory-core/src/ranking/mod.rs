@@ -412,17 +412,14 @@ pub const RERANK_PASSAGE_CHARS: usize = 500;
 /// The passages a reranker reads for the first `n` of `items`: each one's best lines ([`passages_to_rerank`]).
 pub fn rerank_passages(items: &[Scored], n: usize, query: &Query) -> Vec<String> {
     let texts: Vec<&str> = items.iter().take(n).map(|s| s.candidate.text.as_str()).collect();
-    passages_of(&texts, &snippet::SnippetQuery::of(query, &texts))
+    passages_to_rerank(&texts, query)
 }
 
 /// The passage a reranker reads of each of `texts` (the best candidates' texts, of any engine): its best lines
 /// ([`snippet::choose`], the query's terms weighed over these texts), at most [`RERANK_PASSAGE_CHARS`].
-pub fn passages_to_rerank(texts: &[&str], query: &str) -> Vec<String> {
-    passages_of(texts, &snippet::SnippetQuery::new(query, texts))
-}
-
-fn passages_of(texts: &[&str], terms: &snippet::SnippetQuery) -> Vec<String> {
-    texts.iter().map(|t| snippet::choose(t, terms, RERANK_PASSAGE_CHARS).text).collect()
+pub fn passages_to_rerank(texts: &[&str], query: &Query) -> Vec<String> {
+    let terms = snippet::SnippetQuery::of(query, texts);
+    texts.iter().map(|t| snippet::choose(t, &terms, RERANK_PASSAGE_CHARS).text).collect()
 }
 
 /// Fold a reranker's logits into the first `logits.len()` of `items` ([`crate::rerank::fold`]): those are ordered

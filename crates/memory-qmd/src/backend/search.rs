@@ -95,14 +95,16 @@ impl QmdBackend {
                 return Err(MemoryError::Internal(format!("{what}: {msg}")));
             }
         }
+        // The question read once, for the reranker's passages and the snippets, as the indexed engines read it.
+        let parsed = ranking::Query::parse(&request.query);
         if let Some(reranker) = &inner.reranker {
-            rerank_hits(reranker.as_ref(), &inner.rerank, &request.query, &mut hits, &mut warnings).await;
+            rerank_hits(reranker.as_ref(), &inner.rerank, &parsed, &mut hits, &mut warnings).await;
         }
         let mut results: Vec<SearchResult> = Vec::new();
         let mut budget = inner.cfg.limits.max_injected_chars;
         // Snippets by core's rule, the query's terms weighed over these hits' lines, as the indexed engines do.
         let texts: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
-        let snippet_terms = memory_core::ranking::snippet::SnippetQuery::new(&request.query, &texts);
+        let snippet_terms = ranking::snippet::SnippetQuery::of(&parsed, &texts);
         // minScore applies to QMD's scores, cut by the shared rule: when no hit reaches it, the keyword-backed
         // hits (all of them in keyword mode, none in the others) are returned rather than nothing.
         if let Some(min) = request.min_score {
@@ -155,11 +157,11 @@ impl QmdBackend {
 /// The second stage on QMD's hits, as the indexed engines run it ([`memory_core::rerank::second_stage`]): the
 /// reranker reads the lines each of the best `cfg.candidates` hits' snippet would show, and they take the folded
 /// order, with scores in the range of QMD's own. Over the budget or failed, QMD's order stands (`warnings`).
-async fn rerank_hits(reranker: &dyn Reranker, cfg: &RerankConfig, query: &str, hits: &mut [QmdHit], warnings: &mut Vec<String>) {
+async fn rerank_hits(reranker: &dyn Reranker, cfg: &RerankConfig, query: &ranking::Query, hits: &mut [QmdHit], warnings: &mut Vec<String>) {
     let n = cfg.candidates.min(hits.len());
     let texts: Vec<&str> = hits[..n].iter().map(|h| h.text.as_str()).collect();
     let passages = ranking::passages_to_rerank(&texts, query);
-    let Some(logits) = memory_core::rerank::second_stage(reranker, cfg, query, &passages, warnings).await else { return };
+    let Some(logits) = memory_core::rerank::second_stage(reranker, cfg, query.text(), &passages, warnings).await else { return };
     memory_core::rerank::reorder(&mut hits[..n], &logits, cfg.weight, |h| h.score, |h, score| h.score = score);
 }
 
