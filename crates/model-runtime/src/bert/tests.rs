@@ -260,7 +260,7 @@ fn int8_model_matches(hidden: usize, heads: usize) {
     };
     let (a, b) = (run(&float), run(&quant));
     for (tok, (x, y)) in a.iter().zip(&b).take(9).enumerate() {
-        let cos = crate::cosine(x, y);
+        let cos = memory_core::embedding::cosine(x, y);
         assert!(cos > 0.999, "token {tok}: cosine {cos}");
     }
 
@@ -291,9 +291,9 @@ fn int8_model_matches(hidden: usize, heads: usize) {
         };
         let reference = alone(&float);
         for tok in 0..n {
-            let cos = crate::cosine(&plain[s][tok], &reference[tok]);
+            let cos = memory_core::embedding::cosine(&plain[s][tok], &reference[tok]);
             assert!(cos > 0.999, "sequence {s} token {tok}: cosine {cos} against the float model");
-            let cos = crate::cosine(&plain[s][tok], &masked[s][tok]);
+            let cos = memory_core::embedding::cosine(&plain[s][tok], &masked[s][tok]);
             assert!(cos > 0.99999, "sequence {s} token {tok}: cosine {cos} against candle's path");
         }
         assert!(plain[s][n..].iter().flatten().all(|v| *v == 0.0), "padding rows are zero");

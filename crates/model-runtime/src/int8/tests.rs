@@ -78,7 +78,7 @@ fn the_int8_layer_is_the_float_layer_within_quantisation_error() {
     let got = l.forward(&x, rows, Activation::None);
     for r in 0..rows {
         let want: Vec<f32> = (0..out).map(|c| (0..inp).map(|k| x[r * inp + k] * f[c * inp + k]).sum()).collect();
-        let cos = crate::cosine(&got[r * out..(r + 1) * out], &want);
+        let cos = memory_core::embedding::cosine(&got[r * out..(r + 1) * out], &want);
         assert!(cos > 0.9999, "row {r}: cosine {cos}");
     }
 }

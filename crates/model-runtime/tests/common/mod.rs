@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-pub use model_runtime::cosine;
+pub use memory_core::embedding::cosine;
 use model_runtime::{FolderEncoder, FolderModelInfo, GgufEncoder, GgufModelInfo, ModelError, ModelOptions};
 
 const TEXTS: &str = include_str!("../data/gguf_reference_texts.txt");
