@@ -14,6 +14,7 @@ mod scale;
 mod seeded_embedder;
 mod server;
 mod speed;
+mod time_set;
 
 use std::path::PathBuf;
 
@@ -175,6 +176,22 @@ enum Command {
         dataset: PathBuf,
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+    },
+    /// Questions that say when ("last week", "in March", "上周", "三天前"): a generated year of daily logs where only
+    /// the time a question names tells which of five logs holds its answer; the share answered first, English and
+    /// Chinese, keyword search and (with --model) hybrid.
+    Time {
+        /// A model for a hybrid run besides the keyword one (a folder or a GGUF file).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// List the questions not answered first.
+        #[arg(long)]
+        verbose: bool,
+        /// Keep the workspace and indexes here (replaced each run).
+        #[arg(long)]
+        keep: Option<PathBuf>,
     },
     /// Bilingual (Chinese / English) quality per question kind: keyword, hybrid with all-MiniLM-L6-v2, hybrid with
     /// multilingual-e5-small; then Cranfield in the same run.
@@ -366,6 +383,7 @@ fn main() -> anyhow::Result<()> {
             let bins = if memory_bins.is_empty() { vec![std::env::current_exe()?.with_file_name("memory")] } else { memory_bins };
             model_oneshot::run(model_oneshot::Options { notes, note_bytes, runs, model, bins, keep, seed })
         }
+        Command::Time { model, seed, verbose, keep } => rt.block_on(time_set::run(model.as_deref(), seed, verbose, keep.as_deref())),
         Command::Multilingual { dataset, model, multilingual_model, cranfield, no_cranfield, verbose, keep } => {
             let model = model.or_else(quality::default_model);
             let multilingual =

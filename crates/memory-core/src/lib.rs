@@ -31,6 +31,7 @@ pub mod rerank;
 pub mod sessions;
 pub mod space;
 pub mod store;
+pub mod time;
 pub mod types;
 
 pub use backend::MemoryBackend;

@@ -35,3 +35,14 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Question>> {
     }
     Ok(out)
 }
+
+/// The day a conversation's questions are asked on: its last session's, the newest daily log of its workspace
+/// (`memory/YYYY-MM-DD.md`). What "last year" or "in June" in a question means is counted from it.
+pub fn asked_on(ws: &Path) -> Option<String> {
+    let names = std::fs::read_dir(ws.join("memory")).ok()?;
+    names
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| memory_core::discovery::date_from_path(n).is_some())
+        .map(|n| n[..10].to_string())
+        .max()
+}

@@ -167,6 +167,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         for conv in &convs {
             let mut config = Config::default();
             config.memory.search.query.min_score = 0.0;
+            config.memory.search.query.now = dataset::asked_on(&opts.dataset.join(conv).join("ws"));
             config.memory.search.query.hybrid.vector_weight = vw;
             crate::apply_ranking_profile(&mut config);
             config.memory.search.query.hybrid.text_weight = tw;

@@ -55,10 +55,15 @@ impl QueryWords {
 
     /// The share of these words `text` holds, 0..1 (1 when there are none to hold).
     pub fn share_held_by(&self, text: &str) -> f64 {
-        let total = self.words.len() + self.cjk.len();
-        if total == 0 {
+        let held = self.held_by(text);
+        if held.is_empty() {
             return 1.0;
         }
+        held.iter().filter(|h| **h).count() as f64 / held.len() as f64
+    }
+
+    /// Which of these words `text` holds: one flag per word (stems first, then CJK words).
+    pub fn held_by(&self, text: &str) -> Vec<bool> {
         let mut held = vec![false; self.words.len()];
         if !self.words.is_empty() {
             each_document_term(text, &mut |t| {
@@ -68,8 +73,8 @@ impl QueryWords {
             });
         }
         let lower = if self.cjk.is_empty() { String::new() } else { text.to_lowercase() };
-        let cjk_held = self.cjk.iter().filter(|w| lower.contains(w.as_str())).count();
-        (held.iter().filter(|h| **h).count() + cjk_held) as f64 / total as f64
+        held.extend(self.cjk.iter().map(|w| lower.contains(w.as_str())));
+        held
     }
 }
 

@@ -222,6 +222,9 @@ impl Config {
         if q.max_results == 0 {
             errs.push(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
         }
+        if let Err(why) = crate::time::now(q.now.as_deref()) {
+            errs.push(MemoryError::config("memory.search.query.now", why));
+        }
         let h = &q.hybrid;
         if h.vector_weight < 0.0 || h.text_weight < 0.0 || h.vector_weight + h.text_weight <= 0.0 {
             errs.push(MemoryError::config("memory.search.query.hybrid", "vectorWeight and textWeight must be >= 0 and not both 0"));

@@ -252,13 +252,17 @@ impl Default for ChunkingConfig {
 pub struct QueryConfig {
     pub max_results: usize,
     pub min_score: f64,
+    /// The moment searches are asked at, for replays, tests and evaluations: a date (`2026-03-04`) or a date and
+    /// time with an offset (`2026-03-04T21:30:00+08:00`). What "yesterday" and "last week" mean and what temporal
+    /// decay counts from. Unset: the clock, in this machine's time zone.
+    pub now: Option<String>,
     pub hybrid: HybridConfig,
     pub rerank: RerankConfig,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        QueryConfig { max_results: 6, min_score: 0.35, hybrid: HybridConfig::default(), rerank: RerankConfig::default() }
+        QueryConfig { max_results: 6, min_score: 0.35, now: None, hybrid: HybridConfig::default(), rerank: RerankConfig::default() }
     }
 }
 

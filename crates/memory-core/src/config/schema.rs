@@ -169,6 +169,7 @@ pub(super) const SEARCH: &[Field] = &[
         &[
             a("maxResults", Ty::Uint),
             a("minScore", Ty::Num),
+            a("now", Ty::Str),
             o(
                 "hybrid",
                 &[

@@ -15,7 +15,7 @@ pub fn date_from_path(key: &str) -> Option<i64> {
 }
 
 /// A day as [`date_from_path`] gives a dated note: its midnight UTC, in milliseconds (what a question's named day
-/// is compared with, `ranking::named_day`).
+/// is compared with, `ranking::window`).
 pub fn day_millis(day: chrono::NaiveDate) -> Option<i64> {
     Some(day.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
 }

@@ -53,13 +53,13 @@ impl IndexedBackend {
         if text.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
-        // Read once; every stage below reads this.
-        let query = crate::ranking::Query::parse(text);
         let mut warnings = Vec::new();
         // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.
         let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
         let stale = self.freshen(&mut warnings, embed_deadline).await?;
         let mut opts = RankingOptions::from_config(&self.config, request.max_results, request.min_score);
+        // Read once; every stage below reads this.
+        let query = crate::ranking::Query::parse_on(text, opts.today);
         opts.active_project_keys = crate::ranking::project::active_keys(&request.active_project_keys);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
         let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };

@@ -86,7 +86,10 @@ pub struct RankingOptions {
     pub mmr_lambda: Option<f64>,
     pub half_life_days: Option<f64>,
     pub citations: Citations,
+    /// The moment the search is asked at ([`crate::time::now`]): what temporal decay counts from.
     pub now_ms: i64,
+    /// The day it is asked on: what "yesterday" and "last week" in a query mean ([`Query::parse_on`]).
+    pub today: chrono::NaiveDate,
     /// The similarity the embedding model gives this query and unrelated text: vector scores count from it
     /// beside the text leg ([`vector_scores`]). Set by the engine per search; `None`: raw cosines.
     pub vector_floor: Option<f64>,
@@ -98,6 +101,8 @@ pub struct RankingOptions {
 impl RankingOptions {
     pub fn from_config(config: &Config, max_results: Option<usize>, min_score: Option<f64>) -> RankingOptions {
         let q = &config.memory.search.query;
+        // A `now` setting that does not read was refused when the config was loaded; the clock stands in here.
+        let (today, now_ms) = crate::time::now(q.now.as_deref()).unwrap_or_else(|_| crate::time::clock());
         RankingOptions {
             max_results: max_results.unwrap_or(q.max_results).max(1),
             min_score: min_score.unwrap_or(q.min_score),
@@ -106,7 +111,8 @@ impl RankingOptions {
             mmr_lambda: q.hybrid.mmr.enabled.then_some(q.hybrid.mmr.lambda),
             half_life_days: q.hybrid.temporal_decay.enabled.then_some(q.hybrid.temporal_decay.half_life_days),
             citations: config.memory.citations,
-            now_ms: crate::now_ms(),
+            now_ms,
+            today,
             vector_floor: None,
             active_project_keys: Vec::new(),
         }
@@ -352,7 +358,7 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
         }
     }
     prefer_recent(&mut items, query);
-    named_day::prefer_named_days(&mut items, query);
+    window::prefer_dated_in_window(&mut items, query);
     prefer_sentences_holding_the_query(&mut items, query);
     adjust_and_sort(&mut items, opts);
     items
@@ -451,9 +457,9 @@ pub fn finish(mut items: Vec<Scored>, query: &Query, opts: &RankingOptions) -> V
     results_with_snippets(selected, &terms, opts.citations)
 }
 
-pub mod named_day;
 pub mod project;
 pub mod snippet;
+pub mod window;
 
 #[cfg(test)]
 mod tests;

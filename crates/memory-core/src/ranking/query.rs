@@ -1,10 +1,13 @@
 //! A search's query, read once: the text as asked and every reading of it the ranking rules use (its index terms,
 //! its words as a reader counts them, what it names exactly, whether it asks about the present, the days it names,
-//! its compounds and word pairs), so that no rule analyses the text again.
+//! its compounds and word pairs, the time it names), so that no rule analyses the text again.
+
+use chrono::NaiveDate;
 
 use crate::analysis::{query_compounds, query_terms, query_word_pairs, QueryWords};
+use crate::time::{self, TimeExpression};
 
-use super::{asks_about_present, named_day, ExactQuery};
+use super::{asks_about_present, ExactQuery};
 
 /// A query parsed once ([`Query::parse`]); every stage of a search reads this.
 #[derive(Debug, Clone)]
@@ -14,23 +17,33 @@ pub struct Query {
     words: QueryWords,
     exact: ExactQuery,
     about_present: bool,
-    named_days: Vec<i64>,
+    time: Vec<TimeExpression>,
+    undated_words: QueryWords,
     compounds: Vec<String>,
     word_pairs: Vec<String>,
 }
 
 impl Query {
-    /// Read `text` for every rule at once.
+    /// Read `text` for every rule at once, asked today by the clock.
     pub fn parse(text: &str) -> Query {
+        Query::parse_on(text, time::clock().0)
+    }
+
+    /// Read `text` for every rule at once, asked on `today` (what its "yesterday" or "last week" means).
+    pub fn parse_on(text: &str, today: NaiveDate) -> Query {
+        let found = time::find(text, today);
+        let words = QueryWords::of(text);
+        let undated_words = if found.is_empty() { words.clone() } else { QueryWords::of(&time::without_expressions(text, &found)) };
         Query {
             text: text.to_string(),
             terms: query_terms(text),
-            words: QueryWords::of(text),
+            words,
             exact: ExactQuery::of(text),
             about_present: asks_about_present(text),
-            named_days: named_day::named_days(text),
             compounds: query_compounds(text),
             word_pairs: query_word_pairs(text),
+            time: found,
+            undated_words,
         }
     }
 
@@ -59,9 +72,15 @@ impl Query {
         self.about_present
     }
 
-    /// The days it names, as midnight UTC milliseconds ([`named_day::named_days`]).
-    pub fn named_days(&self) -> &[i64] {
-        &self.named_days
+    /// The time it names ([`crate::time::find`]): what [`super::window`] prefers notes from.
+    pub fn time(&self) -> &[TimeExpression] {
+        &self.time
+    }
+
+    /// Its words without those that say when: how much of the rest of the question a note of that time holds
+    /// ([`super::window`]).
+    pub fn undated_words(&self) -> &QueryWords {
+        &self.undated_words
     }
 
     /// Its hyphen compounds ([`query_compounds`]).

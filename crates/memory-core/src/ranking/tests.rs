@@ -41,6 +41,7 @@ fn opts() -> RankingOptions {
         half_life_days: None,
         citations: Citations::Auto,
         now_ms: 1_800_000_000_000,
+        today: chrono::NaiveDate::from_ymd_opt(2027, 1, 15).unwrap(),
         vector_floor: None,
         active_project_keys: Vec::new(),
     }
@@ -441,6 +442,7 @@ fn non_finite_signals_never_reach_the_scores() {
         half_life_days: Some(f64::NAN),
         citations: Citations::Off,
         now_ms: i64::MAX,
+        today: chrono::NaiveDate::MAX,
         vector_floor: Some(f64::NAN),
         active_project_keys: Vec::new(),
     };
@@ -613,15 +615,43 @@ fn a_question_naming_a_day_prefers_that_days_notes() {
     // Without the day, the words decide.
     let r = rank(keyword, vec![], vec![], &Query::parse("What painting did Melanie show?"), &o);
     assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
-    // A day's note that matches nothing else does not pass clear matches: the gain is half the spread.
+    // A day's note that holds none of the rest of the question does not move; asked about the day alone, it leads.
     let keyword2 = vec![
-        kw("a", "memory/2023-10-20.md", "x", 6.0),
-        kw("b", "memory/2023-10-19.md", "x", 5.5),
-        kw("day", "memory/2023-10-13.md", "y", 1.0),
+        kw("a", "memory/2023-10-20.md", "the fence", 6.0),
+        kw("b", "memory/2023-10-19.md", "the fence", 5.5),
+        kw("day", "memory/2023-10-13.md", "a sunset", 1.0),
         kw("c", "memory/2023-09-01.md", "z", 0.9),
     ];
-    let r = rank(keyword2, vec![], vec![], &Query::parse("anything on 2023-10-13"), &o);
+    let r = rank(keyword2.clone(), vec![], vec![], &Query::parse("the fence on 2023-10-13"), &o);
     assert_eq!(r[0].path, "memory/2023-10-20.md", "{r:?}");
+    let r = rank(keyword2, vec![], vec![], &Query::parse("what happened on 2023-10-13"), &o);
+    assert_eq!(r[0].path, "memory/2023-10-13.md", "{r:?}");
+}
+
+#[test]
+fn a_question_saying_when_prefers_the_notes_of_that_time_asked_on_its_day() {
+    let o = RankingOptions { min_score: 0.0, ..opts() };
+    // Five logs decide about the same project; the words alone favour an older one.
+    let keyword = vec![
+        kw("old", "memory/2026-01-20.md", "Project Alder: we decided to drop the app", 3.0),
+        kw("week", "memory/2026-03-11.md", "Project Alder: we decided to move to Postgres, after a long talk", 2.6),
+        kw("month", "memory/2026-02-03.md", "Project Alder: we decided to hire", 2.9),
+        kw("other", "memory/2026-03-12.md", "lunch with Ana", 0.4),
+    ];
+    let wednesday = chrono::NaiveDate::from_ymd_opt(2026, 3, 18).unwrap();
+    for (q, want) in [
+        ("What did we decide about Project Alder last week?", "memory/2026-03-11.md"),
+        ("上周我们对 Project Alder 做了什么决定？", "memory/2026-03-11.md"),
+        ("What did we decide about Project Alder last month?", "memory/2026-02-03.md"),
+        ("What did we decide about Project Alder?", "memory/2026-01-20.md"),
+    ] {
+        let r = rank(keyword.clone(), vec![], vec![], &Query::parse_on(q, wednesday), &o);
+        assert_eq!(r[0].path, want, "{q}: {r:?}");
+    }
+    // The same question asked a year later names a week no note is from: the words decide.
+    let later = chrono::NaiveDate::from_ymd_opt(2027, 3, 18).unwrap();
+    let r = rank(keyword, vec![], vec![], &Query::parse_on("What did we decide about Project Alder last week?", later), &o);
+    assert_eq!(r[0].path, "memory/2026-01-20.md", "{r:?}");
 }
 
 #[test]

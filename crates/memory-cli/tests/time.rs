@@ -1,0 +1,66 @@
+//! Questions that say when, through the `memory` command: asked on a fixed day (`memory.search.query.now`), each
+//! expression finds the log of its time first among five logs that decide about the same project; a `now` that
+//! is not a date is refused naming the key.
+
+use std::process::Output;
+
+mod common;
+
+/// Logs deciding about Project Alder (and 阿尔德项目) on five days; the question is asked on Wednesday 2026-03-18.
+const LOGS: &[(&str, &str)] = &[
+    ("memory/2026-03-18.md", "decided to ship the importer"),
+    ("memory/2026-03-17.md", "decided to rename the service"),
+    ("memory/2026-03-10.md", "decided to move the database to Postgres"),
+    ("memory/2026-02-12.md", "decided to hire two engineers"),
+    ("memory/2025-11-04.md", "decided to drop the mobile app"),
+];
+
+fn search(dirs: &conformance::testing::TestDirs, config: &std::path::Path, query: &str) -> Output {
+    common::memory(dirs.ws.path(), dirs.state.path(), Some(config)).args(["search", query, "--json"]).output().unwrap()
+}
+
+#[test]
+fn each_way_of_saying_when_finds_the_log_of_that_time_first() {
+    let notes: Vec<(String, String)> = LOGS
+        .iter()
+        .map(|(path, decision)| {
+            let day = &path[7..17];
+            // A long first line on the older logs: by words alone they would rank first.
+            (path.to_string(), format!("# {day}\n\n- Project Alder: we {decision}.\n- 阿尔德项目：我们{decision}。\n"))
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = notes.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let dirs = common::workspace(&refs);
+    let config = dirs.state.path().join("config.json");
+    std::fs::write(&config, r#"{"memory": {"search": {"query": {"now": "2026-03-18"}}}}"#).unwrap();
+    for (query, want) in [
+        ("What did we decide about Project Alder today?", "memory/2026-03-18.md"),
+        ("What did we decide about Project Alder yesterday?", "memory/2026-03-17.md"),
+        ("What did we decide about Project Alder last week?", "memory/2026-03-10.md"),
+        ("What did we decide about Project Alder last month?", "memory/2026-02-12.md"),
+        ("What did we decide about Project Alder in November?", "memory/2025-11-04.md"),
+        ("What did we decide about Project Alder on 2026-03-10?", "memory/2026-03-10.md"),
+        ("What did we decide about Project Alder 8 days ago?", "memory/2026-03-10.md"),
+        ("What did we decide about Project Alder last Tuesday?", "memory/2026-03-17.md"),
+        ("昨天我们对阿尔德项目做了什么决定？", "memory/2026-03-17.md"),
+        ("上周我们对阿尔德项目做了什么决定？", "memory/2026-03-10.md"),
+        ("上个月我们对阿尔德项目做了什么决定？", "memory/2026-02-12.md"),
+        ("去年十一月我们对阿尔德项目做了什么决定？", "memory/2025-11-04.md"),
+    ] {
+        let out = search(&dirs, &config, query);
+        assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["results"][0]["path"], want, "{query}: {v}");
+    }
+}
+
+#[test]
+fn a_now_that_is_not_a_date_is_refused_naming_the_key() {
+    let dirs = common::workspace(&[]);
+    let config = dirs.state.path().join("config.json");
+    std::fs::write(&config, r#"{"memory": {"search": {"query": {"now": "next tuesday"}}}}"#).unwrap();
+    let out = search(&dirs, &config, "anything");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("memory.search.query.now") && err.contains("next tuesday"), "{err}");
+}
