@@ -98,18 +98,21 @@ function providerStatus(engine, memoryCoreOn) {
   return out;
 }
 
-function engineSearchArgs({ query, maxResults, minScore, sources, projects }) {
+function engineSearchArgs({ query, maxResults, minScore, sources, projects, after, before }) {
   const args = { query };
   if (maxResults !== undefined) args.maxResults = maxResults;
   if (typeof minScore === "number" && Number.isFinite(minScore)) args.minScore = minScore;
   if (Array.isArray(sources) && sources.length > 0) args.sources = sources;
   if (Array.isArray(projects) && projects.length > 0) args.activeProjectKeys = projects;
+  // Passed as given: the engine checks them and names the field of a day it cannot read.
+  if (after !== undefined && after !== null) args.after = String(after);
+  if (before !== undefined && before !== null) args.before = String(before);
   return args;
 }
 
-/** Engine search, limited to `sources` by the engine itself (every configured source when none are given). */
-async function searchSources(engine, { query, maxResults, minScore, sources, projects, signal }) {
-  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults, minScore, sources, projects }), signal);
+/** Engine search, limited to `sources` (and `after`/`before`) by the engine itself (every configured source when none are given). */
+async function searchSources(engine, { query, maxResults, minScore, sources, projects, after, before, signal }) {
+  const r = await engine.callTool("memory_search", engineSearchArgs({ query, maxResults, minScore, sources, projects, after, before }), signal);
   const results = Array.isArray(r.results) ? r.results : [];
   return { results, mode: r.mode, warnings: Array.isArray(r.warnings) ? r.warnings : [] };
 }
@@ -384,7 +387,16 @@ const plugin = {
             const started = Date.now();
             let r;
             try {
-              r = await searchSources(engine, { query, maxResults: maxResults ?? live.maxResults, minScore, sources, projects: activeProjectKeys(ctx), signal });
+              r = await searchSources(engine, {
+                query,
+                maxResults: maxResults ?? live.maxResults,
+                minScore,
+                sources,
+                projects: activeProjectKeys(ctx),
+                after: a.after,
+                before: a.before,
+                signal,
+              });
             } catch (e) {
               if (signal?.aborted) throw e;
               return unavailable(e.message);

@@ -76,7 +76,15 @@ async fn ranks(engine: &dyn MemoryBackend, set: &DevSet) -> anyhow::Result<Vec<O
     let mut out = Vec::new();
     for q in &set.questions {
         let r = engine
-            .search(&SearchRequest { query: q.query.clone(), max_results: Some(10), min_score: None, sources: vec![], active_project_keys: vec![] })
+            .search(&SearchRequest {
+                query: q.query.clone(),
+                max_results: Some(10),
+                min_score: None,
+                sources: vec![],
+                active_project_keys: vec![],
+                after: None,
+                before: None,
+            })
             .await?;
         let mut files: Vec<String> = Vec::new();
         for hit in r.results {

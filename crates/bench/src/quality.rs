@@ -173,6 +173,8 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
                 min_score: Some(0.0),
                 sources: vec![],
                 active_project_keys: vec![],
+                after: None,
+                before: None,
             })
             .await?;
         // Documents in rank order (a long document may contribute several chunks: keep its best).

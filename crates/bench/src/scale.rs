@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use memory_builtin::{SqliteStorage, SqliteStore};
 use memory_core::embedding::{EmbeddingProvider, EmbeddingPurpose};
-use memory_core::store::ChunkStore;
+use memory_core::store::{ChunkStore, Scope};
 
 use crate::compare::process;
 use crate::corpus;
@@ -176,10 +176,10 @@ async fn vector_recall(ws: &Path, state: &Path, queries: &[String]) -> anyhow::R
     for q in queries {
         let v = embedder.embed(std::slice::from_ref(q), EmbeddingPurpose::Query).await?.remove(0);
         let t = std::time::Instant::now();
-        let exact = store.exact_vector_search(&v, 10, &[])?;
+        let exact = store.exact_vector_search(&v, 10, &Scope::default())?;
         exact_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let t = std::time::Instant::now();
-        let fast = store.vector_search(&v, 10, &[]).await?;
+        let fast = store.vector_search(&v, 10, &Scope::default()).await?;
         fast_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let found = exact.iter().filter(|e| fast.iter().any(|f| f.chunk_id == e.chunk_id)).count();
         total += if exact.is_empty() { 1.0 } else { found as f64 / exact.len() as f64 };
@@ -375,10 +375,10 @@ async fn keyword_engine_only(idx: &Path, mixed: &[String], common: &[String]) ->
             }
             let kq = memory_core::store::KeywordQuery { terms };
             let t = std::time::Instant::now();
-            let a = store.keyword_search(&kq, 24, &[]).await?;
+            let a = store.keyword_search(&kq, 24, &Scope::default()).await?;
             bounded.push(t.elapsed().as_secs_f64() * 1e3);
             let t = std::time::Instant::now();
-            let b = store.unbounded_keyword_candidates(&kq, 24, &[])?;
+            let b = store.unbounded_keyword_candidates(&kq, 24, &Scope::default())?;
             unbounded.push(t.elapsed().as_secs_f64() * 1e3);
             if a.iter().map(|c| &c.chunk_id).eq(b.iter().map(|c| &c.chunk_id)) {
                 same += 1;

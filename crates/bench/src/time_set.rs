@@ -197,6 +197,8 @@ async fn first_paths(engine: &dyn MemoryBackend, questions: &[Question]) -> anyh
                 min_score: Some(0.0),
                 sources: vec![],
                 active_project_keys: vec![],
+                after: None,
+                before: None,
             })
             .await?;
         out.push(r.results.into_iter().next().map(|h| h.path));

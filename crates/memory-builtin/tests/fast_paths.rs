@@ -6,7 +6,7 @@ use std::path::Path;
 
 use conformance::testing::Xorshift;
 use memory_builtin::SqliteStore;
-use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, SyncBatch};
+use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, Scope, SyncBatch};
 use memory_core::Source;
 
 const DIMS: usize = 384;
@@ -50,6 +50,7 @@ fn chunk(source: Source, path: &str, i: usize, v: Vec<f32>) -> ChunkRecord {
         terms: format!("chunk {path}"),
         heading_terms: String::new(),
         importance: None,
+        date: None,
         embedding: Some(v),
     }
 }
@@ -69,8 +70,8 @@ fn corpus(rng: &mut Rng, centres: &[Vec<f32>], files: usize, per_file: usize, ta
 type Answer = Vec<(String, f64)>;
 
 async fn both(store: &SqliteStore, q: &[f32], limit: usize, sources: &[Source]) -> (Answer, Answer) {
-    let fast = store.vector_search(q, limit, sources).await.unwrap();
-    let exact = store.exact_vector_search(q, limit, sources).unwrap();
+    let fast = store.vector_search(q, limit, &Scope::sources(sources)).await.unwrap();
+    let exact = store.exact_vector_search(q, limit, &Scope::sources(sources)).unwrap();
     let pairs = |v: Vec<memory_core::store::Candidate>| v.into_iter().map(|c| (c.chunk_id, c.vector_score.unwrap())).collect();
     (pairs(fast), pairs(exact))
 }
@@ -107,7 +108,7 @@ async fn answers_equal_the_exact_scan_through_writes_and_deletes() {
     let (fast, exact) = both(&store, &[0.0; DIMS], 10, &[]).await;
     assert!(fast.is_empty() && exact.is_empty());
     // A query of another width is refused, not answered.
-    assert!(store.vector_search(&[1.0; 3], 10, &[]).await.is_err());
+    assert!(store.vector_search(&[1.0; 3], 10, &Scope::default()).await.is_err());
     store.close().await.unwrap();
 }
 
@@ -195,7 +196,7 @@ async fn a_write_by_a_second_process_is_seen_by_the_next_search() {
     let mut q = vec![0.0; DIMS];
     q[0] = 1.0;
     // The first search builds the in-memory copy.
-    let before = store.vector_search(&q, 200, &[]).await.unwrap();
+    let before = store.vector_search(&q, 200, &Scope::default()).await.unwrap();
     assert!(before.iter().any(|c| c.path == "memory/p-0.md"));
     assert!(before.iter().all(|c| c.path != "memory/new.md"));
 
@@ -206,7 +207,7 @@ async fn a_write_by_a_second_process_is_seen_by_the_next_search() {
         .unwrap();
     assert!(status.success(), "the writer process failed");
 
-    let after = store.vector_search(&q, 200, &[]).await.unwrap();
+    let after = store.vector_search(&q, 200, &Scope::default()).await.unwrap();
     assert_eq!(after[0].path, "memory/new.md", "the other process's chunk is not the nearest");
     assert!((after[0].vector_score.unwrap() - 1.0).abs() < 1e-6);
     assert!(after.iter().all(|c| c.path != "memory/p-0.md"), "a chunk deleted by the other process was returned");
@@ -242,21 +243,21 @@ async fn keyword_queries_of_frequent_words_stay_bounded_and_rare_words_win() {
     store.apply(batch).await.unwrap();
     let q = |words: &[&str]| KeywordQuery { terms: words.iter().map(std::string::ToString::to_string).collect() };
     // The rare word's five chunks come first, as unbounded BM25 ranks them.
-    let hits = store.keyword_search(&q(&["everywhere", "rareword", "often"]), 10, &[]).await.unwrap();
+    let hits = store.keyword_search(&q(&["everywhere", "rareword", "often"]), 10, &Scope::default()).await.unwrap();
     let rare: Vec<&str> = hits.iter().take(5).map(|c| c.text.as_str()).collect();
     assert_eq!(hits.len(), 5, "only the rare word's chunks are candidates once the frequent words are bounded: {rare:?}");
     assert!(hits.iter().all(|c| c.keyword_score.unwrap() > 0.0));
     // Only frequent words: still a full answer, from the newest chunks.
-    let hits = store.keyword_search(&q(&["everywhere", "often"]), 10, &[]).await.unwrap();
+    let hits = store.keyword_search(&q(&["everywhere", "often"]), 10, &Scope::default()).await.unwrap();
     assert_eq!(hits.len(), 10);
     let newest: Vec<&str> = hits.iter().map(|c| c.path.as_str()).collect();
     assert!(newest.iter().all(|p| p.trim_start_matches("memory/k-").trim_end_matches(".md").parse::<usize>().unwrap() >= 400), "{newest:?}");
     // A term FTS5 indexes as several tokens (no vocabulary entry of its own) is counted, found, and not cut by
     // the newest-chunks window (chunk 555 is among the oldest).
-    let hits = store.keyword_search(&q(&["everywhere", "memory.search.provider"]), 10, &[]).await.unwrap();
+    let hits = store.keyword_search(&q(&["everywhere", "memory.search.provider"]), 10, &Scope::default()).await.unwrap();
     assert_eq!(hits.first().map(|c| c.path.as_str()), Some("memory/k-55.md"));
     // A small query is untouched: an id finds its one chunk.
-    let hits = store.keyword_search(&q(&["n42"]), 10, &[]).await.unwrap();
+    let hits = store.keyword_search(&q(&["n42"]), 10, &Scope::default()).await.unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].path, "memory/k-4.md");
 }

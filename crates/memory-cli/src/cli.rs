@@ -63,6 +63,13 @@ pub(crate) enum Command {
         /// tagged `<!-- project: key -->` of an active repository rank higher, those of another lower.
         #[arg(long = "project")]
         projects: Vec<String>,
+        /// Only notes dated on or after this day, YYYY-MM-DD (daily logs by their name, other notes by their front
+        /// matter `date:` or a dated heading); undated notes are left out.
+        #[arg(long, value_name = "DAY")]
+        after: Option<String>,
+        /// Only notes dated on or before this day, YYYY-MM-DD; undated notes are left out.
+        #[arg(long, value_name = "DAY")]
+        before: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -60,13 +60,15 @@ impl Job {
 pub(crate) fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
     Ok(Some(match command {
         Command::Index { force, json } => Job::Index { force: *force, json: *json },
-        Command::Search { query, max_results, min_score, sources, projects, json } => Job::Search {
+        Command::Search { query, max_results, min_score, sources, projects, after, before, json } => Job::Search {
             request: SearchRequest {
                 query: query.clone(),
                 max_results: *max_results,
                 min_score: *min_score,
                 sources: sources.clone(),
                 active_project_keys: projects.clone(),
+                after: after.clone(),
+                before: before.clone(),
             },
             json: *json,
         },

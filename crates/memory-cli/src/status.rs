@@ -110,6 +110,8 @@ async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
             min_score: Some(0.0),
             sources: Vec::new(),
             active_project_keys: Vec::new(),
+            after: None,
+            before: None,
         })
         .await
     {

@@ -463,6 +463,11 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert!(["auto", "on", "off"].contains(&r["citations"].as_str().unwrap()), "{r}");
     let r = invoke(&env, "memory_search", json!({ "query": "E4012 billing", "corpus": "memory" }));
     assert_eq!(r["results"][0]["path"], json!("memory/2026-11-29.md"), "{r}");
+    // after/before reach the engine: that day's log within its day, nothing after it.
+    let r = invoke(&env, "memory_search", json!({ "query": "E4012 billing", "after": "2026-11-29", "before": "2026-11-29" }));
+    assert_eq!(r["results"][0]["path"], json!("memory/2026-11-29.md"), "{r}");
+    let r = invoke(&env, "memory_search", json!({ "query": "E4012 billing", "after": "2026-11-30" }));
+    assert_eq!(r["results"], json!([]), "{r}");
     // Session search is not enabled here: unavailable, memory-core's shape.
     let r = invoke(&env, "memory_search", json!({ "query": "anything", "corpus": "sessions" }));
     assert_eq!(r["unavailable"], json!(true), "{r}");

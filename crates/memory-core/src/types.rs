@@ -56,11 +56,46 @@ pub struct SearchRequest {
     /// entries tagged `<!-- project: key -->` of an active repository rank higher, another's lower.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub active_project_keys: Vec<String>,
+    /// Only notes dated on or after this day, `YYYY-MM-DD` (inclusive): daily logs by the date in their name,
+    /// other notes by their front matter `date:` or a dated heading (`## 2026-03-04`) above the lines. Undated
+    /// notes are left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// Only notes dated on or before this day, `YYYY-MM-DD` (inclusive); undated notes are left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
 }
 
 impl SearchRequest {
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest { query: query.into(), ..Default::default() }
+    }
+
+    /// The days `after` and `before` hold the search to, `None` when neither is given. A value that is not a
+    /// `YYYY-MM-DD` day, or `before` earlier than `after`, is an argument error naming the field.
+    pub fn days(&self) -> crate::Result<Option<crate::store::DayRange>> {
+        let day = |field: &str, value: &Option<String>| -> crate::Result<Option<i64>> {
+            let Some(v) = value.as_deref() else { return Ok(None) };
+            let d = chrono::NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
+                .ok()
+                .and_then(crate::discovery::day_millis)
+                .ok_or_else(|| crate::MemoryError::InvalidInput(format!("{field}: `{v}` is not a day (YYYY-MM-DD, e.g. 2026-03-04)")))?;
+            Ok(Some(d))
+        };
+        let (after, before) = (day("after", &self.after)?, day("before", &self.before)?);
+        if let (Some(a), Some(b)) = (after, before) {
+            if b < a {
+                return Err(crate::MemoryError::InvalidInput(format!(
+                    "before ({}) is earlier than after ({}): no day is in both",
+                    self.before.as_deref().unwrap_or_default(),
+                    self.after.as_deref().unwrap_or_default()
+                )));
+            }
+        }
+        if after.is_none() && before.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(crate::store::DayRange { first: after.unwrap_or(i64::MIN), last: before.unwrap_or(i64::MAX) }))
     }
 }
 

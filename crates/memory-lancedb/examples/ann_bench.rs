@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use memory_core::ranking::{rank, RankingOptions};
-use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, KeywordQuery, Scope, SyncBatch};
 use memory_core::Source;
 use memory_lancedb::{AnnIndexKind, LanceDbOptions, LanceDbStorage, LanceStore};
 
@@ -213,6 +213,7 @@ async fn ingest(store: &LanceStore, gen: &Gen, rows: usize) {
                         heading_terms: String::new(),
                         text,
                         importance: None,
+                        date: None,
                         embedding: Some(gen.vector(k as u64)),
                     }
                 })
@@ -255,7 +256,8 @@ fn queries(gen: &Gen, rows: usize, n: usize) -> Vec<Query> {
 async fn hybrid(store: &LanceStore, q: &Query, opts: &RankingOptions) -> Vec<String> {
     let limit = RankingOptions::candidate_limit(opts.max_results, 4);
     let kq = KeywordQuery { terms: q.terms.clone() };
-    let (k, v) = tokio::join!(store.keyword_search(&kq, limit, &[]), store.vector_search(&q.vector, limit, &[]));
+    let all = Scope::default();
+    let (k, v) = tokio::join!(store.keyword_search(&kq, limit, &all), store.vector_search(&q.vector, limit, &all));
     let results = rank(k.expect("keyword"), v.expect("vector"), Vec::new(), &memory_core::ranking::Query::parse(&q.text), opts);
     results.into_iter().map(|r| format!("{}:{}", r.path, r.start_line)).collect()
 }
@@ -284,15 +286,19 @@ async fn latency(store: &LanceStore, qs: &[Query], opts: &RankingOptions) -> (f6
 }
 
 async fn keyword_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
-    timed(qs, |q| async move { store.keyword_search(&KeywordQuery { terms: q.terms.clone() }, limit, &[]).await.expect("keyword").len() }).await
+    timed(
+        qs,
+        |q| async move { store.keyword_search(&KeywordQuery { terms: q.terms.clone() }, limit, &Scope::default()).await.expect("keyword").len() },
+    )
+    .await
 }
 
 async fn vector_latency(store: &LanceStore, qs: &[Query], limit: usize) -> (f64, f64) {
-    timed(qs, |q| async move { store.vector_search(&q.vector, limit, &[]).await.expect("vector").len() }).await
+    timed(qs, |q| async move { store.vector_search(&q.vector, limit, &Scope::default()).await.expect("vector").len() }).await
 }
 
 async fn top10(store: &LanceStore, q: &Query) -> Vec<String> {
-    store.vector_search(&q.vector, 10, &[]).await.expect("vector").into_iter().map(|c| c.chunk_id).collect()
+    store.vector_search(&q.vector, 10, &Scope::default()).await.expect("vector").into_iter().map(|c| c.chunk_id).collect()
 }
 
 /// Exact top 10 ids, bypassing any index.

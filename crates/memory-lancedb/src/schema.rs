@@ -27,6 +27,8 @@ pub(crate) const COL_TEXT: &str = "text";
 pub(crate) const COL_TERMS: &str = "terms";
 pub(crate) const COL_HEADING: &str = "heading_terms";
 pub(crate) const COL_IMPORTANCE: &str = "importance";
+/// The day a chunk is of (`ChunkRecord::date`), what searches within dates filter by; null when undated.
+pub(crate) const COL_DATE: &str = "date";
 pub(crate) const COL_SIZE: &str = "size";
 pub(crate) const COL_MTIME: &str = "mtime_ms";
 pub(crate) const COL_VECTOR: &str = "vector";
@@ -68,6 +70,7 @@ pub(crate) fn data_schema(dims: Option<usize>) -> SchemaRef {
         Field::new(COL_TERMS, DataType::Utf8, false),
         Field::new(COL_HEADING, DataType::Utf8, false),
         Field::new(COL_IMPORTANCE, DataType::Int32, true),
+        Field::new(COL_DATE, DataType::Int64, true),
         Field::new(COL_SIZE, DataType::Int64, false),
         Field::new(COL_MTIME, DataType::Int64, false),
         Field::new(COL_CARD, DataType::Utf8, false),
@@ -117,6 +120,7 @@ pub(crate) struct Row<'a> {
     pub terms: &'a str,
     pub heading: &'a str,
     pub importance: Option<i32>,
+    pub date: Option<i64>,
     pub size: i64,
     pub mtime: i64,
     pub vector: Option<&'a [f32]>,
@@ -136,6 +140,7 @@ impl<'a> Row<'a> {
             terms: "",
             heading: "",
             importance: None,
+            date: None,
             size: f.size as i64,
             mtime: f.mtime_ms,
             vector: None,
@@ -155,6 +160,7 @@ impl<'a> Row<'a> {
             terms: &c.terms,
             heading: &c.heading_terms,
             importance: c.importance.map(i32::from),
+            date: c.date,
             size: 0,
             mtime: file.mtime_ms,
             vector: c.embedding.as_deref(),
@@ -191,6 +197,7 @@ pub(crate) fn rows_to_batch(schema: &SchemaRef, rows: &[Row<'_>]) -> Result<Reco
                 }
                 Arc::new(b.finish())
             }
+            COL_DATE => Arc::new(Int64Array::from(rows.iter().map(|r| r.date).collect::<Vec<_>>())),
             COL_SIZE => ints(&|r| r.size),
             COL_MTIME => ints(&|r| r.mtime),
             COL_CARD => strings(rows.iter().map(|r| Card::of_row(r).encode(r.text))),
@@ -240,6 +247,8 @@ pub(crate) struct Card {
     start: i64,
     end: i64,
     importance: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    date: Option<i64>,
     mtime: i64,
 }
 
@@ -252,6 +261,7 @@ impl Card {
             start: r.start,
             end: r.end,
             importance: r.importance,
+            date: r.date,
             mtime: r.mtime,
         }
     }
@@ -345,6 +355,7 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                     end_line: c.end.max(0) as usize,
                     text: text.to_string(),
                     importance: c.importance.map(|v| v.clamp(0, 255) as u8),
+                    date: c.date,
                     file_mtime_ms: c.mtime,
                     keyword_score,
                     vector_score,
@@ -370,6 +381,8 @@ pub(crate) fn batches_to_candidates(batches: &[RecordBatch]) -> Result<Vec<Candi
                 end_line: end.value(i).max(0) as usize,
                 text: text.value(i).to_string(),
                 importance: importance.is_valid(i).then(|| importance.value(i).clamp(0, 255) as u8),
+                // Tables written before chunks were dated are rebuilt (their identity's older chunker).
+                date: None,
                 file_mtime_ms: mtime.value(i),
                 keyword_score,
                 vector_score,
@@ -481,6 +494,26 @@ pub(crate) fn sources_filter(sources: &[Source]) -> Option<String> {
     Some(format!("{COL_SOURCE} IN ({})", list.join(", ")))
 }
 
+/// The filter of a scope (sources, days), `None` when it admits every chunk.
+pub(crate) fn scope_filter(scope: &memory_core::store::Scope) -> Option<String> {
+    // An open end (`after` alone, `before` alone) is i64::MIN or MAX, which the filter's SQL cannot write as a
+    // literal: it is left out, and `IS NOT NULL` still leaves the undated out.
+    let days = scope.days.map(|d| {
+        let mut parts = vec![format!("{COL_DATE} IS NOT NULL")];
+        if d.first != i64::MIN {
+            parts.push(format!("{COL_DATE} >= {}", d.first));
+        }
+        if d.last != i64::MAX {
+            parts.push(format!("{COL_DATE} <= {}", d.last));
+        }
+        parts.join(" AND ")
+    });
+    match (sources_filter(&scope.sources), days) {
+        (Some(s), Some(d)) => Some(format!("({s}) AND {d}")),
+        (s, d) => s.or(d),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,6 +541,7 @@ mod tests {
             terms: "hello".into(),
             heading_terms: String::new(),
             importance: Some(8),
+            date: None,
             embedding: Some(vec![0.6, 0.8]),
         };
         let c2 = ChunkRecord { id: "c2".into(), embedding: None, ..c.clone() };
@@ -538,6 +572,7 @@ mod tests {
             terms: "t".into(),
             heading_terms: String::new(),
             importance: None,
+            date: None,
             embedding: None,
         };
         (file, c)

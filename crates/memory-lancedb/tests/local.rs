@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use memory_core::store::{ChunkRecord, ChunkStore, FileRecord, IndexStorage, KeywordQuery, Scope, SyncBatch};
 use memory_core::{ErrorKind, MemoryBackend, Source, SyncOptions};
 use memory_lancedb::LanceDbOptions;
 
@@ -147,12 +147,16 @@ async fn rows_added_after_the_fts_index_are_found() {
         assert_eq!(r.results.first().map(|x| x.path.as_str()), Some("memory/2026-05-05.md"), "{:?}", paths(&r));
         assert_eq!(r.mode.as_deref(), Some("keyword"));
         // Straight from the store as well, with a source filter.
-        let k = store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Memory]).await.unwrap();
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &Scope::sources(&[Source::Memory])).await.unwrap();
         assert_eq!(k.len(), 1);
         assert!(k[0].keyword_score.unwrap() > 0.0);
-        assert!(store.keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &[Source::Sessions]).await.unwrap().is_empty());
+        assert!(store
+            .keyword_search(&KeywordQuery { terms: vec!["najdorf".into()] }, 5, &Scope::sources(&[Source::Sessions]))
+            .await
+            .unwrap()
+            .is_empty());
         // Keyword-only store: vector search is unavailable, not an error of another kind.
-        let e = store.vector_search(&[0.0; 4], 5, &[]).await.unwrap_err();
+        let e = store.vector_search(&[0.0; 4], 5, &Scope::default()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         // After optimize the row is in the index and still found.
         store.optimize_now().await.unwrap();
@@ -174,6 +178,7 @@ fn chunk(path: &str, i: usize, v: Vec<f32>) -> ChunkRecord {
         heading_terms: String::new(),
         text,
         importance: None,
+        date: None,
         embedding: Some(v),
     }
 }
@@ -210,7 +215,7 @@ async fn table_m(dir: &std::path::Path, opts: LanceDbOptions) -> (memory_lancedb
 /// Each probe's seeded vector finds its own chunk (as [`write_seeded_file`] numbers them) first, as itself.
 async fn assert_probes_find_themselves(store: &memory_lancedb::LanceStore, probes: &[u64], dims: usize) {
     for &probe in probes {
-        let hits = store.vector_search(&seeded_vector(probe, dims), 3, &[]).await.unwrap();
+        let hits = store.vector_search(&seeded_vector(probe, dims), 3, &Scope::default()).await.unwrap();
         assert_eq!(hits[0].chunk_id, format!("memory/f{}.md#{probe}", probe / 100), "probe {probe}");
         assert!((hits[0].vector_score.unwrap() - 1.0).abs() < 1e-3, "probe {probe}: {:?}", hits[0].vector_score);
     }
@@ -290,7 +295,7 @@ async fn an_index_from_an_earlier_version_is_retrained_on_the_next_write() {
         assert_eq!(store.ann_build().await.unwrap(), Some((400, 4)));
         let idx = store.index_names().await.unwrap();
         assert!(idx.iter().any(|(c, t)| c == "vector" && t == "IvfFlat"), "{idx:?}");
-        let hits = store.vector_search(&seeded_vector(123, 16), 3, &[]).await.unwrap();
+        let hits = store.vector_search(&seeded_vector(123, 16), 3, &Scope::default()).await.unwrap();
         assert_eq!(hits[0].chunk_id, "memory/f1.md#123");
     })
     .await;
@@ -320,15 +325,15 @@ async fn maintenance_prunes_versions_and_ann_index_keeps_answers() {
         let extra = chunk("memory/new.md", 5000, seeded_vector(5000, 32));
         let file = FileRecord { source: Source::Memory, path: "memory/new.md".into(), hash: "n".into(), size: 1, mtime_ms: 1 };
         store.apply(SyncBatch { upserts: vec![(file, vec![extra])], ..Default::default() }).await.unwrap();
-        let hits = store.vector_search(&seeded_vector(5000, 32), 3, &[]).await.unwrap();
+        let hits = store.vector_search(&seeded_vector(5000, 32), 3, &Scope::default()).await.unwrap();
         assert_eq!(hits[0].chunk_id, "memory/new.md#5000");
 
         // Removing a file removes its chunks and record in one commit.
         store.apply(SyncBatch { removals: vec![(Source::Memory, "memory/f0.md".into())], ..Default::default() }).await.unwrap();
         assert_eq!(store.counts().await.unwrap(), (8, 801 - 100));
-        let k = store.keyword_search(&KeywordQuery { terms: vec!["item3".into()] }, 5, &[]).await.unwrap();
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["item3".into()] }, 5, &Scope::default()).await.unwrap();
         assert!(k.is_empty(), "{k:?}");
-        let k = store.keyword_search(&KeywordQuery { terms: vec!["item103".into()] }, 5, &[]).await.unwrap();
+        let k = store.keyword_search(&KeywordQuery { terms: vec!["item103".into()] }, 5, &Scope::default()).await.unwrap();
         assert_eq!(k.len(), 1);
     })
     .await;

@@ -5,7 +5,8 @@
 import { readdir, realpath } from "node:fs/promises";
 import path from "node:path";
 
-// The exact parameter schemas of memory-core's memory_search and memory_get.
+// The parameter schemas of memory-core's memory_search and memory_get; memory_search also takes this engine's
+// after/before (notes dated inside, ISO days, inclusive), optional, so every call memory-core accepts is accepted.
 export const MEMORY_SEARCH_PARAMETERS = {
   type: "object",
   properties: {
@@ -13,6 +14,8 @@ export const MEMORY_SEARCH_PARAMETERS = {
     maxResults: { type: "integer", minimum: 1 },
     minScore: { type: "number" },
     corpus: { type: "string", enum: ["memory", "wiki", "all", "sessions"] },
+    after: { type: "string", description: "Only notes dated on or after this day (YYYY-MM-DD)." },
+    before: { type: "string", description: "Only notes dated on or before this day (YYYY-MM-DD)." },
   },
   required: ["query"],
   additionalProperties: false,

@@ -219,6 +219,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                         min_score: Some(0.0),
                         sources: vec![],
                         active_project_keys: vec![],
+                        after: None,
+                        before: None,
                     })
                     .await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);

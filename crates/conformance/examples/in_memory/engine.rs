@@ -14,7 +14,7 @@ use memory_core::embedding::cosine;
 use memory_core::identity::IndexIdentity;
 use memory_core::indexed::IndexedBackend;
 use memory_core::registry::{BackendFactory, OpenContext};
-use memory_core::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, SyncBatch};
+use memory_core::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, IndexStorage, KeywordQuery, Scope, SyncBatch};
 use memory_core::{
     Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Source, Status, SyncOptions, SyncReport,
 };
@@ -54,6 +54,7 @@ fn candidate(c: &ChunkRecord, files: &BTreeMap<(Source, String), FileRecord>) ->
         end_line: c.end_line,
         text: c.text.clone(),
         importance: c.importance,
+        date: c.date,
         file_mtime_ms: files.get(&(c.source, c.path.clone())).map_or(0, |f| f.mtime_ms),
         keyword_score: None,
         vector_score: None,
@@ -124,12 +125,14 @@ impl ChunkStore for MemStore {
 
     /// BM25 over the chunks' analysed terms; any query term may match. The score is BM25 itself (higher is
     /// better), as `Candidate::keyword_score` asks.
-    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    /// The statistics (document count, lengths, frequencies) are those of the scope's sources; its days only
+    /// choose which of the scored chunks are returned, so a search within dates scores as the whole search does.
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         let st = self.state.lock().unwrap();
         let docs: Vec<(&ChunkRecord, Vec<&str>, Vec<&str>)> = st
             .chunks
             .values()
-            .filter(|c| wanted(sources, c.source))
+            .filter(|c| wanted(&scope.sources, c.source))
             .map(|c| (c, c.terms.split_whitespace().collect(), c.heading_terms.split_whitespace().collect()))
             .collect();
         if docs.is_empty() || query.terms.is_empty() {
@@ -156,7 +159,7 @@ impl ChunkStore for MemStore {
                 let tf_head = head.iter().filter(|x| **x == t.as_str()).count() as f64;
                 score += bm25(tf_body, body.len() as f64, avg_body, df) + HEADING_WEIGHT * bm25(tf_head, head.len() as f64, avg_head, df);
             }
-            if score > 0.0 {
+            if score > 0.0 && scope.admits(c.source, c.date) {
                 scored.push((score, c));
             }
         }
@@ -164,7 +167,7 @@ impl ChunkStore for MemStore {
         Ok(scored.into_iter().take(limit).map(|(s, c)| Candidate { keyword_score: Some(s), ..candidate(c, &st.files) }).collect())
     }
 
-    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    async fn vector_search(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         let st = self.state.lock().unwrap();
         // The cosine of vectors of two widths means nothing: refuse, as the other stores do.
         if let Some(width) = st.chunks.values().find_map(|c| c.embedding.as_ref().map(Vec::len)) {
@@ -172,11 +175,16 @@ impl ChunkStore for MemStore {
                 return Err(MemoryError::InvalidInput(format!("query vector has {} dimensions, the index holds {width}", vector.len())));
             }
         }
-        let mut scored: Vec<(f64, &ChunkRecord)> =
-            st.chunks.values().filter(|c| wanted(sources, c.source)).filter_map(|c| c.embedding.as_ref().map(|e| (cosine(vector, e), c))).collect();
+        let mut scored: Vec<(f64, &ChunkRecord)> = st
+            .chunks
+            .values()
+            .filter(|c| wanted(&scope.sources, c.source))
+            .filter_map(|c| c.embedding.as_ref().map(|e| (cosine(vector, e), c)))
+            .collect();
         if scored.is_empty() {
             return Err(MemoryError::Unavailable("no vectors indexed yet".into()));
         }
+        scored.retain(|(_, c)| scope.admits(c.source, c.date));
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         Ok(scored.into_iter().take(limit).map(|(s, c)| Candidate { vector_score: Some(s), ..candidate(c, &st.files) }).collect())
     }

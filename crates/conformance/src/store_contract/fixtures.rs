@@ -25,6 +25,7 @@ pub(super) fn chunk(source: Source, path: &str, start_line: usize, text: &str, e
         terms: memory_core::analysis::document_terms_joined(text),
         heading_terms: String::new(),
         importance: None,
+        date: None,
         embedding,
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use memory_core::store::IndexStorage;
+use memory_core::store::{IndexStorage, Scope};
 use memory_core::{ErrorKind, Source};
 
 use super::fixtures::{file, identity, paths, query, set, upserts};
@@ -29,7 +29,7 @@ pub async fn staging_and_promote_keep_the_live_index(_: &dyn StoreHarness, stora
 
     ensure!(paths(&*live).await? == set(&["old.md"]), "the live store changed while a rebuild was staged");
     ensure!(
-        step("keyword_search()", live.keyword_search(&query("walrus"), 5, &[]).await)?.len() == 1,
+        step("keyword_search()", live.keyword_search(&query("walrus"), 5, &Scope::default()).await)?.len() == 1,
         "live search stopped answering during a rebuild"
     );
     let other = step("open_live during the rebuild", storage.open_live().await)?;
@@ -38,7 +38,10 @@ pub async fn staging_and_promote_keep_the_live_index(_: &dyn StoreHarness, stora
     let promoted = step("promote", storage.promote(live, staging).await)?;
     ensure!(paths(&*promoted).await? == set(&["new.md"]), "the promoted store does not hold the rebuilt index");
     ensure!(step("identity()", promoted.identity().await)? == Some(identity(Some(4))), "the promoted store lost the rebuilt identity");
-    ensure!(step("keyword_search()", promoted.keyword_search(&query("narwhal"), 5, &[]).await)?.len() == 1, "the promoted store does not search");
+    ensure!(
+        step("keyword_search()", promoted.keyword_search(&query("narwhal"), 5, &Scope::default()).await)?.len() == 1,
+        "the promoted store does not search"
+    );
     let fresh = step("open_live after promote", storage.open_live().await)?;
     ensure!(paths(&*fresh).await? == set(&["new.md"]), "a new live handle does not see the promoted index");
     step("destroy", storage.destroy().await)?;

@@ -133,7 +133,7 @@ pub use records::{
 };
 pub use searches::{
     files_named_matches_path_name_or_stem_only, keyword_scores_are_higher_for_better_matches, keyword_scores_do_not_depend_on_earlier_writes,
-    searches_honour_source_filters, stored_vectors_round_trip,
+    searches_honour_days, searches_honour_source_filters, stored_vectors_round_trip,
 };
 pub use writes::{
     append_keeps_the_old_chunks, apply_is_all_or_nothing, removal_drops_the_file_and_its_chunks, touch_updates_only_the_record,
@@ -158,6 +158,7 @@ pub async fn run_all(harness: Arc<dyn StoreHarness>) -> ContractReport {
     run!(keyword_scores_are_higher_for_better_matches);
     run!(keyword_scores_do_not_depend_on_earlier_writes);
     run!(searches_honour_source_filters);
+    run!(searches_honour_days);
     run!(files_named_matches_path_name_or_stem_only);
     run!(stored_vectors_round_trip);
     run!(embedding_cache_is_keyed_and_pruned_oldest_first);

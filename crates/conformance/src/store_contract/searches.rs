@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memory_core::store::{Candidate, IndexStorage, KeywordQuery, SyncBatch};
+use memory_core::store::{Candidate, DayRange, IndexStorage, KeywordQuery, Scope, SyncBatch};
 use memory_core::{ErrorKind, Source};
 
 use super::fixtures::{axis, chunk, file, query, record, set, upserts};
@@ -21,14 +21,14 @@ pub async fn keyword_scores_are_higher_for_better_matches(_: &dyn StoreHarness, 
         file(Source::Memory, "none.md", &["nothing relevant here"], 1),
     ];
     step("apply", store.apply(upserts(files)).await)?;
-    let hits = step("keyword_search()", store.keyword_search(&query("kiwi"), 10, &[]).await)?;
+    let hits = step("keyword_search()", store.keyword_search(&query("kiwi"), 10, &Scope::default()).await)?;
     better_match_scores_higher(&hits, "strong.md", "weak.md")?;
     ensure!(hits.iter().all(|c| c.vector_score.is_none()), "keyword candidates carry a vector score");
-    let limited = step("keyword_search(limit 1)", store.keyword_search(&query("kiwi"), 1, &[]).await)?;
+    let limited = step("keyword_search(limit 1)", store.keyword_search(&query("kiwi"), 1, &Scope::default()).await)?;
     ensure!(limited.len() == 1 && limited[0].path == "strong.md", "limit 1 did not return the best match: {limited:?}");
     // Query syntax of the store's engine is never interpreted: terms are literals.
     let odd = KeywordQuery { terms: vec!["NEAR".into(), "kiwi*".into(), "\"".into(), "OR".into()] };
-    step("keyword_search() with syntax-like terms", store.keyword_search(&odd, 10, &[]).await)?;
+    step("keyword_search() with syntax-like terms", store.keyword_search(&odd, 10, &Scope::default()).await)?;
     Ok(Verdict::Passed)
 }
 
@@ -77,8 +77,8 @@ pub async fn keyword_scores_do_not_depend_on_earlier_writes(h: &dyn StoreHarness
 
     for q in ["kiwi weather", "weather", "orchard spring kiwi"] {
         let scores = |hits: Vec<Candidate>| hits.into_iter().map(|c| (c.path, c.start_line, c.keyword_score.unwrap_or(f64::NAN))).collect::<Vec<_>>();
-        let a = scores(step("keyword_search() after rewrites", rewritten.keyword_search(&query(q), 10, &[]).await)?);
-        let b = scores(step("keyword_search() written once", once.keyword_search(&query(q), 10, &[]).await)?);
+        let a = scores(step("keyword_search() after rewrites", rewritten.keyword_search(&query(q), 10, &Scope::default()).await)?);
+        let b = scores(step("keyword_search() written once", once.keyword_search(&query(q), 10, &Scope::default()).await)?);
         let same = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && x.1 == y.1 && (x.2 - y.2).abs() <= 1e-9 * x.2.abs().max(1.0));
         ensure!(same, "`{q}`: the rewritten store scores {a:?}, the store written once {b:?}");
     }
@@ -108,11 +108,76 @@ pub async fn searches_honour_source_filters(_: &dyn StoreHarness, storage: Arc<d
         (vec![Source::Memory], vec![Source::Memory]),
         (vec![Source::Sessions], vec![Source::Sessions]),
     ] {
-        let kw: BTreeSet<Source> = step("keyword_search()", store.keyword_search(&q, 10, &sources).await)?.iter().map(|c| c.source).collect();
+        let kw: BTreeSet<Source> =
+            step("keyword_search()", store.keyword_search(&q, 10, &Scope::sources(&sources)).await)?.iter().map(|c| c.source).collect();
         ensure!(kw == want.iter().copied().collect(), "keyword search with sources {sources:?} returned {kw:?}");
-        let vs: BTreeSet<Source> = step("vector_search()", store.vector_search(&axis(0, 4), 10, &sources).await)?.iter().map(|c| c.source).collect();
+        let vs: BTreeSet<Source> =
+            step("vector_search()", store.vector_search(&axis(0, 4), 10, &Scope::sources(&sources)).await)?.iter().map(|c| c.source).collect();
         ensure!(vs == want.iter().copied().collect(), "vector search with sources {sources:?} returned {vs:?}");
     }
+    Ok(Verdict::Passed)
+}
+
+/// A scope's days hold both searches to the chunks dated inside them (undated chunks left out), before the limit
+/// (a narrow window still fills it though better matches lie outside), and keyword scores within dates are those
+/// of the whole search (its candidates are merged with the unscoped ones).
+pub async fn searches_honour_days(_: &dyn StoreHarness, storage: Arc<dyn IndexStorage>, _: PathBuf) -> CheckResult {
+    let store = step("open_live", storage.open_live().await)?;
+    let day = |d: u32| memory_core::discovery::day_millis(chrono::NaiveDate::from_ymd_opt(2026, 3, d).unwrap_or_default());
+    let dated = |path: &str, text: &str, date: Option<i64>, v: Vec<f32>| {
+        let mut c = chunk(Source::Memory, path, 1, text, Some(v));
+        c.date = date;
+        (record(Source::Memory, path, text, 1), vec![c])
+    };
+    // Better matches outside the window (more of the word, nearer the query vector) than the one inside it.
+    let files = vec![
+        dated("memory/2026-03-01.md", "heron heron heron", day(1), axis(0, 4)),
+        dated("memory/2026-03-02.md", "heron heron", day(2), axis(0, 4)),
+        dated("memory/2026-03-10.md", "heron and a long line of other words about the pond", day(10), axis(1, 4)),
+        dated("notes/undated.md", "heron heron heron heron", None, axis(0, 4)),
+    ];
+    step("apply", store.apply(upserts(files)).await)?;
+    let window = |first: u32, last: u32| Scope { sources: vec![], days: day(first).zip(day(last)).map(|(first, last)| DayRange { first, last }) };
+    let q = query("heron");
+    let all = step("keyword_search()", store.keyword_search(&q, 10, &Scope::default()).await)?;
+    let within = step("keyword_search() within days", store.keyword_search(&q, 1, &window(5, 12)).await)?;
+    ensure!(
+        within.iter().map(|c| c.path.as_str()).collect::<Vec<_>>() == ["memory/2026-03-10.md"],
+        "keyword search within 2026-03-05..12 returned {within:?}"
+    );
+    ensure!(within[0].date == day(10), "the chunk's date does not round-trip: {:?}", within[0].date);
+    let whole = all.iter().find(|c| c.path == "memory/2026-03-10.md").and_then(|c| c.keyword_score);
+    ensure!(
+        whole.zip(within[0].keyword_score).is_some_and(|(a, b)| (a - b).abs() <= 1e-6 * a.abs().max(1.0)),
+        "a chunk's keyword score within dates ({:?}) differs from the whole search's ({whole:?})",
+        within[0].keyword_score
+    );
+    let two = step("keyword_search() within two days", store.keyword_search(&q, 10, &window(1, 2)).await)?;
+    let paths: BTreeSet<&str> = two.iter().map(|c| c.path.as_str()).collect();
+    ensure!(
+        paths == ["memory/2026-03-01.md", "memory/2026-03-02.md"].into_iter().collect(),
+        "keyword search within 2026-03-01..02 returned {paths:?}"
+    );
+    let near = step("vector_search() within days", store.vector_search(&axis(0, 4), 1, &window(5, 12)).await)?;
+    ensure!(
+        near.iter().map(|c| c.path.as_str()).collect::<Vec<_>>() == ["memory/2026-03-10.md"],
+        "vector search within 2026-03-05..12 returned {near:?}"
+    );
+    // Open ends (`after` alone, `before` alone) are i64::MIN and i64::MAX.
+    let after = Scope { sources: vec![], days: day(5).map(|first| DayRange { first, last: i64::MAX }) };
+    let since = step("keyword_search() after a day", store.keyword_search(&q, 10, &after).await)?;
+    ensure!(
+        since.iter().map(|c| c.path.as_str()).collect::<Vec<_>>() == ["memory/2026-03-10.md"],
+        "keyword search after 2026-03-05 returned {since:?}"
+    );
+    let before = Scope { sources: vec![], days: day(1).map(|last| DayRange { first: i64::MIN, last }) };
+    let until = step("vector_search() before a day", store.vector_search(&axis(0, 4), 10, &before).await)?;
+    ensure!(
+        until.iter().map(|c| c.path.as_str()).collect::<Vec<_>>() == ["memory/2026-03-01.md"],
+        "vector search before 2026-03-01 returned {until:?}"
+    );
+    let none = step("keyword_search() within empty days", store.keyword_search(&q, 10, &window(20, 25)).await)?;
+    ensure!(none.is_empty(), "keyword search within days holding no chunk returned {none:?}");
     Ok(Verdict::Passed)
 }
 
@@ -160,7 +225,7 @@ pub async fn stored_vectors_round_trip(_: &dyn StoreHarness, storage: Arc<dyn In
     }
     let want: HashMap<String, Vec<f32>> = [(a.id.clone(), stored_a.clone()), (b.id.clone(), axis(3, dims))].into_iter().collect();
     ensure!(back == want, "chunk_vectors did not return exactly the stored vectors of the chunks that have one: {back:?}");
-    let hits = step("vector_search()", store.vector_search(&axis(3, dims), 10, &[]).await)?;
+    let hits = step("vector_search()", store.vector_search(&axis(3, dims), 10, &Scope::default()).await)?;
     ensure!(hits.first().map(|h| h.chunk_id.as_str()) == Some(b.id.as_str()), "the identical vector is not the nearest: {hits:?}");
     ensure!(hits.iter().all(|h| h.chunk_id != c.id), "a chunk without a vector was returned by vector search");
     let score = hits[0].vector_score.unwrap_or(f64::NAN);
@@ -173,7 +238,7 @@ pub async fn stored_vectors_round_trip(_: &dyn StoreHarness, storage: Arc<dyn In
         a_hit.importance == Some(7) && a_hit.start_line == 1 && a_hit.end_line == 2 && a_hit.text == "vector one",
         "candidate fields did not round trip: {a_hit:?}"
     );
-    match store.vector_search(&axis(0, dims + 1), 10, &[]).await {
+    match store.vector_search(&axis(0, dims + 1), 10, &Scope::default()).await {
         Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unavailable) => {}
         other => return Err(format!("a query vector of the wrong width must be InvalidInput or Unavailable, got {other:?}")),
     }
@@ -193,6 +258,7 @@ mod tests {
             end_line: 1,
             text: String::new(),
             importance: None,
+            date: None,
             file_mtime_ms: 1,
             keyword_score: Some(keyword_score),
             vector_score: None,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memory_core::store::{FileRecord, IndexStorage, SyncBatch};
+use memory_core::store::{FileRecord, IndexStorage, Scope, SyncBatch};
 use memory_core::Source;
 
 use super::fixtures::{axis, chunk, chunk_texts, file, paths, query, record, set, upserts};
@@ -87,7 +87,7 @@ pub async fn touch_updates_only_the_record(_: &dyn StoreHarness, storage: Arc<dy
         "candidates still report the old mtime: {:?}",
         chunks.iter().map(|c| c.file_mtime_ms).collect::<Vec<_>>()
     );
-    let hits = step("keyword_search()", store.keyword_search(&query("touch"), 10, &[]).await)?;
+    let hits = step("keyword_search()", store.keyword_search(&query("touch"), 10, &Scope::default()).await)?;
     ensure!(hits.len() == 1 && hits[0].file_mtime_ms == 9_000, "keyword candidates after a touch: {hits:?}");
     Ok(Verdict::Passed)
 }
@@ -100,7 +100,10 @@ pub async fn removal_drops_the_file_and_its_chunks(_: &dyn StoreHarness, storage
     step("apply the removal", store.apply(SyncBatch { removals: vec![(Source::Memory, "gone.md".into())], ..Default::default() }).await)?;
     ensure!(paths(&*store).await? == set(&["stays.md"]), "the removed file is still listed");
     ensure!(step("counts()", store.counts().await)? == (1, 1), "chunks of the removed file remain");
-    ensure!(step("keyword_search()", store.keyword_search(&query("ephemeral"), 10, &[]).await)?.is_empty(), "the removed file is still found");
+    ensure!(
+        step("keyword_search()", store.keyword_search(&query("ephemeral"), 10, &Scope::default()).await)?.is_empty(),
+        "the removed file is still found"
+    );
     // Removing a file the store never had is not an error.
     step("remove an unknown file", store.apply(SyncBatch { removals: vec![(Source::Memory, "never.md".into())], ..Default::default() }).await)?;
     Ok(Verdict::Passed)

@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use memory_core::identity::IndexIdentity;
 use memory_core::locks::ResetOnPoison;
-use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, Scope, SyncBatch};
 use memory_core::{MemoryError, Result, Source};
 use rusqlite::Connection;
 
@@ -89,12 +89,12 @@ impl ChunkStore for SqliteStore {
         self.read_file_chunks(source, path, limit)
     }
 
-    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        self.keyword_candidates(query, limit, sources, true)
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
+        self.keyword_candidates(query, limit, scope, true)
     }
 
-    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        self.nearest_candidates(vector, limit, sources)
+    async fn vector_search(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
+        self.nearest_candidates(vector, limit, scope)
     }
 
     async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {

@@ -1,6 +1,8 @@
 //! How index rows become the engine's types and back: file records, candidates, vectors as blobs, and the
 //! source filter clause. Shared by every read and write, so apart from any of them.
 
+#[cfg(feature = "reference-paths")]
+use memory_core::store::Scope;
 use memory_core::store::{Candidate, FileRecord};
 use memory_core::Source;
 
@@ -14,6 +16,20 @@ pub(super) fn source_filter(sources: &[Source], column: &str) -> (String, Vec<St
     }
     let marks = vec!["?"; sources.len()].join(",");
     (format!(" AND {column} IN ({marks})"), sources.iter().map(|s| s.as_str().to_string()).collect())
+}
+
+/// The SQL condition of a scope over the chunks table aliased `c` (sources, days) and its arguments, to follow
+/// `WHERE 1 = 1`.
+#[cfg(feature = "reference-paths")]
+pub(super) fn scope_filter(scope: &Scope) -> (String, Vec<rusqlite::types::Value>) {
+    let (mut sql, sources) = source_filter(&scope.sources, "c.source");
+    let mut args: Vec<rusqlite::types::Value> = sources.into_iter().map(Into::into).collect();
+    if let Some(days) = scope.days {
+        sql.push_str(" AND c.date BETWEEN ? AND ?");
+        args.push(days.first.into());
+        args.push(days.last.into());
+    }
+    (sql, args)
 }
 
 pub(super) fn vec_to_blob(v: &[f32]) -> Vec<u8> {
@@ -34,7 +50,7 @@ pub(super) fn file_row(r: &rusqlite::Row) -> rusqlite::Result<FileRecord> {
     })
 }
 
-pub(super) const CANDIDATE_COLUMNS: &str = "c.id, c.source, c.path, c.start_line, c.end_line, c.text, c.importance, f.mtime_ms";
+pub(super) const CANDIDATE_COLUMNS: &str = "c.id, c.source, c.path, c.start_line, c.end_line, c.text, c.importance, f.mtime_ms, c.date";
 
 pub(super) fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> {
     Ok(Candidate {
@@ -46,6 +62,7 @@ pub(super) fn candidate_row(row: &rusqlite::Row) -> rusqlite::Result<Candidate> 
         text: row.get(5)?,
         importance: row.get::<_, Option<i64>>(6)?.map(|n| n as u8),
         file_mtime_ms: row.get(7)?,
+        date: row.get(8)?,
         keyword_score: None,
         vector_score: None,
     })

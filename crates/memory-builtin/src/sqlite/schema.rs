@@ -1,4 +1,4 @@
-//! Tables: meta (identity, last sync...), files, chunks (with each chunk's analysed terms), chunks_fts (FTS5
+//! Tables: meta (identity, last sync...), files, chunks (with each chunk's analysed terms and day), chunks_fts (FTS5
 //! over the chunks' terms, external content), chunks_vec (vec0, created with the first vector, with vec_f32 and
 //! the change log vec_log), embedding_cache, chunk_count.
 //!
@@ -33,7 +33,7 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
              source TEXT NOT NULL, path TEXT NOT NULL,
              start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
              text TEXT NOT NULL, hash TEXT NOT NULL, importance INTEGER,
-             terms TEXT NOT NULL DEFAULT '', heading TEXT NOT NULL DEFAULT '');
+             terms TEXT NOT NULL DEFAULT '', heading TEXT NOT NULL DEFAULT '', date INTEGER);
          CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks (source, path, start_line);
          CREATE TABLE IF NOT EXISTS embedding_cache (
              provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
@@ -66,6 +66,12 @@ fn create_in(c: &Connection) -> rusqlite::Result<()> {
              ALTER TABLE chunks ADD COLUMN heading TEXT NOT NULL DEFAULT '';",
         )?;
     }
+    // The day each chunk is of (added after; an index from before is rebuilt by its identity's older chunker, which
+    // fills it).
+    if !has_column(c, "chunks", "date")? {
+        c.execute_batch("ALTER TABLE chunks ADD COLUMN date INTEGER;")?;
+    }
+    c.execute_batch("CREATE INDEX IF NOT EXISTS chunks_by_date ON chunks (date) WHERE date IS NOT NULL;")?;
     c.execute_batch(
         "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
              terms, heading, content = 'chunks', content_rowid = 'rowid',

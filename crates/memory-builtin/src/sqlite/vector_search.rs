@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 
 use memory_core::locks::ResetOnPoison;
-use memory_core::store::Candidate;
-use memory_core::{MemoryError, Result, Source};
+use memory_core::store::{Candidate, Scope};
+use memory_core::{MemoryError, Result};
 #[cfg(feature = "reference-paths")]
 use rusqlite::params_from_iter;
 use rusqlite::{params, OptionalExtension};
 
 #[cfg(feature = "reference-paths")]
-use super::rows::source_filter;
+use super::rows::scope_filter;
 use super::rows::{blob_to_vec, candidate_row, vec_to_blob, CANDIDATE_COLUMNS};
 use super::{schema, vectors, SqliteStore};
 
@@ -20,12 +20,13 @@ impl SqliteStore {
     /// copy, kept as the reference the fast path is tested and benchmarked against (exact for up to 4096
     /// vectors outside the filtered sources). Only with the `reference-paths` feature (tests and memory-bench).
     #[cfg(feature = "reference-paths")]
-    pub fn exact_vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    pub fn exact_vector_search(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         self.check_query_vector(vector)?;
-        let (filter, filter_args) = source_filter(sources, "c.source");
+        let sources = &scope.sources;
+        let (filter, filter_args) = scope_filter(scope);
         // With a source filter the scan's k is before filtering: ask for sqlite-vec's most (the fast path filters
         // inside its scan and always fills `limit`; the old path over-fetched 4x and could come up short).
-        let fetch = if sources.is_empty() { limit } else { 4096 };
+        let fetch = if sources.is_empty() && scope.days.is_none() { limit } else { 4096 };
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS}, v.distance FROM
                (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2) v
@@ -37,11 +38,11 @@ impl SqliteStore {
         self.read("vector search", |c| {
             let mut st = c.prepare_cached(&sql)?;
             let mut args: Vec<rusqlite::types::Value> = vec![blob.clone().into(), (fetch as i64).into()];
-            args.extend(filter_args.iter().cloned().map(Into::into));
+            args.extend(filter_args.iter().cloned());
             let rows = st.query_map(params_from_iter(args), |r| {
                 let mut cand = candidate_row(r)?;
                 // sqlite-vec has no cosine distance for a zero vector (NULL): such a query matches nothing.
-                let distance: Option<f64> = r.get(8)?;
+                let distance: Option<f64> = r.get(9)?;
                 cand.vector_score = distance.map(|d| 1.0 - d);
                 Ok(cand)
             })?;
@@ -63,10 +64,13 @@ impl SqliteStore {
         Ok(dims)
     }
 
-    pub(super) fn nearest_candidates(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    pub(super) fn nearest_candidates(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         let dims = self.check_query_vector(vector)?;
-        let first = !self.searched_vectors.swap(true, std::sync::atomic::Ordering::Relaxed);
-        let exact = if first {
+        let sources = scope.sources.as_slice();
+        let first = scope.days.is_none() && !self.searched_vectors.swap(true, std::sync::atomic::Ordering::Relaxed);
+        let exact = if scope.days.is_some() {
+            Some(self.read("vector search within dates", |c| vectors::nearest_dated(c, vector, limit, scope))?)
+        } else if first {
             let blob = vec_to_blob(vector);
             self.read("vector search", |c| vectors::exact_first(c, &blob, limit, sources))?
         } else {

@@ -47,8 +47,8 @@ impl SqliteStore {
                     params![f.source.as_str(), f.path, f.hash, f.size as i64, f.mtime_ms, name, stem],
                 )?;
                 let mut ins = tx.prepare_cached(
-                    "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance, terms, heading)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    "INSERT INTO chunks(id, source, path, start_line, end_line, text, hash, importance, terms, heading, date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )?;
                 let mut fts = tx.prepare_cached("INSERT INTO chunks_fts(rowid, terms, heading) VALUES (?1, ?2, ?3)")?;
                 for ch in chunks.iter().zip(&written).filter(|(_, kept)| !**kept).map(|(ch, _)| ch) {
@@ -62,7 +62,8 @@ impl SqliteStore {
                         ch.hash,
                         ch.importance.map(|n| n as i64),
                         ch.terms,
-                        ch.heading_terms
+                        ch.heading_terms,
+                        ch.date
                     ])?;
                     let rowid = tx.last_insert_rowid();
                     fts.execute(params![rowid, ch.terms, ch.heading_terms])?;
@@ -95,7 +96,7 @@ impl SqliteStore {
 }
 
 /// A file's chunks are replaced by `chunks`: the rows already in the index exactly as they would be written again
-/// (same id, lines, text, terms, heading, importance and vector) stay, marked in `unchanged`; the rowids of the
+/// (same id, lines, text, terms, heading, importance, date and vector) stay, marked in `unchanged`; the rowids of the
 /// others are returned for deletion. An entry appended to a long daily log changes its last chunk or two, and
 /// rewriting every other row of the file (and its keyword and vector entries) made each append cost time in
 /// proportion to the whole log.
@@ -107,10 +108,10 @@ fn rows_to_replace(
     unchanged: &mut [bool],
 ) -> rusqlite::Result<Vec<i64>> {
     let sql = if has_vectors {
-        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, v.embedding
+        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, v.embedding, c.date
          FROM chunks c LEFT JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.source = ?1 AND c.path = ?2"
     } else {
-        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, NULL
+        "SELECT c.rowid, c.id, c.start_line, c.end_line, c.text, c.hash, c.importance, c.terms, c.heading, NULL, c.date
          FROM chunks c WHERE c.source = ?1 AND c.path = ?2"
     };
     let by_id: HashMap<&str, usize> = chunks.iter().enumerate().map(|(i, ch)| (ch.id.as_str(), i)).collect();
@@ -130,7 +131,8 @@ fn rows_to_replace(
                     && r.get::<_, Option<i64>>(6)? == ch.importance.map(|n| n as i64)
                     && r.get_ref(7)?.as_str()? == ch.terms
                     && r.get_ref(8)?.as_str()? == ch.heading_terms
-                    && r.get::<_, Option<Vec<u8>>>(9)? == ch.embedding.as_deref().map(vec_to_blob);
+                    && r.get::<_, Option<Vec<u8>>>(9)? == ch.embedding.as_deref().map(vec_to_blob)
+                    && r.get::<_, Option<i64>>(10)? == ch.date;
                 same.then_some(i)
             }
             None => None,

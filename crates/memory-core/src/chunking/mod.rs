@@ -9,10 +9,11 @@
 use crate::sha256_hex;
 
 pub mod annotations;
+pub mod dates;
 pub mod headings;
 
 /// Version of the cutting rules below, part of the index identity.
-pub const CHUNKER_VERSION: &str = "ch3";
+pub const CHUNKER_VERSION: &str = "ch4";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
@@ -50,9 +51,13 @@ struct Piece<'a> {
     line: usize,
     text: &'a str,
     weight: usize,
+    /// The piece begins a dated section (`## 2026-03-04`): a chunk ends before it, with no overlap carried, so
+    /// each chunk of a running log is of one day ([`dates`]).
+    starts_day: bool,
 }
 
-/// Split text into chunks. `tokens` and `overlap` are in tokens (budget = 4 x tokens weight units).
+/// Split text into chunks. `tokens` and `overlap` are in tokens (budget = 4 x tokens weight units). A dated
+/// heading (`## 2026-03-04`) always starts a new chunk.
 pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
     // Saturating: the config puts no upper bound on the sizes, and a huge one means "no limit", not a panic.
     let budget = tokens.max(1).saturating_mul(4);
@@ -65,12 +70,13 @@ pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
     let mut pieces: Vec<Piece> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let w = weight(line) + 1; // +1 for the newline
+        let starts_day = dates::is_dated_heading(line);
         if w <= budget {
-            pieces.push(Piece { line: i + 1, text: line, weight: w });
+            pieces.push(Piece { line: i + 1, text: line, weight: w, starts_day });
             continue;
         }
-        for (text, weight) in split_long_line(line, piece_budget) {
-            pieces.push(Piece { line: i + 1, text, weight });
+        for (k, (text, weight)) in split_long_line(line, piece_budget).into_iter().enumerate() {
+            pieces.push(Piece { line: i + 1, text, weight, starts_day: starts_day && k == 0 });
         }
     }
 
@@ -80,7 +86,11 @@ pub fn chunk_text(text: &str, tokens: usize, overlap: usize) -> Vec<Chunk> {
     let mut i = 0;
     while i < pieces.len() {
         let p = &pieces[i];
-        if !cur.is_empty() && cur_weight + p.weight > budget {
+        if !cur.is_empty() && p.starts_day {
+            emit(&pieces, &cur, &mut chunks);
+            cur.clear();
+            cur_weight = 0;
+        } else if !cur.is_empty() && cur_weight + p.weight > budget {
             emit(&pieces, &cur, &mut chunks);
             // Carry trailing pieces worth at most `overlap_budget` into the next chunk, but always make progress:
             // never carry the whole chunk.

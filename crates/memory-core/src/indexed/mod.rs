@@ -23,7 +23,7 @@ use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
 use crate::ranking::{exact_path_tier, merge, RankingOptions};
 use crate::sessions::{self, SessionState};
-use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, SyncBatch};
+use crate::store::{Candidate, ChunkRecord, ChunkStore, EmbeddingCacheKey, FileRecord, FileState, IndexStorage, KeywordQuery, Scope, SyncBatch};
 use crate::types::*;
 
 const META_LAST_SYNC: &str = "lastSyncMs";

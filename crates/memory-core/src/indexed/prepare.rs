@@ -125,6 +125,7 @@ impl IndexedBackend {
             terms: document_terms_joined(&name_words),
             heading_terms: heading_terms(&[], ""),
             importance: None,
+            date: crate::discovery::date_from_path(&f.key),
             hash: chunk_hash,
             text: f.key.clone(),
             embedding: None,
@@ -216,6 +217,7 @@ impl IndexedBackend {
         let model = self.model_name();
         let cut = chunk_text(text, c.tokens, c.overlap);
         let above = headings_above(text, &cut.iter().map(|ch| ch.start_line).collect::<Vec<_>>());
+        let dates = crate::chunking::dates::NoteDates::of(&f.key, text);
         let mut chunks: Vec<ChunkRecord> = cut
             .into_iter()
             .zip(above)
@@ -228,6 +230,7 @@ impl IndexedBackend {
                 terms: document_terms_joined(&ch.text),
                 heading_terms: heading_terms(&above, &ch.text),
                 importance: importance(&ch.text).or(file_importance),
+                date: dates.at(ch.start_line),
                 hash: ch.hash,
                 text: ch.text,
                 embedding: None,

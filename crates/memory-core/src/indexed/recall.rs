@@ -99,6 +99,8 @@ impl IndexedBackend {
                 min_score: Some(0.0),
                 sources: vec![Source::Memory],
                 active_project_keys: active.clone(),
+                after: None,
+                before: None,
             };
             let hits = self.search(&search).await?;
             response.warnings.extend(hits.warnings.iter().cloned());

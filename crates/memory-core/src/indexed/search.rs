@@ -33,12 +33,55 @@ fn keyword_share(keyword: &[Candidate], words: &QueryWords, opts: &RankingOption
 }
 
 /// What the steps of one search share: one store handle for the whole search, the ranking options (the vector
-/// floor is set once the query vector is known), the candidate budget per leg and the source filter.
-struct SearchContext<'a> {
+/// floor is set once the query vector is known), the candidate budget per leg, the scope (sources; `after` and
+/// `before`) and, when the question says when, that time's narrower scope ([`window_scope`]).
+struct SearchContext {
     store: Arc<dyn ChunkStore>,
     opts: RankingOptions,
     limit: usize,
-    sources: &'a [Source],
+    scope: Scope,
+    window: Option<Scope>,
+}
+
+/// The scope of the time a question says ("last week"), inside `scope`: each leg also asks the store for its best
+/// candidates from there, so the notes of that time are among the candidates the ranking prefers
+/// ([`crate::ranking::window`]) even when notes of other times match the words better. `None` without a time, or
+/// when the search is already held to dates (`after`/`before`).
+fn window_scope(query: &crate::ranking::Query, scope: &Scope) -> Option<Scope> {
+    if scope.days.is_some() {
+        return None;
+    }
+    let first = query.time().iter().map(|e| e.range.first).min()?;
+    let last = query.time().iter().map(|e| e.range.last).max()?;
+    let days = crate::store::DayRange { first: crate::discovery::day_millis(first)?, last: crate::discovery::day_millis(last)? };
+    Some(Scope { sources: scope.sources.clone(), days: Some(days) })
+}
+
+impl SearchContext {
+    /// Keyword candidates inside the scope and, when the question says when, those of that time besides.
+    async fn keyword_search(&self, query: &KeywordQuery) -> Result<Vec<Candidate>> {
+        let found = self.store.keyword_search(query, self.limit, &self.scope).await?;
+        match &self.window {
+            Some(window) => Ok(union(found, self.store.keyword_search(query, self.limit, window).await?)),
+            None => Ok(found),
+        }
+    }
+
+    /// Vector candidates inside the scope and, when the question says when, those of that time besides.
+    async fn vector_search(&self, vector: &[f32]) -> Result<Vec<Candidate>> {
+        let found = self.store.vector_search(vector, self.limit, &self.scope).await?;
+        match &self.window {
+            Some(window) => Ok(union(found, self.store.vector_search(vector, self.limit, window).await?)),
+            None => Ok(found),
+        }
+    }
+}
+
+/// `first`, then those of `more` it lacks (by chunk id).
+fn union(mut first: Vec<Candidate>, more: Vec<Candidate>) -> Vec<Candidate> {
+    let seen: std::collections::HashSet<String> = first.iter().map(|c| c.chunk_id.clone()).collect();
+    first.extend(more.into_iter().filter(|c| !seen.contains(&c.chunk_id)));
+    first
 }
 
 /// The vector leg of a search: its candidates and the query vector they were found with (by `self.embedder`).
@@ -53,6 +96,7 @@ impl IndexedBackend {
         if text.is_empty() {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
+        let days = request.days()?;
         let mut warnings = Vec::new();
         // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.
         let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
@@ -62,7 +106,9 @@ impl IndexedBackend {
         let query = crate::ranking::Query::parse_on(text, opts.today);
         opts.active_project_keys = crate::ranking::project::active_keys(&request.active_project_keys);
         let limit = RankingOptions::candidate_limit(opts.max_results, self.config.memory.search.query.hybrid.candidate_multiplier);
-        let mut ctx = SearchContext { store: self.store(), opts, limit, sources: &request.sources };
+        let scope = Scope { sources: request.sources.clone(), days };
+        let window = window_scope(&query, &scope);
+        let mut ctx = SearchContext { store: self.store(), opts, limit, scope, window };
         if let Some(cause) = ctx.store.read_only() {
             warnings
                 .push(format!("the index is read-only ({cause}): answers come from it as it is; changed notes are indexed once it can be written"));
@@ -112,6 +158,11 @@ impl IndexedBackend {
         }
         let results = crate::ranking::finish(items, &query, &ctx.opts);
         if results.is_empty() {
+            if days.is_some() {
+                let from = request.after.as_deref().unwrap_or("the first note");
+                let to = request.before.as_deref().unwrap_or("today");
+                warnings.push(format!("no notes dated from {from} to {to} match (undated notes are left out when after or before is given)"));
+            }
             // Nothing found may be the notes the index does not hold: say so, where `status` names them.
             match ctx.store.files().await {
                 Ok(stored) => {
@@ -147,11 +198,11 @@ impl IndexedBackend {
 
     /// Keyword candidates; `None` when the store could not answer (said in `warnings`). A query without words
     /// has none: an answer, not a failure. A damaged index is an error: the caller repairs it.
-    async fn keyword_leg(&self, ctx: &SearchContext<'_>, terms: &[String], warnings: &mut Vec<String>) -> Result<Option<Vec<Candidate>>> {
+    async fn keyword_leg(&self, ctx: &SearchContext, terms: &[String], warnings: &mut Vec<String>) -> Result<Option<Vec<Candidate>>> {
         if terms.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        match ctx.store.keyword_search(&KeywordQuery { terms: terms.to_vec() }, ctx.limit, ctx.sources).await {
+        match ctx.keyword_search(&KeywordQuery { terms: terms.to_vec() }).await {
             Ok(k) => Ok(Some(k)),
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => Err(e),
             Err(e) => {
@@ -166,7 +217,7 @@ impl IndexedBackend {
     /// `None` otherwise (a failure is said in `warnings`).
     async fn vector_leg(
         &self,
-        ctx: &SearchContext<'_>,
+        ctx: &SearchContext,
         query: &str,
         deadline: tokio::time::Instant,
         warnings: &mut Vec<String>,
@@ -204,7 +255,7 @@ impl IndexedBackend {
                 return Ok(None);
             }
         };
-        match ctx.store.vector_search(&query_vector, ctx.limit, ctx.sources).await {
+        match ctx.vector_search(&query_vector).await {
             Ok(candidates) => Ok(Some(VectorLeg { candidates, query_vector })),
             Err(e) if e.kind() == crate::ErrorKind::CorruptIndex => Err(e),
             Err(e) => {
@@ -216,19 +267,21 @@ impl IndexedBackend {
     }
 
     /// The first chunk of each file whose name the query is (a one-word query), with its tier.
-    async fn exact_path_hits(&self, ctx: &SearchContext<'_>, query: &str) -> Result<Vec<(Candidate, u8)>> {
+    async fn exact_path_hits(&self, ctx: &SearchContext, query: &str) -> Result<Vec<(Candidate, u8)>> {
         let mut exact = Vec::new();
         if query.contains(char::is_whitespace) {
             return Ok(exact);
         }
         for f in ctx.store.files_named(query).await? {
-            if !ctx.sources.is_empty() && !ctx.sources.contains(&f.source) {
+            if !ctx.scope.sources.is_empty() && !ctx.scope.sources.contains(&f.source) {
                 continue;
             }
             let tier = exact_path_tier(query, &f.path);
             if tier > 0 {
                 if let Some(first) = ctx.store.file_chunks(f.source, &f.path, 1).await?.into_iter().next() {
-                    exact.push((first, tier));
+                    if ctx.scope.admits(first.source, first.date) {
+                        exact.push((first, tier));
+                    }
                 }
             }
         }
@@ -251,7 +304,7 @@ impl IndexedBackend {
     /// than one), else the keyword ones. Short queries (names, ids, a word or two) are precise already and skip it.
     async fn expand_keyword(
         &self,
-        ctx: &SearchContext<'_>,
+        ctx: &SearchContext,
         terms: &[String],
         words: &QueryWords,
         keyword: Vec<Candidate>,
@@ -268,13 +321,15 @@ impl IndexedBackend {
         if extra.is_empty() {
             return keyword;
         }
-        let expanded = match store.keyword_search(&KeywordQuery { terms: extra }, limit, ctx.sources).await {
+        let expanded = match store.keyword_search(&KeywordQuery { terms: extra }, limit, &ctx.scope).await {
             Ok(e) => e,
             Err(e) => {
                 warn!(error = %e, "expansion query failed; using the original ranking");
                 return keyword;
             }
         };
+        // As many as came in (the leg's and, when the question says when, that time's besides), at least `limit`.
+        let keep = keyword.len().max(limit);
         let mut by_id: HashMap<String, Candidate> = keyword.into_iter().map(|c| (c.chunk_id.clone(), c)).collect();
         for e in expanded {
             let es = e.keyword_score.unwrap_or(0.0) * PRF_WEIGHT;
@@ -286,7 +341,7 @@ impl IndexedBackend {
         let mut merged: Vec<Candidate> = by_id.into_values().collect();
         // Best (highest keyword score) first.
         merged.sort_by(|a, b| b.keyword_score.unwrap_or(0.0).total_cmp(&a.keyword_score.unwrap_or(0.0)).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
-        merged.truncate(limit);
+        merged.truncate(keep);
         merged
     }
 
@@ -305,7 +360,7 @@ impl IndexedBackend {
     /// vector leg's own head brings nothing the leg did not already find. Figures in docs/benchmark-history.md.
     async fn expand_vector(
         &self,
-        ctx: &SearchContext<'_>,
+        ctx: &SearchContext,
         query_vector: &[f32],
         keyword: &[Candidate],
         words: &QueryWords,
@@ -341,7 +396,7 @@ impl IndexedBackend {
             }
         }
         crate::embedding::sanitize_and_normalize(&mut refined);
-        match store.vector_search(&refined, ctx.limit, ctx.sources).await {
+        match ctx.vector_search(&refined).await {
             Ok(second) if !second.is_empty() => (second, refined),
             Ok(_) => first(vector),
             Err(e) => {

@@ -70,6 +70,7 @@ mod tests {
             end_line: text.lines().count().max(1),
             text: text.into(),
             importance: None,
+            date: None,
             file_mtime_ms: 0,
             keyword_score: None,
             vector_score: None,

@@ -1,7 +1,7 @@
 //! A question that says when ("on October 13, 2023", "last week", "三月", "two days ago": [`crate::time`]) is about
-//! the notes of that time: a daily log dated inside it (`memory/2023-10-13.md`, by the date in its name) holds the
-//! answer more often than any other note, in any of its chunks, not only the one whose heading line holds the
-//! date. Those candidates move up by a share of the search's score spread ([`prefer_dated_in_window`]).
+//! the notes of that time: a note dated inside it (a daily log `memory/2023-10-13.md` by the date in its name, a
+//! note by its front matter, a section by its dated heading: [`crate::chunking::dates`]) holds the answer more
+//! often than any other note, in any of its chunks, not only the one whose heading line holds the date. Those candidates move up by a share of the search's score spread ([`prefer_dated_in_window`]).
 
 use chrono::NaiveDate;
 
@@ -15,12 +15,11 @@ use crate::Source;
 /// tells them apart), one that holds half of it moves half as far, and one that holds none of it does not move.
 pub const WINDOW_PREFERENCE: f64 = 2.0;
 
-/// The day a candidate is dated: a daily log's, by the date in its name.
+/// The day a candidate is of: its chunk's ([`crate::chunking::dates`]), else (an index written before chunks were
+/// dated) a daily log's by the date in its name.
 pub fn candidate_day(s: &Scored) -> Option<NaiveDate> {
-    if s.candidate.source != Source::Memory {
-        return None;
-    }
-    let ms = date_from_path(&s.candidate.path)?;
+    let c = &s.candidate;
+    let ms = c.date.or_else(|| if c.source == Source::Memory { date_from_path(&c.path) } else { None })?;
     chrono::DateTime::from_timestamp_millis(ms).map(|t| t.date_naive())
 }
 

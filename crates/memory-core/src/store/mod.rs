@@ -151,6 +151,9 @@ pub struct ChunkRecord {
     pub heading_terms: String,
     /// 1..=10 from an `<!-- importance: N -->` annotation.
     pub importance: Option<u8>,
+    /// The day the chunk is of ([`crate::chunking::dates`]), as midnight UTC in Unix milliseconds: what a search
+    /// within dates ([`Scope::days`]) filters by. `None`: undated.
+    pub date: Option<i64>,
     pub embedding: Option<Vec<f32>>,
 }
 
@@ -175,6 +178,41 @@ pub struct KeywordQuery {
     pub terms: Vec<String>,
 }
 
+/// Days from `first` to `last`, both included, each as its midnight UTC in Unix milliseconds (as
+/// [`ChunkRecord::date`] holds them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayRange {
+    pub first: i64,
+    pub last: i64,
+}
+
+impl DayRange {
+    pub fn contains(&self, date: i64) -> bool {
+        self.first <= date && date <= self.last
+    }
+}
+
+/// Which chunks a search may return: those of `sources` (all when empty) and, with `days`, only those dated
+/// inside it (undated chunks excluded). A store applies both before it counts its `limit`, so a narrow scope
+/// still fills it when the index holds that many matching chunks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    pub sources: Vec<Source>,
+    pub days: Option<DayRange>,
+}
+
+impl Scope {
+    /// Every chunk of these sources (all when empty).
+    pub fn sources(sources: &[Source]) -> Scope {
+        Scope { sources: sources.to_vec(), days: None }
+    }
+
+    /// Whether a chunk of `source` dated `date` is inside.
+    pub fn admits(&self, source: Source, date: Option<i64>) -> bool {
+        (self.sources.is_empty() || self.sources.contains(&source)) && self.days.is_none_or(|d| date.is_some_and(|x| d.contains(x)))
+    }
+}
+
 /// A candidate chunk returned by a store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
@@ -185,6 +223,8 @@ pub struct Candidate {
     pub end_line: usize,
     pub text: String,
     pub importance: Option<u8>,
+    /// The day the chunk is of ([`ChunkRecord::date`]).
+    pub date: Option<i64>,
     /// Modification time of the file, for temporal decay of undated sources.
     pub file_mtime_ms: i64,
     /// Keyword relevance as the store's engine scored the match: **higher is better**, positive for a match (a
@@ -258,12 +298,12 @@ pub trait ChunkStore: Send + Sync {
     /// Chunks of one file in line order, up to `limit` (for exact-path hits).
     async fn file_chunks(&self, source: Source, path: &str, limit: usize) -> Result<Vec<Candidate>>;
 
-    /// Up to `limit` keyword candidates, best first, from the given sources (all when empty).
-    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>>;
+    /// Up to `limit` keyword candidates inside `scope`, best first.
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, scope: &Scope) -> Result<Vec<Candidate>>;
 
-    /// Up to `limit` nearest chunks by cosine similarity, best first. Stores without vectors return
-    /// `MemoryError::Unavailable`.
-    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>>;
+    /// Up to `limit` nearest chunks inside `scope` by cosine similarity, best first. Stores without vectors
+    /// return `MemoryError::Unavailable`.
+    async fn vector_search(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>>;
 
     /// Stored vectors of these chunks (chunks without one are absent), for feedback on the query vector.
     /// Stores that cannot read vectors back keep the default: no vectors, and searches skip that step.

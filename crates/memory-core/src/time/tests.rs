@@ -175,3 +175,21 @@ fn every_input_is_read_without_a_panic() {
     let _ = find("10000 years ago", NaiveDate::MIN);
     let _ = find("next year", NaiveDate::MAX);
 }
+
+proptest::proptest! {
+    /// Any text, asked on any day: no panic, spans on character boundaries inside the text, in order and apart,
+    /// every range non-empty.
+    #[test]
+    fn any_text_on_any_day_reads_safely(text in "(\\PC|[0-9年月日周前天上下个星期以来之-])*", days in -40_000i64..40_000) {
+        let today = NaiveDate::from_ymd_opt(2026, 3, 18).unwrap() + Duration::days(days);
+        let found = find(&text, today);
+        let mut end = 0;
+        for e in &found {
+            proptest::prop_assert!(e.span.start >= end && e.span.start < e.span.end && e.span.end <= text.len());
+            proptest::prop_assert!(text.is_char_boundary(e.span.start) && text.is_char_boundary(e.span.end));
+            proptest::prop_assert!(e.range.first <= e.range.last);
+            end = e.span.end;
+        }
+        let _ = without_expressions(&text, &found);
+    }
+}

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use lancedb::query::{QueryBase, Select};
 use lancedb::{Connection, Table};
 use memory_core::identity::IndexIdentity;
-use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, SyncBatch};
+use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, KeywordQuery, Scope, SyncBatch};
 use memory_core::{MemoryError, Result, Source};
 
 use crate::error::map_err;
@@ -172,12 +172,12 @@ impl ChunkStore for LanceStore {
         Ok(out)
     }
 
-    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        self.keyword_candidates(query, limit, sources).await
+    async fn keyword_search(&self, query: &KeywordQuery, limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
+        self.keyword_candidates(query, limit, scope).await
     }
 
-    async fn vector_search(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
-        self.nearest_candidates(vector, limit, sources).await
+    async fn vector_search(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
+        self.nearest_candidates(vector, limit, scope).await
     }
 
     async fn chunk_vectors(&self, chunk_ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use lancedb::index::scalar::{FullTextSearchQuery, MultiMatchQuery, Operator};
 use lancedb::query::{QueryBase, Select};
 use lancedb::DistanceType;
-use memory_core::store::{Candidate, KeywordQuery};
-use memory_core::{MemoryError, Result, Source};
+use memory_core::store::{Candidate, KeywordQuery, Scope};
+use memory_core::{MemoryError, Result};
 
 use super::{LanceStore, Which, CACHE_READ_CHUNK};
 use crate::schema::*;
@@ -17,7 +17,7 @@ use crate::schema::*;
 const HEADING_BOOST: f32 = memory_core::analysis::HEADING_WEIGHT as f32;
 
 impl LanceStore {
-    pub(super) async fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    pub(super) async fn keyword_candidates(&self, query: &KeywordQuery, limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         if query.terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
@@ -44,7 +44,7 @@ impl LanceStore {
         let mut columns = candidate_columns(&*self.data_schema_of(&t).await?).to_vec();
         columns.push("_score");
         let mut q = t.query().full_text_search(fts).limit(limit).select(Select::columns(&columns));
-        if let Some(f) = sources_filter(sources) {
+        if let Some(f) = scope_filter(scope) {
             q = q.only_if(f);
         }
         let mut out = batches_to_candidates(&self.collect("keyword search", q).await?)?;
@@ -53,7 +53,7 @@ impl LanceStore {
         Ok(out)
     }
 
-    pub(super) async fn nearest_candidates(&self, vector: &[f32], limit: usize, sources: &[Source]) -> Result<Vec<Candidate>> {
+    pub(super) async fn nearest_candidates(&self, vector: &[f32], limit: usize, scope: &Scope) -> Result<Vec<Candidate>> {
         let Some(t) = self.table(Which::Data).await? else {
             return Err(MemoryError::Unavailable("the index has no vectors yet".into()));
         };
@@ -86,7 +86,7 @@ impl LanceStore {
         }
         // File rows have no vector, and rows without one are never returned (Lance drops null distances), so
         // no filter on `kind`: an unfiltered query keeps the ANN path cheap.
-        if let Some(f) = sources_filter(sources) {
+        if let Some(f) = scope_filter(scope) {
             q = q.only_if(f);
         }
         let mut out = batches_to_candidates(&self.collect("vector search", q).await?)?;

@@ -17,6 +17,9 @@ use crate::config::SearchMode;
 use crate::parse::{self, QmdHit};
 use crate::process::{self, RunError};
 
+/// How many hits QMD is asked for when a search is held to dates (`after`/`before`), which are applied to them.
+const DATED_FETCH: usize = 100;
+
 impl QmdBackend {
     /// A search: freshen, run the mode (retrying as `query` when qmd rejects its flags, then any word in keyword
     /// mode), and map the hits within the limits.
@@ -51,6 +54,7 @@ impl QmdBackend {
             }));
         }
         let max = request.max_results.unwrap_or(inner.cfg.limits.max_results).clamp(1, 100);
+        let days = request.days()?;
         let started = Instant::now();
         let mut mode = inner.mode;
         let mut warnings = Vec::new();
@@ -69,6 +73,13 @@ impl QmdBackend {
         };
         // With a reranker, QMD is asked for as many hits as it reads, and the best `max` of its order answer.
         let fetch = if inner.reranker.is_some() { max.max(inner.rerank.candidates.min(100)) } else { max };
+        // QMD keeps no dates: `after`/`before` are applied to its best hits, as many as it gives.
+        let fetch = if days.is_some() { DATED_FETCH.max(fetch) } else { fetch };
+        if days.is_some() {
+            warnings.push(format!(
+                "after/before on the qmd engine keep the notes dated inside among qmd's best {DATED_FETCH} hits (qmd keeps no dates to search by)"
+            ));
+        }
         let mut attempt = inner.run_search(mode, &query, fetch, &names).await;
         if let Err(e) = &attempt {
             if mode != SearchMode::Query && flags_rejected(e.stderr()) {
@@ -118,6 +129,17 @@ impl QmdBackend {
             // A file deleted since QMD's last update is never returned.
             if r.source == Source::Memory && !inner.roots.abs_path(&r.path).is_file() {
                 continue;
+            }
+            if let Some(days) = days {
+                let text = if r.source == Source::Memory {
+                    std::fs::read_to_string(inner.roots.abs_path(&r.path)).unwrap_or_default()
+                } else {
+                    String::new()
+                };
+                let date = memory_core::chunking::dates::NoteDates::of(&r.path, &text).at(r.start_line);
+                if !date.is_some_and(|d| days.contains(d)) {
+                    continue;
+                }
             }
             if results.iter().any(|o| o.path == r.path && o.start_line == r.start_line && o.end_line == r.end_line) {
                 continue;
