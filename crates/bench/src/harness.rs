@@ -53,15 +53,7 @@ async fn open(mode: Mode, workspace: &Path, state: &Path) -> anyhow::Result<Inde
 }
 
 fn request(query: &str, max_results: usize) -> SearchRequest {
-    SearchRequest {
-        query: query.to_string(),
-        max_results: Some(max_results),
-        min_score: Some(0.0),
-        sources: vec![],
-        active_project_keys: vec![],
-        after: None,
-        before: None,
-    }
+    SearchRequest { max_results: Some(max_results), min_score: Some(0.0), ..SearchRequest::new(query.to_string()) }
 }
 
 pub async fn run(mode: Mode, workspace: &Path, state: &Path, action: Action) -> anyhow::Result<()> {

@@ -75,17 +75,7 @@ fn write_workspace(set: &DevSet, ws: &Path) -> anyhow::Result<()> {
 async fn ranks(engine: &dyn MemoryBackend, set: &DevSet) -> anyhow::Result<Vec<Option<usize>>> {
     let mut out = Vec::new();
     for q in &set.questions {
-        let r = engine
-            .search(&SearchRequest {
-                query: q.query.clone(),
-                max_results: Some(10),
-                min_score: None,
-                sources: vec![],
-                active_project_keys: vec![],
-                after: None,
-                before: None,
-            })
-            .await?;
+        let r = engine.search(&SearchRequest { max_results: Some(10), min_score: None, ..SearchRequest::new(q.query.clone()) }).await?;
         let mut files: Vec<String> = Vec::new();
         for hit in r.results {
             if !files.contains(&hit.path) {

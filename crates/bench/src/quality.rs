@@ -166,17 +166,7 @@ async fn evaluate(engine: &dyn MemoryBackend, data: &Dataset, verbose: bool, lab
     let (mut n10, mut map, mut rec, mut judged_queries) = (0.0, 0.0, 0.0, 0);
     for q in &data.queries {
         let Some(judged) = data.qrels.get(&q.id) else { continue };
-        let r = engine
-            .search(&SearchRequest {
-                query: q.text.clone(),
-                max_results: Some(100),
-                min_score: Some(0.0),
-                sources: vec![],
-                active_project_keys: vec![],
-                after: None,
-                before: None,
-            })
-            .await?;
+        let r = engine.search(&SearchRequest { max_results: Some(100), min_score: Some(0.0), ..SearchRequest::new(q.text.clone()) }).await?;
         // Documents in rank order (a long document may contribute several chunks: keep its best).
         let mut ranked: Vec<String> = Vec::new();
         for hit in r.results {

@@ -190,17 +190,7 @@ fn neighbours(range: DateRange, outside: &[NaiveDate]) -> Vec<NaiveDate> {
 async fn first_paths(engine: &dyn MemoryBackend, questions: &[Question]) -> anyhow::Result<Vec<Option<String>>> {
     let mut out = Vec::new();
     for q in questions {
-        let r = engine
-            .search(&SearchRequest {
-                query: q.text.clone(),
-                max_results: Some(5),
-                min_score: Some(0.0),
-                sources: vec![],
-                active_project_keys: vec![],
-                after: None,
-                before: None,
-            })
-            .await?;
+        let r = engine.search(&SearchRequest { max_results: Some(5), min_score: Some(0.0), ..SearchRequest::new(q.text.clone()) }).await?;
         out.push(r.results.into_iter().next().map(|h| h.path));
     }
     Ok(out)

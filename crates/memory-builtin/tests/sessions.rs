@@ -60,18 +60,7 @@ fn bump(p: &Path) {
 }
 
 async fn hits(e: &dyn MemoryBackend, q: &str, sources: Vec<Source>) -> Vec<(String, usize, usize, Source)> {
-    let r = e
-        .search(&SearchRequest {
-            query: q.into(),
-            max_results: None,
-            min_score: None,
-            sources,
-            active_project_keys: vec![],
-            after: None,
-            before: None,
-        })
-        .await
-        .unwrap();
+    let r = e.search(&SearchRequest { sources, ..SearchRequest::new(q) }).await.unwrap();
     r.results.into_iter().map(|h| (h.path, h.start_line, h.end_line, h.source)).collect()
 }
 

@@ -103,18 +103,7 @@ async fn probe_reranker(rr: &dyn memory_core::rerank::Reranker, config: &Config)
 async fn probe(engine: &dyn MemoryBackend, config: &Config) -> Value {
     let mut out = Map::new();
     let started = Instant::now();
-    let search = match engine
-        .search(&SearchRequest {
-            query: "memory".into(),
-            max_results: Some(1),
-            min_score: Some(0.0),
-            sources: Vec::new(),
-            active_project_keys: Vec::new(),
-            after: None,
-            before: None,
-        })
-        .await
-    {
+    let search = match engine.search(&SearchRequest { max_results: Some(1), min_score: Some(0.0), ..SearchRequest::new("memory") }).await {
         Ok(r) => {
             json!({ "ok": true, "ms": started.elapsed().as_secs_f64() * 1000.0, "results": r.results.len(), "mode": r.mode, "warnings": r.warnings })
         }

@@ -84,6 +84,7 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     assert!(schema["properties"]["maxResults"].is_object(), "{schema}");
     assert!(schema["properties"]["minScore"].is_object(), "{schema}");
     assert!(schema["properties"]["sources"].is_object(), "{schema}");
+    assert!(schema["properties"]["after"].is_object() && schema["properties"]["before"].is_object(), "{schema}");
     assert_eq!(schema["required"], json!(["query"]), "{schema}");
     let get = tools.iter().find(|t| t.name == "memory_get").unwrap();
     let schema = Value::Object((*get.input_schema).clone());
@@ -100,6 +101,18 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     assert_eq!(first["source"], "memory");
     assert!(first["snippet"].as_str().unwrap().contains("E4012"));
     assert!(v["results"].as_array().unwrap().len() <= 3);
+    // after/before: the day's log within its day; none after it (with a warning); a day that is not one, an
+    // argument error naming the field.
+    let r = call(&client, "memory_search", json!({ "query": "E4012 billing", "after": "2026-11-29", "before": "2026-11-29" })).await;
+    assert_eq!(payload(&r)["results"][0]["path"], "memory/2026-11-29.md", "{:?}", payload(&r));
+    let r = call(&client, "memory_search", json!({ "query": "E4012 billing", "after": "2026-11-30" })).await;
+    assert_ne!(r.is_error, Some(true));
+    let v = payload(&r);
+    assert_eq!(v["results"], json!([]), "{v}");
+    assert!(v["warnings"].to_string().contains("no notes dated"), "{v}");
+    let r = call(&client, "memory_search", json!({ "query": "E4012 billing", "before": "yesterday" })).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(payload(&r)["error"]["message"].as_str().unwrap().contains("before"), "{:?}", payload(&r));
 
     let r = call(&client, "memory_get", json!({ "path": "MEMORY.md", "from": 3, "lines": 1 })).await;
     assert_ne!(r.is_error, Some(true));

@@ -37,15 +37,7 @@ async fn growing_transcript_is_indexed_by_its_tail() {
     append(&t, &msg("user", "sourdough starter question"), 2);
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert_eq!((r.files_changed, r.chunks_written), (1, 1), "{r:?}");
-    let search = |q: &str| SearchRequest {
-        query: q.into(),
-        max_results: None,
-        min_score: None,
-        sources: vec![Source::Sessions],
-        active_project_keys: vec![],
-        after: None,
-        before: None,
-    };
+    let search = |q: &str| SearchRequest { sources: vec![Source::Sessions], ..SearchRequest::new(q) };
     let hits = e.search(&search("sourdough")).await.unwrap().results;
     assert_eq!((hits[0].path.as_str(), hits[0].start_line, hits[0].end_line), ("sessions/s.jsonl", 3, 3));
     let old = e.search(&search("glider")).await.unwrap().results;

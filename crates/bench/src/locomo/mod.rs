@@ -213,15 +213,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             for q in questions.iter().filter(|q| &q.conv == conv) {
                 let t = Instant::now();
                 let r = engine
-                    .search(&SearchRequest {
-                        query: q.question.clone(),
-                        max_results: Some(opts.depth),
-                        min_score: Some(0.0),
-                        sources: vec![],
-                        active_project_keys: vec![],
-                        after: None,
-                        before: None,
-                    })
+                    .search(&SearchRequest { max_results: Some(opts.depth), min_score: Some(0.0), ..SearchRequest::new(q.question.clone()) })
                     .await?;
                 run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
                 let (rec, seen) = score_question(q, &r.results);

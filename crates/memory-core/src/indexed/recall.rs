@@ -94,13 +94,11 @@ impl IndexedBackend {
         } else {
             // The relevance leg: the message searched as memory_search would (this also brings the index in step).
             let search = SearchRequest {
-                query: message.to_string(),
                 max_results: Some(RELEVANCE_HITS),
                 min_score: Some(0.0),
                 sources: vec![Source::Memory],
                 active_project_keys: active.clone(),
-                after: None,
-                before: None,
+                ..SearchRequest::new(message)
             };
             let hits = self.search(&search).await?;
             response.warnings.extend(hits.warnings.iter().cloned());
