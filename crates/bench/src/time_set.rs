@@ -187,13 +187,22 @@ fn neighbours(range: DateRange, outside: &[NaiveDate]) -> Vec<NaiveDate> {
     before.into_iter().chain(after).collect()
 }
 
-async fn first_paths(engine: &dyn MemoryBackend, questions: &[Question]) -> anyhow::Result<Vec<Option<String>>> {
+/// The first result's path of each of `texts`, and each search's milliseconds.
+async fn first_paths(engine: &dyn MemoryBackend, texts: &[String]) -> anyhow::Result<(Vec<Option<String>>, Vec<f64>)> {
     let mut out = Vec::new();
-    for q in questions {
-        let r = engine.search(&SearchRequest { max_results: Some(5), min_score: Some(0.0), ..SearchRequest::new(q.text.clone()) }).await?;
+    let mut took = Vec::new();
+    for text in texts {
+        let started = std::time::Instant::now();
+        let r = engine.search(&SearchRequest { max_results: Some(5), min_score: Some(0.0), ..SearchRequest::new(text.clone()) }).await?;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
         out.push(r.results.into_iter().next().map(|h| h.path));
     }
-    Ok(out)
+    Ok((out, took))
+}
+
+fn p50(mut ms: Vec<f64>) -> f64 {
+    ms.sort_by(f64::total_cmp);
+    ms.get(ms.len() / 2).copied().unwrap_or(0.0)
 }
 
 pub async fn run(model: Option<&Path>, seed: u64, verbose: bool, keep: Option<&Path>) -> anyhow::Result<()> {
@@ -211,7 +220,12 @@ pub async fn run(model: Option<&Path>, seed: u64, verbose: bool, keep: Option<&P
     if let Some(m) = model {
         setups.push((format!("hybrid {}", m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()), Some(m)));
     }
-    println!("{:<40} {:>10} {:>10} {:>10}", "setup", "English", "Chinese", "all");
+    // The control: each question without the words that say when ("what did we decide about Project Alder"), what
+    // a search that does not understand time can go by (one of five logs).
+    let asked = NaiveDate::parse_from_str(ASKED_ON, "%Y-%m-%d")?;
+    let with_time: Vec<String> = questions.iter().map(|q| q.text.clone()).collect();
+    let without_time: Vec<String> = questions.iter().map(|q| memory_core::time::without_expressions(&q.text, &find(&q.text, asked))).collect();
+    println!("{:<40} {:>10} {:>10} {:>10} {:>8}", "setup", "English", "Chinese", "all", "p50 ms");
     for (label, model) in setups {
         let mut config = Config::default();
         config.memory.search.query.now = Some(ASKED_ON.into());
@@ -220,14 +234,17 @@ pub async fn run(model: Option<&Path>, seed: u64, verbose: bool, keep: Option<&P
         let ctx = OpenContext::new(Arc::new(config), ws.clone(), state, "time").with_embedder(embedder);
         let engine = BuiltinFactory.open_indexed(ctx).await?;
         engine.sync(SyncOptions::default()).await?;
-        let firsts = first_paths(&engine, &questions).await?;
+        let (control, control_ms) = first_paths(&engine, &without_time).await?;
+        let (firsts, ms) = first_paths(&engine, &with_time).await?;
         engine.close().await?;
-        let answered = |chinese: Option<bool>| {
-            let picked: Vec<_> = questions.iter().zip(&firsts).filter(|(q, _)| chinese.is_none_or(|c| q.chinese == c)).collect();
+        let answered = |firsts: &[Option<String>], chinese: Option<bool>| {
+            let picked: Vec<_> = questions.iter().zip(firsts).filter(|(q, _)| chinese.is_none_or(|c| q.chinese == c)).collect();
             let ok = picked.iter().filter(|(q, f)| f.as_deref() == Some(q.answer.as_str())).count();
             format!("{ok}/{} {:.0}%", picked.len(), 100.0 * ok as f64 / picked.len().max(1) as f64)
         };
-        println!("{label:<40} {:>10} {:>10} {:>10}", answered(Some(false)), answered(Some(true)), answered(None));
+        for (name, f, took) in [(format!("{label}, time words left out"), &control, control_ms), (label.clone(), &firsts, ms)] {
+            println!("{name:<40} {:>10} {:>10} {:>10} {:>8.2}", answered(f, Some(false)), answered(f, Some(true)), answered(f, None), p50(took));
+        }
         if verbose {
             for (q, f) in questions.iter().zip(&firsts) {
                 if f.as_deref() != Some(q.answer.as_str()) {
