@@ -162,3 +162,25 @@ async fn transcript_decay_uses_the_file_time() {
     let (a, b) = (r.results[0].score, r.results[1].score);
     assert!((b / a - 0.125).abs() < 0.01, "90 days at half-life 30 is 1/8: {a} {b}");
 }
+
+/// A transcript's messages are dated by their records' timestamps: `after`/`before` find them within their day.
+#[tokio::test]
+async fn transcript_messages_are_dated_by_their_timestamps() {
+    let env = Env::new();
+    let dated =
+        |ts: &str, text: &str| format!("{}\n", serde_json::json!({"type": "message", "timestamp": ts, "message": {"role": "user", "content": text}}));
+    // Noon UTC: the same day in every time zone within twelve hours of UTC.
+    env.append("s.jsonl", &dated("2026-03-04T12:00:00Z", "the walrus statue is in the lobby"));
+    let e = env.open(env.config(1)).await;
+    e.sync(SyncOptions::default()).await.unwrap();
+    let within = |after: &str, before: &str| SearchRequest {
+        sources: vec![Source::Sessions],
+        after: Some(after.into()),
+        before: Some(before.into()),
+        ..SearchRequest::new("walrus statue")
+    };
+    let found = e.search(&within("2026-03-04", "2026-03-04")).await.unwrap().results;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].path, "sessions/s.jsonl");
+    assert!(e.search(&within("2026-03-05", "2026-03-31")).await.unwrap().results.is_empty());
+}

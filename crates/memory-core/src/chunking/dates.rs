@@ -5,7 +5,8 @@
 //! gives (`date: 2026-03-04` between `---` lines at the top). Inside a note, a heading that begins with a date
 //! (`## 2026-03-04`, `### 2026-03-04 standup`) dates the lines under it, down to the next dated heading: a running
 //! log kept in one file is dated section by section, and the chunker starts a chunk at each such heading, so a
-//! chunk is of one day. A chunk takes the date of the section its first line is in.
+//! chunk is of one day. A chunk takes the date of the section its first line is in. (A transcript's chunk is of
+//! the day its first message was written: `sessions::Flattened::days`.)
 
 use crate::discovery::{date_from_path, day_millis};
 

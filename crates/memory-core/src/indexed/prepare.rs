@@ -202,6 +202,8 @@ impl IndexedBackend {
     pub(super) fn session_chunks(&self, f: &MemoryFile, flat: &sessions::Flattened) -> Vec<ChunkRecord> {
         let mut chunks = self.make_chunks(f, &flat.text());
         for c in &mut chunks {
+            // A transcript's chunk is of the day its first message was written.
+            c.date = flat.days.get(c.start_line - 1).copied().flatten();
             c.start_line = flat.jsonl_lines[c.start_line - 1];
             c.end_line = flat.jsonl_lines[c.end_line - 1];
             c.id = chunk_id(f.source.as_str(), &f.key, c.start_line, c.end_line, &c.hash, &self.model_name());

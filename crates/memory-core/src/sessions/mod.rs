@@ -33,6 +33,9 @@ pub struct Flattened {
     pub lines: Vec<String>,
     /// 1-based JSONL line number of each flattened line.
     pub jsonl_lines: Vec<usize>,
+    /// The day each flattened line was written (its record's `timestamp`), as midnight UTC in Unix ms of the day
+    /// in this machine's time zone; `None` when the record has none.
+    pub days: Vec<Option<i64>>,
     /// JSONL lines consumed (complete lines only).
     pub records: usize,
 }
@@ -52,9 +55,10 @@ pub fn flatten(text: &str, first_line: usize) -> Flattened {
     while let Some(end) = rest.find('\n') {
         let line = &rest[..end];
         rest = &rest[end + 1..];
-        if let Some(msg) = message_text(line) {
+        if let Some((msg, day)) = message(line) {
             out.lines.push(msg);
             out.jsonl_lines.push(n);
+            out.days.push(day);
         }
         out.records += 1;
         n += 1;
@@ -65,6 +69,23 @@ pub fn flatten(text: &str, first_line: usize) -> Flattened {
 /// `User: ...` or `Assistant: ...` for a user/assistant message line with text; `None` for anything else
 /// (tool calls and results, images, system messages, metadata, malformed JSON).
 pub fn message_text(line: &str) -> Option<String> {
+    message(line).map(|(text, _)| text)
+}
+
+/// The day a record was written: its `timestamp` (RFC 3339 text or Unix milliseconds; the message's own when the
+/// record has none), in this machine's time zone, as [`crate::discovery::day_millis`] gives days.
+fn record_day(v: &Value) -> Option<i64> {
+    let t = v.get("timestamp").or_else(|| v.get("message").and_then(|m| m.get("timestamp")))?;
+    let instant = match t {
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s).ok()?.with_timezone(&chrono::Local),
+        Value::Number(n) => chrono::DateTime::from_timestamp_millis(n.as_i64()?)?.with_timezone(&chrono::Local),
+        _ => return None,
+    };
+    crate::discovery::day_millis(instant.date_naive())
+}
+
+/// [`message_text`] and the day the record was written ([`record_day`]).
+fn message(line: &str) -> Option<(String, Option<i64>)> {
     let v: Value = match crate::bounded::json(line.trim(), MAX_LINE_BYTES) {
         Ok(v) => v,
         Err(e @ (crate::bounded::ParseError::TooLarge { .. } | crate::bounded::ParseError::TooDeep(_))) => {
@@ -102,7 +123,7 @@ pub fn message_text(line: &str) -> Option<String> {
     if collapsed.is_empty() {
         return None;
     }
-    Some(format!("{label}: {}", redact(&collapsed)))
+    Some((format!("{label}: {}", redact(&collapsed)), record_day(&v)))
 }
 
 fn redaction_rules() -> &'static [(Regex, &'static str)] {

@@ -59,3 +59,27 @@ fn discovery_lists_jsonl_only() {
     assert_eq!(found.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), vec!["sessions/a.jsonl"]);
     assert_eq!(found[0].source, Source::Sessions);
 }
+
+#[test]
+fn each_message_is_of_the_day_its_record_was_written() {
+    let day = |s: &str| crate::discovery::day_millis(chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap());
+    let local =
+        |rfc: &str| crate::discovery::day_millis(chrono::DateTime::parse_from_rfc3339(rfc).unwrap().with_timezone(&chrono::Local).date_naive());
+    let text = concat!(
+        r#"{"type":"message","timestamp":"2026-03-04T10:00:00.000Z","message":{"role":"user","content":"a"}}"#,
+        "\n",
+        r#"{"type":"message","message":{"role":"assistant","content":"b","timestamp":1772877600000}}"#,
+        "\n",
+        r#"{"type":"message","message":{"role":"user","content":"c"}}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"not a time","message":{"role":"user","content":"d"}}"#,
+        "\n",
+    );
+    let f = flatten(text, 1);
+    assert_eq!(f.days.len(), f.lines.len());
+    assert_eq!(f.days[0], local("2026-03-04T10:00:00Z"));
+    assert!(f.days[0] == day("2026-03-04") || f.days[0] == day("2026-03-05") || f.days[0] == day("2026-03-03"));
+    assert_eq!(f.days[1], local("2026-03-07T10:00:00Z"));
+    assert_eq!(f.days[2], None);
+    assert_eq!(f.days[3], None);
+}
