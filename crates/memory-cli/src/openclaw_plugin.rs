@@ -20,14 +20,15 @@ use serde_json::{json, Value};
 /// The plugin's id (openclaw.plugin.json) and config key.
 pub const PLUGIN_ID: &str = "memory-rs";
 
-/// The plugin's files, as shipped in integrations/openclaw.
+/// The plugin's files, as shipped in integrations/openclaw. They are read through the symbolic links in
+/// `openclaw-plugin/`, inside this crate, so that the crate's source package (crates.io) carries them too.
 const FILES: &[(&str, &str)] = &[
-    ("package.json", include_str!("../../../integrations/openclaw/package.json")),
-    ("openclaw.plugin.json", include_str!("../../../integrations/openclaw/openclaw.plugin.json")),
-    ("index.js", include_str!("../../../integrations/openclaw/index.js")),
-    ("lib/engine.js", include_str!("../../../integrations/openclaw/lib/engine.js")),
-    ("lib/contract.js", include_str!("../../../integrations/openclaw/lib/contract.js")),
-    ("README.md", include_str!("../../../integrations/openclaw/README.md")),
+    ("package.json", include_str!("../openclaw-plugin/package.json")),
+    ("openclaw.plugin.json", include_str!("../openclaw-plugin/openclaw.plugin.json")),
+    ("index.js", include_str!("../openclaw-plugin/index.js")),
+    ("lib/engine.js", include_str!("../openclaw-plugin/lib/engine.js")),
+    ("lib/contract.js", include_str!("../openclaw-plugin/lib/contract.js")),
+    ("README.md", include_str!("../openclaw-plugin/README.md")),
 ];
 
 #[derive(Subcommand, Debug)]
