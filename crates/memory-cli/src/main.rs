@@ -12,6 +12,7 @@ mod engine;
 mod http;
 mod job;
 mod long_running;
+mod man;
 mod mcp_gate;
 mod openclaw;
 mod openclaw_plugin;
@@ -42,6 +43,9 @@ fn main() -> ExitCode {
     if let Command::Completions { shell } = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
         return ExitCode::SUCCESS;
+    }
+    if let Command::Man { out_dir } = &cli.command {
+        return report(man::run(out_dir.as_deref()));
     }
     // A server's log file says when each line happened; a command's stderr does not need to.
     let timed = matches!(&cli.command, Command::Server { action: server::control::Action::Run { .. } });
