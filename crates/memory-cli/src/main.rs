@@ -4,7 +4,6 @@
 // (`memory_core::locks` for lock poisoning); tests unwrap freely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-mod append;
 mod backlog;
 mod cli;
 mod doctor;
