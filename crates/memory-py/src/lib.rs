@@ -229,11 +229,10 @@ impl Memory {
     fn search(&self, py: Python<'_>, query: String, max_results: usize, min_score: Option<f64>, projects: Option<Vec<String>>) -> PyResult<Vec<Hit>> {
         let (engine, _) = self.engine()?;
         let request = SearchRequest {
-            query,
             max_results: Some(max_results),
             min_score,
-            sources: Vec::new(),
             active_project_keys: projects.unwrap_or_default(),
+            ..SearchRequest::new(query)
         };
         let response = py.detach(|| self.runtime.block_on(engine.search(&request))).map_err(to_py)?;
         Ok(response.results.into_iter().map(Hit::from).collect())
