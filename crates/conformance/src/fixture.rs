@@ -7,7 +7,8 @@
 //! ```
 //!
 //! File names and file contents may use date templates, resolved against today's date (UTC) when the
-//! workspace is written: `{{date:-3}}` is the date three days ago as `YYYY-MM-DD`, `{{date:0}}` today.
+//! workspace is written: `{{date:-3}}` is the date three days ago as `YYYY-MM-DD`, `{{date:0}}` today (file
+//! names spell it `{{date=-3}}`, which Windows and crates.io allow).
 //! See `docs/write-your-own-backend.md` for the whole format.
 
 use std::collections::BTreeMap;
@@ -469,24 +470,23 @@ pub fn bump_mtime(p: &Path) -> std::io::Result<()> {
     std::fs::File::options().write(true).open(p)?.set_modified(t)
 }
 
-/// Replace `{{date:N}}` (N days from today, UTC, may be negative) by `YYYY-MM-DD`.
+/// Replace `{{date:N}}` or `{{date=N}}` (N days from today, UTC, may be negative) by `YYYY-MM-DD`. File names
+/// spell it with `=`: a `:` cannot be in a Windows file name, nor in a crate's package for crates.io.
 pub fn resolve_dates(s: &str) -> String {
     let today = chrono::Utc::now().date_naive();
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some(pos) = rest.find("{{date:") {
-        out.push_str(&rest[..pos]);
+    while let Some(pos) = [rest.find("{{date:"), rest.find("{{date=")].into_iter().flatten().min() {
+        out.push_str(&rest[..pos + 7]);
         let after = &rest[pos + 7..];
         match after.find("}}").and_then(|end| after[..end].trim().parse::<i64>().ok().map(|n| (end, n))) {
             Some((end, n)) => {
+                out.truncate(out.len() - 7);
                 let d = today + chrono::Duration::days(n);
                 out.push_str(&d.format("%Y-%m-%d").to_string());
                 rest = &after[end + 2..];
             }
-            None => {
-                out.push_str("{{date:");
-                rest = after;
-            }
+            None => rest = after,
         }
     }
     out.push_str(rest);
@@ -502,7 +502,8 @@ mod tests {
         let today = chrono::Utc::now().date_naive();
         let y = (today - chrono::Duration::days(1)).format("%Y-%m-%d").to_string();
         assert_eq!(resolve_dates("memory/{{date:-1}}.md"), format!("memory/{y}.md"));
-        assert_eq!(resolve_dates("a {{date:x}} b"), "a {{date:x}} b");
+        assert_eq!(resolve_dates("memory/{{date=-1}}-a.md {{date:-1}}"), format!("memory/{y}-a.md {y}"));
+        assert_eq!(resolve_dates("a {{date:x}} b {{date=y}}"), "a {{date:x}} b {{date=y}}");
         assert_eq!(resolve_dates("none"), "none");
     }
 

@@ -172,6 +172,14 @@ pub(crate) enum Command {
     #[command(after_help = "Examples:\n  memory completions bash > ~/.local/share/bash-completion/completions/memory\n  \
         memory completions zsh > ~/.zfunc/_memory\n  memory completions fish > ~/.config/fish/completions/memory.fish")]
     Completions { shell: clap_complete::Shell },
+    /// Print the manual page memory(1), generated from these definitions (roff); with --out-dir, write memory.1
+    /// and one page per subcommand (memory-search.1, ...) there instead. For packagers: hidden from the help.
+    #[command(hide = true, after_help = "Examples:\n  memory man | man -l -\n  memory man --out-dir /usr/local/share/man/man1")]
+    Man {
+        /// Write memory.1 and memory-<subcommand>.1 into this folder (created if missing).
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
     /// The OpenClaw memory plugin: install it into OpenClaw, or check that it serves the memory slot.
     Openclaw {
         #[command(subcommand)]

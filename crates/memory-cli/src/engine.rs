@@ -13,15 +13,7 @@ use memory_core::{Config, GetRequest, MemoryBackend};
 use crate::cli::{Cli, Command};
 use crate::{openclaw, progress, server, unopened};
 
-pub(crate) fn default_state_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(x).join("memory-rs");
-    }
-    match std::env::var_os("HOME") {
-        Some(h) => PathBuf::from(h).join(".local/state/memory-rs"),
-        None => PathBuf::from(".memory-rs-state"),
-    }
-}
+pub(crate) use memory_host::default_state_dir;
 
 /// The engine and what the host resolved to open it.
 pub(crate) struct Opened {

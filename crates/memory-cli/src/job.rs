@@ -9,7 +9,7 @@ use memory_core::{GetRequest, RecallRequest, SearchRequest, SyncOptions};
 
 use crate::cli::{Cli, Command};
 use crate::engine::{default_state_dir, get_without_index, open, resolve, Opened};
-use crate::{append, backlog, one_line, output, progress, server, status};
+use crate::{backlog, one_line, output, progress, server, status};
 
 /// What `search`, `get`, `status`, `index` and `append` do, as data: run here or by a shared server
 /// (`server/`), which answers with the bytes this process would print.
@@ -230,8 +230,8 @@ pub(crate) async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, 
         }
         Job::Append { text, written, json } => {
             let r = match written {
-                Some(appended) => append::index_appended(engine, appended.clone()).await,
-                None => append::append_and_index(engine, opened.space.workspace(), text).await?,
+                Some(appended) => memory_host::append::index_appended(engine, appended.clone()).await,
+                None => memory_host::append::append_and_index(engine, opened.space.workspace(), text).await?,
             };
             if *json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;

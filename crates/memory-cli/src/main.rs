@@ -4,7 +4,6 @@
 // (`memory_core::locks` for lock poisoning); tests unwrap freely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-mod append;
 mod backlog;
 mod cli;
 mod doctor;
@@ -12,6 +11,7 @@ mod engine;
 mod http;
 mod job;
 mod long_running;
+mod man;
 mod mcp_gate;
 mod openclaw;
 mod openclaw_plugin;
@@ -42,6 +42,9 @@ fn main() -> ExitCode {
     if let Command::Completions { shell } = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "memory", &mut std::io::stdout());
         return ExitCode::SUCCESS;
+    }
+    if let Command::Man { out_dir } = &cli.command {
+        return report(man::run(out_dir.as_deref()));
     }
     // A server's log file says when each line happened; a command's stderr does not need to.
     let timed = matches!(&cli.command, Command::Server { action: server::control::Action::Run { .. } });

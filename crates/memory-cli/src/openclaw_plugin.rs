@@ -20,14 +20,16 @@ use serde_json::{json, Value};
 /// The plugin's id (openclaw.plugin.json) and config key.
 pub const PLUGIN_ID: &str = "memory-rs";
 
-/// The plugin's files, as shipped in integrations/openclaw.
+/// The plugin's files, as shipped in integrations/openclaw. They are read through the symbolic links in
+/// `openclaw-plugin/`, inside this crate, so that the crate's source package (crates.io) carries them too.
 const FILES: &[(&str, &str)] = &[
-    ("package.json", include_str!("../../../integrations/openclaw/package.json")),
-    ("openclaw.plugin.json", include_str!("../../../integrations/openclaw/openclaw.plugin.json")),
-    ("index.js", include_str!("../../../integrations/openclaw/index.js")),
-    ("lib/engine.js", include_str!("../../../integrations/openclaw/lib/engine.js")),
-    ("lib/contract.js", include_str!("../../../integrations/openclaw/lib/contract.js")),
-    ("README.md", include_str!("../../../integrations/openclaw/README.md")),
+    ("package.json", include_str!("../openclaw-plugin/package.json")),
+    ("openclaw.plugin.json", include_str!("../openclaw-plugin/openclaw.plugin.json")),
+    ("index.js", include_str!("../openclaw-plugin/index.js")),
+    ("cli.js", include_str!("../openclaw-plugin/cli.js")),
+    ("lib/engine.js", include_str!("../openclaw-plugin/lib/engine.js")),
+    ("lib/contract.js", include_str!("../openclaw-plugin/lib/contract.js")),
+    ("README.md", include_str!("../openclaw-plugin/README.md")),
 ];
 
 #[derive(Subcommand, Debug)]
@@ -46,6 +48,10 @@ pub enum Action {
         /// Install this plugin folder or npm-pack tarball instead of the copy carried by this binary.
         #[arg(long)]
         plugin: Option<PathBuf>,
+        /// Link the --plugin folder instead of copying it (`openclaw plugins install --link`): a plugin installed
+        /// with npm keeps finding its platform package (memory-rs-openclaw-<platform>) beside it.
+        #[arg(long, requires = "plugin")]
+        link: bool,
         /// Set the plugin's `command` (the memory binary the gateway runs) to this path.
         #[arg(long)]
         command: Option<PathBuf>,
@@ -63,8 +69,8 @@ pub enum Action {
 
 pub fn run(action: &Action) -> anyhow::Result<()> {
     match action {
-        Action::Install { openclaw, node, plugin, command, disable_memory_core } => {
-            install(openclaw, node, plugin.as_deref(), command.as_deref(), *disable_memory_core)
+        Action::Install { openclaw, node, plugin, link, command, disable_memory_core } => {
+            install(openclaw, node, plugin.as_deref(), *link, command.as_deref(), *disable_memory_core)
         }
         Action::Status { json } => {
             let report = status()?;
@@ -119,7 +125,7 @@ fn write_plugin(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&Path>, disable_memory_core: bool) -> anyhow::Result<()> {
+fn install(openclaw: &str, node: &str, plugin: Option<&Path>, link: bool, command: Option<&Path>, disable_memory_core: bool) -> anyhow::Result<()> {
     let staged = match plugin {
         Some(_) => None,
         None => {
@@ -134,8 +140,12 @@ fn install(openclaw: &str, node: &str, plugin: Option<&Path>, command: Option<&P
         Some("tgz") if !source.to_string_lossy().starts_with("npm-pack:") => format!("npm-pack:{}", source.display()),
         _ => source.display().to_string(),
     };
-    eprintln!("Installing the {PLUGIN_ID} memory plugin with `openclaw plugins install {source_arg} --force --accept-capabilities`");
-    let installed = run_openclaw(openclaw, node, &["plugins", "install", &source_arg, "--force", "--accept-capabilities"]);
+    let mut args = vec!["plugins", "install", &source_arg, "--force", "--accept-capabilities"];
+    if link {
+        args.push("--link");
+    }
+    eprintln!("Installing the {PLUGIN_ID} memory plugin with `openclaw {}`", args.join(" "));
+    let installed = run_openclaw(openclaw, node, &args);
     if let Some(dir) = &staged {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -251,16 +261,42 @@ fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-/// The binary the plugin would run: configured, packed with it, or `memory` on PATH (as integrations/openclaw/lib/engine.js).
+/// This platform as Node names it (`process.platform`-`process.arch`), which names the plugin's binaries.
+fn node_platform() -> String {
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        "windows" => "win32",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{os}-{arch}")
+}
+
+/// The binary the plugin would run, in its order (integrations/openclaw/lib/engine.js `resolveCommand`):
+/// configured, packed with it, its platform package (found as Node finds it: in `node_modules` of the plugin's
+/// folder or of a folder above), or `memory` on PATH.
 fn engine_command(plugins: &Value, installed: Option<&Path>) -> (Option<PathBuf>, &'static str) {
     if let Some(c) = plugins["entries"][PLUGIN_ID]["config"]["command"].as_str().filter(|c| !c.trim().is_empty()) {
         let p = memory_core::paths::expand_home(c);
         let found = if p.components().count() > 1 { p.is_file().then_some(p) } else { on_path(c) };
         return (found, "config");
     }
-    let platform = format!("{}-{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "x64" } else { std::env::consts::ARCH });
-    if let Some(p) = installed.map(|d| d.join("bin").join(platform).join("memory")).filter(|p| p.is_file()) {
+    let platform = node_platform();
+    let exe = if cfg!(windows) { "memory.exe" } else { "memory" };
+    if let Some(p) = installed.map(|d| d.join("bin").join(&platform).join(exe)).filter(|p| p.is_file()) {
         return (Some(p), "packed");
+    }
+    let package = format!("memory-rs-openclaw-{platform}");
+    let from_package = installed.into_iter().flat_map(Path::ancestors).find_map(|dir| {
+        let bin = dir.join("node_modules").join(&package).join("bin").join(exe);
+        bin.is_file().then_some(bin)
+    });
+    if let Some(p) = from_package {
+        return (Some(p), "platform-package");
     }
     (on_path("memory"), "path")
 }
@@ -314,7 +350,10 @@ pub fn status() -> anyhow::Result<Value> {
     if command.is_none() {
         problems.push(match command_from {
             "config" => format!("the configured engine command plugins.entries.{PLUGIN_ID}.config.command does not exist"),
-            _ => "no `memory` binary on PATH for the plugin to run (set plugins.entries.memory-rs.config.command)".to_string(),
+            _ => format!(
+                "no `memory` binary for the plugin to run: none packed with it, no memory-rs-openclaw-{} package beside it, none on PATH (set plugins.entries.{PLUGIN_ID}.config.command)",
+                node_platform()
+            ),
         });
     }
     Ok(json!({

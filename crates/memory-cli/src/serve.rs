@@ -147,7 +147,7 @@ impl MemoryServer {
             Ok(a) => a,
             Err(refusal) => return Ok(refusal),
         };
-        answer(crate::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await)
+        answer(memory_host::append::append_and_index(self.engine.as_ref(), &self.workspace, &args.text).await)
     }
 }
 

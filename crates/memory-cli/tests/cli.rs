@@ -35,13 +35,17 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// `--version` names the commit built (from a checkout), so a report says exactly which build it came from.
+/// `--version` names the commit built (from a checkout) and the build date, so a report says exactly which build
+/// it came from.
 #[test]
 fn version_names_the_commit_it_was_built_from() {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_memory")).arg("--version").output().unwrap();
     assert!(o.status.success());
     let text = stdout(&o);
     assert!(text.starts_with(&format!("memory {}", env!("CARGO_PKG_VERSION"))), "{text}");
+    let built = text.split("built ").nth(1).map(|d| d.trim_end().trim_end_matches(')')).unwrap_or_else(|| panic!("no build date: {text}"));
+    let parts: Vec<&str> = built.split('-').collect();
+    assert!(parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()) && parts[0].len() == 4, "{text}");
     let head = std::process::Command::new("git").args(["rev-parse", "--short=10", "HEAD"]).current_dir(env!("CARGO_MANIFEST_DIR")).output();
     match head {
         Ok(h) if h.status.success() => {
@@ -50,6 +54,51 @@ fn version_names_the_commit_it_was_built_from() {
         }
         _ => eprintln!("SKIP: no git checkout here; --version says {text}"),
     }
+}
+
+/// The subcommands `memory --help` lists (the lines of its `Commands:` section), or those of `memory <sub> --help`.
+fn listed_subcommands(args: &[&str]) -> Vec<String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_memory")).args(args).arg("--help").output().unwrap();
+    let help = stdout(&o);
+    let section = help.split("Commands:\n").nth(1).unwrap_or_else(|| panic!("no Commands: section in {help}"));
+    section
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// `memory man` is memory(1) as roff, and names every subcommand the help lists; `--out-dir` writes a page for
+/// each of them (and for nested ones: memory-server-start.1), each a page `man` renders without a warning.
+#[test]
+fn man_pages_name_every_subcommand() {
+    let o = Command::new(env!("CARGO_BIN_EXE_memory")).arg("man").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains(".TH memory 1"), "{page}");
+    let subs = listed_subcommands(&[]);
+    assert!(subs.len() >= 10 && subs.iter().any(|s| s == "search"), "{subs:?}");
+    let listed = page.split(".SH SUBCOMMANDS").nth(1).unwrap_or_else(|| panic!("no SUBCOMMANDS section: {page}"));
+    for sub in &subs {
+        assert!(listed.contains(&format!("memory\\-{sub}(1)")), "memory(1) does not list {sub}");
+    }
+    assert!(!page.contains("embed\\-pending"), "a hidden subcommand is in the page");
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_memory")).args(["man", "--out-dir"]).arg(dir.path()).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut expected = vec!["memory.1".to_string()];
+    expected.extend(subs.iter().map(|s| format!("memory-{s}.1")));
+    expected.extend(listed_subcommands(&["server"]).iter().map(|s| format!("memory-server-{s}.1")));
+    for file in &expected {
+        let text = fs::read_to_string(dir.path().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(text.contains(".SH NAME") && text.contains(".SH SYNOPSIS"), "{file}: {text}");
+    }
+    let search = fs::read_to_string(dir.path().join("memory-search.1")).unwrap();
+    assert!(search.contains("max\\-results") && search.contains("memory search"), "{search}");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), expected.len() + listed_subcommands(&["openclaw"]).len());
 }
 
 #[test]

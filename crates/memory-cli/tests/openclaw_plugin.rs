@@ -46,6 +46,8 @@ struct Env {
     port: u16,
     token: String,
     model: FakeModel,
+    /// PATH for every process of the test, when not the test's own (the npm test leaves out any `memory`).
+    path: Option<std::ffi::OsString>,
 }
 
 /// A fake OpenAI-compatible chat model on loopback: records every request body and answers with a streamed
@@ -171,6 +173,9 @@ impl Env {
             .env_remove("MEMORY_WORKSPACE")
             .env_remove("MEMORY_AGENT")
             .env_remove("XDG_STATE_HOME");
+        if let Some(path) = &self.path {
+            cmd.env("PATH", path);
+        }
     }
 
     fn openclaw(&self, args: &[&str]) -> Output {
@@ -276,7 +281,7 @@ fn setup() -> Env {
         "plugins": { "entries": { "memory-rs": { "config": { "command": MEMORY, "timeoutMs": 10000 } } } }
     });
     fs::write(&config, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
-    Env { _root: root, home, state, config, log, ws, memory_state, node, entry, port, token, model }
+    Env { _root: root, home, state, config, log, ws, memory_state, node, entry, port, token, model, path: None }
 }
 
 /// `openclaw gateway run`, stopped by its own pid when dropped.
@@ -292,6 +297,23 @@ impl Gateway {
         env.apply(&mut cmd);
         let child = cmd.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out).spawn().expect("start the gateway");
         Gateway { child }
+    }
+
+    /// Until `/health` answers ok (failed when the gateway exits first or takes longer than GATEWAY_START_LIMIT).
+    fn wait_healthy(&mut self, env: &Env, console: &Path) {
+        let deadline = Instant::now() + GATEWAY_START_LIMIT;
+        loop {
+            if let Ok((200, body)) = http(env.port, "GET", "/health", None, None) {
+                if body.contains("\"ok\":true") {
+                    return;
+                }
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the gateway exited ({status}) before /health:\n{}", fs::read_to_string(console).unwrap_or_default());
+            }
+            assert!(Instant::now() < deadline, "no /health within {GATEWAY_START_LIMIT:?}:\n{}", fs::read_to_string(console).unwrap_or_default());
+            std::thread::sleep(Duration::from_millis(250));
+        }
     }
 
     fn stop(&mut self) -> bool {
@@ -436,19 +458,7 @@ fn openclaw_gateway_searches_with_memory_rs() {
     // The gateway.
     let console = env.state.join("gateway-console.log");
     let mut gateway = Gateway::start(&env, &console);
-    let deadline = Instant::now() + GATEWAY_START_LIMIT;
-    loop {
-        if let Ok((200, body)) = http(env.port, "GET", "/health", None, None) {
-            if body.contains("\"ok\":true") {
-                break;
-            }
-        }
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            panic!("the gateway exited ({status}) before /health:\n{}", fs::read_to_string(&console).unwrap_or_default());
-        }
-        assert!(Instant::now() < deadline, "no /health within {GATEWAY_START_LIMIT:?}:\n{}", fs::read_to_string(&console).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    gateway.wait_healthy(&env, &console);
     let healthy_at = started.elapsed();
 
     // memory_search through the agent tool path: hits from this engine, with path and lines.
@@ -575,4 +585,91 @@ fn openclaw_gateway_searches_with_memory_rs() {
     assert!(logs.contains("memory-core: created managed dreaming cron job"), "no dreaming job:\n{logs}");
     assert!(logs.contains("memory-rs: trigger recall injected"), "{logs}");
     eprintln!("openclaw e2e: installed at {installed_at:?}, /health at {healthy_at:?}, total {:?}", started.elapsed());
+}
+
+/// The npm packages as a user gets them: the plugin and this platform's binary package packed as published
+/// (scripts/pack-npm.sh), installed into a fresh npm prefix (offline: the other platforms' optional packages are
+/// skipped), and linked into OpenClaw. With no `memory` on anybody's PATH and no `command` configured, the real
+/// gateway's memory_search is answered by the platform package's binary. `npm exec memory-rs-openclaw` (what
+/// `npx memory-rs-openclaw` runs) searches too, and without the platform package it names the platform.
+#[test]
+fn openclaw_gateway_runs_the_npm_packages_with_no_memory_on_path() {
+    let mut env = setup();
+    let mut cfg: Value = serde_json::from_str(&fs::read_to_string(&env.config).unwrap()).unwrap();
+    cfg["plugins"]["entries"]["memory-rs"]["config"].as_object_mut().unwrap().remove("command");
+    fs::write(&env.config, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).filter(|d| !d.join("memory").exists()).collect();
+    env.path = Some(std::env::join_paths(dirs).unwrap());
+
+    let out = Command::new(&env.node).args(["-p", "process.platform + '-' + process.arch"]).output().unwrap();
+    let platform = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let npm = env._root.path().join("npm");
+    let packs = npm.join("packs");
+    let prefix = npm.join("prefix");
+    fs::create_dir_all(&prefix).unwrap();
+    let mut pack = Command::new("bash");
+    pack.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pack-npm.sh")).arg(MEMORY).arg(&packs);
+    env.apply(&mut pack);
+    let out = run_bounded(pack, CLI_LIMIT);
+    assert!(out.status.success(), "scripts/pack-npm.sh failed:\n{}", text(&out));
+    let version = env!("CARGO_PKG_VERSION");
+    let plugin_tgz = packs.join(format!("memory-rs-openclaw-{version}.tgz"));
+    let platform_tgz = packs.join(format!("memory-rs-openclaw-{platform}-{version}.tgz"));
+    let mut install = Command::new("npm");
+    install.args(["install", "--offline", "--no-audit", "--no-fund", "--prefix"]).arg(&prefix).arg(&plugin_tgz).arg(&platform_tgz);
+    env.apply(&mut install);
+    let out = run_bounded(install, CLI_LIMIT);
+    assert!(out.status.success(), "npm install of the packs failed:\n{}", text(&out));
+    let plugin_dir = prefix.join("node_modules/memory-rs-openclaw");
+    let binary = prefix.join(format!("node_modules/memory-rs-openclaw-{platform}/bin/memory"));
+    assert!(binary.is_file() && plugin_dir.join("openclaw.plugin.json").is_file(), "{}", text(&out));
+    let manifest: Value = serde_json::from_str(&fs::read_to_string(plugin_dir.join("package.json")).unwrap()).unwrap();
+    assert_eq!(manifest["optionalDependencies"][format!("memory-rs-openclaw-{platform}")], json!(version), "{manifest}");
+
+    // `npx memory-rs-openclaw search ...`: the same binary, by the package's bin.
+    let mut npx = Command::new("npm");
+    npx.args(["exec", "--offline", "--", "memory-rs-openclaw", "--workspace"]).arg(&env.ws).args(["search", "Mac Studio attic", "--json"]);
+    npx.current_dir(&prefix);
+    env.apply(&mut npx);
+    let out = run_bounded(npx, CLI_LIMIT);
+    assert!(out.status.success(), "npm exec memory-rs-openclaw failed:\n{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(v["results"][0]["path"], json!("MEMORY.md"), "{v}");
+
+    // Linked, not copied: the plugin keeps finding its platform package beside it in the prefix.
+    let entry = env.entry.to_string_lossy().to_string();
+    let node = env.node.to_string_lossy().to_string();
+    let plugin_arg = plugin_dir.to_string_lossy().to_string();
+    let out = env.memory(&["openclaw", "install", "--openclaw", &entry, "--node", &node, "--plugin", &plugin_arg, "--link"], &env.config);
+    assert!(out.status.success(), "memory openclaw install --link failed:\n{}", text(&out));
+    let (ok, v) = status_json(&env, &env.config);
+    assert!(ok, "not served after install: {v}");
+    assert_eq!((&v["command"], &v["commandFrom"]), (&json!(binary), &json!("platform-package")), "{v}");
+
+    let console = env.state.join("gateway-console.log");
+    let mut gateway = Gateway::start(&env, &console);
+    gateway.wait_healthy(&env, &console);
+    let r = invoke(&env, "memory_search", json!({ "query": "where does the gateway run", "maxResults": 3 }));
+    assert_eq!(r["provider"], json!("memory-rs"), "{r}");
+    assert_eq!(r["results"][0]["path"], json!("MEMORY.md"), "{r}");
+    assert!(r["results"][0]["snippet"].as_str().unwrap_or("").contains("Mac Studio"), "{r}");
+    assert!(gateway.stop(), "the gateway did not stop within 20 s of SIGTERM");
+    let logs = format!("{}\n{}", fs::read_to_string(&env.log).unwrap_or_default(), fs::read_to_string(&console).unwrap_or_default());
+    // The gateway loads the plugin from a staged copy of the linked folder with its node_modules: the binary
+    // runs from that copy of the platform package.
+    let expected = format!("/node_modules/memory-rs-openclaw-{platform}/bin/memory (platform-package)");
+    let lines: Vec<&str> = logs.lines().filter(|l| l.contains("memory-rs: engine command")).collect();
+    assert!(!lines.is_empty(), "the plugin did not load:\n{logs}");
+    assert!(lines.iter().all(|l| l.contains(&expected)), "the plugin did not run the platform package's binary: {lines:#?}");
+
+    // Without the platform package: a message naming the platform and how to build from source.
+    fs::remove_dir_all(prefix.join(format!("node_modules/memory-rs-openclaw-{platform}"))).unwrap();
+    let mut cli = Command::new(prefix.join("node_modules/.bin/memory-rs-openclaw"));
+    cli.arg("--version");
+    env.apply(&mut cli);
+    let out = run_bounded(cli, CLI_LIMIT);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out));
+    let message = text(&out);
+    assert!(message.contains(&format!("no memory-rs binary for {platform}")) && message.contains("cargo install memory-cli"), "{message}");
 }

@@ -2,7 +2,7 @@
 //! engine of its own (a plugin) that a config can then name in `memory.backend`.
 //!
 //! ```sh
-//! cargo run -p memory-host --example host -- <workspace> "what did we decide about the gateway?"
+//! cargo run -p memory-rs-host --example host -- <workspace> "what did we decide about the gateway?"
 //! ```
 //!
 //! The plugin here is small on purpose: it opens the builtin engine and counts the searches it answers (an

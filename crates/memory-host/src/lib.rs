@@ -27,6 +27,20 @@ use memory_core::fallback::{FallbackManager, FallbackPolicy};
 use memory_core::registry::{BackendFactory, BackendRegistry, OpenContext};
 use memory_core::{Config, MemoryBackend, Result};
 
+pub mod append;
+
+/// Where indexes live when a host is not told: `$XDG_STATE_HOME/memory-rs`, else `~/.local/state/memory-rs`
+/// (the `memory` command's `--state-dir` default, so every host of one user shares the same indexes).
+pub fn default_state_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("memory-rs");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/state/memory-rs"),
+        None => PathBuf::from(".memory-rs-state"),
+    }
+}
+
 /// The engine every other one falls back to.
 pub const FALLBACK_ENGINE: &str = "builtin";
 

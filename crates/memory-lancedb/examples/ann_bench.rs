@@ -2,7 +2,7 @@
 //! index, recall@10 of ANN against exact, and the index build time.
 //!
 //! ```text
-//! cargo run --release -p memory-lancedb --example ann_bench -- --rows 100000 [--rows 1000000] \
+//! cargo run --release -p memory-rs-lancedb --example ann_bench -- --rows 100000 [--rows 1000000] \
 //!     [--dims 384] [--queries 200] [--dir /tmp/lancedb-bench] [--keep] [--reuse] \
 //!     [--index ivf-flat|hnsw-sq|hnsw-flat|ivf-pq|ivf-pq:48]... [--partition-size 4096]... \
 //!     [--nprobes 0]... [--refine 0]... [--ef 0]... [--skip-exact] [--steps]      (nprobes 0: automatic)

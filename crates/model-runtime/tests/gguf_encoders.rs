@@ -2,7 +2,7 @@
 //! 308 texts of `data/gguf_reference_texts.txt`, even ones as queries and odd ones as documents with the model's
 //! prompts; generated once by `scripts/lib/gguf_reference.py` and committed), with their cuts, prompts, pooling
 //! and context length. The provider contract on the same files is `providers`' `tests/gguf_contract.rs`. Run in
-//! release for speed: `cargo test --release -p model-runtime --test gguf_encoders`. The files:
+//! release for speed: `cargo test --release -p memory-rs-model-runtime --test gguf_encoders`. The files:
 //! - nomic-embed-text-v1.5 (`nomic-bert`) in F16 as GPT4All ships it (`scripts/setup.d/nomic.sh`), and the same
 //!   weights requantized to Q8_0 (checked against the F16 file's llama.cpp vectors: its quantization costs less
 //!   than the bound);

@@ -3,7 +3,7 @@
 //! on the same file (tokens and vectors of 308 texts: English, Chinese, Japanese, mixed, code; generated once by
 //! `scripts/lib/gguf_reference.py` and committed), its Matryoshka cuts and identity, and the F32 file against
 //! sentence-transformers. The provider contract on the same file is `providers`' `tests/gguf_contract.rs`.
-//! Run in release for speed: `cargo test --release -p model-runtime --test gguf_model`.
+//! Run in release for speed: `cargo test --release -p memory-rs-model-runtime --test gguf_model`.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Local model embedding throughput: `cargo run -p providers --example local_throughput [--release] -- [N] [CHARS]`.
+//! Local model embedding throughput: `cargo run -p memory-rs-providers --example local_throughput [--release] -- [N] [CHARS]`.
 //! Embeds N chunks (default 200) of about CHARS characters (default 1600, the chunker's maximum) of varied
 //! English text with the model in `$MEMORY_TEST_MODEL` (or `$MEMORY_LOCAL_MODEL`), and prints chunks/s.
 

@@ -36,6 +36,24 @@ export function resolveCommand(configured) {
   return { command: "memory", from: "path" };
 }
 
+/** The platforms a prebuilt binary is published for (npm packages memory-rs-openclaw-<platform>-<arch>). Not
+ * Windows: the `memory` command does not build there (its shared server speaks over a Unix socket). */
+export const PREBUILT_PLATFORMS = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64"];
+
+/** Why `command` cannot start: for a missing `memory`, which platform lacked a binary and how to get one. */
+export function startFailure(command, err) {
+  if (err?.code !== "ENOENT" || command !== "memory") return `cannot start ${command}: ${err?.message ?? err}`;
+  const platform = `${process.platform}-${process.arch}`;
+  const why = PREBUILT_PLATFORMS.includes(platform)
+    ? `its package memory-rs-openclaw-${platform} is not installed beside the plugin`
+    : `no prebuilt binary is published for ${platform} (only ${PREBUILT_PLATFORMS.join(", ")})`;
+  return (
+    `no memory-rs binary for ${platform}: ${why}, and \`memory\` is not on PATH. ` +
+    "Build it from source (cargo install memory-cli, Rust 1.89+), then put it on PATH or set " +
+    "plugins.entries.memory-rs.config.command to its path."
+  );
+}
+
 export class EngineError extends Error {
   constructor(message, kind = "unavailable") {
     super(message);
@@ -60,7 +78,7 @@ class Child {
     this.proc.stderr.setEncoding("utf8");
     this.proc.stderr.on("data", (chunk) => engine.noteStderr(chunk));
     this.proc.stdin.on("error", () => {});
-    this.proc.on("error", (err) => this.onExit(`cannot start ${command}: ${err.message}`));
+    this.proc.on("error", (err) => this.onExit(startFailure(command, err)));
     this.proc.on("exit", (code, signal) => this.onExit(`memory serve exited (${signal ?? `code ${code}`})`));
   }
 
@@ -342,7 +360,7 @@ export class OneShotEngine extends Engine {
             reject(new EngineError(line.slice("error: ".length), errorKind(line)));
           } else {
             this.lastError = err;
-            reject(new EngineError(`cannot run ${this.command}: ${err.message}`));
+            reject(new EngineError(err.code === "ENOENT" ? startFailure(this.command, err) : `cannot run ${this.command}: ${err.message}`));
           }
           return;
         }

@@ -1,8 +1,8 @@
 //! An out-of-tree engine passing the conformance suite.
 //!
 //! ```sh
-//! cargo run -p conformance --example in_memory            # keyword-only
-//! cargo run -p conformance --example in_memory -- hybrid  # with the deterministic lexicon embedder
+//! cargo run -p memory-rs-conformance --example in_memory            # keyword-only
+//! cargo run -p memory-rs-conformance --example in_memory -- hybrid  # with the deterministic lexicon embedder
 //! ```
 //!
 //! The engine is in `engine.rs`; `docs/write-your-own-backend.md` walks through it.

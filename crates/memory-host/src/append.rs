@@ -1,5 +1,6 @@
-//! `memory append TEXT` and the `memory_append` MCP tool: write the entry (memory-core does it append-only and
-//! atomically), then sync so the entry is searchable at once.
+//! Append an entry to today's daily log and index it (`memory append`, the `memory_append` MCP tool, the Python
+//! API's `append`): write the entry (memory-core does it append-only and atomically), then sync so the entry is
+//! searchable at once.
 
 use std::path::Path;
 

@@ -1,0 +1,1 @@
+../../../integrations/openclaw/index.js

@@ -1,0 +1,1 @@
+../../../../integrations/openclaw/lib/contract.js
