@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 import memory_rs
-from memory_rs import ClosedError, ConfigError, Hit, Memory, WorkspaceError
+from memory_rs import ClosedError, ConfigError, Hit, InvalidInputError, Memory, WorkspaceError
 
 tmp = tempfile.mkdtemp(prefix="memory-rs-wheel-")
 ws = os.path.join(tmp, "workspace")
@@ -38,6 +38,14 @@ assert top.citation.startswith("memory/2026-11-29.md#L") and top.source == "memo
 assert "E4012" in top.snippet, top
 assert len(m.search("deploy checklist", max_results=3)) == 3
 assert len(m.search("deploy checklist", max_results=20, min_score=0.0)) == 20
+# after/before: the day's log within its day, nothing after it; a day that is not one names the argument.
+assert [h.path for h in m.search("E4012 billing", after="2026-11-29", before="2026-11-29")][:1] == ["memory/2026-11-29.md"]
+assert m.search("E4012 billing", after="2026-11-30") == []
+try:
+    m.search("E4012 billing", before="yesterday")
+    raise AssertionError("a before that is not a day was accepted")
+except InvalidInputError as e:
+    assert "before" in str(e), e
 doc = m.get("memory/2026-11-29.md", from_=3, lines=1)
 assert doc.text.strip() == "- Fixed error E4012 in billing" and doc.from_ == 3 and doc.total_lines == 4, (doc, doc.text)
 appended = m.append("Alice prefers Tuesday meetings")

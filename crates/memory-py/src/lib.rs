@@ -224,14 +224,27 @@ impl Memory {
         Ok(Memory { runtime, open: RwLock::new(Some(Open { engine: Arc::from(engine), workspace })) })
     }
 
-    /// Ranked snippets for `query` (the files changed since the last sync are synced first).
-    #[pyo3(signature = (query, max_results=6, min_score=None, projects=None))]
-    fn search(&self, py: Python<'_>, query: String, max_results: usize, min_score: Option<f64>, projects: Option<Vec<String>>) -> PyResult<Vec<Hit>> {
+    /// Ranked snippets for `query` (the files changed since the last sync are synced first); `after` and `before`
+    /// (`YYYY-MM-DD`, inclusive) keep only notes dated inside.
+    #[pyo3(signature = (query, max_results=6, min_score=None, projects=None, after=None, before=None))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature: keyword arguments with defaults")]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: String,
+        max_results: usize,
+        min_score: Option<f64>,
+        projects: Option<Vec<String>>,
+        after: Option<String>,
+        before: Option<String>,
+    ) -> PyResult<Vec<Hit>> {
         let (engine, _) = self.engine()?;
         let request = SearchRequest {
             max_results: Some(max_results),
             min_score,
             active_project_keys: projects.unwrap_or_default(),
+            after,
+            before,
             ..SearchRequest::new(query)
         };
         let response = py.detach(|| self.runtime.block_on(engine.search(&request))).map_err(to_py)?;

@@ -83,8 +83,12 @@ class Memory(_native.Memory):
         max_results: int = 6,
         min_score: Optional[float] = None,
         projects: Optional[Sequence[str]] = None,
+        after: Optional[str] = None,
+        before: Optional[str] = None,
     ) -> List[Hit]:
-        return await asyncio.to_thread(self.search, query, max_results, min_score, None if projects is None else list(projects))
+        return await asyncio.to_thread(
+            self.search, query, max_results, min_score, None if projects is None else list(projects), after, before
+        )
 
     async def aget(self, path: str, from_: Optional[int] = None, lines: Optional[int] = None) -> Document:
         return await asyncio.to_thread(self.get, path, from_, lines)
