@@ -43,6 +43,9 @@ impl F16Weight {
 
     /// `x W^T` for `x` of `(rows, inp)`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        if !cfg!(target_arch = "x86_64") {
+            candle_core::bail!("the F16 kernel is built for x86-64 only");
+        }
         let (rows, inp) = x.dims2()?;
         if inp != self.inp {
             candle_core::bail!("a product of {} inputs given rows of {inp}", self.inp);
@@ -73,6 +76,8 @@ impl F16Weight {
                         _ => kernel::tile::<8>(a, inp, w, y, out),
                     }
                 }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (a, w, &dst, out);
             }
         });
         Tensor::from_vec(y, (rows, out), &Device::Cpu)

@@ -94,6 +94,9 @@ impl Q8Rows {
             unsafe {
                 kernel::quantize_row(x, v, s);
             }
+            // Elsewhere no `Q8Weight` exists to read these rows (`int8::enabled()` is false).
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (x, v, s);
         });
         Q8Rows { rows, blocks, values, scales }
     }
@@ -142,6 +145,9 @@ impl Q8Weight {
     }
 
     fn forward(&self, x: &Q8Rows) -> candle_core::Result<Tensor> {
+        if !cfg!(target_arch = "x86_64") {
+            candle_core::bail!("the Q8_0 kernel is built for x86-64 only");
+        }
         if x.blocks * BLOCK != self.inp {
             candle_core::bail!("a product of {} inputs given rows of {}", self.inp, x.blocks * BLOCK);
         }
@@ -169,6 +175,8 @@ impl Q8Weight {
                         _ => kernel::tile::<4>(a, a_scales, w, scales, offsets, blocks, y, out),
                     }
                 }
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (a, a_scales, w, scales, offsets, blocks, &dst, out);
             }
         });
         Tensor::from_vec(y, (rows, out), &Device::Cpu)

@@ -95,6 +95,7 @@ fn gelu_matches_the_erf_definition() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn the_sixteen_lane_tanh_gelu_is_candles() {
     if !vnni() {
         return;
@@ -114,6 +115,7 @@ fn the_sixteen_lane_tanh_gelu_is_candles() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn the_sixteen_lane_gelu_is_the_plain_one() {
     if !vnni() {
         return;
