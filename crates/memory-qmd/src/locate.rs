@@ -36,9 +36,16 @@ fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
 }
 
+#[cfg(unix)]
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Windows has no execute bit: a file is a program by its name (`qmd.cmd`, `qmd.exe`), which the caller gives.
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
 }
 
 /// For an npm-installed `qmd` launcher (`.../@tobilu/qmd/bin/qmd`, possibly through `.bin/qmd` links), the JS

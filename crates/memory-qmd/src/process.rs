@@ -201,6 +201,7 @@ impl Drop for GroupGuard {
     }
 }
 
+#[cfg(unix)]
 fn kill_group(pgid: i32) {
     if pgid <= 1 {
         return;
@@ -211,6 +212,11 @@ fn kill_group(pgid: i32) {
         debug!(pgid, "killed process group");
     }
 }
+
+/// Without process groups (Windows) the child itself is killed on drop (`kill_on_drop`); what it started may
+/// outlive it.
+#[cfg(not(unix))]
+fn kill_group(_pgid: i32) {}
 
 async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize, keep_tail: bool) -> (Vec<u8>, bool) {
     let mut buf = Vec::new();
@@ -246,11 +252,13 @@ pub async fn run(spec: RunSpec<'_>) -> Result<Output, RunError> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true)
         // QMD refuses model operations when the host's environment says CI=true; the engine must behave the same
         // wherever its host runs.
         .env_remove("CI");
+    // Its own process group, so that a timeout kills what QMD started too (node's workers).
+    #[cfg(unix)]
+    cmd.process_group(0);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
@@ -290,9 +298,12 @@ pub async fn run(spec: RunSpec<'_>) -> Result<Output, RunError> {
     let Some(status) = status else {
         return Err(RunError::Timeout { after: elapsed, stderr });
     };
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(signal) = status.signal() {
-        return Err(RunError::Signal { signal, stderr });
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return Err(RunError::Signal { signal, stderr });
+        }
     }
     let code = status.code().unwrap_or(-1);
     debug!(code, elapsed_ms = elapsed.as_millis() as u64, "qmd finished");
