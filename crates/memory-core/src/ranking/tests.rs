@@ -650,6 +650,15 @@ fn a_question_saying_when_prefers_the_notes_of_that_time_asked_on_its_day() {
         let r = rank(keyword.clone(), vec![], vec![], &Query::parse_on(q, wednesday), &o);
         assert_eq!(r[0].path, want, "{q}: {r:?}");
     }
+    // Two logs that match alike (no spread): the one of the time asked about leads.
+    let tied = vec![
+        kw("nov", "memory/2026-02-20.md", "Decided to keep the importer in Go.", 1.0),
+        kw("dec", "memory/2026-03-17.md", "Decided to move the importer to Rust.", 1.0),
+    ];
+    for q in ["what did we decide yesterday about the importer?", "昨天关于 importer 的决定"] {
+        let r = rank(tied.clone(), vec![], vec![], &Query::parse_on(q, wednesday), &o);
+        assert_eq!(r[0].path, "memory/2026-03-17.md", "{q}: {r:?}");
+    }
     // The same question asked a year later names a week no note is from: the words decide.
     let later = chrono::NaiveDate::from_ymd_opt(2027, 3, 18).unwrap();
     let r = rank(keyword, vec![], vec![], &Query::parse_on("What did we decide about Project Alder last week?", later), &o);

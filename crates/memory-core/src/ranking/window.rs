@@ -35,7 +35,10 @@ pub fn prefer_dated_in_window(items: &mut [Scored], query: &super::Query) {
     if ranges.is_empty() {
         return;
     }
-    let Some(spread) = super::score_spread(items) else { return };
+    // Candidates that all score alike (a small workspace where each note matches the same words once) have no
+    // spread: there the time alone tells them apart, moved by the best score instead.
+    let best = items.iter().map(|s| s.score).filter(|v| v.is_finite()).fold(0.0_f64, f64::max);
+    let Some(spread) = super::score_spread(items).or((best > 0.0).then_some(best)) else { return };
     let words = query.undated_words();
     let held: Vec<Vec<bool>> = items.iter().map(|s| words.held_by(&s.candidate.text)).collect();
     // The words some candidate holds, in or out of the time.
