@@ -1,6 +1,6 @@
 //! A search's query, read once: the text as asked and every reading of it the ranking rules use (its index terms,
-//! its words as a reader counts them, what it names exactly, whether it asks about the present, the days it names,
-//! its compounds and word pairs, the time it names), so that no rule analyses the text again.
+//! its words as a reader counts them, what it names exactly, whether it asks about the present, its compounds and
+//! word pairs, the time it names), so that no rule analyses the text again.
 
 use chrono::NaiveDate;
 

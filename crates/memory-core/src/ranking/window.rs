@@ -1,7 +1,8 @@
 //! A question that says when ("on October 13, 2023", "last week", "三月", "two days ago": [`crate::time`]) is about
 //! the notes of that time: a note dated inside it (a daily log `memory/2023-10-13.md` by the date in its name, a
 //! note by its front matter, a section by its dated heading: [`crate::chunking::dates`]) holds the answer more
-//! often than any other note, in any of its chunks, not only the one whose heading line holds the date. Those candidates move up by a share of the search's score spread ([`prefer_dated_in_window`]).
+//! often than any other note, in any of its chunks, not only the one whose heading line holds the date. Those
+//! candidates move up by a multiple of the search's score spread ([`prefer_dated_in_window`]).
 
 use chrono::NaiveDate;
 
@@ -32,7 +33,9 @@ pub fn candidate_day(s: &Scored) -> Option<NaiveDate> {
 /// query lost answers on conversations, docs/BENCHMARKS.md).
 pub fn prefer_dated_in_window(items: &mut [Scored], query: &super::Query) {
     let ranges = query.time();
-    if ranges.is_empty() {
+    let inside: Vec<bool> = items.iter().map(|s| candidate_day(s).is_some_and(|d| ranges.iter().any(|e| e.range.contains(d)))).collect();
+    // No candidate of that time (or no time): nothing moves, and no candidate's words need reading.
+    if !inside.contains(&true) {
         return;
     }
     // Candidates that all score alike (a small workspace where each note matches the same words once) have no
@@ -44,8 +47,8 @@ pub fn prefer_dated_in_window(items: &mut [Scored], query: &super::Query) {
     // The words some candidate holds, in or out of the time.
     let spoken_of: Vec<bool> = (0..held.first().map_or(0, Vec::len)).map(|i| held.iter().any(|h| h[i])).collect();
     let counted = spoken_of.iter().filter(|h| **h).count();
-    for (s, held) in items.iter_mut().zip(held) {
-        if !candidate_day(s).is_some_and(|d| ranges.iter().any(|e| e.range.contains(d))) {
+    for ((s, held), inside) in items.iter_mut().zip(held).zip(inside) {
+        if !inside {
             continue;
         }
         let share =
