@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::{http, openclaw_plugin, server};
 
@@ -38,6 +38,46 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// What to search for and within what: the flags `search` and `explain` share.
+#[derive(Args, Debug)]
+pub(crate) struct SearchArgs {
+    pub(crate) query: String,
+    #[arg(long)]
+    pub(crate) max_results: Option<usize>,
+    #[arg(long)]
+    pub(crate) min_score: Option<f64>,
+    /// Search only this source (`memory` or `sessions`); repeat for several. Default: all configured.
+    #[arg(long = "source", value_parser = parse_source)]
+    pub(crate) sources: Vec<memory_core::Source>,
+    /// An active repository key (e.g. `github.com/org/repo`; repeat, most recent first, at most 4): entries
+    /// tagged `<!-- project: key -->` of an active repository rank higher, those of another lower.
+    #[arg(long = "project")]
+    pub(crate) projects: Vec<String>,
+    /// Only notes dated on or after this day, YYYY-MM-DD (daily logs by their name, other notes by their front
+    /// matter `date:` or a dated heading); undated notes are left out.
+    #[arg(long, value_name = "DAY")]
+    pub(crate) after: Option<String>,
+    /// Only notes dated on or before this day, YYYY-MM-DD; undated notes are left out.
+    #[arg(long, value_name = "DAY")]
+    pub(crate) before: Option<String>,
+}
+
+impl SearchArgs {
+    /// The request these flags ask.
+    pub(crate) fn request(&self) -> memory_core::SearchRequest {
+        memory_core::SearchRequest {
+            query: self.query.clone(),
+            max_results: self.max_results,
+            min_score: self.min_score,
+            sources: self.sources.clone(),
+            active_project_keys: self.projects.clone(),
+            after: self.after.clone(),
+            before: self.before.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Bring the index in step with the memory files.
@@ -51,25 +91,21 @@ pub(crate) enum Command {
     /// Ranked snippets for a query. Sees what was just written: files changed since the last sync (a stat per
     /// file) are synced first; a never-indexed workspace is indexed first.
     Search {
-        query: String,
+        #[command(flatten)]
+        search: SearchArgs,
         #[arg(long)]
-        max_results: Option<usize>,
-        #[arg(long)]
-        min_score: Option<f64>,
-        /// Search only this source (`memory` or `sessions`); repeat for several. Default: all configured.
-        #[arg(long = "source", value_parser = parse_source)]
-        sources: Vec<memory_core::Source>,
-        /// An active repository key (e.g. `github.com/org/repo`; repeat, most recent first, at most 4): entries
-        /// tagged `<!-- project: key -->` of an active repository rank higher, those of another lower.
-        #[arg(long = "project")]
-        projects: Vec<String>,
-        /// Only notes dated on or after this day, YYYY-MM-DD (daily logs by their name, other notes by their front
-        /// matter `date:` or a dated heading); undated notes are left out.
-        #[arg(long, value_name = "DAY")]
-        after: Option<String>,
-        /// Only notes dated on or before this day, YYYY-MM-DD; undated notes are left out.
-        #[arg(long, value_name = "DAY")]
-        before: Option<String>,
+        json: bool,
+    },
+    /// Why a search answers what it does: how the query was read, the weights of its legs, and for each of the
+    /// first hits every factor that placed it (keyword and vector scores, recency, time, importance, project,
+    /// reranker, the minScore cut) and the lines its snippet shows. With --path, where that note is and why.
+    Explain {
+        #[command(flatten)]
+        search: SearchArgs,
+        /// A memory file to account for (workspace-relative or absolute): not a memory file, skipped and why, not
+        /// indexed, its rank, cut by minScore, or why no leg brought it.
+        #[arg(long, value_name = "FILE")]
+        path: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -202,6 +238,7 @@ pub(crate) const EXAMPLES: &str = "Examples:
   memory --workspace ~/agent index
   memory get memory/2026-11-29.md --from 10 --lines 20
   memory status --deep
+  memory explain \"what did we decide yesterday?\" --path memory/notes/importer.md
   memory doctor                        # what works, what does not, and the fix
   memory watch
   memory serve --allow-append          # MCP server on stdio

@@ -60,18 +60,10 @@ impl Job {
 pub(crate) fn job_of(command: &Command) -> anyhow::Result<Option<Job>> {
     Ok(Some(match command {
         Command::Index { force, json } => Job::Index { force: *force, json: *json },
-        Command::Search { query, max_results, min_score, sources, projects, after, before, json } => Job::Search {
-            request: SearchRequest {
-                query: query.clone(),
-                max_results: *max_results,
-                min_score: *min_score,
-                sources: sources.clone(),
-                active_project_keys: projects.clone(),
-                after: after.clone(),
-                before: before.clone(),
-            },
-            json: *json,
-        },
+        Command::Search { search, json } => Job::Search { request: search.request(), json: *json },
+        Command::Explain { search, path, json } => {
+            Job::Search { request: SearchRequest { explain: true, explain_path: path.clone(), ..search.request() }, json: *json }
+        }
         Command::Recall { message, projects, project_entries, json } => {
             let request = RecallRequest {
                 message: message.clone().unwrap_or_default(),
@@ -201,6 +193,9 @@ pub(crate) async fn run_job_into(job: &Job, opened: &Opened, out: &mut Vec<u8>, 
         }
         Job::Search { request, json } => {
             let response = engine.search(request).await?;
+            if request.explains() && !*json {
+                return output::explanation(out, err, &response);
+            }
             output::search(out, err, &response, *json)
         }
         Job::Recall { request, json } => {

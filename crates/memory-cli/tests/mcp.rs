@@ -56,6 +56,11 @@ async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, args:
     tokio::time::timeout(LIMIT, client.call_tool(params)).await.expect("tool call timed out").expect("tool call failed")
 }
 
+/// Whether `memory_search`'s input schema offers `property`.
+fn schema_has(tools: &[rmcp::model::Tool], property: &str) -> bool {
+    tools.iter().find(|t| t.name == "memory_search").is_some_and(|t| t.input_schema.get("properties").and_then(|p| p.get(property)).is_some())
+}
+
 /// The JSON the tool returned as text (what an agent reads), checked against the structured content.
 fn payload(r: &CallToolResult) -> Value {
     let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("text content");
@@ -113,6 +118,20 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     let r = call(&client, "memory_search", json!({ "query": "E4012 billing", "before": "yesterday" })).await;
     assert_eq!(r.is_error, Some(true));
     assert!(payload(&r)["error"]["message"].as_str().unwrap().contains("before"), "{:?}", payload(&r));
+    // explain: for clients that debug a ranking, the explanation beside the same results; none unless asked.
+    assert!(schema_has(&tools, "explain") && schema_has(&tools, "explainPath"));
+    let asked = json!({ "query": "which error did I fix in billing?", "maxResults": 3 });
+    let plain = payload(&call(&client, "memory_search", asked.clone()).await);
+    assert!(plain.get("explanation").is_none(), "{plain}");
+    let mut explain = asked;
+    explain["explain"] = json!(true);
+    explain["explainPath"] = json!("MEMORY.md");
+    let v = payload(&call(&client, "memory_search", explain).await);
+    assert_eq!(v["results"], plain["results"], "{v}");
+    assert_eq!(v["explanation"]["hits"][0]["path"], "memory/2026-11-29.md", "{v}");
+    // One note in a two-note workspace: BM25 scores it near zero, under minScore, and the keyword match answers.
+    assert_eq!(v["explanation"]["hits"][0]["verdict"], "keyword-backfill", "{v}");
+    assert_eq!(v["explanation"]["path"]["verdict"], "not-a-candidate", "{v}");
 
     let r = call(&client, "memory_get", json!({ "path": "MEMORY.md", "from": 3, "lines": 1 })).await;
     assert_ne!(r.is_error, Some(true));

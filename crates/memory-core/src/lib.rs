@@ -19,6 +19,7 @@ pub mod config;
 pub mod discovery;
 pub mod embedding;
 pub mod error;
+pub mod explanation;
 pub mod fallback;
 pub mod file_lock;
 pub mod identity;

@@ -64,11 +64,25 @@ pub struct SearchRequest {
     /// Only notes dated on or before this day, `YYYY-MM-DD` (inclusive); undated notes are left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
+    /// For debugging a ranking, not for answering: also return `explanation`, every factor that placed each of
+    /// the first hits (keyword and vector scores, leg weights, recency, time, importance, project, reranker, the
+    /// minScore cut, the snippet's lines).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explain: bool,
+    /// With `explain`: also say where this memory file is in the search and why (not a memory file, skipped,
+    /// not indexed, its rank, cut by minScore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain_path: Option<String>,
 }
 
 impl SearchRequest {
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest { query: query.into(), ..Default::default() }
+    }
+
+    /// It asks for an explanation (`explain`, or `explainPath` alone).
+    pub fn explains(&self) -> bool {
+        self.explain || self.explain_path.is_some()
     }
 
     /// The days `after` and `before` hold the search to, `None` when neither is given. A value that is not a
@@ -236,6 +250,9 @@ pub struct SearchResponse {
     /// Set when an engine answered in place of the configured one, or a part was missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Why it answered what it did, when the request asked (`explain`) and the engine can say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Box<crate::explanation::Explanation>>,
 }
 
 /// `memory_get`: a safe read of a memory file or some of its lines, on every wire.

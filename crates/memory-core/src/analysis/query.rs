@@ -62,6 +62,11 @@ impl QueryWords {
         held.iter().filter(|h| **h).count() as f64 / held.len() as f64
     }
 
+    /// These words, in the order [`held_by`](Self::held_by) flags them (stems first, then CJK words).
+    pub fn list(&self) -> impl Iterator<Item = &str> {
+        self.words.iter().chain(&self.cjk).map(String::as_str)
+    }
+
     /// Which of these words `text` holds: one flag per word (stems first, then CJK words).
     pub fn held_by(&self, text: &str) -> Vec<bool> {
         let mut held = vec![false; self.words.len()];

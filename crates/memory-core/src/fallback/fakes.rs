@@ -75,6 +75,7 @@ impl MemoryBackend for FakeEngine {
             results: vec![SearchResult::new(Source::Memory, format!("{}.md", self.name), 1, 1, 1.0, request.query.clone())],
             mode: Some("keyword".into()),
             warnings: vec![],
+            explanation: None,
         })
     }
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {

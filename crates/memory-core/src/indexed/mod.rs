@@ -34,6 +34,7 @@ const META_LAST_EMBED_FAILURE: &str = "lastEmbedFailure";
 pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 mod embed;
+mod explain;
 mod freshness;
 mod live;
 mod open;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::analysis::QueryWords;
+use crate::ranking::{Stage, Trace};
 
 /// Pseudo-relevance feedback: applied to queries with at least this many content terms...
 const PRF_MIN_QUERY_TERMS: usize = 4;
@@ -35,11 +36,11 @@ fn keyword_share(keyword: &[Candidate], words: &QueryWords, opts: &RankingOption
 /// What the steps of one search share: one store handle for the whole search, the ranking options (the vector
 /// floor is set once the query vector is known), the candidate budget per leg, the scope (sources; `after` and
 /// `before`) and, when the question says when, that time's narrower scope ([`window_scope`]).
-struct SearchContext {
-    store: Arc<dyn ChunkStore>,
-    opts: RankingOptions,
-    limit: usize,
-    scope: Scope,
+pub(super) struct SearchContext {
+    pub(super) store: Arc<dyn ChunkStore>,
+    pub(super) opts: RankingOptions,
+    pub(super) limit: usize,
+    pub(super) scope: Scope,
     window: Option<Scope>,
 }
 
@@ -135,28 +136,41 @@ impl IndexedBackend {
             Some(k) => self.expand_keyword(&ctx, terms, words, k, first_vector).await,
             None => Vec::new(),
         };
-        let vector = match vector {
+        // The vector candidates and the query vector their cosines are with.
+        let (vector, query_vector) = match vector {
             Some(leg) if terms.len() >= PRF_MIN_QUERY_TERMS => {
                 let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, words, leg.candidates).await;
                 // The candidates' cosines are with the refined vector now: so is the floor.
                 if let Some(c) = centroid.as_deref() {
                     ctx.opts.vector_floor = unrelated::floor(&scored_by, c);
                 }
-                vector
+                (vector, Some(scored_by))
             }
-            Some(leg) => leg.candidates,
-            None => Vec::new(),
+            Some(leg) => (leg.candidates, Some(leg.query_vector)),
+            None => (Vec::new(), None),
         };
         let mut exact = self.exact_path_hits(&ctx, text).await?;
 
         let keyword = self.vouch(&stale, keyword);
         let vector = self.vouch(&stale, vector);
         exact.retain(|(c, _)| !stale.removed.contains(&(c.source, c.path.clone())));
-        let mut items = crate::ranking::order(keyword, vector, exact, &query, &ctx.opts);
-        if let Some(reranker) = &self.reranker {
-            self.rerank(reranker.as_ref(), &query, &mut items, &mut warnings).await;
-        }
-        let results = crate::ranking::finish(items, &query, &ctx.opts);
+        // A search asked to explain itself records each stage's scores; any other records nothing.
+        let mut trace = request.explains().then(|| {
+            let mut t = Trace::default();
+            (t.keyword_candidates, t.vector_candidates, t.candidate_limit) = (keyword.len(), vector.len(), ctx.limit);
+            (t.vector_floor, t.query_vector) = (ctx.opts.vector_floor, query_vector);
+            t
+        });
+        let mut items = crate::ranking::order(keyword, vector, exact, &query, &ctx.opts, trace.as_mut());
+        let reranked = match &self.reranker {
+            Some(reranker) => self.rerank(reranker.as_ref(), &query, &mut items, &mut warnings, trace.as_mut()).await,
+            None => false,
+        };
+        let results = crate::ranking::finish(items, &query, &ctx.opts, trace.as_mut());
+        let explanation = match trace {
+            Some(trace) => Some(Box::new(self.explanation(&trace, request, &query, &ctx, &results, reranked).await)),
+            None => None,
+        };
         if results.is_empty() {
             if days.is_some() {
                 let from = request.after.as_deref().unwrap_or("the first note");
@@ -176,24 +190,28 @@ impl IndexedBackend {
                 Err(e) => debug!(error = %e, "cannot count the skipped files"),
             }
         }
-        Ok(SearchResponse { results, mode: Some(mode.into()), warnings })
+        Ok(SearchResponse { results, mode: Some(mode.into()), warnings, explanation })
     }
 
     /// The second stage: the reranker reads the best candidates (their snippet lines) within the time budget and
     /// its scores are folded into theirs. Over budget or failed: the first-stage order answers, and `warnings`
-    /// says why.
+    /// says why. Whether it folded; `trace` records the scores of those it read.
     async fn rerank(
         &self,
         reranker: &dyn crate::rerank::Reranker,
         query: &crate::ranking::Query,
         items: &mut [crate::ranking::Scored],
         warnings: &mut Vec<String>,
-    ) {
+        trace: Option<&mut Trace>,
+    ) -> bool {
         let cfg = &self.config.memory.search.query.rerank;
         let passages = crate::ranking::rerank_passages(items, cfg.candidates, query);
-        if let Some(logits) = crate::rerank::second_stage(reranker, cfg, query.text(), &passages, warnings).await {
-            crate::ranking::rerank(items, &logits, cfg.weight);
+        let Some(logits) = crate::rerank::second_stage(reranker, cfg, query.text(), &passages, warnings).await else { return false };
+        crate::ranking::rerank(items, &logits, cfg.weight);
+        if let Some(t) = trace {
+            t.record(Stage::Reranked, &items[..logits.len().min(items.len())]);
         }
+        true
     }
 
     /// Keyword candidates; `None` when the store could not answer (said in `warnings`). A query without words

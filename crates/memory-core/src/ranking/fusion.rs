@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{keyword_text_score, Scored, MIN_MATCH_BM25};
 use crate::analysis::QueryWords;
+use crate::explanation::LegWeights;
 use crate::store::Candidate;
 
 /// The text scores of one hybrid search's keyword candidates. The best candidate scores `keyword_text_score` of its
@@ -141,6 +142,19 @@ pub fn merge(
     vector_weight: f64,
     text_weight: f64,
 ) -> Vec<Scored> {
+    merge_weighed(keyword, vector, query, vector_floor, vector_weight, text_weight).0
+}
+
+/// [`merge`], and the weights it gave the legs (normalised to sum 1 over the legs that answered): what
+/// `memory explain` shows.
+pub fn merge_weighed(
+    keyword: Vec<Candidate>,
+    vector: Vec<Candidate>,
+    query: &QueryWords,
+    vector_floor: Option<f64>,
+    vector_weight: f64,
+    text_weight: f64,
+) -> (Vec<Scored>, LegWeights) {
     let have_text = !keyword.is_empty();
     let have_vec = !vector.is_empty();
     let (vw, tw) = match (have_vec, have_text) {
@@ -191,12 +205,13 @@ pub fn merge(
             }
         }
     }
-    order
+    let items = order
         .into_iter()
         .filter_map(|id| by_id.remove(&id))
         .map(|mut s| {
             s.score = vw * s.vector_leg.unwrap_or(0.0) + tw * s.text_score.unwrap_or(0.0);
             s
         })
-        .collect()
+        .collect();
+    (items, LegWeights { text: tw, vector: vw })
 }

@@ -12,12 +12,14 @@ use crate::store::Candidate;
 use crate::types::{SearchResult, Source};
 
 mod exact;
+mod explain;
 mod fusion;
 mod query;
 mod recency;
 
 pub use exact::{exact_path_tier, ExactQuery};
-pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
+pub use explain::{Stage, Trace};
+pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, merge_weighed, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
 pub use query::Query;
 pub use recency::{asks_about_present, prefer_recent, RECENCY_PREFERENCE, RECENCY_PREFERENCE_PRESENT};
 
@@ -158,17 +160,38 @@ fn score_spread(items: &[Scored]) -> Option<f64> {
     (spread > 0.0 && spread.is_finite()).then_some(spread)
 }
 
-/// Temporal decay and importance, then sort by score (ties: path, line).
+/// The factors [`adjust_and_sort`] multiplies a candidate's score by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adjustment {
+    /// The age temporal decay counts ([`age_days`]); `None` when decay is off or the note is evergreen.
+    pub age_days: Option<f64>,
+    /// [`decay_factor`] of that age (1 without).
+    pub decay: f64,
+    /// [`importance_factor`].
+    pub importance: f64,
+    /// [`project::factor`].
+    pub project: f64,
+}
+
+impl Adjustment {
+    /// The three factors of `c` in a search with `opts`.
+    pub fn of(c: &Candidate, opts: &RankingOptions) -> Adjustment {
+        let age_days = opts.half_life_days.and_then(|_| age_days(c.source, &c.path, c.file_mtime_ms, opts.now_ms));
+        let decay = match (age_days, opts.half_life_days) {
+            (Some(age), Some(h)) => decay_factor(age, h),
+            _ => 1.0,
+        };
+        Adjustment { age_days, decay, importance: importance_factor(c.importance), project: project::factor(c, &opts.active_project_keys) }
+    }
+}
+
+/// Temporal decay, importance and project ([`Adjustment`]), then sort by score (ties: path, line).
 pub fn adjust_and_sort(items: &mut [Scored], opts: &RankingOptions) {
     for s in items.iter_mut() {
-        if let Some(h) = opts.half_life_days {
-            let c = &s.candidate;
-            if let Some(age) = age_days(c.source, &c.path, c.file_mtime_ms, opts.now_ms) {
-                s.score *= decay_factor(age, h);
-            }
-        }
-        s.score *= importance_factor(s.candidate.importance);
-        s.score *= project::factor(&s.candidate, &opts.active_project_keys);
+        let a = Adjustment::of(&s.candidate, opts);
+        s.score *= a.decay;
+        s.score *= a.importance;
+        s.score *= a.project;
         // A NaN or infinite signal (a degenerate vector, an extreme option) must not reach the ranking or the wire.
         if !s.score.is_finite() {
             s.score = 0.0;
@@ -253,8 +276,42 @@ pub fn mmr(items: Vec<Scored>, lambda: f64) -> Vec<Scored> {
 /// else passed, the keyword back-fill returned only the word matches. Hybrid search must not return less than a
 /// search by vectors alone would; the order stays the merged one.
 pub fn select(items: Vec<Scored>, max_results: usize, min_score: f64) -> Vec<Scored> {
-    let passes = |s: &Scored| s.tier > 0 || s.exact_match || s.score >= min_score || s.vector_leg.is_some_and(|v| v >= min_score);
-    min_score_cut(items, max_results, passes, |s| s.text_score.is_some_and(|t| t > 0.0))
+    min_score_cut(items, max_results, |s| Pass::of(s, min_score).is_some(), keyword_backed)
+}
+
+/// What lets a candidate through [`select`]'s `minScore` cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Its file's name is the query ([`exact_path_tier`]).
+    ExactPath,
+    /// It holds what the query names exactly ([`ExactQuery`]).
+    ExactMatch,
+    /// Its score is at `minScore` or above.
+    Score,
+    /// The vector leg alone scores it at `minScore` or above ([`Scored::vector_leg`]).
+    VectorLeg,
+}
+
+impl Pass {
+    /// Why `s` passes the cut at `min_score`; `None` when it does not.
+    pub fn of(s: &Scored, min_score: f64) -> Option<Pass> {
+        if s.tier > 0 {
+            Some(Pass::ExactPath)
+        } else if s.exact_match {
+            Some(Pass::ExactMatch)
+        } else if s.score >= min_score {
+            Some(Pass::Score)
+        } else if s.vector_leg.is_some_and(|v| v >= min_score) {
+            Some(Pass::VectorLeg)
+        } else {
+            None
+        }
+    }
+}
+
+/// A keyword match backs it: what [`select`] returns when nothing passes.
+pub fn keyword_backed(s: &Scored) -> bool {
+    s.text_score.is_some_and(|t| t > 0.0)
 }
 
 /// The `minScore` cut of every engine (the indexed engines' [`select`], QMD's hits): up to `max` of the items that
@@ -328,16 +385,24 @@ fn results_with_snippets(items: Vec<Scored>, terms: &snippet::SnippetQuery, cita
 /// The whole pipeline after retrieval. `exact` holds the first chunk of each file whose path matches the query,
 /// with its tier.
 pub fn rank(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &Query, opts: &RankingOptions) -> Vec<SearchResult> {
-    finish(order(keyword, vector, exact, query, opts), query, opts)
+    finish(order(keyword, vector, exact, query, opts, None), query, opts, None)
 }
 
 /// The candidates merged, marked (exact matches, exact-path tiers), adjusted (recency, decay, importance) and
-/// sorted: where a second stage ([`rerank`]) may re-score the best of them before [`finish`].
-pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candidate, u8)>, query: &Query, opts: &RankingOptions) -> Vec<Scored> {
+/// sorted: where a second stage ([`rerank`]) may re-score the best of them before [`finish`]. `trace`: a search
+/// that explains itself records the scores after each stage there.
+pub fn order(
+    keyword: Vec<Candidate>,
+    vector: Vec<Candidate>,
+    exact: Vec<(Candidate, u8)>,
+    query: &Query,
+    opts: &RankingOptions,
+    mut trace: Option<&mut Trace>,
+) -> Vec<Scored> {
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
-    let mut items = merge(keyword, vector, query.words(), opts.vector_floor, opts.vector_weight, opts.text_weight);
+    let (mut items, weights) = merge_weighed(keyword, vector, query.words(), opts.vector_floor, opts.vector_weight, opts.text_weight);
     if hybrid {
         let named = query.exact();
         if *named != ExactQuery::None {
@@ -357,10 +422,23 @@ pub fn order(keyword: Vec<Candidate>, vector: Vec<Candidate>, exact: Vec<(Candid
             items.push(Scored { candidate: c, score: 1.0, text_score: None, vector_score: None, vector_leg: None, tier, exact_match: false });
         }
     }
+    let mut record = |stage, items: &[Scored]| {
+        if let Some(t) = trace.as_deref_mut() {
+            t.record(stage, items);
+        }
+    };
+    record(Stage::Merged, &items);
     prefer_recent(&mut items, query);
+    record(Stage::Recency, &items);
     window::prefer_dated_in_window(&mut items, query);
+    record(Stage::Window, &items);
     prefer_sentences_holding_the_query(&mut items, query);
+    record(Stage::Sentence, &items);
     adjust_and_sort(&mut items, opts);
+    record(Stage::Adjusted, &items);
+    if let Some(t) = trace {
+        t.weighed(weights);
+    }
     items
 }
 
@@ -438,13 +516,17 @@ pub fn rerank(items: &mut [Scored], logits: &[f32], weight: f64) {
     items[..n].sort_by(|a, b| b.tier.cmp(&a.tier).then(b.exact_match.cmp(&a.exact_match)));
 }
 
-/// After ordering (and reranking): MMR, the min-score selection and the results with their snippets.
-pub fn finish(mut items: Vec<Scored>, query: &Query, opts: &RankingOptions) -> Vec<SearchResult> {
+/// After ordering (and reranking): MMR, the min-score selection and the results with their snippets. `trace`: a
+/// search that explains itself records the final order there.
+pub fn finish(mut items: Vec<Scored>, query: &Query, opts: &RankingOptions, mut trace: Option<&mut Trace>) -> Vec<SearchResult> {
     if let Some(lambda) = opts.mmr_lambda {
         // Exact-path hits and exact matches stay first; MMR re-orders the rest.
         let split = items.iter().take_while(|s| s.tier > 0 || s.exact_match).count();
         let rest = items.split_off(split);
         items.extend(mmr(rest, lambda));
+    }
+    if let Some(t) = trace.as_deref_mut() {
+        t.ranked_as(&items);
     }
     // A query term's rarity is measured over the lines of the best [`SPREAD_DEPTH`] candidates (or more, when more
     // are asked for), not over the results alone: an agent asking for five results reads the same snippets in them
@@ -454,6 +536,9 @@ pub fn finish(mut items: Vec<Scored>, query: &Query, opts: &RankingOptions) -> V
     let texts: Vec<&str> = items[..depth].iter().map(|s| s.candidate.text.as_str()).collect();
     let terms = snippet::SnippetQuery::of(query, &texts);
     let selected = select(items, opts.max_results, opts.min_score);
+    if let Some(t) = trace {
+        t.selected(&selected);
+    }
     results_with_snippets(selected, &terms, opts.citations)
 }
 

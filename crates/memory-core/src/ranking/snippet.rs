@@ -110,6 +110,14 @@ impl SnippetQuery {
         out
     }
 
+    /// The query's terms and word pairs `text` holds, heaviest (rarest) first: what a snippet's lines show.
+    pub fn named_in(&self, text: &str) -> Vec<String> {
+        let found = self.terms_in(text);
+        let mut held: Vec<(&str, f64)> = self.terms.iter().filter(|(_, (i, _))| found.contains(i)).map(|(t, (_, w))| (t.as_str(), *w)).collect();
+        held.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        held.into_iter().map(|(t, _)| t.to_string()).collect()
+    }
+
     /// The most query-term weight one sentence of `text` holds (each term once; a sentence ends a line or ends at
     /// `.`, `?`, `!` or `;`; heading lines do not count, as in [`choose`]): how closely the text holds the query's
     /// words together.

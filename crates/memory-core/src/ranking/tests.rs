@@ -772,3 +772,65 @@ fn the_min_score_cut_keeps_what_passes_else_what_words_back() {
     // Nothing passes and no word backs any: nothing.
     assert!(min_score_cut(vec![(0.1, false)], 10, |h| h.0 >= 0.5, |h| h.1).is_empty());
 }
+
+/// A search that records its trace ranks exactly as one that does not, and its explanation's factors give each
+/// hit's score: the merge by the weights, plus what each preference added, times decay, importance and project.
+#[test]
+fn a_traced_ranking_is_the_same_ranking_and_its_factors_give_each_score() {
+    let day = |d: u32| crate::discovery::day_millis(chrono::NaiveDate::from_ymd_opt(2027, 1, d).unwrap());
+    let dated = |id: &str, d: u32, text: &str, bm25: f64| Candidate { date: day(d), ..kw(id, &format!("memory/2027-01-{d:02}.md"), text, bm25) };
+    let keyword = vec![
+        dated("a", 14, "we decided the importer streams", 2.0),
+        dated("b", 3, "the importer decided to crash, decided twice", 3.5),
+        Candidate { importance: Some(9), ..kw("c", "MEMORY.md", "importer runs nightly", 1.0) },
+    ];
+    let vector = vec![
+        vec_cand("a", "memory/2027-01-14.md", "we decided the importer streams", 0.8),
+        vec_cand("d", "memory/notes.md", "streaming parser", 0.7),
+    ];
+    let mut o = opts();
+    o.half_life_days = Some(30.0);
+    o.now_ms = day(15).unwrap();
+    let query = Query::parse_on("what did we decide yesterday about the importer", o.today);
+    let plain = order(keyword.clone(), vector.clone(), vec![], &query, &o, None);
+    let mut trace = Trace::default();
+    let traced = order(keyword, vector, vec![], &query, &o, Some(&mut trace));
+    let ids = |items: &[Scored]| items.iter().map(|s| (s.candidate.chunk_id.clone(), s.score)).collect::<Vec<_>>();
+    assert_eq!(ids(&plain), ids(&traced));
+    let results = finish(traced, &query, &o, Some(&mut trace));
+    assert_eq!(results, finish(plain, &query, &o, None));
+
+    let e = trace.explain(&query, &o, &results, false);
+    assert_eq!(e.hits.len(), 4);
+    assert_eq!(e.hits[0].path, "memory/2027-01-14.md", "{e:?}");
+    assert!(e.hits[0].time_window > 0.0 && e.hits[0].date.as_deref() == Some("2027-01-14"), "{e:?}");
+    let w = e.weights.unwrap();
+    for h in &e.hits {
+        let text = h.keyword.as_ref().map_or(0.0, |k| k.text_score);
+        let vector = h.vector.as_ref().map_or(0.0, |v| v.score);
+        assert!((w.text * text + w.vector * vector - h.merged).abs() < 1e-12, "{h:?}");
+        let score = (h.merged + h.recency + h.time_window + h.sentence) * h.decay * h.importance * h.project;
+        assert!((score - h.score).abs() < 1e-12, "{h:?}");
+        assert_eq!(h.verdict.kept(), h.result.is_some(), "{h:?}");
+    }
+    let memory = e.hits.iter().find(|h| h.path == "MEMORY.md").unwrap();
+    assert!((memory.importance - 1.2).abs() < 1e-12 && memory.age_days.is_none(), "an evergreen note does not decay: {memory:?}");
+    let old = e.hits.iter().find(|h| h.path == "memory/2027-01-03.md").unwrap();
+    assert!((old.age_days.unwrap() - 12.0).abs() < 1e-9 && old.decay < 1.0, "{old:?}");
+}
+
+/// The `minScore` cut's verdicts: kept by score, by the vector leg alone; past `maxResults`; cut.
+#[test]
+fn a_traced_cut_says_why_each_hit_is_kept_or_not() {
+    let mut items = vec![scored("a", "alpha", 0.9), scored("b", "alpha", 0.5), scored("c", "alpha", 0.1), scored("d", "alpha", 0.2)];
+    items[3].vector_leg = Some(0.6);
+    let mut o = opts();
+    o.max_results = 2;
+    o.min_score = 0.35;
+    let query = Query::parse_on("alpha", o.today);
+    let mut trace = Trace::default();
+    finish(items, &query, &o, Some(&mut trace));
+    let verdicts: Vec<_> = trace.ranked().iter().map(|s| trace.verdict(s, o.min_score).0).collect();
+    use crate::explanation::Verdict;
+    assert_eq!(verdicts, [Verdict::Score, Verdict::Score, Verdict::BelowMinScore, Verdict::BeyondMaxResults]);
+}

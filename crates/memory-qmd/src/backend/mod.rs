@@ -307,6 +307,12 @@ impl MemoryBackend for QmdBackend {
             // QMD ranks with its own scores: project tags cannot act in them. Said, not silently ignored.
             response.warnings.push("the qmd engine does not apply project scoping: active project keys were not used in ranking".into());
         }
+        if request.explains() {
+            // qmd scores and orders its hits itself: there are no factors of this project's ranking to show.
+            response.warnings.push(
+                "the qmd engine ranks with qmd's own scores and cannot explain them: explain shows the builtin and lancedb engines' rankings".into(),
+            );
+        }
         Ok(response)
     }
 

@@ -34,6 +34,7 @@ impl QmdBackend {
                 results: vec![],
                 mode: Some(inner.mode.response_mode().into()),
                 warnings: vec!["session transcripts are not indexed (memory.qmd.sessions.enabled is off)".into()],
+                explanation: None,
             });
         }
         let registered: Vec<String> = inner.state.locked().registered.iter().map(|c| c.name.clone()).collect();
@@ -43,7 +44,7 @@ impl QmdBackend {
         };
         let names: Vec<String> = registered.iter().filter(|n| wanted(n)).cloned().collect();
         if names.is_empty() && !registered.is_empty() {
-            return Ok(SearchResponse { results: vec![], mode: Some(inner.mode.response_mode().into()), warnings: vec![] });
+            return Ok(SearchResponse { results: vec![], mode: Some(inner.mode.response_mode().into()), warnings: vec![], explanation: None });
         }
         if names.is_empty() {
             let running = inner.state.locked().update_running;
@@ -66,7 +67,7 @@ impl QmdBackend {
         let query = match &terms {
             Some(t) if t.is_empty() => {
                 // Only punctuation or syntax characters: no word to look for.
-                return Ok(SearchResponse { results: vec![], mode: Some(mode.response_mode().into()), warnings });
+                return Ok(SearchResponse { results: vec![], mode: Some(mode.response_mode().into()), warnings, explanation: None });
             }
             Some(t) => crate::query::all_words_query(t),
             None => query,
@@ -172,7 +173,7 @@ impl QmdBackend {
                 });
             }
         }
-        Ok(SearchResponse { results, mode: Some(mode.response_mode().into()), warnings })
+        Ok(SearchResponse { results, mode: Some(mode.response_mode().into()), warnings, explanation: None })
     }
 }
 

@@ -147,3 +147,6 @@ pub fn sync_report(out: &mut dyn Write, r: &SyncReport, took: Duration, json: bo
     // Per-file warnings were already logged as they happened.
     Ok(())
 }
+
+mod explanation;
+pub use explanation::explanation;
