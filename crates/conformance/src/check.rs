@@ -227,6 +227,37 @@ pub fn search_invariants(req: &SearchRequest, default_max: usize, resp: &SearchR
     f
 }
 
+/// What an explained search (`explained`, the same request as `plain` with `explain`) must hold: the same results,
+/// an explanation, every result among its hits at its place, and each hit's factors giving its score.
+pub fn explanation_invariants(plain: &SearchResponse, explained: &SearchResponse) -> Vec<String> {
+    let mut f = Vec::new();
+    let at = |r: &memory_core::SearchResult| (r.source, r.path.clone(), r.start_line, r.end_line);
+    let same = plain.results.len() == explained.results.len()
+        && plain.results.iter().zip(&explained.results).all(|(a, b)| at(a) == at(b) && (a.score - b.score).abs() <= 1e-6 && a.snippet == b.snippet);
+    if !same {
+        f.push(format!("explain: the explained search answered other results ({} vs {})", explained.results.len(), plain.results.len()));
+    }
+    let Some(e) = explained.explanation.as_deref() else {
+        f.push("explain: an engine that declares `explain` answered no explanation".into());
+        return f;
+    };
+    for (i, r) in explained.results.iter().enumerate() {
+        if !e.hits.iter().any(|h| h.result == Some(i + 1) && h.path == r.path && h.start_line == r.start_line && (h.score - r.score).abs() <= 1e-9) {
+            f.push(format!("explain: result {} ({} L{}) is not among the explained hits at its place", i + 1, r.path, r.start_line));
+        }
+    }
+    for h in &e.hits {
+        let factors = (h.merged + h.recency + h.time_window + h.sentence) * h.decay * h.importance * h.project + h.rerank.unwrap_or(0.0);
+        if (factors - h.score).abs() > 1e-9 * h.score.abs().max(1.0) {
+            f.push(format!("explain: {} L{}: the factors give {factors}, the score is {}", h.path, h.start_line, h.score));
+        }
+        if h.verdict.kept() != h.result.is_some() {
+            f.push(format!("explain: {} L{}: verdict {:?} but result {:?}", h.path, h.start_line, h.verdict, h.result));
+        }
+    }
+    f
+}
+
 pub fn check_get(e: &Expect, r: &GetResponse) -> Vec<String> {
     let mut f = Vec::new();
     macro_rules! eq {

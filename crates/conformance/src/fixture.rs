@@ -61,6 +61,7 @@ pub enum Capability {
     SharedRanking,
     Cjk,
     Sessions,
+    Explain,
 }
 
 impl Capability {
@@ -73,6 +74,7 @@ impl Capability {
             Capability::SharedRanking => "sharedRanking",
             Capability::Cjk => "cjk",
             Capability::Sessions => "sessions",
+            Capability::Explain => "explain",
         }
     }
 
@@ -85,13 +87,14 @@ impl Capability {
             Capability::SharedRanking => c.shared_ranking,
             Capability::Cjk => c.cjk,
             Capability::Sessions => c.sessions,
+            Capability::Explain => c.explain,
         }
     }
 
     /// Every capability an engine declares, by name.
     pub fn all_declared(c: &memory_core::Capabilities) -> Vec<&'static str> {
         use Capability::*;
-        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions].into_iter().filter(|x| x.declared_by(c)).map(Capability::name).collect()
+        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions, Explain].into_iter().filter(|x| x.declared_by(c)).map(Capability::name).collect()
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use memory_core::embedding::EmbeddingProvider;
 use memory_core::registry::{BackendFactory, OpenContext};
-use memory_core::{Capabilities, Config, MemoryBackend, SyncOptions};
+use memory_core::{Capabilities, Config, MemoryBackend, SearchRequest, SyncOptions};
 use serde_json::Value;
 
 use crate::check;
@@ -439,6 +439,14 @@ async fn run_step(
                     let mut f = check::search_invariants(req, config.memory.search.query.max_results, &resp, ws);
                     if let Some(e) = expect {
                         f.extend(check::check_search(e, &resp));
+                    }
+                    // Every search an engine that explains answers is asked once more with `explain`: the same
+                    // results, each accounted for by factors that give its score.
+                    if engine.capabilities().explain && !req.explains() {
+                        match engine.search(&SearchRequest { explain: true, ..req.clone() }).await {
+                            Ok(explained) => f.extend(check::explanation_invariants(&resp, &explained)),
+                            Err(e) => f.push(format!("the same search with explain failed: {e}")),
+                        }
                     }
                     fail(what, expect, &f, check::describe_results(&resp))
                 }

@@ -26,6 +26,8 @@ enum Mutation {
     NoRefusals,
     /// Citations with wrong line numbers.
     BadCitations,
+    /// Explanations whose factors do not give the scores.
+    WrongExplanation,
 }
 
 struct Mutant {
@@ -41,6 +43,9 @@ impl MemoryBackend for Mutant {
     }
     fn capabilities(&self) -> Capabilities {
         let c = self.inner.capabilities();
+        // A wrapper that changes the results does not explain them: only the mutant that breaks explanations
+        // claims to.
+        let c = Capabilities { explain: self.m == Mutation::WrongExplanation, ..c };
         if self.m == Mutation::NoCjk {
             Capabilities { cjk: false, ..c }
         } else {
@@ -53,6 +58,11 @@ impl MemoryBackend for Mutant {
             Mutation::Reverse => r.results.reverse(),
             Mutation::LongSnippets => r.results.iter_mut().for_each(|x| x.snippet = x.snippet.repeat(800)),
             Mutation::BadCitations => r.results.iter_mut().for_each(|x| x.citation = Some(format!("{}#L0", x.path))),
+            Mutation::WrongExplanation => {
+                if let Some(e) = r.explanation.as_deref_mut() {
+                    e.hits.iter_mut().for_each(|h| h.recency += 0.5);
+                }
+            }
             _ => {}
         }
         Ok(r)
@@ -122,6 +132,14 @@ async fn reversed_ranking_fails_with_expected_and_actual() {
     assert!(text.contains("expected: {\"first\":\"MEMORY.md\"}"), "{text}");
     assert!(text.contains("actual:\n      1. "), "{text}");
     assert!(!r.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explanations_whose_factors_miss_the_score_fail() {
+    let r = run_mutant(Mutation::WrongExplanation, &["basics"]).await;
+    assert!(r.failed().contains(&"basics/question-gateway"), "{:?}", r.failed());
+    let text = r.render(false);
+    assert!(text.contains("explain: MEMORY.md L1: the factors give"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

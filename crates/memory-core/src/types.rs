@@ -314,6 +314,10 @@ pub struct Capabilities {
     pub cjk: bool,
     /// Sessions transcripts can be indexed.
     pub sessions: bool,
+    /// A search asked to (`SearchRequest::explain`) returns every factor that placed its hits
+    /// (`SearchResponse::explanation`).
+    #[serde(default)]
+    pub explain: bool,
 }
 
 /// Progress callback for long syncs.

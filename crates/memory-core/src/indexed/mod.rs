@@ -248,6 +248,7 @@ impl MemoryBackend for IndexedBackend {
             shared_ranking: true,
             cjk: true,
             sessions: self.sessions_dir.is_some(),
+            explain: true,
         }
     }
 

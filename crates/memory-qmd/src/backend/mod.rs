@@ -298,6 +298,8 @@ impl MemoryBackend for QmdBackend {
             // model-backed modes.
             cjk: self.inner.mode == SearchMode::Search,
             sessions: self.inner.sessions.is_some(),
+            // qmd's scores are its own: there are no factors of this project's ranking to show.
+            explain: false,
         }
     }
 
