@@ -94,7 +94,11 @@ impl Capability {
     /// Every capability an engine declares, by name.
     pub fn all_declared(c: &memory_core::Capabilities) -> Vec<&'static str> {
         use Capability::*;
-        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions, Explain].into_iter().filter(|x| x.declared_by(c)).map(Capability::name).collect()
+        [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions, Explain]
+            .into_iter()
+            .filter(|x| x.declared_by(c))
+            .map(Capability::name)
+            .collect()
     }
 }
 

@@ -328,3 +328,54 @@ async fn the_reranker_reorders_qmd_hits_like_the_indexed_engines() {
     assert_eq!(paths(&late), paths(&plain));
     assert!(late.warnings.iter().any(|w| w.contains("budget") && w.contains("not reranked")), "{:?}", late.warnings);
 }
+
+/// after/before on QMD's hits: a daily log by its name, a note by its front matter, a transcript's hit by its first
+/// message's timestamp; a note that cannot be read to date (over `maxFileBytes`) is left out and said so, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_and_before_date_notes_and_transcripts() {
+    let entry = qmd_entry();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    write(&ws, "MEMORY.md", "# Memory\n\nHerons nest by the lake.\n");
+    write(&ws, "memory/2026-03-10.md", "# 2026-03-10\n\nThe heron came back to the lake.\n");
+    write(&ws, "memory/2026-02-14.md", "# 2026-02-14\n\nA heron stood at the lake all morning.\n");
+    write(&ws, "memory/trip.md", "---\ndate: 2026-03-20\n---\n# Trip\n\nWe saw a heron at the lake on the trip.\n");
+    write(&ws, "memory/long.md", &format!("# Long\n\nThe heron at the lake, again.\n\n{}\n", "filler words here. ".repeat(40)));
+    let transcripts = tmp.path().join("transcripts");
+    let msg = |day: &str, text: &str| {
+        serde_json::json!({"type": "message", "timestamp": format!("{day}T10:00:00Z"), "message": {"role": "user", "content": text}}).to_string()
+    };
+    write(&transcripts, "s1.jsonl", &format!("{}\n", msg("2026-03-11", "Did you see the heron at the lake today?")));
+    let mut cfg = config(entry.to_str().unwrap());
+    cfg.memory.search.sessions_dir = Some(transcripts.to_string_lossy().into());
+    cfg.memory.search.max_file_bytes = 500;
+    edit_qmd(&mut cfg, |q| q.sessions.enabled = true);
+    let qmd = QmdBackend::open(ctx(cfg, &ws, &tmp.path().join("state")), QmdOptions::default()).await.unwrap();
+
+    let search = |after: Option<&str>, before: Option<&str>| {
+        let req = SearchRequest {
+            after: after.map(String::from),
+            before: before.map(String::from),
+            max_results: Some(10),
+            ..SearchRequest::new("heron lake")
+        };
+        let qmd = &qmd;
+        async move { qmd.search(&req).await.unwrap() }
+    };
+    let all = search(None, None).await;
+    let paths = |r: &memory_core::SearchResponse| {
+        let mut p: Vec<String> = r.results.iter().map(|h| h.path.clone()).collect();
+        p.sort();
+        p
+    };
+    assert!(paths(&all).contains(&"memory/long.md".to_string()), "qmd indexes the long note: {all:?}");
+    let march = search(Some("2026-03-01"), Some("2026-03-31")).await;
+    assert_eq!(paths(&march), ["memory/2026-03-10.md", "memory/trip.md", "sessions/s1.jsonl"], "{march:?}");
+    let unreadable: Vec<&String> = march.warnings.iter().filter(|w| w.contains("memory/long.md cannot be read to date it")).collect();
+    assert_eq!(unreadable.len(), 1, "said once: {:?}", march.warnings);
+    let february = search(None, Some("2026-02-28")).await;
+    assert_eq!(paths(&february), ["memory/2026-02-14.md"], "{february:?}");
+    let one_day = search(Some("2026-03-11"), Some("2026-03-11")).await;
+    assert_eq!(paths(&one_day), ["sessions/s1.jsonl"], "a transcript is of its message's day: {one_day:?}");
+    qmd.close().await.unwrap();
+}

@@ -25,6 +25,7 @@ use crate::config::{QmdConfig, SearchMode};
 use crate::parse::UpdateCounts;
 use crate::process::{self, Invocation, RunSpec};
 
+mod dates;
 mod results;
 mod search;
 mod update;

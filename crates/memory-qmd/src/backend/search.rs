@@ -122,6 +122,7 @@ impl QmdBackend {
         if let Some(min) = request.min_score {
             hits = ranking::min_score_cut(hits, usize::MAX, |h| h.score >= min, |_| mode == SearchMode::Search);
         }
+        let mut dates = super::dates::HitDates::new(inner);
         for hit in &hits {
             let Some(mut r) = inner.to_result(hit, &snippet_terms) else {
                 warn!(file = %hit.file, "qmd hit in an unknown collection; skipped");
@@ -132,14 +133,17 @@ impl QmdBackend {
                 continue;
             }
             if let Some(days) = days {
-                let text = if r.source == Source::Memory {
-                    std::fs::read_to_string(inner.roots.abs_path(&r.path)).unwrap_or_default()
-                } else {
-                    String::new()
-                };
-                let date = memory_core::chunking::dates::NoteDates::of(&r.path, &text).at(r.start_line);
-                if !date.is_some_and(|d| days.contains(d)) {
-                    continue;
+                match dates.day(&r) {
+                    Ok(Some(d)) if days.contains(d) => {}
+                    Ok(_) => continue,
+                    Err(why) => {
+                        let said = format!("after/before: {} cannot be read to date it ({why}); left out", r.path);
+                        if !warnings.contains(&said) {
+                            warn!(file = %r.path, reason = %why, "a qmd hit cannot be dated");
+                            warnings.push(said);
+                        }
+                        continue;
+                    }
                 }
             }
             if results.iter().any(|o| o.path == r.path && o.start_line == r.start_line && o.end_line == r.end_line) {
