@@ -430,6 +430,10 @@ fn skipped_line(r: &mut Report, s: &Status) {
 
 /// The shared server of this state folder, found as every one-shot command finds it.
 fn check_server(r: &mut Report, state_dir: &Path) {
+    if !server::AVAILABLE {
+        r.ok("server", "not available on this platform (it needs a Unix socket): each command opens the index itself");
+        return;
+    }
     if !server::client::present(state_dir) {
         r.ok("server", "not running: each command opens the index itself (`memory server start` shares one)");
         return;

@@ -2,7 +2,7 @@
 //! `StreamableHttpService`), at `/mcp`.
 //!
 //! Safe by default: loopback only unless `--allow-remote`; every request needs `Authorization: Bearer <token>`
-//! (401 otherwise) — the token is generated into `<state>/mcp-http.token` (mode 0600) or given with
+//! (401 otherwise) — the token is generated into `<state>/mcp-http.token` (mode 0600 on Unix) or given with
 //! `--token-file` / `MEMORY_HTTP_TOKEN`; requests whose `Host` or `Origin` is not the server's own are refused
 //! with 403 (DNS rebinding); bodies over `--max-body` bytes are refused (413). No TLS: put a reverse proxy in
 //! front for anything beyond this host.
@@ -90,21 +90,18 @@ fn check_token(token: String, from: &str) -> anyhow::Result<String> {
     Ok(token)
 }
 
-/// A token file must be readable by its owner only.
+/// A token file must be readable by its owner only ([`owner_only`]).
 fn read_token(path: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        bail!("{} can be read by other users (mode {:o}); run chmod 600 on it", path.display(), meta.permissions().mode() & 0o777);
-    }
+    owner_only::check(path, &meta)?;
     let text = memory_core::bounded::read_text(path, 4096).with_context(|| format!("cannot read {}", path.display()))?;
     check_token(text.trim().to_string(), &path.display().to_string())
 }
 
-/// The state folder's token, generated (32 random bytes, hex, mode 0600) on first use.
+/// The state folder's token, generated (32 random bytes, hex, readable by its owner only: [`owner_only`]) on
+/// first use.
 fn token_in_state(path: &Path) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::io::Write;
     if path.exists() {
         return read_token(path);
     }
@@ -112,9 +109,9 @@ fn token_in_state(path: &Path) -> anyhow::Result<String> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let mut raw = [0u8; 32];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut raw)).context("cannot read /dev/urandom")?;
+    getrandom::getrandom(&mut raw).map_err(|e| anyhow::anyhow!("cannot draw random bytes for the token: {e}"))?;
     let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    match owner_only::create_new(path) {
         Ok(mut f) => {
             writeln!(f, "{token}").with_context(|| format!("cannot write {}", path.display()))?;
             info!(path = %path.display(), "generated the HTTP bearer token");
@@ -123,6 +120,41 @@ fn token_in_state(path: &Path) -> anyhow::Result<String> {
         // Another server generated it meanwhile: use theirs.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token(path),
         Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+    }
+}
+
+/// Who may read a token file. Unix: its owner only: created with mode 0600, and a token file other users can read
+/// is refused. Elsewhere it is created like any file and not checked: on Windows its ACL is inherited from its
+/// folder, the state folder, which is private when it is under the user's profile (`--state-dir`,
+/// `XDG_STATE_HOME` or `HOME` there).
+#[cfg(unix)]
+mod owner_only {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::path::Path;
+
+    pub(super) fn check(path: &Path, meta: &std::fs::Metadata) -> anyhow::Result<()> {
+        if meta.permissions().mode() & 0o077 != 0 {
+            anyhow::bail!("{} can be read by other users (mode {:o}); run chmod 600 on it", path.display(), meta.permissions().mode() & 0o777);
+        }
+        Ok(())
+    }
+
+    pub(super) fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
+    }
+}
+
+#[cfg(not(unix))]
+mod owner_only {
+    use std::path::Path;
+
+    #[allow(clippy::unnecessary_wraps, reason = "the same signature as on Unix, where the check can refuse")]
+    pub(super) fn check(_path: &Path, _meta: &std::fs::Metadata) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    pub(super) fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new().write(true).create_new(true).open(path)
     }
 }
 
@@ -165,7 +197,7 @@ fn own_hosts(addr: SocketAddr, extra: &[String]) -> Vec<String> {
     hosts
 }
 
-/// Serve MCP over HTTP until Ctrl-C or SIGTERM.
+/// Serve MCP over HTTP until Ctrl-C or SIGTERM ([`crate::long_running::StopSignal`]).
 pub async fn run(
     engine: Arc<dyn MemoryBackend>,
     workspace: PathBuf,
@@ -193,7 +225,7 @@ pub async fn run(
     eprintln!("MCP over HTTP on http://{addr}{MCP_PATH} (bearer token: {})", options.token_source);
     info!(%addr, hosts = ?hosts, "MCP server on HTTP");
     let token: Arc<str> = Arc::from(options.token.as_str());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut stop = crate::long_running::StopSignal::listen()?;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -204,8 +236,7 @@ pub async fn run(
                     continue;
                 }
             },
-            _ = tokio::signal::ctrl_c() => break,
-            _ = term.recv() => break,
+            () = stop.received() => break,
         };
         let service = service.clone();
         let token = token.clone();

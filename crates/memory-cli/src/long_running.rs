@@ -188,11 +188,40 @@ pub(crate) async fn run_watch(opened: &Opened, json: bool) -> anyhow::Result<()>
         }
         out.flush()?;
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    StopSignal::listen()?.received().await;
     handle.stop().await;
     Ok(())
+}
+
+/// What ends a long-running command (`watch`, `serve --http`, the shared server) gracefully: Ctrl-C, and on Unix
+/// SIGTERM too (what `kill` and service managers send). Listening starts at [`StopSignal::listen`], so a signal
+/// that comes before the first wait is not lost.
+pub(crate) struct StopSignal {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    #[cfg(unix)]
+    pub(crate) fn listen() -> std::io::Result<StopSignal> {
+        Ok(StopSignal { term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())? })
+    }
+
+    /// Elsewhere Ctrl-C alone.
+    #[cfg(not(unix))]
+    #[allow(clippy::unnecessary_wraps, reason = "the same signature as on Unix, where listening can fail")]
+    pub(crate) fn listen() -> std::io::Result<StopSignal> {
+        Ok(StopSignal {})
+    }
+
+    /// Until a stop signal comes (at once if Ctrl-C cannot be listened for). Cancel-safe: usable in `select!`.
+    pub(crate) async fn received(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = self.term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -212,6 +212,8 @@ fn an_engine_that_cannot_open_fails() {
     assert!(has(&checks, "index", "WARN", "not checked"), "{checks:?}");
 }
 
+// Unix only: the stand-in qmd is a shell script.
+#[cfg(unix)]
 #[test]
 fn an_engine_that_fails_is_said_and_the_fallback_that_answers_too() {
     let dirs = common::workspace(&[]);
@@ -291,6 +293,8 @@ fn skipped_files_warn_with_their_reason() {
     assert!(s[0]["fix"].as_str().unwrap().contains("UTF-8"), "{checks:?}");
 }
 
+// Unix only: the shared server (and its socket) is Unix's.
+#[cfg(unix)]
 #[test]
 fn the_server_check_finds_a_socket_nobody_answers() {
     let dirs = common::workspace(&[]);
@@ -304,6 +308,8 @@ fn the_server_check_finds_a_socket_nobody_answers() {
     assert!(has(&checks, "server", "WARN", "no server answers"), "{checks:?}");
 }
 
+// Unix only: the shared server is Unix's.
+#[cfg(unix)]
 #[test]
 fn the_server_check_finds_a_running_server() {
     let dirs = common::workspace(&[]);

@@ -39,6 +39,8 @@ fn paths(v: &Value) -> Vec<String> {
 }
 
 /// An executable shell script `dir/qmd` with this body.
+// Unix only: a stand-in qmd is a shell script.
+#[cfg(unix)]
 fn qmd_script(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     let p = dir.join("qmd");
     fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -49,10 +51,14 @@ fn qmd_script(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 }
 
 /// A `qmd` that hangs (every call costs its timeout) and logs each call to `calls.log` beside it.
+// Unix only: a stand-in qmd is a shell script.
+#[cfg(unix)]
 fn hanging_qmd(dir: &std::path::Path) -> std::path::PathBuf {
     qmd_script(dir, &format!("echo \"$@\" >> {:?}\nsleep 30", dir.join("calls.log")))
 }
 
+// Unix only: a stand-in qmd is a shell script.
+#[cfg(unix)]
 #[test]
 fn a_broken_qmd_is_answered_by_builtin_and_the_next_run_does_not_wait_for_it_again() {
     let bin = tempfile::tempdir().unwrap();
@@ -80,6 +86,8 @@ fn a_broken_qmd_is_answered_by_builtin_and_the_next_run_does_not_wait_for_it_aga
     assert!(o.status.success(), "reset: {}", String::from_utf8_lossy(&o.stderr));
 }
 
+// Unix only: QMD is run through a shell-script wrapper.
+#[cfg(unix)]
 #[test]
 fn the_real_qmd_behind_the_fallback_answers_and_resets() {
     let Some(dir) = std::env::var_os("MEMORY_QMD_DIR").filter(|d| !d.is_empty()) else {

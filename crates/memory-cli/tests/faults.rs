@@ -365,6 +365,8 @@ fn scribbled_index_files_are_recovered_by_force_and_reset() {
 /// `cmd` run without the capabilities that let root read any file (`setpriv` drops CAP_DAC_OVERRIDE and
 /// CAP_DAC_READ_SEARCH from its bounding set), so that a `chmod 000` note is unreadable to it as to a user.
 /// `None` (printed) where setpriv is missing or refused.
+// Unix only: setpriv and chmod 000 are Linux's.
+#[cfg(unix)]
 fn unprivileged(cmd: &Command) -> Option<Command> {
     let probe = Command::new("setpriv").args(["--bounding-set=-dac_override,-dac_read_search", "true"]).output();
     if !probe.as_ref().is_ok_and(|o| o.status.success()) {
@@ -385,6 +387,8 @@ fn unprivileged(cmd: &Command) -> Option<Command> {
 
 /// Item 7: a note that cannot be read when indexed is said to be unreadable (not binary), and is indexed as soon as
 /// it can be read: by the next `index` and by the next search (a chmod moves no mtime).
+// Unix only: setpriv and chmod 000 are Linux's.
+#[cfg(unix)]
 #[test]
 fn an_unreadable_note_is_retried_and_said_unreadable() {
     use std::os::unix::fs::PermissionsExt;
@@ -676,6 +680,8 @@ async fn a_reset_while_serve_runs_leaves_one_index() {
 
 /// Item 14: a file name that is not UTF-8 (`memory/$'\xff'.md`) is skipped with a warning naming it, never indexed
 /// under a lossy key that collides with a real `memory/\u{fffd}.md`: `index` settles and the real file answers.
+// Unix only: only Unix file names can be bytes that are not UTF-8.
+#[cfg(unix)]
 #[test]
 fn file_names_that_are_not_utf8_are_skipped_not_confused() {
     use std::os::unix::ffi::OsStrExt;

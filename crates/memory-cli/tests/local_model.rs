@@ -2,6 +2,9 @@
 //! config (`provider: "local"`, `local.modelPath` an `hf:` URI) with the GGUF file OpenClaw downloaded into its own
 //! cache. The file is the EmbeddingGemma Q8_0 GGUF `scripts/setup.d/embeddinggemma.sh` makes (OpenClaw's default
 //! model file has the same layout).
+//!
+//! Unix only: it links the model into OpenClaw's cache, and a symbolic link needs a privilege on Windows.
+#![cfg(unix)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! The shared server (`memory server start|stop|status`) and MCP over HTTP (`memory serve --http`), through the
 //! built binary: same bytes with and without the server, fallback on every failure, the files a killed server
 //! leaves, one server per state folder, upgrades, and the HTTP transport's refusals.
+//!
+//! Unix only: the shared server is Unix's (a Unix socket), and the token file's checks here are Unix modes.
+#![cfg(unix)]
 
 mod common;
 

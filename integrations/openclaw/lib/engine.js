@@ -36,9 +36,9 @@ export function resolveCommand(configured) {
   return { command: "memory", from: "path" };
 }
 
-/** The platforms a prebuilt binary is published for (npm packages memory-rs-openclaw-<platform>-<arch>). Not
- * Windows: the `memory` command does not build there (its shared server speaks over a Unix socket). */
-export const PREBUILT_PLATFORMS = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64"];
+/** The platforms a prebuilt binary is published for (npm packages memory-rs-openclaw-<platform>-<arch>), one per
+ * job of the release workflow (.github/workflows/release.yml). */
+export const PREBUILT_PLATFORMS = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "win32-x64"];
 
 /** Why `command` cannot start: for a missing `memory`, which platform lacked a binary and how to get one. */
 export function startFailure(command, err) {

@@ -78,7 +78,7 @@ pub async fn serve(listener: UnixListener, state_dir: PathBuf, options: Options)
     });
     info!(socket = %paths.socket.display(), version = %server.identity, "shared server listening");
     let reaper = tokio::spawn(reap(server.clone()));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut stop = crate::long_running::StopSignal::listen()?;
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     let my_uid = unsafe { libc::geteuid() };
     loop {
@@ -106,8 +106,7 @@ pub async fn serve(listener: UnixListener, state_dir: PathBuf, options: Options)
                 }
             },
             _ = server.shutdown.notified() => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = term.recv() => break,
+            () = stop.received() => break,
         }
     }
     info!("shared server stopping");

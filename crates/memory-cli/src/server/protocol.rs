@@ -40,16 +40,29 @@ impl Paths {
     }
 }
 
-/// This build: the version and the executable file (size, mtime, inode). A binary replaced by an upgrade (or a
+/// This build: the version and the executable file ([`executable_stamp`]). A binary replaced by an upgrade (or a
 /// rebuild) has another identity even at the same version number.
 pub fn build_identity() -> String {
-    use std::os::unix::fs::MetadataExt;
     let version = env!("CARGO_PKG_VERSION");
     match std::env::current_exe().and_then(std::fs::metadata) {
-        Ok(m) => format!("{version}+{}.{}.{}.{}", m.len(), m.mtime(), m.mtime_nsec(), m.ino()),
+        Ok(m) => format!("{version}+{}", executable_stamp(&m)),
         // Unknown: matches no other process.
         Err(_) => format!("{version}+unknown.{}", std::process::id()),
     }
+}
+
+/// The executable file as its identity names it: size, mtime (seconds, nanoseconds) and inode.
+#[cfg(unix)]
+fn executable_stamp(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}.{}.{}.{}", m.len(), m.mtime(), m.mtime_nsec(), m.ino())
+}
+
+/// Elsewhere: size and modified time (seconds, nanoseconds since 1970; 0 when unknown), no inode.
+#[cfg(not(unix))]
+fn executable_stamp(m: &std::fs::Metadata) -> String {
+    let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+    format!("{}.{}.{}", m.len(), modified.as_secs(), modified.subsec_nanos())
 }
 
 /// A name for the config's content (FNV-1a over its canonical JSON): the server keeps one engine per config

@@ -36,18 +36,22 @@ fn refuses_empty_huge_and_links() {
     let big = "x".repeat(MAX_ENTRY_BYTES + 1);
     assert!(matches!(append_entry_at(ws.path(), &big, "2026-11-30", "10:00"), Err(MemoryError::InvalidInput(_))));
 
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::create_dir(ws.path().join("memory")).unwrap();
-    let target = outside.path().join("elsewhere.md");
-    std::fs::write(&target, "keep me\n").unwrap();
-    std::os::unix::fs::symlink(&target, ws.path().join("memory/2026-11-30.md")).unwrap();
-    let e = append_entry_at(ws.path(), "hello", "2026-11-30", "10:00").unwrap_err();
-    assert!(matches!(e, MemoryError::Refused(_)), "{e}");
-    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+    // Unix only: making a symbolic link needs a privilege on Windows.
+    #[cfg(unix)]
+    {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join("memory")).unwrap();
+        let target = outside.path().join("elsewhere.md");
+        std::fs::write(&target, "keep me\n").unwrap();
+        std::os::unix::fs::symlink(&target, ws.path().join("memory/2026-11-30.md")).unwrap();
+        let e = append_entry_at(ws.path(), "hello", "2026-11-30", "10:00").unwrap_err();
+        assert!(matches!(e, MemoryError::Refused(_)), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
 
-    let ws2 = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(outside.path(), ws2.path().join("memory")).unwrap();
-    assert!(matches!(append_entry_at(ws2.path(), "hello", "2026-11-30", "10:00"), Err(MemoryError::Refused(_))));
+        let ws2 = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws2.path().join("memory")).unwrap();
+        assert!(matches!(append_entry_at(ws2.path(), "hello", "2026-11-30", "10:00"), Err(MemoryError::Refused(_))));
+    }
 }
 
 #[test]
