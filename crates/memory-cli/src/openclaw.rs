@@ -28,7 +28,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 }
 
 fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
+    memory_core::paths::home_dir()
 }
 
 fn profile() -> Option<String> {

@@ -2,13 +2,35 @@
 
 use std::path::{Path, PathBuf};
 
-/// `~` and `~/...` as the home folder (`HOME`); anything else as it is.
+/// The environment as text, by name: `std::env::var`, or a map in tests.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The user's home folder: `HOME`, else `USERPROFILE` (Windows sets that one; `HOME` only some shells do).
+pub fn home_dir() -> Option<PathBuf> {
+    home_dir_in(&process_env)
+}
+
+/// [`home_dir`] with the environment read through `var`.
+pub fn home_dir_in(var: Env<'_>) -> Option<PathBuf> {
+    ["HOME", "USERPROFILE"].into_iter().find_map(|n| var(n).filter(|v| !v.is_empty())).map(PathBuf::from)
+}
+
+/// `~` and `~/...` as the home folder ([`home_dir`]); anything else as it is.
 pub fn expand_home(p: &str) -> PathBuf {
+    expand_home_in(p, &process_env)
+}
+
+/// [`expand_home`] with the environment read through `var`.
+pub fn expand_home_in(p: &str, var: Env<'_>) -> PathBuf {
     let rest = if p == "~" { Some("") } else { p.strip_prefix("~/") };
-    if let (Some(rest), Some(home)) = (rest, std::env::var_os("HOME").filter(|h| !h.is_empty())) {
-        return PathBuf::from(home).join(rest);
+    match (rest, home_dir_in(var)) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(p),
     }
-    PathBuf::from(p)
 }
 
 /// OpenClaw's state folder (its config, its agents' transcripts, its default workspace), by OpenClaw's own rule:
@@ -20,8 +42,8 @@ pub fn openclaw_state_dir() -> Option<PathBuf> {
 
 /// [`openclaw_state_dir`] with the environment read through `var` (a map in tests, the resolver's lookup).
 pub fn openclaw_state_dir_in(var: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let home = home_dir_in(var);
     let var = |name: &str| var(name).filter(|v| !v.is_empty());
-    let home = var("HOME").map(PathBuf::from);
     if let Some(p) = var("OPENCLAW_STATE_DIR") {
         return Some(match (p.strip_prefix("~/").or((p == "~").then_some("")), &home) {
             (Some(rest), Some(home)) => home.join(rest),
@@ -56,6 +78,18 @@ pub fn state_path(template: &str, agent_id: &str, state_dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_home_folder_is_home_else_the_windows_profile() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |n: &str| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
+        let both = env(&[("HOME", "/home/u"), ("USERPROFILE", "C:\\Users\\u")]);
+        assert_eq!(home_dir_in(&both), Some(PathBuf::from("/home/u")));
+        let windows = env(&[("HOME", ""), ("USERPROFILE", "C:\\Users\\u")]);
+        assert_eq!(home_dir_in(&windows), Some(PathBuf::from("C:\\Users\\u")));
+        assert_eq!(expand_home_in("~/notes", &windows), PathBuf::from("C:\\Users\\u").join("notes"));
+        assert_eq!(home_dir_in(&env(&[])), None);
+        assert_eq!(expand_home_in("~/notes", &env(&[])), PathBuf::from("~/notes"));
+    }
 
     #[test]
     fn agent_ids_cannot_leave_the_state_folder() {

@@ -29,14 +29,20 @@ use memory_core::{Config, MemoryBackend, Result};
 
 pub mod append;
 
-/// Where indexes live when a host is not told: `$XDG_STATE_HOME/memory-rs`, else `~/.local/state/memory-rs`
-/// (the `memory` command's `--state-dir` default, so every host of one user shares the same indexes).
+/// Where indexes live when a host is not told: `$XDG_STATE_HOME/memory-rs`, else on Windows
+/// `%LOCALAPPDATA%\memory-rs`, else `~/.local/state/memory-rs` (the `memory` command's `--state-dir` default, so every
+/// host of one user shares the same indexes); with no home folder known, `.memory-rs-state` in the working folder.
 pub fn default_state_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(x).join("memory-rs");
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(x) = var("XDG_STATE_HOME") {
+        return x.join("memory-rs");
     }
-    match std::env::var_os("HOME") {
-        Some(h) => PathBuf::from(h).join(".local/state/memory-rs"),
+    // Per user and per machine, as state is: Windows keeps such data under the profile's AppData\Local.
+    if let Some(local) = var("LOCALAPPDATA").filter(|_| cfg!(windows)) {
+        return local.join("memory-rs");
+    }
+    match memory_core::paths::home_dir() {
+        Some(h) => h.join(".local/state/memory-rs"),
         None => PathBuf::from(".memory-rs-state"),
     }
 }

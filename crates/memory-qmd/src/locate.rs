@@ -21,7 +21,7 @@ fn cache_root() -> Option<PathBuf> {
     if let Some(c) = std::env::var_os("MEMORY_RS_CACHE") {
         return Some(PathBuf::from(c));
     }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memory-rs"))
+    memory_core::paths::home_dir().map(|h| h.join(".cache/memory-rs"))
 }
 
 /// The QMD JS entry installed by the setup script, if present.

@@ -74,7 +74,7 @@ pub fn parse_source(spec: &str, env: Env<'_>) -> Result<Source, ModelFileError> 
             "`{spec}` is not an https URL: a model is downloaded over HTTPS only (or from HF_ENDPOINT for hf: URIs)"
         )));
     }
-    let path = expand_home(spec, env);
+    let path = memory_core::paths::expand_home_in(spec, env);
     Ok(if path.is_absolute() { Source::Path(path) } else { Source::Relative(path) })
 }
 
@@ -110,14 +110,6 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn expand_home(p: &str, env: Env<'_>) -> PathBuf {
-    let rest = if p == "~" { Some("") } else { p.strip_prefix("~/") };
-    match (rest, env("HOME").filter(|h| !h.is_empty())) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(p),
-    }
-}
-
 /// The folders a model file is looked for in, and the one it is downloaded to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Places {
@@ -133,8 +125,9 @@ pub struct Places {
 
 impl Places {
     pub fn new(local: &LocalConfig, env: Env<'_>) -> Places {
-        let configured = local.model_cache_dir.as_deref().map(str::trim).filter(|d| !d.is_empty()).map(|d| expand_home(d, env));
-        let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let configured =
+            local.model_cache_dir.as_deref().map(str::trim).filter(|d| !d.is_empty()).map(|d| memory_core::paths::expand_home_in(d, env));
+        let home = memory_core::paths::home_dir_in(env);
         let own = env("MEMORY_RS_CACHE")
             .filter(|c| !c.is_empty())
             .map(PathBuf::from)
