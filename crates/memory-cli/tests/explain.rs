@@ -137,3 +137,64 @@ fn explain_prints_for_people() {
     assert!(text.contains("snippet  the whole chunk: "), "{text}");
     assert!(text.contains("memory/garden.md: indexed, but no chunk of it was a candidate"), "{text}");
 }
+
+#[test]
+fn a_path_that_cannot_name_a_note_is_an_argument_error() {
+    let dirs = common::workspace(LOGS);
+    let config = config(&dirs, json!({}));
+    for bad in ["/etc/passwd", "memory/../../etc/passwd", " "] {
+        let out = common::memory(dirs.ws.path(), dirs.state.path(), Some(&config)).args(["explain", "importer", "--path", bad]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}: {stderr}");
+        assert!(stderr.contains("explainPath") && stderr.contains("inside the workspace"), "{bad}: {stderr}");
+    }
+}
+
+/// The factors a small keyword workspace does not show: temporal decay, project, an exact match in hybrid search,
+/// the reranker (the cross-encoder the setup installs).
+#[test]
+fn decay_project_exact_match_and_reranker_show_through_the_binary() {
+    let reranker = std::env::var_os("MEMORY_RS_CACHE")
+        .map_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs"), std::path::PathBuf::from)
+        .join("models/ms-marco-MiniLM-L-12-v2");
+    if !reranker.is_dir() {
+        conformance::testing::missing_prerequisite(
+            "decay_project_exact_match_and_reranker",
+            "the ms-marco-MiniLM-L-12-v2 reranker is not in the cache",
+        );
+        return;
+    }
+    let mut notes = LOGS.to_vec();
+    notes.push(("memory/deploys.md", "# Deploys\n\n<!-- project: github.com/acme/importer -->\nThe importer deploy failed with E4012 twice.\n"));
+    let dirs = common::workspace(&notes);
+    let base_url = common::slow_embedding_server(std::time::Duration::ZERO);
+    let config = config(
+        &dirs,
+        json!({ "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": base_url },
+                "query": { "hybrid": { "temporalDecay": { "enabled": true, "halfLifeDays": 30 } },
+                           "rerank": { "enabled": true, "modelPath": reranker.to_str().unwrap() } } }),
+    );
+    let v = run(&dirs, &config, &["explain", "importer E4012", "--project", "github.com/acme/importer"]);
+    let e = &v["explanation"];
+    assert_eq!((e["reranked"].as_bool(), e["halfLifeDays"].as_f64()), (Some(true), Some(30.0)), "{e}");
+    let hit = |path: &str| e["hits"].as_array().unwrap().iter().find(|h| h["path"] == path).cloned().unwrap_or_else(|| panic!("{path}: {e}"));
+    let deploys = hit("memory/deploys.md");
+    assert_eq!(deploys["exactMatch"], true, "{deploys}");
+    assert!((f(&deploys["project"]) - 1.15).abs() < 1e-9, "{deploys}");
+    assert!(deploys["rerank"].is_number(), "the reranker read it: {deploys}");
+    let old = hit("memory/2026-03-10.md");
+    assert!((8.0..9.0).contains(&f(&old["ageDays"])) && f(&old["decay"]) < 1.0, "{old}");
+    assert!(hit("MEMORY.md").get("ageDays").is_none(), "an evergreen note does not decay");
+    for h in e["hits"].as_array().unwrap() {
+        let moved = f(&h["merged"]) + f(&h["recency"]) + f(&h["timeWindow"]) + f(&h["sentence"]);
+        let score = moved * f(&h["decay"]) * f(&h["importance"]) * f(&h["project"]) + h["rerank"].as_f64().unwrap_or(0.0);
+        assert!((score - f(&h["score"])).abs() < 1e-9, "{h}");
+    }
+    let out = common::memory(dirs.ws.path(), dirs.state.path(), Some(&config))
+        .args(["explain", "importer E4012", "--project", "github.com/acme/importer"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("first    holds what the query names exactly"), "{text}");
+    assert!(text.contains("project x1.15") && text.contains("decay x0.") && text.contains("   rerank   "), "{text}");
+}

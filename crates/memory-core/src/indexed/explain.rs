@@ -10,6 +10,20 @@ use crate::ranking::{Query, Trace};
 /// The most chunks of one file read to say why none of them was a candidate.
 const MAX_CHUNKS_READ: usize = 10_000;
 
+/// `explainPath` as asked, when it can name a note at all: a path with `..`, or an absolute one outside the
+/// workspace and the extra paths, is an argument error naming the field (the search does not run).
+pub(super) fn check_explain_path(roots: &crate::discovery::MemoryRoots, asked: &str) -> Result<()> {
+    let p = Path::new(asked.trim());
+    let outside = p.is_absolute() && !p.starts_with(&roots.workspace) && !roots.extra_paths.iter().any(|x| p.starts_with(x));
+    if asked.trim().is_empty() || outside || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return Err(MemoryError::InvalidInput(format!(
+            "explainPath: `{asked}` is not a path inside the workspace ({}) or its extra paths; give one as `memory search` lists it, e.g. memory/2026-03-04.md",
+            roots.workspace.display()
+        )));
+    }
+    Ok(())
+}
+
 impl IndexedBackend {
     /// The explanation of a search that recorded `trace` and answered `results`.
     pub(super) async fn explanation(
@@ -23,7 +37,7 @@ impl IndexedBackend {
     ) -> Explanation {
         let mut explanation = trace.explain(query, &ctx.opts, results, reranked);
         if let Some(asked) = request.explain_path.as_deref() {
-            explanation.path = Some(self.explain_path(asked, trace, query, ctx, results).await);
+            explanation.path = Some(self.explain_path(asked.trim(), trace, query, ctx, results).await);
         }
         explanation
     }

@@ -98,6 +98,9 @@ impl IndexedBackend {
             return Err(MemoryError::InvalidInput("query is empty".into()));
         }
         let days = request.days()?;
+        if let Some(asked) = request.explain_path.as_deref() {
+            super::explain::check_explain_path(&self.roots, asked)?;
+        }
         let mut warnings = Vec::new();
         // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.
         let embed_deadline = tokio::time::Instant::now() + patience::EMBED_WAIT;
