@@ -206,7 +206,7 @@ fn check_workspace(r: &mut Report, args: &Args<'_>, json: Option<&serde_json::Va
         r.fail("workspace", format!("{} is not a folder", ws.display()), "pass --workspace <the folder that holds MEMORY.md and memory/>");
         return None;
     }
-    let ws = match std::fs::canonicalize(&ws) {
+    let ws = match memory_core::paths::canonical(&ws) {
         Ok(w) => w,
         Err(e) => {
             r.fail("workspace", format!("cannot resolve {}: {e}", ws.display()), "pass --workspace <folder>");

@@ -66,7 +66,7 @@ pub(crate) fn resolve_at(args: ResolveArgs<'_>) -> anyhow::Result<Resolved> {
     if !workspace.is_dir() {
         bail!("workspace {} is not a folder", workspace.display());
     }
-    let workspace = std::fs::canonicalize(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
+    let workspace = memory_core::paths::canonical(&workspace).with_context(|| format!("cannot resolve {}", workspace.display()))?;
     let host = memory_host::Host::new();
     // Every engine's block is checked here, whichever engine is configured (a misspelt key is never silent).
     let config = match (&config_path, config_json) {

@@ -2,6 +2,24 @@
 
 use std::path::{Path, PathBuf};
 
+/// `path` made absolute with every link resolved (`std::fs::canonicalize`), written as people write it: on
+/// Windows without the `\\?\` prefix canonicalize adds (`\\?\C:\notes` is `C:\notes`, `\\?\UNC\host\share` is
+/// `\\host\share`), which tools and people do not read as the same folder.
+pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    Ok(without_verbatim_prefix(std::fs::canonicalize(path)?))
+}
+
+fn without_verbatim_prefix(p: PathBuf) -> PathBuf {
+    let Some(s) = p.to_str() else { return p };
+    if let Some(rest) = s.strip_prefix(r"\\?\UNC\") {
+        return PathBuf::from(format!(r"\\{rest}"));
+    }
+    match s.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => p,
+    }
+}
+
 /// The environment as text, by name: `std::env::var`, or a map in tests.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -78,6 +96,15 @@ pub fn state_path(template: &str, agent_id: &str, state_dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_paths_lose_the_windows_verbatim_prefix() {
+        assert_eq!(without_verbatim_prefix(PathBuf::from(r"\\?\C:\notes")), PathBuf::from(r"C:\notes"));
+        assert_eq!(without_verbatim_prefix(PathBuf::from(r"\\?\UNC\host\share\x")), PathBuf::from(r"\\host\share\x"));
+        assert_eq!(without_verbatim_prefix(PathBuf::from(r"\\?\Volume{1}\x")), PathBuf::from(r"\\?\Volume{1}\x"));
+        assert_eq!(without_verbatim_prefix(PathBuf::from("/home/u/notes")), PathBuf::from("/home/u/notes"));
+        assert_eq!(canonical(Path::new(".")).unwrap(), std::fs::canonicalize(".").unwrap());
+    }
 
     #[test]
     fn the_home_folder_is_home_else_the_windows_profile() {

@@ -197,7 +197,7 @@ impl Memory {
         if !workspace.is_dir() {
             return Err(WorkspaceError::new_err(format!("workspace {} is not a folder", workspace.display())));
         }
-        let workspace = std::fs::canonicalize(&workspace)
+        let workspace = memory_core::paths::canonical(&workspace)
             .map_err(|e| WorkspaceError::new_err(format!("cannot resolve workspace {}: {e}", workspace.display())))?;
         let host = memory_host::Host::new();
         let config = match &config {

@@ -39,7 +39,7 @@ impl AgentSpace {
     pub fn resolve(config: &Config, workspace: impl Into<PathBuf>, state_dir: impl Into<PathBuf>, agent_id: &str) -> AgentSpace {
         let workspace = workspace.into();
         let state_dir = state_dir.into();
-        let canonical_workspace = std::fs::canonicalize(&workspace).unwrap_or_else(|_| workspace.clone());
+        let canonical_workspace = crate::paths::canonical(&workspace).unwrap_or_else(|_| workspace.clone());
         let roots = MemoryRoots::for_search(workspace.clone(), &config.memory.search);
         let sessions_dir = crate::sessions::sessions_dir(config, &state_dir, agent_id);
         let configured_index = config.memory.search.store.path.as_deref().map(|p| crate::paths::state_path(p, agent_id, &state_dir));
