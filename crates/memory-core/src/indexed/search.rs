@@ -17,7 +17,7 @@ const VECTOR_PRF_WEIGHT: f32 = 0.75;
 
 /// The best [`PRF_DOCS`] chunks of the merged keyword + vector ranking: the feedback set of both expansions.
 fn feedback_ranking(keyword: &[Candidate], vector: &[Candidate], words: &QueryWords, opts: &RankingOptions) -> Vec<crate::ranking::Scored> {
-    let mut ranked = merge(keyword.to_vec(), vector.to_vec(), words, opts.vector_floor, opts.vector_weight, opts.text_weight);
+    let (mut ranked, _) = merge(keyword.to_vec(), vector.to_vec(), words, opts.vector_floor, opts.vector_weight, opts.text_weight);
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.chunk_id.cmp(&b.candidate.chunk_id)));
     ranked.truncate(PRF_DOCS);
     ranked

@@ -134,20 +134,9 @@ pub fn best_match_share(keyword: &[Candidate], text: &[f64], query: &QueryWords)
 /// clearly first fell below it. The share corrects both readings: the match's score (how good the best match is)
 /// and the leg's weight (how far to trust the leg on this query). A question whose words the best match holds
 /// keeps its keyword lead (share 1: no change). Figures in docs/benchmark-history.md.
+///
+/// Returns the merged candidates and the weights the legs were given (what `memory explain` shows).
 pub fn merge(
-    keyword: Vec<Candidate>,
-    vector: Vec<Candidate>,
-    query: &QueryWords,
-    vector_floor: Option<f64>,
-    vector_weight: f64,
-    text_weight: f64,
-) -> Vec<Scored> {
-    merge_weighed(keyword, vector, query, vector_floor, vector_weight, text_weight).0
-}
-
-/// [`merge`], and the weights it gave the legs (normalised to sum 1 over the legs that answered): what
-/// `memory explain` shows.
-pub fn merge_weighed(
     keyword: Vec<Candidate>,
     vector: Vec<Candidate>,
     query: &QueryWords,

@@ -19,7 +19,7 @@ mod recency;
 
 pub use exact::{exact_path_tier, ExactQuery};
 pub use explain::{Stage, Trace};
-pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, merge_weighed, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
+pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
 pub use query::Query;
 pub use recency::{asks_about_present, prefer_recent, RECENCY_PREFERENCE, RECENCY_PREFERENCE_PRESENT};
 
@@ -402,7 +402,7 @@ pub fn order(
     // Exact matches are ordered first in hybrid search only: keyword search alone already ranks by the words,
     // and a search configured to weigh one leg only is not hybrid.
     let hybrid = !keyword.is_empty() && !vector.is_empty() && opts.vector_weight > 0.0 && opts.text_weight > 0.0;
-    let (mut items, weights) = merge_weighed(keyword, vector, query.words(), opts.vector_floor, opts.vector_weight, opts.text_weight);
+    let (mut items, weights) = merge(keyword, vector, query.words(), opts.vector_floor, opts.vector_weight, opts.text_weight);
     if hybrid {
         let named = query.exact();
         if *named != ExactQuery::None {

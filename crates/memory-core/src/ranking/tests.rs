@@ -142,7 +142,7 @@ fn merge_weights_and_normalises() {
     v.vector_score = Some(1.0);
     let mut v2 = cand("b", "memory/b.md", "beta");
     v2.vector_score = Some(0.5);
-    let items = merge(vec![k], vec![v, v2], &QueryWords::default(), None, 0.7, 0.3);
+    let items = merge(vec![k], vec![v, v2], &QueryWords::default(), None, 0.7, 0.3).0;
     // The configured weights, scaled by each leg's spread over the two candidates ([`hybrid_weights`]).
     let (vw, tw) = hybrid_weights(0.7, 0.3, &[1.0, 0.5], &[0.5], 2);
     assert!((vw + tw - 1.0).abs() < 1e-12 && tw > 0.3, "{vw} {tw}");
@@ -159,7 +159,7 @@ fn merge_weights_and_normalises() {
     let calibrated = vector_scores(&vector, Some(0.5));
     assert_eq!(calibrated.len(), 3);
     assert!((calibrated[0] - 0.9).abs() < 1e-12 && (calibrated[1] - 0.45).abs() < 1e-12 && calibrated[2].abs() < 1e-12, "{calibrated:?}");
-    let items = merge(vec![k], vector.clone(), &QueryWords::default(), Some(0.5), 0.7, 0.3);
+    let items = merge(vec![k], vector.clone(), &QueryWords::default(), Some(0.5), 0.7, 0.3).0;
     let (vw, tw) = hybrid_weights(0.7, 0.3, &calibrated, &[0.5], 3);
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().clone();
     assert!((score("a").score - (vw * 0.9 + tw * 0.5)).abs() < 1e-12);
@@ -172,13 +172,13 @@ fn merge_weights_and_normalises() {
     more.extend((0..40).map(|i| cand_with_vec(&format!("x{i}"), 0.2)));
     assert!((vector_scores(&more, Some(0.5))[1] - 0.45).abs() < 1e-12);
     // Nothing above the floor: the vector leg says nothing. No floor: the cosines count as they are.
-    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.4)], &QueryWords::default(), Some(0.5), 0.7, 0.3);
+    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.4)], &QueryWords::default(), Some(0.5), 0.7, 0.3).0;
     assert!(items.iter().find(|s| s.candidate.chunk_id == "c").unwrap().score.abs() < 1e-12);
-    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.75)], &QueryWords::default(), None, 1.0, 1.0);
+    let items = merge(vec![cand("a", "memory/a.md", "alpha")], vec![cand_with_vec("c", 0.75)], &QueryWords::default(), None, 1.0, 1.0).0;
     let c = items.iter().find(|s| s.candidate.chunk_id == "c").unwrap();
     assert!((c.score - 0.5 * 0.75).abs() < 1e-12, "{}", c.score);
     // Weights that do not sum to 1 are normalised.
-    let items = merge(vec![], vec![cand_with_vec("c", 0.9)], &QueryWords::default(), Some(0.5), 7.0, 3.0);
+    let items = merge(vec![], vec![cand_with_vec("c", 0.9)], &QueryWords::default(), Some(0.5), 7.0, 3.0).0;
     assert!((items[0].score - 0.9).abs() < 1e-12, "vector-only search scores by the vector alone");
 }
 
@@ -192,7 +192,7 @@ fn cand_with_vec(id: &str, v: f64) -> Candidate {
 fn keyword_only_scores_by_text() {
     let mut k = cand("a", "memory/a.md", "alpha");
     k.keyword_score = Some(2.9);
-    let items = merge(vec![k], vec![], &QueryWords::default(), None, 0.7, 0.3);
+    let items = merge(vec![k], vec![], &QueryWords::default(), None, 0.7, 0.3).0;
     assert!((items[0].score - 0.75).abs() < 1e-12);
 }
 
@@ -214,11 +214,11 @@ fn beside_vectors_text_scores_are_in_proportion_to_the_best_keyword_match() {
         c.vector_score = Some(0.5);
         c
     };
-    let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], &QueryWords::default(), None, 0.7, 0.3);
+    let items = merge(vec![all.clone(), one.clone()], vec![v(&all), v(&one)], &QueryWords::default(), None, 0.7, 0.3).0;
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
     assert!(score("all") - score("one") > 0.2, "{} vs {}", score("all"), score("one"));
     // Keyword-only search keeps the r / (1 + r) mapping for every candidate (min-score reads it).
-    let items = merge(vec![all, one], vec![], &QueryWords::default(), None, 0.7, 0.3);
+    let items = merge(vec![all, one], vec![], &QueryWords::default(), None, 0.7, 0.3).0;
     assert!((items[1].score - 6.0 / 7.0).abs() < 1e-12);
 }
 
@@ -232,7 +232,7 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
     keyword.extend((0..8).map(|i| kw(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 1.0)));
     let mut vector = vec![vec_cand("x", "memory/2023-05-09.md", "x", 0.50), vec_cand("y", "memory/2023-05-08.md", "y", 0.30)];
     vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 0.45 + 0.005 * i as f64)));
-    let items = merge(keyword.clone(), vector.clone(), &QueryWords::default(), Some(0.05), 0.7, 0.3);
+    let items = merge(keyword.clone(), vector.clone(), &QueryWords::default(), Some(0.05), 0.7, 0.3).0;
     let score = |id: &str| items.iter().find(|s| s.candidate.chunk_id == id).unwrap().score;
     assert!(score("y") > score("x"), "y {} x {}", score("y"), score("x"));
     let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 10);
@@ -245,7 +245,7 @@ fn a_flat_vector_leg_does_not_outvote_a_decisive_keyword_match() {
     vector.extend((0..9).map(|i| vec_cand(&format!("k{i}"), &format!("memory/k{i}.md"), "k", 0.15)));
     let (vw, tw) = hybrid_weights(0.7, 0.3, &vector_scores(&vector, Some(0.05)), &text_scores(&keyword), 11);
     assert!(vw > 0.9, "{vw} {tw}");
-    let items = merge(keyword, vector, &QueryWords::default(), Some(0.05), 0.7, 0.3);
+    let items = merge(keyword, vector, &QueryWords::default(), Some(0.05), 0.7, 0.3).0;
     let mut order: Vec<_> = items.iter().map(|s| (s.score, s.candidate.chunk_id.clone())).collect();
     order.sort_by(|a, b| b.0.total_cmp(&a.0));
     assert_eq!(order[0].1, "p");
@@ -572,14 +572,14 @@ fn newer_dated_notes_win_near_ties_but_not_clear_differences() {
     let r = rank(keyword2, vec![], vec![], &Query::parse("which database does the backend use now"), &o);
     assert_eq!(r[0].path, "memory/2026-03-02.md");
     // The gain is a share of the spread (best - last here): the oldest and undated notes gain nothing.
-    let mut items = merge(keyword.clone(), vec![], &QueryWords::default(), None, 0.7, 0.3);
+    let mut items = merge(keyword.clone(), vec![], &QueryWords::default(), None, 0.7, 0.3).0;
     let before: Vec<f64> = items.iter().map(|s| s.score).collect();
     let spread = before.iter().copied().fold(f64::MIN, f64::max) - before.iter().copied().fold(f64::MAX, f64::min);
     prefer_recent(&mut items, &Query::parse("which database"));
     assert_eq!(items[2].score, before[2]);
     assert_eq!(items[0].score, before[0], "the oldest gets nothing");
     assert!((items[1].score - before[1] - RECENCY_PREFERENCE * spread).abs() < 1e-12);
-    let mut now = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3);
+    let mut now = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3).0;
     prefer_recent(&mut now, &Query::parse("which database do we use now?"));
     assert!((now[1].score - before[1] - RECENCY_PREFERENCE_PRESENT * spread).abs() < 1e-12);
     // Scores that bunch (a model's cosines in 0.80-0.82) move as little as they spread: the order of two
@@ -710,7 +710,7 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
     let r = rank(keyword.clone(), vec![], vec![], &Query::parse("where does Søren keep the spare key"), &o);
     assert_eq!(r[0].path, "memory/2026-12-04.md", "{r:?}");
     // Only the head moves: a sixth candidate whose sentence holds the whole query stays out of the first five.
-    let mut items = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3);
+    let mut items = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3).0;
     items.push(Scored {
         candidate: cand("deep", "memory/deep.md", "Søren keeps the spare key in the car."),
         score: 0.01,
@@ -735,7 +735,7 @@ fn a_keyword_match_on_one_word_of_a_chinese_question_does_not_outrank_the_vector
     vector.push(vec_cand("log", "memory/2026-10-20.md", "周末去爬山，一次走了二十公里。", 0.42));
     vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "other", 0.30 + 0.01 * i as f64)));
     let first = |words: &QueryWords| {
-        let items = merge(keyword.clone(), vector.clone(), words, Some(0.18), 0.7, 0.3);
+        let items = merge(keyword.clone(), vector.clone(), words, Some(0.18), 0.7, 0.3).0;
         items.into_iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id
     };
     let words = QueryWords::of(query);
@@ -755,7 +755,7 @@ fn a_keyword_match_on_one_word_of_a_chinese_question_does_not_outrank_the_vector
     vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "o", 0.45 + 0.002 * i as f64)));
     let words = QueryWords::of(query);
     assert_eq!(words.share_held_by(&keyword[0].text), 1.0, "{words:?}");
-    let items = merge(keyword, vector, &words, Some(0.05), 0.7, 0.3);
+    let items = merge(keyword, vector, &words, Some(0.05), 0.7, 0.3).0;
     assert_eq!(items.into_iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id, "y");
 }
 
