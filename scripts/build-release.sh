@@ -21,7 +21,9 @@ arch="${target%%-*}"
 host_arch="$(uname -m)"
 
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+# Wine's server keeps its prefix open a moment after the last program: it is stopped before the prefix goes.
+stop_wine=true
+trap '$stop_wine; rm -rf "$scratch"' EXIT
 run=()
 # How a path of this machine is written for the binary (under Wine, on drive Z:).
 winpath() { printf '%s' "$1"; }
@@ -54,6 +56,7 @@ x86_64-pc-windows-gnu)
     bin="$out/memory-$target.exe"
     export WINEPREFIX="$scratch/wine" WINEDEBUG=-all
     run=("${WINE:-$(command -v wine64 || echo /usr/lib/wine/wine64)}")
+    stop_wine="$(command -v wineserver || echo /usr/lib/wine/wineserver64) -k"
     winpath() { printf 'Z:%s' "$(printf '%s' "$1" | tr / '\\')"; }
     ;;
 *)
