@@ -175,6 +175,19 @@ impl Verdict {
     pub fn kept(self) -> bool {
         !matches!(self, Verdict::BeyondMaxResults | Verdict::BelowMinScore)
     }
+
+    /// Why, in words (the one wording `memory explain` and `explainPath` use).
+    pub fn why(self) -> &'static str {
+        match self {
+            Verdict::ExactPath => "its file's name is the query",
+            Verdict::ExactMatch => "it holds what the query names exactly",
+            Verdict::Score => "its score reaches minScore",
+            Verdict::VectorLeg => "the vector leg alone scores it at minScore or more",
+            Verdict::KeywordBackfill => "no hit reached minScore, so keyword matches answer",
+            Verdict::BeyondMaxResults => "it passes minScore, but maxResults hits rank above it",
+            Verdict::BelowMinScore => "its score is below minScore",
+        }
+    }
 }
 
 /// Why a result's snippet shows the lines it shows.

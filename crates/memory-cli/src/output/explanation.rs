@@ -156,16 +156,9 @@ fn hit(out: &mut dyn Write, h: &HitExplanation, e: &Explanation) -> anyhow::Resu
     Ok(())
 }
 
+/// The verdict's reason with this search's numbers: "minScore 0.35", "6 maxResults hits".
 fn verdict(v: Verdict, e: &Explanation) -> String {
-    match v {
-        Verdict::ExactPath => "its file's name is the query".into(),
-        Verdict::ExactMatch => "holds what the query names exactly".into(),
-        Verdict::Score => format!("score reaches minScore {}", e.min_score),
-        Verdict::VectorLeg => format!("the vector leg alone scores it at minScore {} or more", e.min_score),
-        Verdict::KeywordBackfill => format!("no hit reached minScore {}, keyword matches answer", e.min_score),
-        Verdict::BeyondMaxResults => format!("passes the cut, {} hits rank above it", e.max_results),
-        Verdict::BelowMinScore => format!("below minScore {}", e.min_score),
-    }
+    v.why().replacen("minScore", &format!("minScore {}", e.min_score), 1).replacen("maxResults hits", &format!("{} hits", e.max_results), 1)
 }
 
 fn path(out: &mut dyn Write, p: &PathExplanation) -> anyhow::Result<()> {

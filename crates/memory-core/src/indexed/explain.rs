@@ -83,9 +83,7 @@ impl IndexedBackend {
             let lines = format!("lines {}-{}", s.candidate.start_line, s.candidate.end_line);
             let (verdict, result) = trace.verdict(s, min_score);
             return match (verdict, result) {
-                (_, Some(n)) => {
-                    answer(PathVerdict::Result, Some(i + 1), format!("result {n} ({lines}, score {:.3}: {})", s.score, kept_why(verdict)))
-                }
+                (_, Some(n)) => answer(PathVerdict::Result, Some(i + 1), format!("result {n} ({lines}, score {:.3}: {})", s.score, verdict.why())),
                 (Verdict::BeyondMaxResults, None) => answer(
                     PathVerdict::BeyondMaxResults,
                     Some(i + 1),
@@ -176,7 +174,7 @@ impl IndexedBackend {
             reasons.push(format!("none of its lines holds a word of the query ({})", words.join(", ")));
         } else {
             reasons.push(format!(
-                "its lines hold {}, but other chunks matched the words better (the keyword leg brought {} of at most {})",
+                "its lines hold {}, but the keyword leg's {} candidates (at most {}) did not include it",
                 named.join(", "),
                 trace.keyword_candidates,
                 ctx.limit
@@ -202,18 +200,6 @@ impl IndexedBackend {
             reasons.push("the search had no vector leg".into());
         }
         answer(PathVerdict::NotACandidate, None, format!("indexed, but no chunk of it was a candidate: {}", reasons.join("; ")))
-    }
-}
-
-/// Why a kept hit passed the cut, in words.
-fn kept_why(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::ExactPath => "its file's name is the query",
-        Verdict::ExactMatch => "it holds what the query names exactly",
-        Verdict::Score => "its score reaches minScore",
-        Verdict::VectorLeg => "the vector leg alone scores it at minScore or more",
-        Verdict::KeywordBackfill => "no hit reached minScore, so keyword matches answer",
-        Verdict::BeyondMaxResults | Verdict::BelowMinScore => "",
     }
 }
 
