@@ -46,6 +46,16 @@ try:
     raise AssertionError("a before that is not a day was accepted")
 except InvalidInputError as e:
     assert "before" in str(e), e
+# explain: the same results, each hit's factors, and where a named file is.
+explained = m.explain("which error did I fix in billing?", path="memory/2026-11-29.md")
+assert [r["path"] for r in explained["results"]] == [h.path for h in m.search("which error did I fix in billing?")], explained
+assert explained["explanation"]["hits"][0]["path"] == "memory/2026-11-29.md", explained["explanation"]
+assert explained["explanation"]["path"]["verdict"] == "result", explained["explanation"]["path"]
+try:
+    m.explain("billing", path="/etc/passwd")
+    raise AssertionError("an explain path outside the workspace was accepted")
+except InvalidInputError as e:
+    assert "explainPath" in str(e), e
 doc = m.get("memory/2026-11-29.md", from_=3, lines=1)
 assert doc.text.strip() == "- Fixed error E4012 in billing" and doc.from_ == 3 and doc.total_lines == 4, (doc, doc.text)
 appended = m.append("Alice prefers Tuesday meetings")
@@ -63,6 +73,8 @@ async def twins():
     rec = await m.arecall("where is the gateway")
     st = await m.astatus()
     rep = await m.aindex()
+    why = await m.aexplain("canary rollout", max_results=2)
+    assert [r["path"] for r in why["results"]] == [h.path for h in hits], (why, hits)
     # Concurrent searches: each releases the GIL, so they overlap instead of queueing behind it.
     many = await asyncio.gather(*(m.asearch(f"topic {i}") for i in range(8)))
     return hits, doc, rec, st, rep, many

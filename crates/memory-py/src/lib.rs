@@ -290,6 +290,36 @@ impl Memory {
             .collect())
     }
 
+    /// Why a search answers what it does: the dict `memory explain --json` prints (`results`, `explanation` with
+    /// every factor of each hit and, with `path`, where that memory file is and why; `warnings`).
+    #[pyo3(signature = (query, path=None, max_results=6, min_score=None, projects=None, after=None, before=None))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature: keyword arguments with defaults")]
+    fn explain(
+        &self,
+        py: Python<'_>,
+        query: String,
+        path: Option<String>,
+        max_results: usize,
+        min_score: Option<f64>,
+        projects: Option<Vec<String>>,
+        after: Option<String>,
+        before: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let (engine, _) = self.engine()?;
+        let request = SearchRequest {
+            max_results: Some(max_results),
+            min_score,
+            active_project_keys: projects.unwrap_or_default(),
+            after,
+            before,
+            explain: true,
+            explain_path: path,
+            ..SearchRequest::new(query)
+        };
+        let response = py.detach(|| self.runtime.block_on(engine.search(&request))).map_err(to_py)?;
+        json_to_py(py, &to_json(response)?)
+    }
+
     /// What is indexed, where, and whether it is fresh: the dict `memory status --json` prints.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let (engine, _) = self.engine()?;

@@ -90,6 +90,20 @@ class Memory(_native.Memory):
             self.search, query, max_results, min_score, None if projects is None else list(projects), after, before
         )
 
+    async def aexplain(
+        self,
+        query: str,
+        path: Optional[str] = None,
+        max_results: int = 6,
+        min_score: Optional[float] = None,
+        projects: Optional[Sequence[str]] = None,
+        after: Optional[str] = None,
+        before: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        return await asyncio.to_thread(
+            self.explain, query, path, max_results, min_score, None if projects is None else list(projects), after, before
+        )
+
     async def aget(self, path: str, from_: Optional[int] = None, lines: Optional[int] = None) -> Document:
         return await asyncio.to_thread(self.get, path, from_, lines)
 

@@ -106,9 +106,29 @@ class Memory:
     def get(self, path: str, from_: Optional[int] = None, lines: Optional[int] = None) -> Document: ...
     def append(self, text: str) -> Dict[str, Any]: ...
     def recall(self, message: str, projects: Optional[Sequence[str]] = None) -> List[Recalled]: ...
+    def explain(
+        self,
+        query: str,
+        path: Optional[str] = None,
+        max_results: int = 6,
+        min_score: Optional[float] = None,
+        projects: Optional[Sequence[str]] = None,
+        after: Optional[str] = None,
+        before: Optional[str] = None,
+    ) -> Dict[str, Any]: ...
     def status(self) -> Dict[str, Any]: ...
     def index(self, force: bool = False) -> Dict[str, Any]: ...
     def close(self) -> None: ...
+    async def aexplain(
+        self,
+        query: str,
+        path: Optional[str] = None,
+        max_results: int = 6,
+        min_score: Optional[float] = None,
+        projects: Optional[Sequence[str]] = None,
+        after: Optional[str] = None,
+        before: Optional[str] = None,
+    ) -> Dict[str, Any]: ...
     async def asearch(
         self,
         query: str,
