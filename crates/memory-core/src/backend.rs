@@ -1,4 +1,5 @@
 //! The one trait every engine implements.
+#![deny(missing_docs)]
 
 use async_trait::async_trait;
 
@@ -15,6 +16,7 @@ pub trait MemoryBackend: Send + Sync {
     /// The name this engine is registered under (`builtin`, `qmd`, `lancedb`...).
     fn name(&self) -> &str;
 
+    /// What it can do (conformance cases and hosts read it); the fallback's while a fallback answers.
     fn capabilities(&self) -> Capabilities;
 
     /// Ranked snippets for a query. Never the whole file.
@@ -36,6 +38,7 @@ pub trait MemoryBackend: Send + Sync {
     /// Bring the index in step with the files.
     async fn sync(&self, options: SyncOptions) -> Result<SyncReport>;
 
+    /// What is indexed, where, whether it is fresh, and what is wrong (`memory status`).
     async fn status(&self) -> Result<Status>;
 
     /// Delete the engine's index (never the memory files). The next sync rebuilds it.

@@ -1,5 +1,6 @@
 //! Why a search answered what it did: the shape `memory explain` prints and `memory_search` returns with
-//! `explain` (field names are the wire names). Filled by the indexed engines ([`crate::ranking::explain`]).
+//! `explain` (field names are the wire names). Filled by the indexed engines (`ranking::Trace`).
+#![deny(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 
@@ -9,13 +10,16 @@ use crate::types::Source;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
+    /// How the query was read.
     pub query: QueryReading,
     /// The day the search was asked on (`YYYY-MM-DD`): what "yesterday" or "last week" in the query means.
     pub today: String,
     /// Candidates each leg brought (the keyword leg after its feedback expansion, the vector leg after its
     /// refined second search), and the budget each leg was asked for.
     pub keyword_candidates: usize,
+    /// See `keyword_candidates`.
     pub vector_candidates: usize,
+    /// The most candidates each leg was asked for (`maxResults`, at least ten, x `candidateMultiplier`).
     pub candidate_limit: usize,
     /// The weights the merge gave the legs on this query (normalised over the legs that answered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,7 +27,9 @@ pub struct Explanation {
     /// The similarity the embedding model gives this query and unrelated text: vector scores count from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector_floor: Option<f64>,
+    /// The `minScore` the cut used.
     pub min_score: f64,
+    /// The most results asked for.
     pub max_results: usize,
     /// Temporal decay's half-life in days, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,8 +66,11 @@ pub struct QueryReading {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeReading {
+    /// The words as asked ("last week").
     pub text: String,
+    /// Its first day, `YYYY-MM-DD`.
     pub first: String,
+    /// Its last day, `YYYY-MM-DD`.
     pub last: String,
 }
 
@@ -69,7 +78,9 @@ pub struct TimeReading {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LegWeights {
+    /// The keyword leg's.
     pub text: f64,
+    /// The vector leg's.
     pub vector: f64,
 }
 
@@ -82,9 +93,13 @@ pub struct HitExplanation {
     /// Its place among the results, from 1; `None` when it is not one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<usize>,
+    /// The file, as results name it.
     pub path: String,
+    /// The chunk's first line (1-based).
     pub start_line: usize,
+    /// The chunk's last line.
     pub end_line: usize,
+    /// Memory files or transcripts.
     pub source: Source,
     /// The day the chunk is of (`YYYY-MM-DD`: a daily log's name, front matter, a dated heading, a transcript's
     /// timestamp).
@@ -111,9 +126,11 @@ pub struct HitExplanation {
     /// The age temporal decay counted, in days; `None` with decay off or for an evergreen note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age_days: Option<f64>,
-    /// Factors the score was multiplied by: temporal decay, importance (`<!-- importance: N -->`), project.
+    /// Temporal decay's factor (1 when off or for an evergreen note).
     pub decay: f64,
+    /// Importance's factor (`<!-- importance: N -->`: 0.75 + 0.05 x N; 1 without).
     pub importance: f64,
+    /// The project's factor (an active repository's entry 1.15, another's 0.9, untagged 1).
     pub project: f64,
     /// The change the reranker made to its score; `None` when it did not read this hit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,9 +211,10 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SnippetReason {
-    /// The file lines it shows (`None` for a transcript, whose lines are its records).
+    /// The first file line it shows (`None` for a transcript, whose lines are its records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_line: Option<usize>,
+    /// The last file line it shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<usize>,
     /// The whole chunk fits in a snippet.
@@ -212,6 +230,7 @@ pub struct SnippetReason {
 pub struct PathExplanation {
     /// The path as asked.
     pub path: String,
+    /// Where it is.
     pub verdict: PathVerdict,
     /// Its best place in the ranking, from 1, when a chunk of it was ranked.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,6 @@
 //! Maps `memory.backend` names to engine factories, so a host opens whatever the config names and a plugin
 //! author can register another engine.
+#![deny(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,6 +17,8 @@ use crate::space::AgentSpace;
 /// Everything an engine needs to open.
 #[derive(Clone)]
 pub struct OpenContext {
+    /// The whole configuration, checked ([`BackendRegistry::check_config`]); an engine reads its block with
+    /// [`Config::engine_block`].
     pub config: Arc<Config>,
     /// Where the agent's memory lives: its workspace and roots, its transcripts, and the names of every state file
     /// an engine keeps. Resolved once ([`OpenContext::new`]); engines ask it instead of deriving paths.
@@ -35,11 +38,13 @@ impl OpenContext {
         OpenContext { config, space, embedder: None, reranker: None }
     }
 
+    /// The same context with this embedding provider (`None`: keyword search only).
     pub fn with_embedder(mut self, embedder: Option<Arc<dyn EmbeddingProvider>>) -> OpenContext {
         self.embedder = embedder;
         self
     }
 
+    /// The same context with this second-stage reranker (`None`: off).
     pub fn with_reranker(mut self, reranker: Option<Arc<dyn crate::rerank::Reranker>>) -> OpenContext {
         self.reranker = reranker;
         self
@@ -51,8 +56,10 @@ impl OpenContext {
     }
 }
 
+/// Opens one kind of engine: what a plugin author registers under a `memory.backend` name.
 #[async_trait]
 pub trait BackendFactory: Send + Sync {
+    /// Open the engine for the agent and workspace of `ctx` (its index may be built later, by the first sync).
     async fn open(&self, ctx: OpenContext) -> Result<Box<dyn MemoryBackend>>;
 
     /// Check the engine's own settings (its `memory.<engine>` block, read with [`Config::engine_block`])
@@ -77,6 +84,7 @@ pub struct BackendRegistry {
 }
 
 impl BackendRegistry {
+    /// A registry with no engine (a host registers the ones it ships: `memory_host::Host`).
     pub fn new() -> Self {
         Self::default()
     }
@@ -87,10 +95,12 @@ impl BackendRegistry {
         self
     }
 
+    /// The registered names, in order.
     pub fn names(&self) -> Vec<String> {
         self.factories.keys().cloned().collect()
     }
 
+    /// The factory registered under `name`.
     pub fn get(&self, name: &str) -> Option<Arc<dyn BackendFactory>> {
         self.factories.get(name).cloned()
     }

@@ -8,19 +8,23 @@ use memory_core::append::{append_entry, Appended};
 use memory_core::{MemoryBackend, Result, SyncOptions};
 use serde::Serialize;
 
+/// An appended entry, where it is, and whether the index holds it yet.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AppendResult {
+    /// Where the entry was written (file, lines, the entry as written).
     #[serde(flatten)]
     pub appended: Appended,
     /// `path#Lstart-Lend`, for citing the entry.
     pub citation: String,
     /// True when the entry is in the index (the sync after the write succeeded).
     pub indexed: bool,
+    /// Why it is not indexed yet, when it is not (the entry is written all the same).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
 }
 
+/// Append `text` as a timestamped entry to today's log in `workspace` and index it, so the next search finds it.
 pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text: &str) -> Result<AppendResult> {
     let text = text.to_string();
     let ws = workspace.to_path_buf();
@@ -33,11 +37,7 @@ pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text
 /// Index an entry already written (by [`append_and_index`], or by the `memory append` that hands the indexing to
 /// a shared server: the entry is written once, whoever indexes it).
 pub async fn index_appended(engine: &dyn MemoryBackend, appended: Appended) -> AppendResult {
-    let citation = if appended.start_line == appended.end_line {
-        format!("{}#L{}", appended.path, appended.start_line)
-    } else {
-        format!("{}#L{}-L{}", appended.path, appended.start_line, appended.end_line)
-    };
+    let citation = memory_core::ranking::citation(&appended.path, appended.start_line, appended.end_line);
     // The note is safely on disk before the index is touched; a failed sync (another process holding the index
     // longer than the engine waits, say) only delays searchability: the watcher or the next search indexes it. A
     // retry would write the entry twice, so this is never an error.

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! `examples/host.rs` opens from a config, searches, and registers a plugin engine.
-
+#![deny(missing_docs)]
 // A panic in a long-lived server fails the requests in flight: production code says what went wrong instead
 // (`memory_core::locks` for lock poisoning); tests unwrap freely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -183,6 +183,7 @@ pub struct WithBuiltinFallback {
 }
 
 impl WithBuiltinFallback {
+    /// `primary`, registered as `name`, with the builtin engine to answer while it cannot.
     pub fn new(name: impl Into<String>, primary: Arc<dyn BackendFactory>) -> Self {
         WithBuiltinFallback { name: name.into(), primary }
     }
