@@ -1,4 +1,5 @@
 //! The shapes of the two agent tools and of status/sync reports. Field names are the wire names.
+#![deny(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,7 @@ impl Source {
     /// Every source, in a fixed order.
     pub const ALL: [Source; 2] = [Source::Memory, Source::Sessions];
 
+    /// Its wire name (`memory`, `sessions`).
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Memory => "memory",
@@ -24,6 +26,7 @@ impl Source {
         }
     }
 
+    /// The source of a wire name; `None` for any other text.
     pub fn parse(s: &str) -> Option<Source> {
         match s {
             "memory" => Some(Source::Memory),
@@ -76,6 +79,7 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
+    /// A search for `query` with every other field at its default.
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest { query: query.into(), ..Default::default() }
     }
@@ -140,11 +144,15 @@ pub const MAX_PROJECT_ENTRIES: usize = 512;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectEntry {
+    /// The curated file it is in (`MEMORY.md`).
     pub path: String,
+    /// Its line (1-based).
     pub line: usize,
     /// The line without its annotations.
     pub text: String,
+    /// Its project keys (`<!-- project: key -->`), every one active.
     pub projects: Vec<String>,
+    /// Its `<!-- importance: N -->`, 1..=10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance: Option<u8>,
     /// `path#L<line>`.
@@ -155,6 +163,7 @@ pub struct ProjectEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallEntry {
+    /// The curated file it is in (`MEMORY.md` or `USER.md`).
     pub path: String,
     /// The entry's line (1-based).
     pub line: usize,
@@ -168,14 +177,17 @@ pub struct RecallEntry {
     pub relevance: f64,
     /// The phrase that matched best.
     pub trigger: String,
+    /// Its project keys, every one active (an entry with an inactive key is not eligible).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub projects: Vec<String>,
+    /// Its `<!-- importance: N -->`, 1..=10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance: Option<u8>,
     /// `path#L<line>`.
     pub citation: String,
 }
 
+/// `memory_recall`'s answer: the entries to inject before a reply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecallResponse {
@@ -188,6 +200,7 @@ pub struct RecallResponse {
     /// The search mode of the relevance leg (`hybrid`, `keyword`, `vector`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// What did not work as configured (a provider down, a part missing), for the caller to show.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// With `project_entries` asked for: `MEMORY.md`'s entries of the active repositories.
@@ -199,22 +212,33 @@ pub struct RecallResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResult {
+    /// The file: workspace-relative with `/` (`memory/2026-03-04.md`), absolute for an extra path outside the
+    /// workspace, `sessions/<name>.jsonl` for a transcript.
     pub path: String,
+    /// The hit's first line (1-based; a transcript's JSONL line).
     pub start_line: usize,
+    /// The hit's last line.
     pub end_line: usize,
+    /// How well it answers, 0..1 (the scale `minScore` is set in).
     pub score: f64,
+    /// The lines that answer, at most 700 characters (with a `Source:` line when citations are on).
     pub snippet: String,
+    /// Memory files or transcripts.
     pub source: Source,
+    /// The vector leg's cosine similarity, when the vector leg brought it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector_score: Option<f64>,
+    /// The keyword leg's score on the merge's 0..1 scale, when the keyword leg brought it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_score: Option<f64>,
+    /// `path#L<start>-L<end>`, unless citations are off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub citation: Option<String>,
     /// The lines of the file the snippet shows (within `startLine..=endLine`): the snippet is the best window
     /// of the hit, so an agent cites or `memory_get`s exactly what it read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snippet_start_line: Option<usize>,
+    /// The last line of the file the snippet shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snippet_end_line: Option<usize>,
 }
@@ -240,9 +264,11 @@ impl SearchResult {
     }
 }
 
+/// `memory_search`'s answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResponse {
+    /// Best first, at most `maxResults`.
     pub results: Vec<SearchResult>,
     /// How the answer was produced: "hybrid", "keyword", "vector".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,11 +300,13 @@ pub struct GetRequest {
     pub offset: Option<usize>,
 }
 
+/// `memory_get`'s answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GetResponse {
     /// Workspace-relative path (or the configured extra path) that was read.
     pub path: String,
+    /// The lines read, as written (line ends `\n`).
     pub text: String,
     /// 1-based first line returned (0 when the text is empty).
     pub from: usize,
@@ -292,6 +320,7 @@ pub struct GetResponse {
     /// True when more text follows; `note` says how to continue.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// For the reader: how to read on, or why the text is short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// When the first line was cut at the character limit: the `offset` that reads on (with the same `from`).
@@ -303,8 +332,11 @@ pub struct GetResponse {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
+    /// Search by words.
     pub keyword: bool,
+    /// Search by meaning (an embedding provider is configured and answers).
     pub vector: bool,
+    /// Both at once, merged.
     pub hybrid: bool,
     /// The index survives a restart.
     pub persistent: bool,
@@ -326,11 +358,15 @@ pub type ProgressFn = std::sync::Arc<dyn Fn(SyncProgress) + Send + Sync>;
 /// How far a sync is: files prepared out of those to process, chunks embedded so far.
 #[derive(Debug, Clone, Copy)]
 pub struct SyncProgress {
+    /// Files read and chunked so far.
     pub files_done: usize,
+    /// Files this sync processes.
     pub files_total: usize,
+    /// Chunks embedded so far.
     pub chunks_embedded: usize,
 }
 
+/// How a sync runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyncOptions {
     /// Rebuild everything, ignoring what is already indexed.
@@ -375,17 +411,27 @@ impl SyncOptions {
     }
 }
 
+/// What a sync did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SyncReport {
+    /// Memory files (and transcripts) discovery found.
     pub files_scanned: usize,
+    /// Files indexed for the first time.
     pub files_added: usize,
+    /// Files whose content changed and was indexed again.
     pub files_changed: usize,
+    /// Files gone from the workspace, and from the index now.
     pub files_removed: usize,
+    /// Files whose content did not change.
     pub files_unchanged: usize,
+    /// Files left out (too large, binary, not UTF-8, unreadable: `Status::skipped` says which).
     pub files_skipped: usize,
+    /// Chunks written to the index.
     pub chunks_written: usize,
+    /// Chunks the embedding provider embedded.
     pub chunks_embedded: usize,
+    /// Chunks whose vectors came from the embedding cache (the same text embedded before).
     pub embeddings_cached: usize,
     /// True when the whole index was rebuilt (forced, or its identity changed).
     pub rebuilt: bool,
@@ -393,6 +439,7 @@ pub struct SyncReport {
     /// batch job is still running): keyword search finds them, and a later sync embeds them.
     #[serde(default)]
     pub files_pending: usize,
+    /// What did not go as it should (a file skipped, embeddings that failed), for the caller to show.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -407,6 +454,7 @@ impl SyncReport {
         self.warnings.extend(vectors.warnings);
     }
 
+    /// The index now holds other content than before the sync.
     pub fn changed_anything(&self) -> bool {
         self.files_added + self.files_changed + self.files_removed > 0 || self.rebuilt
     }
@@ -416,17 +464,26 @@ impl SyncReport {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
+    /// The engine answering (`builtin`, `qmd`, `lancedb`, a plugin's name).
     pub backend: String,
+    /// The workspace it indexes.
     pub workspace: String,
+    /// Where its index is (a file or a folder; an `s3://` URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_path: Option<String>,
+    /// Files indexed.
     pub files: usize,
+    /// Chunks indexed.
     pub chunks: usize,
+    /// What it can do now.
     pub capabilities: Capabilities,
+    /// The embedding provider, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The embedding model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The width of its vectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimensions: Option<usize>,
     /// Unix milliseconds of the last completed sync.
@@ -438,13 +495,16 @@ pub struct Status {
     /// sources...): the next sync rebuilds it beside the live one, which answers meanwhile.
     #[serde(default)]
     pub rebuild_pending: bool,
+    /// Set while another engine answers for this one, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackStatus>,
+    /// What is not as it should be (files waiting for embeddings, a read-only index, config keys not used).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Files found but not indexed, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedFile>,
+    /// The engine's own details (`staleFiles`, `tokenizer`, ...).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -462,9 +522,12 @@ pub struct SkippedFile {
     pub retried: bool,
 }
 
+/// Another engine answering for the configured one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FallbackStatus {
+    /// The configured engine that cannot answer.
     pub from: String,
+    /// Why it cannot.
     pub reason: String,
     /// Unix milliseconds since when the fallback has been answering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
