@@ -2,6 +2,7 @@
 //! incremental sync, embedding and ranking on top of it, so every such engine ranks alike.
 //!
 //! A store is storage plus candidate retrieval: it never ranks beyond its own keyword/vector scores.
+#![deny(missing_docs)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,17 +19,21 @@ use crate::types::Source;
 /// One indexed file as the store remembers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileRecord {
+    /// A memory file or a transcript.
     pub source: Source,
     /// Index key: workspace-relative with `/` separators, or absolute for extra paths outside the workspace.
     pub path: String,
     /// The record's [`FileState`] as one string (stores keep it in one column; read it with
     /// [`state`](Self::state), write it with [`FileState::to_stored`]).
     pub hash: String,
+    /// The file's size in bytes when it was read.
     pub size: u64,
+    /// Its modification time then, Unix milliseconds.
     pub mtime_ms: i64,
 }
 
 impl FileRecord {
+    /// What the record says about the file's content.
     pub fn state(&self) -> FileState<'_> {
         FileState::parse(&self.hash)
     }
@@ -42,17 +47,30 @@ pub enum FileState<'a> {
     Pending,
     /// Not indexed: binary, not UTF-8 or too large (`why` says which; empty in records written before it was
     /// kept). Stored as `!skipped:<why>` (`!skipped` alone in those older records).
-    Skipped { why: &'a str },
+    Skipped {
+        /// Why, in the words the sync's warning used.
+        why: &'a str,
+    },
     /// Not indexed because it could not be read (`why`: "permission denied"...). Never trusted by size and mtime
     /// (a `chmod` moves neither): every sync reads it again, every freshness check tries it. Stored as
     /// `!unreadable:<why>`.
-    Unreadable { why: &'a str },
+    Unreadable {
+        /// Why, in a few words.
+        why: &'a str,
+    },
     /// Indexed content with this sha256 (hex). Not `settled` when it was read so soon after the file's mtime
     /// that a same-size rewrite in the same file-time tick could hide behind it: then its content is checked
     /// again before the record is trusted. `stat`: the file's inode and ctime when it was read (`None` in records
     /// written before they were kept: such a record is checked by its content once). Stored as the hash,
     /// prefixed with `~` when not settled, followed by `@<ctime ns>/<inode>`.
-    Indexed { hash: &'a str, settled: bool, stat: Option<StatId> },
+    Indexed {
+        /// The content's sha256, hex.
+        hash: &'a str,
+        /// Read long enough after its mtime to be trusted by size and mtime.
+        settled: bool,
+        /// The file's inode and ctime when it was read.
+        stat: Option<StatId>,
+    },
     /// A transcript indexed this far. Stored as `session:v1:...` ([`SessionState::encode`]).
     Session(SessionState),
 }
@@ -88,6 +106,7 @@ impl<'a> FileState<'a> {
         }
     }
 
+    /// The one string a store keeps ([`FileRecord::hash`]).
     pub fn to_stored(&self) -> String {
         match self {
             FileState::Pending => String::new(),
@@ -135,11 +154,17 @@ impl<'a> FileState<'a> {
 /// One chunk ready to store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkRecord {
+    /// Stable id ([`crate::chunking::chunk_id`]: source, path, lines, content and embedding model).
     pub id: String,
+    /// A memory file or a transcript.
     pub source: Source,
+    /// Its file's index key ([`FileRecord::path`]).
     pub path: String,
+    /// Its first line (1-based; a transcript's JSONL line).
     pub start_line: usize,
+    /// Its last line.
     pub end_line: usize,
+    /// Its text (a transcript's flattened messages).
     pub text: String,
     /// sha256 of `text`, hex.
     pub hash: String,
@@ -154,6 +179,7 @@ pub struct ChunkRecord {
     /// The day the chunk is of ([`crate::chunking::dates`]), as midnight UTC in Unix milliseconds: what a search
     /// within dates ([`Scope::days`]) filters by. `None`: undated.
     pub date: Option<i64>,
+    /// Its vector, normalised; `None` while it waits for one (keyword search finds it meanwhile).
     pub embedding: Option<Vec<f32>>,
 }
 
@@ -175,6 +201,7 @@ pub fn is_named(query: &str, path: &str) -> bool {
 /// user text never reaches query syntax.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeywordQuery {
+    /// Analysed terms ([`crate::analysis::query_terms`]), as the chunks' `terms` hold them.
     pub terms: Vec<String>,
 }
 
@@ -182,11 +209,14 @@ pub struct KeywordQuery {
 /// [`ChunkRecord::date`] holds them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DayRange {
+    /// The first day (`i64::MIN`: open).
     pub first: i64,
+    /// The last day (`i64::MAX`: open).
     pub last: i64,
 }
 
 impl DayRange {
+    /// Whether the day `date` is inside.
     pub fn contains(&self, date: i64) -> bool {
         self.first <= date && date <= self.last
     }
@@ -197,7 +227,9 @@ impl DayRange {
 /// still fills it when the index holds that many matching chunks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scope {
+    /// The sources searched; empty: all.
     pub sources: Vec<Source>,
+    /// Only chunks dated inside (`after`/`before`, or the time a question names); `None`: any, dated or not.
     pub days: Option<DayRange>,
 }
 
@@ -216,12 +248,19 @@ impl Scope {
 /// A candidate chunk returned by a store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    /// The chunk's id ([`ChunkRecord::id`]).
     pub chunk_id: String,
+    /// A memory file or a transcript.
     pub source: Source,
+    /// Its file's index key.
     pub path: String,
+    /// Its first line.
     pub start_line: usize,
+    /// Its last line.
     pub end_line: usize,
+    /// Its text.
     pub text: String,
+    /// Its `<!-- importance: N -->`, 1..=10.
     pub importance: Option<u8>,
     /// The day the chunk is of ([`ChunkRecord::date`]).
     pub date: Option<i64>,
@@ -247,10 +286,12 @@ pub struct SyncBatch {
     pub appends: Vec<(FileRecord, Vec<ChunkRecord>)>,
     /// Files whose content is unchanged but whose size/mtime moved.
     pub touches: Vec<FileRecord>,
+    /// Files gone: their records and chunks are deleted.
     pub removals: Vec<(Source, String)>,
 }
 
 impl SyncBatch {
+    /// Nothing to apply.
     pub fn is_empty(&self) -> bool {
         self.upserts.is_empty() && self.appends.is_empty() && self.touches.is_empty() && self.removals.is_empty()
     }
@@ -259,11 +300,17 @@ impl SyncBatch {
 /// Key of the embedding cache: vectors are reused only for the same provider settings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EmbeddingCacheKey {
+    /// The provider's id (`openai`, `local`...).
     pub provider: String,
+    /// Its model.
     pub model: String,
+    /// Everything else that changes its vectors (dimensions, prompts, the model file's digest).
     pub fingerprint: String,
 }
 
+/// Where an indexed engine ([`crate::indexed::IndexedBackend`]) keeps its files, chunks, vectors and embedding
+/// cache: what a storage plugin implements (SQLite, LanceDB, the in-memory example); every store runs
+/// `conformance::store_contract`.
 #[async_trait]
 pub trait ChunkStore: Send + Sync {
     /// Human-readable location (file path, folder or URI) for status output.
@@ -274,6 +321,7 @@ pub trait ChunkStore: Send + Sync {
     /// next sync stamp today's settings over vectors made with unknown ones. (Checked by the conformance crate's
     /// `store_contract`, which every store runs.)
     async fn identity(&self) -> Result<Option<IndexIdentity>>;
+    /// Record the identity the index is now built with (after a sync that built it).
     async fn set_identity(&self, identity: &IndexIdentity) -> Result<()>;
 
     /// Every indexed file.
@@ -293,6 +341,7 @@ pub trait ChunkStore: Send + Sync {
         Ok(self.files().await?.into_iter().filter(|f| is_named(query, &f.path)).collect())
     }
 
+    /// Apply a sync's changes atomically ([`SyncBatch`]).
     async fn apply(&self, batch: SyncBatch) -> Result<()>;
 
     /// Chunks of one file in line order, up to `limit` (for exact-path hits).
@@ -347,8 +396,10 @@ pub trait ChunkStore: Send + Sync {
 
     /// Small key/value metadata (last sync time...).
     async fn meta(&self, key: &str) -> Result<Option<String>>;
+    /// Set a metadata value.
     async fn set_meta(&self, key: &str, value: &str) -> Result<()>;
 
+    /// Flush and release the store (a closed store answers nothing more).
     async fn close(&self) -> Result<()>;
 }
 
