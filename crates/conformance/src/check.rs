@@ -51,6 +51,7 @@ pub fn kind_name(e: &MemoryError) -> String {
     serde_json::to_value(e.kind()).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
+/// What differs between the error a case expects and the one the engine gave (empty: it matches).
 pub fn check_error(expected: &ExpectError, actual: &MemoryError) -> Vec<String> {
     let mut f = Vec::new();
     let kind = kind_name(actual);
@@ -258,6 +259,7 @@ pub fn explanation_invariants(plain: &SearchResponse, explained: &SearchResponse
     f
 }
 
+/// What differs between a case's expectation of a `memory_get` and the answer.
 pub fn check_get(e: &Expect, r: &GetResponse) -> Vec<String> {
     let mut f = Vec::new();
     macro_rules! eq {
@@ -308,6 +310,7 @@ pub fn get_invariants(r: &GetResponse) -> Vec<String> {
     f
 }
 
+/// What differs between a case's expectation of a status and the engine's.
 pub fn check_status(e: &Expect, s: &Status) -> Vec<String> {
     let mut f = Vec::new();
     if let Some(n) = e.files {

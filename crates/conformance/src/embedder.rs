@@ -21,6 +21,8 @@ const HASH_DIMS: usize = 512;
 /// Weight of a concept word relative to a plain word.
 const CONCEPT_WEIGHT: f32 = 2.0;
 
+/// An embedding provider for tests of meaning without a model: the lexicon's concept words (`lexicon.json5`) map
+/// to shared dimensions, so synonyms are neighbours; other words are hashed. Counts its calls and texts.
 pub struct LexiconEmbedder {
     /// Analysed word -> concept dimension.
     concepts: HashMap<String, usize>,
@@ -69,6 +71,7 @@ impl LexiconEmbedder {
         (self.calls.load(Ordering::SeqCst), self.texts.load(Ordering::SeqCst))
     }
 
+    /// The vector of one text (unit length).
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         // Term counts per dimension, then 1 + ln(count): a word repeated fifty times does not drown the rest.
         let mut counts = vec![0f32; self.dims];
@@ -135,10 +138,12 @@ pub struct BagOfWordsEmbedder {
 }
 
 impl BagOfWordsEmbedder {
+    /// One with `dims` buckets.
     pub fn new(dims: usize) -> BagOfWordsEmbedder {
         BagOfWordsEmbedder { dims, calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) }
     }
 
+    /// The vector of one text (unit length).
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dims];
         for t in memory_core::analysis::document_terms(text) {

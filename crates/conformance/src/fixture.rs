@@ -22,7 +22,9 @@ use memory_core::{GetRequest, SearchRequest};
 /// A loaded suite: its cases and the files of its workspace.
 #[derive(Debug, Clone)]
 pub struct Suite {
+    /// Its folder's name (`basics`).
     pub name: String,
+    /// Its `cases.json5`.
     pub manifest: Manifest,
     /// Workspace files (relative path with `/`, content), templates not yet resolved.
     pub files: BTreeMap<String, String>,
@@ -47,6 +49,7 @@ pub struct Manifest {
     /// Symbolic links to create in the workspace: link path -> target (as written into the link).
     #[serde(default)]
     pub links: BTreeMap<String, String>,
+    /// The cases, run in order.
     pub cases: Vec<Case>,
 }
 
@@ -54,17 +57,26 @@ pub struct Manifest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Capability {
+    /// [`memory_core::Capabilities::keyword`].
     Keyword,
+    /// [`memory_core::Capabilities::vector`].
     Vector,
+    /// [`memory_core::Capabilities::hybrid`].
     Hybrid,
+    /// [`memory_core::Capabilities::persistent`].
     Persistent,
+    /// [`memory_core::Capabilities::shared_ranking`].
     SharedRanking,
+    /// [`memory_core::Capabilities::cjk`].
     Cjk,
+    /// [`memory_core::Capabilities::sessions`].
     Sessions,
+    /// [`memory_core::Capabilities::explain`].
     Explain,
 }
 
 impl Capability {
+    /// Its name in case files and reports.
     pub fn name(self) -> &'static str {
         match self {
             Capability::Keyword => "keyword",
@@ -78,6 +90,7 @@ impl Capability {
         }
     }
 
+    /// Whether an engine declaring `c` has it.
     pub fn declared_by(self, c: &memory_core::Capabilities) -> bool {
         match self {
             Capability::Keyword => c.keyword,
@@ -106,22 +119,30 @@ impl Capability {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Case {
+    /// Unique within its suite; reports name it `suite/id`.
     pub id: String,
+    /// What it checks, in words.
     #[serde(default)]
     pub about: String,
+    /// Capabilities it needs beside the suite's: an engine without them skips it, and the report says so.
     #[serde(default)]
     pub requires: Vec<Capability>,
     /// Config merged over the suite's config (key by key).
     #[serde(default)]
     pub config: Option<Value>,
+    /// A search to run (the request as every wire carries it).
     #[serde(default)]
     pub search: Option<SearchRequest>,
+    /// A `memory_get` to run.
     #[serde(default)]
     pub get: Option<GetRequest>,
+    /// Ask for the engine's status (`{}`).
     #[serde(default)]
     pub status: Option<Value>,
+    /// What the action must produce.
     #[serde(default)]
     pub expect: Option<Expect>,
+    /// A scenario instead of one action: its steps, in order.
     #[serde(default)]
     pub steps: Vec<Step>,
 }
@@ -133,6 +154,7 @@ pub struct Step {
     /// Write (create or replace) a workspace file with `text`.
     #[serde(default)]
     pub write: Option<String>,
+    /// The text a `write` step writes.
     #[serde(default)]
     pub text: Option<String>,
     /// Delete a workspace file.
@@ -141,27 +163,35 @@ pub struct Step {
     /// Rename a workspace file to `to`.
     #[serde(default)]
     pub rename: Option<String>,
+    /// The new name of a `rename` step.
     #[serde(default)]
     pub to: Option<String>,
     /// Call `sync` (`{}` or `{force: true}`). The harness also syncs before the first query and after file
     /// changes, unless `noAutoSync` is set on a file step.
     #[serde(default)]
     pub sync: Option<SyncStep>,
+    /// On a file step: no sync after it (the next search must see the change by itself).
     #[serde(default)]
     pub no_auto_sync: bool,
+    /// A search.
     #[serde(default)]
     pub search: Option<SearchRequest>,
+    /// A `memory_get`.
     #[serde(default)]
     pub get: Option<GetRequest>,
+    /// The engine's status (`{}`).
     #[serde(default)]
     pub status: Option<Value>,
+    /// What the step must produce.
     #[serde(default)]
     pub expect: Option<Expect>,
 }
 
+/// A `sync` step's options.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncStep {
+    /// Rebuild everything.
     #[serde(default)]
     pub force: bool,
 }
@@ -211,30 +241,42 @@ pub struct Expect {
     pub citations: Option<String>,
 
     // --- get ---
+    /// The text read is exactly this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The text read contains this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_contains: Option<String>,
+    /// The answer names this path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The first line read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<usize>,
+    /// How many lines were read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<usize>,
+    /// The file's lines in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_lines: Option<usize>,
+    /// The file does not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<bool>,
+    /// More text follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
+    /// The answer's note contains this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note_contains: Option<String>,
 
     // --- status ---
+    /// Files indexed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<usize>,
+    /// At least this many chunks indexed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks_at_least: Option<usize>,
+    /// Whether files changed since the last sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty: Option<bool>,
 
@@ -244,13 +286,17 @@ pub struct Expect {
     pub error: Option<ExpectError>,
 }
 
+/// `within`: each of `paths` among the first `n` distinct result paths.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Within {
+    /// How many distinct paths are looked at.
     pub n: usize,
+    /// The paths that must be among them.
     pub paths: Vec<String>,
 }
 
+/// `error`: the call fails, of this kind.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExpectError {
@@ -264,16 +310,40 @@ pub struct ExpectError {
 /// What a step does, after validation.
 #[derive(Debug, Clone)]
 pub enum Action {
-    Write { path: String, text: String },
-    Delete { path: String },
-    Rename { from: String, to: String },
-    Sync { force: bool },
+    /// Write a workspace file.
+    Write {
+        /// Workspace-relative, with `/`.
+        path: String,
+        /// Its new content (date templates such as `{{date:-1}}` are resolved when it is written).
+        text: String,
+    },
+    /// Delete a workspace file.
+    Delete {
+        /// Workspace-relative, with `/`.
+        path: String,
+    },
+    /// Rename a workspace file.
+    Rename {
+        /// Its name now.
+        from: String,
+        /// Its new name.
+        to: String,
+    },
+    /// Call `sync`.
+    Sync {
+        /// Rebuild everything.
+        force: bool,
+    },
+    /// Call `search`.
     Search(SearchRequest),
+    /// Call `get`.
     Get(GetRequest),
+    /// Call `status`.
     Status,
 }
 
 impl Action {
+    /// It writes, deletes or renames a file (the harness syncs after it unless told not to).
     pub fn changes_files(&self) -> bool {
         matches!(self, Action::Write { .. } | Action::Delete { .. } | Action::Rename { .. })
     }

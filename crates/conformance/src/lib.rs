@@ -22,6 +22,7 @@
 //!   itself; every store in this repository runs it, and a store of another crate can too.
 //! - [`testing`]: temporary workspace and state folders and the `OpenContext` for engine tests;
 //!   [`BagOfWordsEmbedder`]: the deterministic embedder those tests use.
+#![deny(missing_docs)]
 
 pub mod check;
 pub mod embedder;

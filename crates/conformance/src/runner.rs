@@ -65,39 +65,51 @@ impl RunOptions {
 /// How one case ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// Every expectation held.
     Passed,
     /// The engine lacks these capabilities.
     Skipped {
+        /// The capabilities' names.
         missing: Vec<&'static str>,
     },
+    /// An expectation did not hold.
     Failed {
+        /// What was expected and what came, for the report.
         details: String,
     },
     /// Failed, as declared in [`RunOptions::known_failures`].
     KnownFailure {
+        /// Why it is known to fail (the declaration's words).
         reason: String,
+        /// What was expected and what came.
         details: String,
     },
     /// Declared as a known failure but passed: the declaration is stale.
     UnexpectedPass {
+        /// The declaration's words.
         reason: String,
     },
 }
 
+/// One case and how it ended.
 #[derive(Debug, Clone)]
 pub struct CaseOutcome {
     /// `suite/case`.
     pub id: String,
+    /// What the case checks (its `about`).
     pub about: String,
+    /// How it ended.
     pub outcome: Outcome,
 }
 
 /// The outcome of a run.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The run's name (`builtin keyword-only`).
     pub label: String,
     /// Capabilities the engine declared (from the first engine opened).
     pub capabilities: Option<Capabilities>,
+    /// Every case, in run order.
     pub cases: Vec<CaseOutcome>,
 }
 
@@ -105,18 +117,23 @@ impl Report {
     fn ids(&self, f: impl Fn(&Outcome) -> bool) -> Vec<&str> {
         self.cases.iter().filter(|c| f(&c.outcome)).map(|c| c.id.as_str()).collect()
     }
+    /// The ids of the cases that passed.
     pub fn passed(&self) -> Vec<&str> {
         self.ids(|o| *o == Outcome::Passed)
     }
+    /// The ids of the cases skipped for a capability the engine lacks.
     pub fn skipped(&self) -> Vec<&str> {
         self.ids(|o| matches!(o, Outcome::Skipped { .. }))
     }
+    /// The ids of the cases that failed (a known failure that passed counts: its declaration is stale).
     pub fn failed(&self) -> Vec<&str> {
         self.ids(|o| matches!(o, Outcome::Failed { .. } | Outcome::UnexpectedPass { .. }))
     }
+    /// The ids of the cases that failed as declared.
     pub fn known_failures(&self) -> Vec<&str> {
         self.ids(|o| matches!(o, Outcome::KnownFailure { .. }))
     }
+    /// No case failed.
     pub fn is_ok(&self) -> bool {
         self.failed().is_empty()
     }

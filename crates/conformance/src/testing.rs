@@ -16,11 +16,14 @@ pub const TEST_AGENT: &str = "main";
 
 /// A workspace (with its `memory/` folder) and a state folder, both deleted on drop.
 pub struct TestDirs {
+    /// The workspace.
     pub ws: TempDir,
+    /// The state folder (indexes).
     pub state: TempDir,
 }
 
 impl TestDirs {
+    /// Both folders, the workspace with an empty `memory/`.
     pub fn new() -> TestDirs {
         let ws = tempfile::tempdir().expect("temporary workspace");
         std::fs::create_dir_all(ws.path().join("memory")).expect("memory folder");
@@ -109,6 +112,7 @@ pub const NOTE_TOPICS: &[&str] = &[
 pub struct Xorshift(pub u64);
 
 impl Xorshift {
+    /// The next number.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -163,6 +167,7 @@ pub fn skipped(test: &str, why: &str) {
 /// talk to the CLI's HTTP servers over a bare socket.
 #[derive(Debug, Clone)]
 pub struct HttpReply {
+    /// The status code.
     pub status: u16,
     /// The status line and the headers, as sent.
     pub head: String,

@@ -57,31 +57,38 @@ pub trait StoreHarness: Send + Sync + 'static {
 /// What one check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The store did what the contract says.
     Passed,
     /// Not applicable to this store, with the reason (printed: nothing is passed silently).
     Skipped(String),
+    /// It did not: what was expected and what came.
     Failed(String),
 }
 
 /// The verdict of every check, in run order.
 #[derive(Debug, Default)]
 pub struct ContractReport {
+    /// Each check's name and verdict.
     pub checks: Vec<(&'static str, Verdict)>,
 }
 
 impl ContractReport {
+    /// The checks that failed.
     pub fn failed(&self) -> Vec<&'static str> {
         self.checks.iter().filter(|(_, v)| matches!(v, Verdict::Failed(_))).map(|(n, _)| *n).collect()
     }
 
+    /// The checks skipped, as not applicable.
     pub fn skipped(&self) -> Vec<&'static str> {
         self.checks.iter().filter(|(_, v)| matches!(v, Verdict::Skipped(_))).map(|(n, _)| *n).collect()
     }
 
+    /// No check failed.
     pub fn is_ok(&self) -> bool {
         self.failed().is_empty()
     }
 
+    /// One line per check, for a test's failure message.
     pub fn render(&self) -> String {
         let mut out = String::new();
         for (name, v) in &self.checks {
