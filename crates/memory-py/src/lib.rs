@@ -29,6 +29,25 @@ create_exception!(
 );
 create_exception!(memory_rs, NotFoundError, MemoryRsError, "What was asked for does not exist.");
 
+/// The request `search` and `explain` send, from their shared arguments.
+fn search_request(
+    query: String,
+    max_results: usize,
+    min_score: Option<f64>,
+    projects: Option<Vec<String>>,
+    after: Option<String>,
+    before: Option<String>,
+) -> SearchRequest {
+    SearchRequest {
+        max_results: Some(max_results),
+        min_score,
+        active_project_keys: projects.unwrap_or_default(),
+        after,
+        before,
+        ..SearchRequest::new(query)
+    }
+}
+
 /// The Python exception for an engine error: its class names the cause, its message is the engine's.
 fn to_py(e: MemoryError) -> PyErr {
     let message = e.to_string();
@@ -239,14 +258,7 @@ impl Memory {
         before: Option<String>,
     ) -> PyResult<Vec<Hit>> {
         let (engine, _) = self.engine()?;
-        let request = SearchRequest {
-            max_results: Some(max_results),
-            min_score,
-            active_project_keys: projects.unwrap_or_default(),
-            after,
-            before,
-            ..SearchRequest::new(query)
-        };
+        let request = search_request(query, max_results, min_score, projects, after, before);
         let response = py.detach(|| self.runtime.block_on(engine.search(&request))).map_err(to_py)?;
         Ok(response.results.into_iter().map(Hit::from).collect())
     }
@@ -306,16 +318,7 @@ impl Memory {
         before: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let (engine, _) = self.engine()?;
-        let request = SearchRequest {
-            max_results: Some(max_results),
-            min_score,
-            active_project_keys: projects.unwrap_or_default(),
-            after,
-            before,
-            explain: true,
-            explain_path: path,
-            ..SearchRequest::new(query)
-        };
+        let request = SearchRequest { explain: true, explain_path: path, ..search_request(query, max_results, min_score, projects, after, before) };
         let response = py.detach(|| self.runtime.block_on(engine.search(&request))).map_err(to_py)?;
         json_to_py(py, &to_json(response)?)
     }
