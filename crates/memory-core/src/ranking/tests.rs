@@ -834,3 +834,87 @@ fn a_traced_cut_says_why_each_hit_is_kept_or_not() {
     use crate::explanation::Verdict;
     assert_eq!(verdicts, [Verdict::Score, Verdict::Score, Verdict::BelowMinScore, Verdict::BeyondMaxResults]);
 }
+
+/// A generated search: up to 12 candidates from a small vocabulary, some dated, some with an importance or a
+/// project tag, found by words, by vectors or both; decay, MMR and a project on or off; a query with or
+/// without a time.
+fn generated_search() -> impl proptest::strategy::Strategy<Value = (Vec<Candidate>, Vec<Candidate>, RankingOptions, String)> {
+    use proptest::prelude::*;
+    const WORDS: &[&str] = &["importer", "billing", "deploy", "decided", "heron", "key", "yesterday", "导入", "决定", "E4012"];
+    let candidate = (
+        0usize..12,
+        proptest::collection::vec(0usize..WORDS.len(), 1..6),
+        proptest::option::of(1u32..28),
+        proptest::option::of(1u8..=10),
+        any::<bool>(),
+        proptest::option::of(0.0f64..8.0),
+        proptest::option::of(-0.2f64..0.95),
+    );
+    (
+        proptest::collection::vec(candidate, 1..12),
+        proptest::collection::vec(0usize..WORDS.len(), 1..5),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(cands, query_words, decay, mmr, project, time)| {
+            let day = |d: u32| crate::discovery::day_millis(chrono::NaiveDate::from_ymd_opt(2027, 1, d).unwrap());
+            let (mut keyword, mut vector) = (Vec::new(), Vec::new());
+            let mut seen = std::collections::HashSet::new();
+            for (id, words, date, importance, tagged, bm25, cos) in cands {
+                if !seen.insert(id) {
+                    continue;
+                }
+                let mut text: String = words.iter().map(|w| WORDS[*w]).collect::<Vec<_>>().join(" ");
+                if tagged {
+                    text.push_str("\n<!-- project: github.com/acme/app -->");
+                }
+                let path = match date {
+                    Some(d) => format!("memory/2027-01-{d:02}.md"),
+                    None => format!("memory/note-{id}.md"),
+                };
+                let c = Candidate { date: date.and_then(day), importance, file_mtime_ms: 1_700_000_000_000, ..cand(&format!("c{id}"), &path, &text) };
+                if let Some(s) = bm25 {
+                    keyword.push(Candidate { keyword_score: Some(s), ..c.clone() });
+                }
+                if let Some(v) = cos {
+                    vector.push(Candidate { vector_score: Some(v), ..c });
+                }
+            }
+            let mut o = opts();
+            o.half_life_days = decay.then_some(30.0);
+            o.mmr_lambda = mmr.then_some(0.7);
+            o.vector_floor = Some(0.1);
+            o.active_project_keys = if project { vec!["github.com/acme/app".into()] } else { Vec::new() };
+            let mut q: Vec<&str> = query_words.iter().map(|w| WORDS[*w]).collect();
+            if time {
+                q.push("last week");
+            }
+            (keyword, vector, o, q.join(" "))
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 256, ..Default::default() })]
+
+    /// Whatever the search, explaining it changes nothing, and its factors give every explained hit's score.
+    #[test]
+    fn any_traced_search_ranks_alike_and_its_factors_give_each_score((keyword, vector, o, text) in generated_search()) {
+        let query = Query::parse_on(&text, o.today);
+        let plain = finish(order(keyword.clone(), vector.clone(), vec![], &query, &o, None), &query, &o, None);
+        let mut trace = Trace::default();
+        let traced = order(keyword, vector, vec![], &query, &o, Some(&mut trace));
+        let results = finish(traced, &query, &o, Some(&mut trace));
+        proptest::prop_assert_eq!(&plain, &results);
+        let e = trace.explain(&query, &o, &results, false);
+        for h in &e.hits {
+            let score = (h.merged + h.recency + h.time_window + h.sentence) * h.decay * h.importance * h.project;
+            proptest::prop_assert!((score - h.score).abs() <= 1e-9 * h.score.abs().max(1.0), "{:?}", h);
+            proptest::prop_assert_eq!(h.verdict.kept(), h.result.is_some());
+        }
+        for (i, r) in results.iter().enumerate() {
+            proptest::prop_assert!(e.hits.iter().any(|h| h.result == Some(i + 1) && h.path == r.path && h.start_line == r.start_line), "result {} not explained", i + 1);
+        }
+    }
+}
