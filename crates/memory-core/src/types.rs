@@ -219,7 +219,8 @@ pub struct SearchResult {
     pub start_line: usize,
     /// The hit's last line.
     pub end_line: usize,
-    /// How well it answers, 0..1 (the scale `minScore` is set in).
+    /// How well it answers: the merged score (0..1, the scale `minScore` is set in) with what the preferences added
+    /// (a time the question names can lift a note of that time above 1).
     pub score: f64,
     /// The lines that answer, at most 700 characters (with a `Source:` line when citations are on).
     pub snippet: String,
