@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(without_verbatim_prefix(PathBuf::from(r"\\?\UNC\host\share\x")), PathBuf::from(r"\\host\share\x"));
         assert_eq!(without_verbatim_prefix(PathBuf::from(r"\\?\Volume{1}\x")), PathBuf::from(r"\\?\Volume{1}\x"));
         assert_eq!(without_verbatim_prefix(PathBuf::from("/home/u/notes")), PathBuf::from("/home/u/notes"));
-        assert_eq!(canonical(Path::new(".")).unwrap(), std::fs::canonicalize(".").unwrap());
+        assert_eq!(canonical(Path::new(".")).unwrap(), without_verbatim_prefix(std::fs::canonicalize(".").unwrap()));
     }
 
     #[test]
@@ -123,7 +123,7 @@ mod tests {
         let state = Path::new("/state");
         assert_eq!(state_path("memory/{agentId}.sqlite", "main", state), Path::new("/state/memory/main.sqlite"));
         let p = state_path("memory/{agentId}.sqlite", "../../etc/x", state);
-        assert!(p.starts_with("/state/memory") && p.to_string_lossy().starts_with("/state/memory/______etc_x-"), "{p:?}");
+        assert!(p.parent() == Some(Path::new("/state/memory")) && p.file_name().unwrap().to_string_lossy().starts_with("______etc_x-"), "{p:?}");
         assert!(state_path("/abs/{agentId}", "a b", state).starts_with("/abs"));
         assert_ne!(state_path("/abs/{agentId}", "a b", state), state_path("/abs/{agentId}", "a_b", state));
         let s3 = with_agent_id("s3://bucket/{agentId}", "ops/dev");

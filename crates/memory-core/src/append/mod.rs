@@ -86,6 +86,15 @@ pub fn append_entry_at(workspace: &Path, text: &str, date: &str, time: &str) -> 
     let created = if std::fs::symlink_metadata(&path).is_err() { create_with_heading(&dir, &path, date)? } else { false };
     let mut file = OpenOptions::new().append(true).read(true).open(&path).map_err(|e| MemoryError::io_path("cannot open", &path, e))?;
     refuse_hard_link(&file, &path)?;
+    // Appenders take turns on the log (an exclusive lock on it, released when `file` closes): where appending is
+    // not one step of the file system (Wine's emulation of Windows lost 24 of 400 entries written by 8 threads at
+    // once without it), an entry could land on another's bytes; and the check for a final newline below and the
+    // write stay together. Editors take no lock; the one `write` below is what keeps their lines whole.
+    // A file system without locks (some network mounts) still gets the entry: its appends are one step where
+    // O_APPEND is honoured, which the lock only adds to.
+    if let Err(e) = file.lock() {
+        tracing::warn!(path = %path.display(), error = %e, "cannot lock the daily log; appending without the lock");
+    }
     let mut buf = String::new();
     if !ends_with_newline(&mut file).map_err(|e| MemoryError::io_path("cannot read", &path, e))? {
         buf.push('\n');

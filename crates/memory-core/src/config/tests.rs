@@ -292,8 +292,9 @@ fn file_secret_references_are_resolved() {
     let file = dir.path().join("secrets.json");
     std::fs::write(&file, r#"{ "providers": { "openai": { "apiKey": "sk-from-file" } } }"#).unwrap();
     let text = format!(
-        "{{ secrets: {{ providers: {{ vault: {{ source: 'file', path: '{}' }} }} }}, memory: {{ search: {{ remote: {{ apiKey: {{ source: 'file', provider: 'vault', id: '/providers/openai/apiKey' }} }} }} }} }}",
-        file.display()
+        "{{ secrets: {{ providers: {{ vault: {{ source: 'file', path: {} }} }} }}, memory: {{ search: {{ remote: {{ apiKey: {{ source: 'file', provider: 'vault', id: '/providers/openai/apiKey' }} }} }} }} }}",
+        // Quoted as JSON: a Windows path's backslashes are escapes in a string.
+        serde_json::to_string(&file.display().to_string()).unwrap()
     );
     let c = Config::from_json5(&text).unwrap();
     assert_eq!(c.memory.search.remote.api_key.as_ref().unwrap().expose(), "sk-from-file");

@@ -69,7 +69,7 @@ fn an_index_under_the_name_of_an_earlier_version_keeps_being_used() {
     let new = s.index_file("builtin", "sqlite");
     assert!(new.file_name().unwrap().to_string_lossy().starts_with("builtin-"), "{new:?}");
     // The earlier name: `<workspace folder name>-<10 hex of its canonical path>.sqlite`.
-    let canonical = std::fs::canonicalize(&ws).unwrap();
+    let canonical = crate::paths::canonical(&ws).unwrap();
     let old = s.agent_dir().join(format!("my_notes-{}.sqlite", &crate::sha256_hex(canonical.to_string_lossy().as_bytes())[..10]));
     std::fs::create_dir_all(s.agent_dir()).unwrap();
     // An index rebuilt at least once lives in its generation files and pointer only.
