@@ -189,7 +189,11 @@ async fn identity_change_rebuilds_beside_the_live_index() {
     // A minute after the switch, a sync removes it: it was only space (an index of the old model's vectors kept
     // beside the new one until the next rebuild).
     let pointer = format!("{index}.current");
-    assert!(std::process::Command::new("touch").args(["-d", "2020-01-01"]).arg(&pointer).status().unwrap().success());
+    std::fs::File::options()
+        .write(true)
+        .open(&pointer)
+        .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800)))
+        .unwrap();
     e.sync(SyncOptions::default()).await.unwrap();
     assert!(!Path::new(&index).exists(), "the previous generation stayed");
     assert_eq!(top(&e, "gateway").await.as_deref(), Some("MEMORY.md"));

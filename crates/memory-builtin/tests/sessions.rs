@@ -32,9 +32,10 @@ impl Env {
 
     fn config(&self, delta_messages: u64) -> Config {
         Config::from_json5(&format!(
-            r#"{{ memory: {{ search: {{ sources: ["memory", "sessions"], sessionsDir: "{}",
+            r#"{{ memory: {{ search: {{ sources: ["memory", "sessions"], sessionsDir: {},
                  sync: {{ sessions: {{ deltaBytes: 1000000, deltaMessages: {delta_messages} }} }} }} }} }}"#,
-            self.sessions.display()
+            // Quoted as JSON: a Windows path's backslashes are escapes in a string.
+            serde_json::to_string(&self.sessions.display().to_string()).unwrap()
         ))
         .unwrap()
     }
