@@ -202,6 +202,12 @@ fn has_identity(path: &Path) -> bool {
 }
 
 /// Remove a database file and its WAL/SHM companions.
+/// The file is open elsewhere and the system will not delete it (Windows' sharing and lock violations); never
+/// on Unix, where an open file can be deleted.
+fn in_use(e: &MemoryError) -> bool {
+    cfg!(windows) && matches!(e, MemoryError::Io { source, .. } if matches!(source.raw_os_error(), Some(32 | 33)))
+}
+
 fn remove_db_files(p: &Path) -> Result<()> {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let f = with_suffix(p, suffix);
@@ -298,8 +304,16 @@ impl IndexStorage for SqliteStorage {
     async fn destroy(&self) -> Result<()> {
         let live = self.current_generation().unwrap_or(0);
         self.remove_set_aside();
-        remove_db_files(&self.generation_path(live))?;
-        remove_db_files(&self.generation_path(live + 1))?;
+        if let Err(e) = remove_db_files(&self.generation_path(live)).and_then(|()| remove_db_files(&self.generation_path(live + 1))) {
+            if !in_use(&e) {
+                return Err(e);
+            }
+            // Windows deletes no file that a handle has open (this engine's other handles, a `memory serve`
+            // reading the index): the index moves to a new, empty generation instead, which every later open reads,
+            // and the old files go when a later writer finds them unused.
+            warn!(error = %e, "the index's files are open elsewhere; it starts over in a new, empty generation");
+            return self.set_current_generation(live + 2);
+        }
         self.remove_stale_generations(0, None);
         remove_db_files(&self.path)?;
         match std::fs::remove_file(self.pointer_path()) {
