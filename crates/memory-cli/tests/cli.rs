@@ -219,7 +219,7 @@ fn an_index_under_an_earlier_versions_name_keeps_answering() {
     let names = || -> Vec<String> { fs::read_dir(&agent_dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect() };
     let base = names().into_iter().find(|n| n.starts_with("builtin-") && n.ends_with(".sqlite")).expect("the index under its name");
     // Rename the index and every companion (pointer, generations, WAL) to the earlier name.
-    let ws = fs::canonicalize(env.ws.path()).unwrap();
+    let ws = memory_core::paths::canonical(env.ws.path()).unwrap();
     let ws_name: String =
         ws.file_name().unwrap().to_string_lossy().chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     let old = format!("{ws_name}-{}.sqlite", &memory_core::sha256_hex(ws.to_string_lossy().as_bytes())[..10]);
