@@ -1,4 +1,5 @@
 //! The embedding-provider trait the shared sync and search code call. Implementations live in the `providers` crate.
+#![deny(missing_docs)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -10,16 +11,32 @@ use async_trait::async_trait;
 pub enum EmbeddingError {
     /// Network error, timeout, 429 or 5xx: worth a retry or a fallback provider.
     #[error("{provider}: temporarily unavailable: {message}")]
-    Transient { provider: String, message: String },
+    Transient {
+        /// The provider's id.
+        provider: String,
+        /// What happened.
+        message: String,
+    },
     /// Bad key, bad model, malformed answer: retrying will not help.
     #[error("{provider}: {message}")]
-    Permanent { provider: String, message: String },
+    Permanent {
+        /// The provider's id.
+        provider: String,
+        /// What happened, and what to fix.
+        message: String,
+    },
     /// The provider is not set up here (no key, no model on disk).
     #[error("{provider}: not configured: {message}")]
-    NotConfigured { provider: String, message: String },
+    NotConfigured {
+        /// The provider's id.
+        provider: String,
+        /// What is missing.
+        message: String,
+    },
 }
 
 impl EmbeddingError {
+    /// Worth a retry (or a fallback provider) later.
     pub fn is_transient(&self) -> bool {
         matches!(self, EmbeddingError::Transient { .. })
     }
@@ -28,7 +45,9 @@ impl EmbeddingError {
 /// Whether text is a search query or a document to index; some models embed them differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbeddingPurpose {
+    /// A search query (the model's query prompt, if it has one).
     Query,
+    /// A note to index (its document prompt).
     Document,
 }
 
@@ -90,6 +109,7 @@ pub trait EmbeddingProvider: Send + Sync {
         false
     }
 
+    /// Embed one search query (the default calls [`embed`](Self::embed) with [`EmbeddingPurpose::Query`]).
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbeddingError> {
         let mut v = self.embed(&[text.to_string()], EmbeddingPurpose::Query).await?;
         v.pop().ok_or_else(|| EmbeddingError::Permanent { provider: self.id().to_string(), message: "empty embedding response".into() })
@@ -119,6 +139,7 @@ pub struct Unavailable {
 pub type Reload = Box<dyn Fn() -> Result<std::sync::Arc<dyn EmbeddingProvider>, String> + Send + Sync>;
 
 impl Unavailable {
+    /// A stand-in for `provider`'s `model`, which cannot be used because of `why`.
     pub fn new(provider: impl Into<String>, model: impl Into<String>, why: impl Into<String>) -> Unavailable {
         Unavailable {
             provider: provider.into(),
@@ -209,7 +230,9 @@ impl EmbeddingProvider for Unavailable {
 /// An image or audio file to embed with a multimodal model.
 #[derive(Clone)]
 pub struct MediaInput {
+    /// Its MIME type (`image/png`, `audio/mpeg`...).
     pub mime_type: String,
+    /// Its bytes.
     pub data: Vec<u8>,
 }
 
@@ -222,7 +245,9 @@ impl std::fmt::Debug for MediaInput {
 /// One document for a batch job: its chunk hash (the embedding-cache key, also the job's custom id) and text.
 #[derive(Debug, Clone)]
 pub struct BatchItem {
+    /// The chunk's hash.
     pub hash: String,
+    /// The text to embed.
     pub text: String,
 }
 
@@ -235,9 +260,11 @@ pub struct BatchOutcome {
     /// Submitted jobs not finished yet (`wait: false`): their chunks wait for a later sync, which polls the jobs
     /// again instead of resubmitting them. Not to be embedded synchronously now.
     pub pending: HashSet<String>,
-    /// Jobs submitted in this run, jobs resumed from an earlier run, and jobs that failed.
+    /// Jobs submitted in this run.
     pub jobs_submitted: usize,
+    /// Jobs resumed from an earlier run.
     pub jobs_resumed: usize,
+    /// Jobs that failed.
     pub jobs_failed: usize,
     /// Notes for the sync report (failed jobs, items the batch API rejected, the batch API being disabled).
     pub warnings: Vec<String>,

@@ -2,6 +2,7 @@
 //! the candidate answers it (a cross-encoder reads them together; a late-interaction model encodes them apart and
 //! compares their token vectors). Implementations live in the `providers` crate (in-process local models); the
 //! ranking pipeline folds their scores in ([`fold`]), every engine alike.
+#![deny(missing_docs)]
 
 use std::time::{Duration, Instant};
 
@@ -15,9 +16,18 @@ use crate::config::RerankConfig;
 pub enum RerankError {
     /// The time budget ran out before every candidate was scored.
     #[error("reranking took longer than its budget of {budget_ms} ms")]
-    OverBudget { budget_ms: u64 },
+    OverBudget {
+        /// The budget (`memory.search.query.rerank.budgetMs`).
+        budget_ms: u64,
+    },
+    /// The model failed (it cannot be loaded or run).
     #[error("reranker {reranker}: {message}")]
-    Failed { reranker: String, message: String },
+    Failed {
+        /// The reranker's id.
+        reranker: String,
+        /// What happened.
+        message: String,
+    },
 }
 
 /// Scores (query, passage) pairs.
@@ -48,6 +58,7 @@ pub struct Unavailable {
 }
 
 impl Unavailable {
+    /// A stand-in for the reranker `id`, which cannot be used because of `why`.
     pub fn new(id: impl Into<String>, why: impl Into<String>) -> Unavailable {
         Unavailable { id: id.into(), why: why.into() }
     }
