@@ -94,9 +94,7 @@ impl SearchRequest {
     pub fn days(&self) -> crate::Result<Option<crate::store::DayRange>> {
         let day = |field: &str, value: &Option<String>| -> crate::Result<Option<i64>> {
             let Some(v) = value.as_deref() else { return Ok(None) };
-            let d = chrono::NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
-                .ok()
-                .and_then(crate::discovery::day_millis)
+            let d = crate::discovery::parse_day(v.trim())
                 .ok_or_else(|| crate::MemoryError::InvalidInput(format!("{field}: `{v}` is not a day (YYYY-MM-DD, e.g. 2026-03-04)")))?;
             Ok(Some(d))
         };

@@ -1,9 +1,7 @@
 //! How index rows become the engine's types and back: file records, candidates, vectors as blobs, and the
 //! source filter clause. Shared by every read and write, so apart from any of them.
 
-#[cfg(feature = "reference-paths")]
-use memory_core::store::Scope;
-use memory_core::store::{Candidate, FileRecord};
+use memory_core::store::{Candidate, FileRecord, Scope};
 use memory_core::Source;
 
 pub(super) fn source_of(s: &str) -> Source {
@@ -20,7 +18,6 @@ pub(super) fn source_filter(sources: &[Source], column: &str) -> (String, Vec<St
 
 /// The SQL condition of a scope over the chunks table aliased `c` (sources, days) and its arguments, to follow
 /// `WHERE 1 = 1`.
-#[cfg(feature = "reference-paths")]
 pub(super) fn scope_filter(scope: &Scope) -> (String, Vec<rusqlite::types::Value>) {
     let (mut sql, sources) = source_filter(&scope.sources, "c.source");
     let mut args: Vec<rusqlite::types::Value> = sources.into_iter().map(Into::into).collect();

@@ -174,16 +174,16 @@ pub(crate) fn exact_first(c: &mut Connection, query_blob: &[u8], limit: usize, s
 /// `scope.days` (and of its sources): an exact scan of those rows, read through the index on the chunks' dates. A
 /// time a question names is a few days' notes; the in-memory copy holds no dates to filter by.
 pub(crate) fn nearest_dated(c: &mut Connection, query: &[f32], limit: usize, scope: &memory_core::store::Scope) -> rusqlite::Result<Vec<(i64, f64)>> {
-    let Some(days) = scope.days else { return Ok(Vec::new()) };
-    let (filter, filter_args) = super::rows::source_filter(&scope.sources, "c.source");
-    let sql = format!("SELECT c.rowid, v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE c.date BETWEEN ?1 AND ?2{filter}");
+    if scope.days.is_none() {
+        return Ok(Vec::new());
+    }
+    let (filter, filter_args) = super::rows::scope_filter(scope);
+    let sql = format!("SELECT c.rowid, v.embedding FROM chunks c JOIN vec_f32 v ON v.rowid = c.rowid WHERE 1 = 1{filter}");
     let tx = c.transaction()?;
     let mut scored = Vec::new();
     {
         let mut st = tx.prepare_cached(&sql)?;
-        let mut args: Vec<rusqlite::types::Value> = vec![days.first.into(), days.last.into()];
-        args.extend(filter_args.into_iter().map(Into::into));
-        let mut rows = st.query(rusqlite::params_from_iter(args))?;
+        let mut rows = st.query(rusqlite::params_from_iter(filter_args))?;
         while let Some(r) = rows.next()? {
             let rowid: i64 = r.get(0)?;
             if let Some(score) = exact_cosine(query, &blob_to_vec(r.get_ref(1)?.as_blob()?)) {

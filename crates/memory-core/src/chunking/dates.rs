@@ -8,14 +8,14 @@
 //! chunk is of one day. A chunk takes the date of the section its first line is in. (A transcript's chunk is of
 //! the day its first message was written: `sessions::Flattened::days`.)
 
-use crate::discovery::{date_from_path, day_millis};
+use crate::discovery::{date_from_path, parse_day};
 
 /// How far into a note its front matter is looked for.
 const FRONT_MATTER_MAX_LINES: usize = 64;
 
+/// The day `text` begins with.
 fn iso_day(text: &str) -> Option<i64> {
-    let day = text.get(..10)?;
-    day_millis(chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?)
+    parse_day(text.get(..10)?)
 }
 
 /// The date a note's YAML front matter gives (`date:`, `created:`), if it has one.

@@ -11,7 +11,12 @@ pub fn date_from_path(key: &str) -> Option<i64> {
     if !(rest.is_empty() || rest.starts_with('-')) {
         return None;
     }
-    day_millis(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?)
+    parse_day(date)
+}
+
+/// A `YYYY-MM-DD` day (exactly that text) as [`day_millis`] gives it; `None` for anything else.
+pub fn parse_day(text: &str) -> Option<i64> {
+    day_millis(chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?)
 }
 
 /// A day as [`date_from_path`] gives a dated note: its midnight UTC, in milliseconds (what a question's named day

@@ -17,7 +17,7 @@ mod identity;
 mod read;
 mod walk;
 
-pub use dates::{date_from_path, day_millis, is_evergreen};
+pub use dates::{date_from_path, day_millis, is_evergreen, parse_day};
 pub use glob::Glob;
 use identity::push;
 pub use identity::StatId;
