@@ -125,8 +125,8 @@ fn token_in_state(path: &Path) -> anyhow::Result<String> {
 
 /// Who may read a token file. Unix: its owner only: created with mode 0600, and a token file other users can read
 /// is refused. Elsewhere it is created like any file and not checked: on Windows its ACL is inherited from its
-/// folder, the state folder, which is private when it is under the user's profile (`--state-dir`,
-/// `XDG_STATE_HOME` or `HOME` there).
+/// folder, the state folder, which is private when it is under the user's profile (the default there,
+/// `%LOCALAPPDATA%\memory-rs`, is).
 #[cfg(unix)]
 mod owner_only {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
