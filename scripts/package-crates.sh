@@ -21,7 +21,7 @@ lancedb=0
 cargo package --workspace --exclude bench --no-verify --allow-dirty
 
 version=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="memory-cli"))')
-crates=(memory-rs-core memory-rs-builtin memory-rs-qmd memory-rs-lancedb memory-rs-model-runtime memory-rs-providers
+crates=(memory-rs-contract memory-rs-core memory-rs-builtin memory-rs-qmd memory-rs-lancedb memory-rs-model-runtime memory-rs-providers
         memory-rs-conformance memory-rs-host memory-cli)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

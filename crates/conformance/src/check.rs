@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use memory_core::{Capabilities, GetResponse, MemoryError, SearchRequest, SearchResponse, Status};
+use memory_contract::{Capabilities, GetResponse, MemoryError, SearchRequest, SearchResponse, Status};
 
 use crate::fixture::{Expect, ExpectError};
 
@@ -172,7 +172,7 @@ pub fn check_search(e: &Expect, resp: &SearchResponse) -> Vec<String> {
 }
 
 /// `path#Lstart-Lend`, or `path#Ln` for one line, as OpenClaw cites. Written here, not taken from
-/// `memory_core::ranking::citation`: the suite's expectation must not follow the code it checks.
+/// memory-core's `ranking::citation`: the suite's expectation must not follow the code it checks.
 pub fn citation(path: &str, start: usize, end: usize) -> String {
     if start == end {
         format!("{path}#L{start}")
@@ -232,7 +232,7 @@ pub fn search_invariants(req: &SearchRequest, default_max: usize, resp: &SearchR
 /// an explanation, every result among its hits at its place, and each hit's factors giving its score.
 pub fn explanation_invariants(plain: &SearchResponse, explained: &SearchResponse) -> Vec<String> {
     let mut f = Vec::new();
-    let at = |r: &memory_core::SearchResult| (r.source, r.path.clone(), r.start_line, r.end_line);
+    let at = |r: &memory_contract::SearchResult| (r.source, r.path.clone(), r.start_line, r.end_line);
     let same = plain.results.len() == explained.results.len()
         && plain.results.iter().zip(&explained.results).all(|(a, b)| at(a) == at(b) && (a.score - b.score).abs() <= 1e-6 && a.snippet == b.snippet);
     if !same {

@@ -13,8 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use memory_core::analysis::is_stop_word;
-use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_contract::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 
 /// Dimensions used by words outside the lexicon.
 const HASH_DIMS: usize = 512;
@@ -45,7 +44,7 @@ impl LexiconEmbedder {
         }
         let mut keys: Vec<String> = groups.iter().map(|g| g.join(",")).collect();
         keys.sort();
-        let fingerprint = format!("lexicon-{}", &memory_core::sha256_hex(keys.join(";").as_bytes())[..12]);
+        let fingerprint = format!("lexicon-{}", &memory_contract::sha256_hex(keys.join(";").as_bytes())[..12]);
         LexiconEmbedder { concepts, dims: groups.len() + HASH_DIMS, fingerprint, calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) }
     }
 
@@ -83,7 +82,7 @@ impl LexiconEmbedder {
                     weights[i] = CONCEPT_WEIGHT;
                 }
                 None => {
-                    let h = memory_core::sha256_hex(w.as_bytes());
+                    let h = memory_contract::sha256_hex(w.as_bytes());
                     let i = usize::from_str_radix(&h[..8], 16).unwrap_or(0) % HASH_DIMS;
                     counts[self.dims - HASH_DIMS + i] += 1.0;
                 }
@@ -95,17 +94,54 @@ impl LexiconEmbedder {
     }
 }
 
-/// Content words of a text, analysed like keyword search does (stemmed; CJK as bigrams), stop words dropped.
+/// Content words of a text, stop words dropped. The suite's own analysis, not an engine's (an engine under test
+/// must not shape the vectors it is checked with): lowercase runs of letters and digits, an English plural made
+/// singular, a run of CJK characters as its characters and their pairs.
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for raw in text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()) {
         let lower = raw.to_lowercase();
-        if is_stop_word(&lower) {
+        if STOP_WORDS.contains(&lower.as_str()) {
             continue;
         }
-        out.extend(memory_core::analysis::document_terms(&lower));
+        if lower.chars().any(is_cjk) {
+            let chars: Vec<char> = lower.chars().collect();
+            out.extend(chars.iter().map(char::to_string));
+            out.extend(chars.windows(2).map(|w| w.iter().collect::<String>()));
+        } else {
+            out.push(singular(&lower));
+        }
     }
     out
+}
+
+/// Words too common to say what a text is about.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i",
+    "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we",
+    "were", "what", "when", "where", "which", "who", "why", "will", "with", "you", "your",
+];
+
+/// Characters of the scripts written without spaces (Han, kana, Hangul).
+fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
+}
+
+/// An English plural made singular ("receipts" -> "receipt", "journeys" -> "journey", "taxes" -> "tax",
+/// "countries" -> "country"); other words as they are.
+fn singular(w: &str) -> String {
+    if w.len() > 4 {
+        if let Some(stem) = w.strip_suffix("ies") {
+            return format!("{stem}y");
+        }
+        if let Some(stem) = w.strip_suffix("es").filter(|s| s.ends_with(['x', 's', 'z']) || s.ends_with("ch") || s.ends_with("sh")) {
+            return stem.to_string();
+        }
+    }
+    match w.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 && !stem.ends_with(['s', 'u', 'i']) => stem.to_string(),
+        _ => w.to_string(),
+    }
 }
 
 #[async_trait]
@@ -146,8 +182,8 @@ impl BagOfWordsEmbedder {
     /// The vector of one text (unit length).
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dims];
-        for t in memory_core::analysis::document_terms(text) {
-            let h = memory_core::sha256_hex(t.as_bytes());
+        for t in words(text) {
+            let h = memory_contract::sha256_hex(t.as_bytes());
             v[usize::from_str_radix(&h[..8], 16).unwrap_or(0) % self.dims] += 1.0;
         }
         // A text without words still gets a unit vector (a zero vector has no cosine).
@@ -200,7 +236,7 @@ impl EmbeddingProvider for BagOfWordsEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memory_core::embedding::cosine;
+    use memory_contract::embedding::cosine;
 
     #[test]
     fn concept_words_are_neighbours_without_sharing_a_word() {
@@ -219,6 +255,13 @@ mod tests {
         assert_eq!(a, e.embed_one("gateway deploy canary"));
         assert!(cosine(&a, &b) > cosine(&a, &c) + 0.3, "{} vs {}", cosine(&a, &b), cosine(&a, &c));
         assert!((cosine(&e.embed_one(""), &e.embed_one("")) - 1.0).abs() < 1e-5, "an empty text still has a unit vector");
+    }
+
+    #[test]
+    fn plurals_meet_their_singular_and_cjk_runs_become_characters_and_pairs() {
+        assert_eq!(words("Receipts, journeys, taxes and countries"), ["receipt", "journey", "tax", "country"]);
+        assert_eq!(words("the bus is focus"), ["bus", "focus"]);
+        assert_eq!(words("猫过敏"), ["猫", "过", "敏", "猫过", "过敏"]);
     }
 
     #[test]

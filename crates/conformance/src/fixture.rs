@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use memory_core::{GetRequest, SearchRequest};
+use memory_contract::{GetRequest, SearchRequest};
 
 /// A loaded suite: its cases and the files of its workspace.
 #[derive(Debug, Clone)]
@@ -53,25 +53,25 @@ pub struct Manifest {
     pub cases: Vec<Case>,
 }
 
-/// A capability a case needs; the names are those of `memory_core::Capabilities` on the wire.
+/// A capability a case needs; the names are those of `memory_contract::Capabilities` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Capability {
-    /// [`memory_core::Capabilities::keyword`].
+    /// [`memory_contract::Capabilities::keyword`].
     Keyword,
-    /// [`memory_core::Capabilities::vector`].
+    /// [`memory_contract::Capabilities::vector`].
     Vector,
-    /// [`memory_core::Capabilities::hybrid`].
+    /// [`memory_contract::Capabilities::hybrid`].
     Hybrid,
-    /// [`memory_core::Capabilities::persistent`].
+    /// [`memory_contract::Capabilities::persistent`].
     Persistent,
-    /// [`memory_core::Capabilities::shared_ranking`].
+    /// [`memory_contract::Capabilities::shared_ranking`].
     SharedRanking,
-    /// [`memory_core::Capabilities::cjk`].
+    /// [`memory_contract::Capabilities::cjk`].
     Cjk,
-    /// [`memory_core::Capabilities::sessions`].
+    /// [`memory_contract::Capabilities::sessions`].
     Sessions,
-    /// [`memory_core::Capabilities::explain`].
+    /// [`memory_contract::Capabilities::explain`].
     Explain,
 }
 
@@ -91,7 +91,7 @@ impl Capability {
     }
 
     /// Whether an engine declaring `c` has it.
-    pub fn declared_by(self, c: &memory_core::Capabilities) -> bool {
+    pub fn declared_by(self, c: &memory_contract::Capabilities) -> bool {
         match self {
             Capability::Keyword => c.keyword,
             Capability::Vector => c.vector,
@@ -105,7 +105,7 @@ impl Capability {
     }
 
     /// Every capability an engine declares, by name.
-    pub fn all_declared(c: &memory_core::Capabilities) -> Vec<&'static str> {
+    pub fn all_declared(c: &memory_contract::Capabilities) -> Vec<&'static str> {
         use Capability::*;
         [Keyword, Vector, Hybrid, Persistent, SharedRanking, Cjk, Sessions, Explain]
             .into_iter()
@@ -300,7 +300,7 @@ pub struct Within {
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExpectError {
-    /// `refused`, `invalid_input`, `not_found`, `unavailable`... (`memory_core::ErrorKind` in snake_case).
+    /// `refused`, `invalid_input`, `not_found`, `unavailable`... (`memory_contract::ErrorKind` in snake_case).
     pub kind: String,
     /// Every one of these strings appears in the error message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -2,7 +2,7 @@
 //!
 //! The promise of `memory.backend` is that every engine behaves the same. This crate proves it: suites of
 //! fixtures (a workspace of Markdown notes plus `cases.json5`, see [`fixture`]) run against any engine through
-//! its [`BackendFactory`](memory_core::registry::BackendFactory). Cases are gated by the capabilities the
+//! its [`BackendFactory`](memory_contract::registry::BackendFactory). Cases are gated by the capabilities the
 //! engine declares: a keyword-only engine skips the vector cases and the report says so; nothing is passed
 //! silently. Ranking assertions compare orders and sets of paths, never raw scores.
 //!
@@ -18,8 +18,9 @@
 //!   [`LexiconEmbedder`] the vector cases are written for. [`RunOptions::with_embedder`]: any provider.
 //! - [`run_all`] runs the shipped suites ([`fixtures_dir`]); [`run`] / [`run_suites`] run given ones, so an
 //!   engine author can add suites of their own in the same format ([`Suite::load`]).
-//! - [`store_contract`]: the promises of the storage traits (`ChunkStore`, `IndexStorage`) checked on a store
-//!   itself; every store in this repository runs it, and a store of another crate can too.
+//! - `store_contract` (feature `store`): the promises of memory-core's storage traits (`ChunkStore`,
+//!   `IndexStorage`) checked on a store itself; every store in this repository runs it, and a store of another
+//!   crate can too. The rest of the suite depends on the contract (`memory-rs-contract`) alone.
 //! - [`testing`]: temporary workspace and state folders and the `OpenContext` for engine tests;
 //!   [`BagOfWordsEmbedder`]: the deterministic embedder those tests use.
 #![deny(missing_docs)]
@@ -28,6 +29,7 @@ pub mod check;
 pub mod embedder;
 pub mod fixture;
 pub mod runner;
+#[cfg(feature = "store")]
 pub mod store_contract;
 pub mod testing;
 

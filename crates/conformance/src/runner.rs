@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memory_core::embedding::EmbeddingProvider;
-use memory_core::registry::{BackendFactory, OpenContext};
-use memory_core::{Capabilities, Config, MemoryBackend, SearchRequest, SyncOptions};
+use memory_contract::embedding::EmbeddingProvider;
+use memory_contract::registry::{BackendFactory, OpenContext};
+use memory_contract::{Capabilities, Config, MemoryBackend, SearchRequest, SyncOptions};
 use serde_json::Value;
 
 use crate::check;

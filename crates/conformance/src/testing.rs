@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use memory_core::embedding::EmbeddingProvider;
-use memory_core::registry::OpenContext;
-use memory_core::Config;
+use memory_contract::embedding::EmbeddingProvider;
+use memory_contract::registry::OpenContext;
+use memory_contract::Config;
 use tempfile::TempDir;
 
 pub use crate::fixture::bump_mtime;

@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use memory_core::changes::ChangeStream;
 use memory_core::discovery::{ChangeFeed, MemoryRoots};
 use memory_core::{MemoryBackend, SyncOptions, SyncReport};
 use serde::Serialize;
@@ -84,12 +85,16 @@ impl WatchTargets {
     /// `sessions` source is on.
     pub fn of(space: &memory_core::space::AgentSpace, search: &memory_core::config::SearchConfig) -> WatchTargets {
         let sessions_on = search.sources.contains(&memory_core::Source::Sessions);
-        WatchTargets { roots: space.roots().clone(), sessions_dir: sessions_on.then(|| space.sessions_dir().to_path_buf()) }
+        WatchTargets {
+            roots: MemoryRoots::for_search(space.workspace(), search),
+            sessions_dir: sessions_on.then(|| space.sessions_dir().to_path_buf()),
+        }
     }
 
     /// Watches of the watcher's own over these folders.
-    fn watch(&self) -> anyhow::Result<ChangeFeed> {
+    fn watch(&self) -> anyhow::Result<Box<dyn ChangeStream>> {
         ChangeFeed::watch(&self.roots, self.sessions_dir.as_deref())
+            .map(|feed| Box::new(feed) as Box<dyn ChangeStream>)
             .map_err(|e| anyhow::anyhow!("cannot watch the memory files under {}: {e}", self.roots.workspace.display()))
     }
 }
@@ -181,7 +186,7 @@ struct Loop {
 }
 
 impl Loop {
-    async fn run(mut self, feed: ChangeFeed, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    async fn run(mut self, feed: Box<dyn ChangeStream>, mut stop: tokio::sync::oneshot::Receiver<()>) {
         if self.options.initial_sync && self.options.initial_sync_in_background {
             self.sync(Trigger::Start, 0, Vec::new()).await;
         }
@@ -369,8 +374,8 @@ mod tests {
         fn notify_changed(&self, paths: &[PathBuf]) {
             self.announced.locked().extend_from_slice(paths);
         }
-        fn watch_changes(&self) -> Option<ChangeFeed> {
-            self.journal.as_ref().map(|j| j.subscribe().unwrap())
+        fn watch_changes(&self) -> Option<Box<dyn ChangeStream>> {
+            self.journal.as_ref().map(|j| Box::new(j.subscribe().unwrap()) as Box<dyn ChangeStream>)
         }
         async fn close(&self) -> memory_core::Result<()> {
             Ok(())

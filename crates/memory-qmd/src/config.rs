@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn openclaw_2026_7_qmd_block_means_what_it_means() {
-        let text = include_str!("../../memory-core/tests/fixtures/openclaw-2026.7.1.json5");
+        let text = include_str!("../../memory-contract/tests/fixtures/openclaw-2026.7.1.json5");
         let env = |k: &str| (k == "OC7_OPENAI_KEY").then(|| "sk-oc7".to_string());
         let c = QmdConfig::from_config(&Config::from_json5_for(text, Some("main"), &env).unwrap()).unwrap();
         assert_eq!(c.paths[0].pattern.as_deref(), Some("**/*.md"));

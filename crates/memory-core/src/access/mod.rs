@@ -8,7 +8,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::discovery::{read_text, Match, MemoryRoots, Place, SkipReason};
-use crate::error::{refused, MemoryError, Result};
+use crate::error::{MemoryError, Result};
 use crate::types::{GetRequest, GetResponse};
 
 pub const DEFAULT_LINES: usize = 120;
@@ -158,6 +158,11 @@ pub fn excerpt(path: String, text: &str, from: Option<usize>, lines: Option<usiz
     let truncated = last < total && (cut_by_chars || lines.is_none());
     let note = truncated.then(|| format!("Showing lines {from}-{last} of {total}. Continue with from={} to read more.", last + 1));
     GetResponse { path, text: out, from, lines: taken, total_lines: total, missing: false, truncated, note, next_offset: None }
+}
+
+/// A path refused by memory_get, with the reason spelled out for the agent.
+fn refused(path: &str, why: &str) -> MemoryError {
+    MemoryError::Refused(format!("{path}: {why}"))
 }
 
 #[cfg(test)]

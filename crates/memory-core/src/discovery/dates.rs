@@ -14,16 +14,7 @@ pub fn date_from_path(key: &str) -> Option<i64> {
     parse_day(date)
 }
 
-/// A `YYYY-MM-DD` day (exactly that text) as [`day_millis`] gives it; `None` for anything else.
-pub fn parse_day(text: &str) -> Option<i64> {
-    day_millis(chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?)
-}
-
-/// A day as [`date_from_path`] gives a dated note: its midnight UTC, in milliseconds (what a question's named day
-/// is compared with, `ranking::window`).
-pub fn day_millis(day: chrono::NaiveDate) -> Option<i64> {
-    Some(day.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis())
-}
+pub use memory_contract::dates::{day_millis, parse_day};
 
 /// True for files that never decay: `MEMORY.md`/`memory.md` and undated notes under `memory/`.
 pub fn is_evergreen(key: &str) -> bool {

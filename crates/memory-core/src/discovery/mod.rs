@@ -79,7 +79,8 @@ impl MemoryRoots {
     }
 
     /// The roots a search config names: the workspace, `extraPaths` (with their patterns), media when
-    /// `multimodal.enabled`. The one rule every engine and the CLI use (through [`crate::space::AgentSpace`]).
+    /// `multimodal.enabled`. The one rule every engine and the CLI use, on the workspace of their
+    /// [`AgentSpace`](crate::space::AgentSpace).
     pub fn for_search(workspace: impl Into<PathBuf>, search: &crate::config::SearchConfig) -> MemoryRoots {
         MemoryRoots::new(workspace, &search.extra_paths).with_media(search.multimodal.enabled)
     }

@@ -206,7 +206,7 @@ impl MemoryBackend for FallbackManager {
     }
 
     /// The primary's journal, else the fallback's when it is open (both watch the same files); never opens one.
-    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+    fn watch_changes(&self) -> Option<Box<dyn crate::changes::ChangeStream>> {
         self.primary.watch_changes().or_else(|| self.fallback.get()?.watch_changes())
     }
 

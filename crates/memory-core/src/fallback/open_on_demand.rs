@@ -165,7 +165,7 @@ impl MemoryBackend for OpenOnDemand {
     }
 
     /// The engine's journal when it is open (a host that asks before then watches on its own).
-    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+    fn watch_changes(&self) -> Option<Box<dyn crate::changes::ChangeStream>> {
         self.engine.try_read().ok()?.as_ref()?.watch_changes()
     }
 

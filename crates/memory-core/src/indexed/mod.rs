@@ -234,8 +234,9 @@ impl MemoryBackend for IndexedBackend {
         self.journal.locked().announce(abs);
     }
 
-    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
-        self.journal.locked().subscribe(&self.roots, self.sessions_dir.as_deref())
+    fn watch_changes(&self) -> Option<Box<dyn crate::changes::ChangeStream>> {
+        let feed = self.journal.locked().subscribe(&self.roots, self.sessions_dir.as_deref())?;
+        Some(Box::new(feed))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -65,7 +65,14 @@ impl IndexedBackend {
     pub async fn open_for(name: impl Into<String>, ctx: &crate::registry::OpenContext, storage: Arc<dyn IndexStorage>) -> Result<IndexedBackend> {
         let name = name.into();
         let space = &ctx.space;
-        let engine = IndexedBackend::open_with_roots(name.clone(), ctx.config.clone(), space.roots().clone(), storage, ctx.embedder.clone()).await?;
+        let engine = IndexedBackend::open_with_roots(
+            name.clone(),
+            ctx.config.clone(),
+            crate::discovery::MemoryRoots::for_search(space.workspace(), &ctx.config.memory.search),
+            storage,
+            ctx.embedder.clone(),
+        )
+        .await?;
         let mut engine = engine.with_batch_state_file(space.batch_jobs_file(&name));
         engine.reranker = ctx.reranker.clone();
         Ok(if ctx.config.memory.search.sources.contains(&Source::Sessions) { engine.with_sessions_dir(space.sessions_dir()) } else { engine })

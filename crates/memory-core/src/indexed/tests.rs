@@ -138,7 +138,7 @@ async fn a_watcher_s_feed_is_the_journal_the_searches_trust() {
     j.in_step_at(e);
     assert_eq!(j.plan(&roots, None, false), CheckPlan::Skip);
     std::fs::write(d.path().join("memory/b.md"), "b\n").unwrap();
-    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), feed.next()).await.unwrap().unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), crate::changes::ChangeStream::next(&mut feed)).await.unwrap().unwrap();
     assert_eq!(heard.paths.first(), Some(&d.path().join("memory/b.md")));
     // What the watcher's feed took is still the search's named change.
     let e = named(j.plan(&roots, None, false));

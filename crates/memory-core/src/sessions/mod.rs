@@ -228,25 +228,7 @@ pub fn transcript_file(p: &Path) -> Option<MemoryFile> {
     })
 }
 
-/// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),
-/// else OpenClaw's `<OpenClaw state>/agents/<agentId>/sessions` when it exists (the state folder by OpenClaw's rule,
-/// [`crate::paths::openclaw_state_dir`]: `OPENCLAW_STATE_DIR`, `OPENCLAW_PROFILE`), else
-/// `<state>/agents/<agentId>/sessions`.
-pub fn sessions_dir(config: &crate::Config, state_dir: &Path, agent_id: &str) -> std::path::PathBuf {
-    if let Some(d) = &config.memory.search.sessions_dir {
-        return crate::paths::state_path(d, agent_id, state_dir);
-    }
-    // OpenClaw names an agent's folder by its id, which it keeps path-safe: an id that is not is no OpenClaw agent.
-    let safe = crate::sanitize_id(agent_id);
-    if safe == agent_id {
-        if let Some(openclaw) = crate::paths::openclaw_state_dir().map(|s| s.join("agents").join(&safe).join("sessions")) {
-            if openclaw.is_dir() {
-                return openclaw;
-            }
-        }
-    }
-    state_dir.join("agents").join(safe).join("sessions")
-}
+pub use memory_contract::space::sessions_dir;
 
 #[cfg(test)]
 mod tests;

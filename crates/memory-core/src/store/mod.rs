@@ -205,22 +205,7 @@ pub struct KeywordQuery {
     pub terms: Vec<String>,
 }
 
-/// Days from `first` to `last`, both included, each as its midnight UTC in Unix milliseconds (as
-/// [`ChunkRecord::date`] holds them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DayRange {
-    /// The first day (`i64::MIN`: open).
-    pub first: i64,
-    /// The last day (`i64::MAX`: open).
-    pub last: i64,
-}
-
-impl DayRange {
-    /// Whether the day `date` is inside.
-    pub fn contains(&self, date: i64) -> bool {
-        self.first <= date && date <= self.last
-    }
-}
+pub use memory_contract::dates::DayRange;
 
 /// Which chunks a search may return: those of `sources` (all when empty) and, with `days`, only those dated
 /// inside it (undated chunks excluded). A store applies both before it counts its `limit`, so a narrow scope

@@ -214,27 +214,4 @@ pub fn without_expressions(query: &str, found: &[TimeExpression]) -> String {
     out
 }
 
-/// What "now" is for the ranking: the `memory.search.query.now` setting when given (a date `2026-03-04`, or a
-/// date and time with an offset `2026-03-04T21:30:00+08:00`, read in that offset), else the clock in this
-/// machine's time zone. Returns the day questions are asked on and the instant in Unix milliseconds.
-pub fn now(setting: Option<&str>) -> Result<(NaiveDate, i64), String> {
-    match setting.map(str::trim) {
-        None | Some("") => Ok(clock()),
-        Some(s) => {
-            if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-                return Ok((t.date_naive(), t.timestamp_millis()));
-            }
-            let day = NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                .map_err(|_| format!("`{s}` is not a date (2026-03-04) or a date and time with an offset (2026-03-04T21:30:00+08:00)"))?;
-            // Noon UTC: the whole day is "today" for the decay of any note dated that day.
-            let ms = day.and_hms_opt(12, 0, 0).map(|t| t.and_utc().timestamp_millis()).ok_or_else(|| format!("`{s}` is out of range"))?;
-            Ok((day, ms))
-        }
-    }
-}
-
-/// The clock: today in this machine's time zone, and the instant in Unix milliseconds.
-pub fn clock() -> (NaiveDate, i64) {
-    let local = chrono::Local::now();
-    (local.date_naive(), local.timestamp_millis())
-}
+pub use memory_contract::dates::{clock, now};

@@ -91,18 +91,7 @@ impl ChangeJournal {
     }
 }
 
-/// What [`ChangeJournal::take_changed_files`] and [`ChangeFeed::next`] answer.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ChangedFiles {
-    /// How many changes these are (several writes to one file are several): a feed's reader counts them; the
-    /// freshness check asks [`ChangeJournal::take_changes`] instead (0 here).
-    pub events: usize,
-    pub paths: Vec<PathBuf>,
-    /// Every change since the last call is a change of one of `paths`: no folder was created, moved or removed,
-    /// no event was lost or could not be placed, the list did not reach its cap. A check may then look at
-    /// these files alone.
-    pub complete: bool,
-}
+pub use memory_contract::changes::ChangedFiles;
 
 /// The changes one reader has not taken yet.
 #[derive(Default)]
@@ -300,10 +289,13 @@ impl ChangeFeed {
         }
         Ok(ChangeFeed { shared, inbox })
     }
+}
 
+#[async_trait::async_trait]
+impl memory_contract::changes::ChangeStream for ChangeFeed {
     /// The changes since the last call, once there are any. `None` when the journal failed (its watches could
     /// not be re-armed): the reader starts watches of its own if it still wants them.
-    pub async fn next(&mut self) -> Option<ChangedFiles> {
+    async fn next(&mut self) -> Option<ChangedFiles> {
         loop {
             // What the waiting thread has not picked up yet is taken here (and what it took is in the inbox).
             let failed = self.shared.drain().is_err();

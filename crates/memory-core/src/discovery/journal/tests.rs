@@ -1,4 +1,5 @@
 use crate::locks::LockExt;
+use memory_contract::changes::ChangeStream;
 use std::fs;
 use std::path::Path;
 

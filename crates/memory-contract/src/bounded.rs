@@ -98,7 +98,7 @@ pub fn json5(text: &str, limit: usize) -> Result<Value, ParseError> {
     json5_tracked(text, limit).map(|(v, _)| v)
 }
 
-/// [`json5`], also giving where the text has a number JSON cannot hold (`NaN`, `Infinity`, which JSON5 allows):
+/// [`json5()`], also giving where the text has a number JSON cannot hold (`NaN`, `Infinity`, which JSON5 allows):
 /// the value has `null` there, and the paths (`a.b[2].c`) let a caller refuse them by name rather than read
 /// them as unset.
 pub fn json5_tracked(text: &str, limit: usize) -> Result<(Value, Vec<String>), ParseError> {

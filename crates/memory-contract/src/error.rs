@@ -111,8 +111,3 @@ impl MemoryError {
         }
     }
 }
-
-/// A path refused by memory_get, with the reason spelled out for the agent.
-pub(crate) fn refused(path: &str, why: &str) -> MemoryError {
-    MemoryError::Refused(format!("{path}: {why}"))
-}

@@ -1,8 +1,9 @@
 //! Where one agent's memory lives: resolved once per open from the config, the workspace, the state folder and the
 //! agent id, then asked by every engine, the CLI, the watcher and the host instead of each deriving paths.
 //!
-//! - The memory roots (what discovery lists) and the transcripts folder (OpenClaw's state folder by OpenClaw's
-//!   own rule, [`crate::sessions::sessions_dir`]).
+//! - The workspace and the transcripts folder (OpenClaw's state folder by OpenClaw's own rule, [`sessions_dir`]).
+//!   Which files under the workspace and the extra paths are memory files is the engines' rule (memory-rs-core's
+//!   `discovery::MemoryRoots::for_search`).
 //! - The state layout: every file an engine keeps for an agent and workspace is
 //!   `<state>/agents/<agent id>/<engine>-<tag><suffix>` where the agent id is made path-safe by
 //!   [`crate::sanitize_id`] (ids that differ never share a folder) and the tag is 12 hex digits of
@@ -14,9 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::discovery::MemoryRoots;
 
-/// One agent's memory: its roots, its transcripts and where its engines keep their state.
+/// One agent's memory: its workspace, its transcripts and where its engines keep their state.
 #[derive(Debug, Clone)]
 pub struct AgentSpace {
     workspace: PathBuf,
@@ -24,7 +24,6 @@ pub struct AgentSpace {
     canonical_workspace: PathBuf,
     agent_id: String,
     state_dir: PathBuf,
-    roots: MemoryRoots,
     sessions_dir: PathBuf,
     /// `memory.search.store.path` as configured (`{agentId}`, `~`, relative to the state folder): the index file.
     configured_index: Option<PathBuf>,
@@ -40,10 +39,9 @@ impl AgentSpace {
         let workspace = workspace.into();
         let state_dir = state_dir.into();
         let canonical_workspace = crate::paths::canonical(&workspace).unwrap_or_else(|_| workspace.clone());
-        let roots = MemoryRoots::for_search(workspace.clone(), &config.memory.search);
-        let sessions_dir = crate::sessions::sessions_dir(config, &state_dir, agent_id);
+        let sessions_dir = sessions_dir(config, &state_dir, agent_id);
         let configured_index = config.memory.search.store.path.as_deref().map(|p| crate::paths::state_path(p, agent_id, &state_dir));
-        AgentSpace { workspace, canonical_workspace, agent_id: agent_id.to_string(), state_dir, roots, sessions_dir, configured_index }
+        AgentSpace { workspace, canonical_workspace, agent_id: agent_id.to_string(), state_dir, sessions_dir, configured_index }
     }
 
     /// The agent's workspace (holds MEMORY.md and memory/), as the host gave it.
@@ -58,12 +56,6 @@ impl AgentSpace {
     /// The state folder every agent's state lives under (never inside the workspace by default).
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
-    }
-
-    /// What discovery lists: the workspace's memory files, the extra paths (with their patterns), media when
-    /// `multimodal.enabled`.
-    pub fn roots(&self) -> &MemoryRoots {
-        &self.roots
     }
 
     /// The transcripts folder of the `sessions` source (whether or not that source is on).
@@ -166,6 +158,26 @@ fn with_companions_exists(path: &Path) -> bool {
         let other = other.to_string_lossy();
         other.strip_prefix(name.as_ref()).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'))
     })
+}
+
+/// The transcripts folder: `memory.search.sessionsDir` (`{agentId}` replaced; relative to the state folder),
+/// else OpenClaw's `<OpenClaw state>/agents/<agentId>/sessions` when it exists (the state folder by OpenClaw's rule,
+/// [`crate::paths::openclaw_state_dir`]: `OPENCLAW_STATE_DIR`, `OPENCLAW_PROFILE`), else
+/// `<state>/agents/<agentId>/sessions`.
+pub fn sessions_dir(config: &Config, state_dir: &Path, agent_id: &str) -> PathBuf {
+    if let Some(d) = &config.memory.search.sessions_dir {
+        return crate::paths::state_path(d, agent_id, state_dir);
+    }
+    // OpenClaw names an agent's folder by its id, which it keeps path-safe: an id that is not is no OpenClaw agent.
+    let safe = crate::sanitize_id(agent_id);
+    if safe == agent_id {
+        if let Some(openclaw) = crate::paths::openclaw_state_dir().map(|s| s.join("agents").join(&safe).join("sessions")) {
+            if openclaw.is_dir() {
+                return openclaw;
+            }
+        }
+    }
+    state_dir.join("agents").join(safe).join("sessions")
 }
 
 #[cfg(test)]

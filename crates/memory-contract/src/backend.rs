@@ -74,8 +74,8 @@ pub trait MemoryBackend: Send + Sync {
     /// The changes this engine's own change journal sees, for a host that watches the files too (the CLI's
     /// watcher): one set of watches then serves the engine's freshness check and the host. `None` (the default)
     /// when the engine keeps no journal (or it cannot run here): the host watches on its own
-    /// ([`ChangeFeed::watch`](crate::discovery::ChangeFeed::watch)).
-    fn watch_changes(&self) -> Option<crate::discovery::ChangeFeed> {
+    /// (memory-rs-core's `discovery::ChangeFeed::watch`).
+    fn watch_changes(&self) -> Option<Box<dyn crate::changes::ChangeStream>> {
         None
     }
 

@@ -55,8 +55,8 @@ fn one_folder_reached_through_a_link_is_one_space() {
     let state = dir.path().join("state");
     assert_eq!(space(&ws, &state, "main").tag("builtin"), space(&link, &state, "main").tag("builtin"));
     assert_ne!(space(&ws, &state, "main").tag("builtin"), space(&ws, &state, "main").tag("qmd"));
-    // The roots keep the path as the host gave it.
-    assert_eq!(space(&link, &state, "main").roots().workspace, link);
+    // The workspace keeps the path as the host gave it.
+    assert_eq!(space(&link, &state, "main").workspace(), link);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Configuration: JSON5, OpenClaw-compatible keys of both OpenClaw schema generations (see
-//! [`schema`]). Only the memory-related top-level sections are read. Inside them an unknown key or a wrong type is
+//! `schema.rs`). Only the memory-related top-level sections are read. Inside them an unknown key or a wrong type is
 //! an error naming the key as written, a key accepted but not acted on is a warning, and all errors of a file are
 //! reported together. The search block may sit at a top-level `memorySearch`, `agents.defaults.memorySearch` or
 //! `memory.search` (later wins key by key); an agent's own block (`agents.list[].memorySearch`,
@@ -222,7 +222,7 @@ impl Config {
         if q.max_results == 0 {
             errs.push(MemoryError::config("memory.search.query.maxResults", "must be at least 1"));
         }
-        if let Err(why) = crate::time::now(q.now.as_deref()) {
+        if let Err(why) = crate::dates::now(q.now.as_deref()) {
             errs.push(MemoryError::config("memory.search.query.now", why));
         }
         let h = &q.hybrid;

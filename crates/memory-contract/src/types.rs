@@ -91,10 +91,10 @@ impl SearchRequest {
 
     /// The days `after` and `before` hold the search to, `None` when neither is given. A value that is not a
     /// `YYYY-MM-DD` day, or `before` earlier than `after`, is an argument error naming the field.
-    pub fn days(&self) -> crate::Result<Option<crate::store::DayRange>> {
+    pub fn days(&self) -> crate::Result<Option<crate::dates::DayRange>> {
         let day = |field: &str, value: &Option<String>| -> crate::Result<Option<i64>> {
             let Some(v) = value.as_deref() else { return Ok(None) };
-            let d = crate::discovery::parse_day(v.trim())
+            let d = crate::dates::parse_day(v.trim())
                 .ok_or_else(|| crate::MemoryError::InvalidInput(format!("{field}: `{v}` is not a day (YYYY-MM-DD, e.g. 2026-03-04)")))?;
             Ok(Some(d))
         };
@@ -111,7 +111,7 @@ impl SearchRequest {
         if after.is_none() && before.is_none() {
             return Ok(None);
         }
-        Ok(Some(crate::store::DayRange { first: after.unwrap_or(i64::MIN), last: before.unwrap_or(i64::MAX) }))
+        Ok(Some(crate::dates::DayRange { first: after.unwrap_or(i64::MIN), last: before.unwrap_or(i64::MAX) }))
     }
 }
 
