@@ -19,14 +19,22 @@ pub const MAX_CONFIG_BYTES: usize = 4 << 20;
 /// Why a text was not parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ParseError {
+    /// The text is longer than the limit the caller gave.
     #[error("larger than {} (the limit)", human_bytes(*.limit))]
-    TooLarge { limit: usize },
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// `[`/`{` nest deeper than the given number of levels ([`MAX_DEPTH`]).
     #[error("nested deeper than {0} levels")]
     TooDeep(usize),
+    /// The bytes are not UTF-8 text.
     #[error("not valid UTF-8")]
     NotUtf8,
+    /// The JSON parser refused the text, with its message.
     #[error("not valid JSON: {0}")]
     Json(String),
+    /// The JSON5 parser refused the text, with its message.
     #[error("not valid JSON5: {0}")]
     Json5(String),
 }
@@ -34,8 +42,10 @@ pub enum ParseError {
 /// A read of a file with a size limit: the I/O error, or the parse-side refusal.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The file could not be opened or read.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The file was read but refused: larger than the limit, or not UTF-8.
     #[error(transparent)]
     Parse(#[from] ParseError),
 }

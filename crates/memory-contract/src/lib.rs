@@ -16,6 +16,7 @@
 // A panic in a long-lived server fails the requests in flight: production code says what went wrong instead;
 // tests unwrap freely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![deny(missing_docs)]
 
 pub mod backend;
 pub mod bounded;

@@ -54,6 +54,8 @@ impl Config {
         Self::from_value_for(parse_text(text)?, agent, env)
     }
 
+    /// Read and check the config file at `path` (defaults and `memory.search`, no agent's overrides); errors name
+    /// the file.
     pub fn load(path: &Path) -> Result<Config> {
         Self::load_for(path, None)
     }
@@ -80,10 +82,16 @@ impl Config {
         Self::from_value_for(root, agent, &process_env).map_err(|e| in_file(e, path))
     }
 
+    /// Check a parsed config document (defaults and `memory.search`, no agent's overrides), with `${VAR}` and
+    /// `{source: "env"}` answered by the process environment.
     pub fn from_value(root: Value) -> Result<Config> {
         Self::from_value_for(root, None, &process_env)
     }
 
+    /// Check a parsed config document for one agent: every search block merged (a top-level `memorySearch`,
+    /// `agents.defaults.memorySearch`, `memory.search`, then the agent's own), references resolved with `env`
+    /// before the config's own `env` section, every error of the document reported together, the keys accepted
+    /// but not acted on kept in [`Config::warnings`].
     pub fn from_value_for(root: Value, agent: Option<&str>, env: EnvLookup<'_>) -> Result<Config> {
         let Value::Object(mut root) = root else {
             return Err(MemoryError::config("(root)", "expected an object"));

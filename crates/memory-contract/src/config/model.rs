@@ -7,9 +7,14 @@ use serde::{Deserialize, Serialize};
 use super::SecretString;
 use crate::types::Source;
 
+/// The checked configuration of one agent: the `memory` block (with the search settings merged from every place
+/// they may be written) and the parts of `models` memory search reads. [`Config::default`] is what an empty
+/// config file gives.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Config {
+    /// `memory`: the engine, citations and search settings.
     pub memory: MemoryConfig,
+    /// `models`: the model providers whose keys, URLs and headers the embedding providers read.
     pub models: ModelsConfig,
     /// Keys accepted but not acted on, each with the reason (`memory status` lists them).
     #[serde(skip)]
@@ -30,12 +35,17 @@ impl std::fmt::Debug for EngineBlocks {
     }
 }
 
+/// The `memory` block: which engine answers, how results cite their files, and the search settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MemoryConfig {
-    /// Engine name: `builtin`, `qmd`, `lancedb` or a registered plugin.
+    /// `memory.backend`: the engine that answers searches: `builtin` (the default), `qmd`, `lancedb` or a
+    /// registered plugin.
     pub backend: String,
+    /// `memory.citations`: how results cite the lines they come from (default `auto`).
     pub citations: Citations,
+    /// `memory.search`: what is indexed and how it is searched (also read from a top-level `memorySearch`,
+    /// `agents.defaults.memorySearch` and the agent's own block).
     pub search: SearchConfig,
 }
 
@@ -49,40 +59,79 @@ impl Default for MemoryConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Citations {
+    /// Each result has a `citation` field (`path#L<start>-L<end>`); the snippet is left as it is.
     Auto,
+    /// The `citation` field, and a `Source: path#L..` line appended to the snippet.
     On,
+    /// No citation at all.
     Off,
 }
 
+/// `memory.search`: the embedding provider, the files indexed, how they are chunked, synced and ranked. Later
+/// blocks override earlier ones key by key: a top-level `memorySearch`, `agents.defaults.memorySearch`,
+/// `memory.search`, then the agent's own block.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SearchConfig {
+    /// `memory.search.enabled`: memory search for the agent (default true); false turns its memory tools off (the
+    /// CLI and the Python binding refuse to open its memory) and no embedding provider is built.
     pub enabled: bool,
-    /// `auto`, `openai`, `openai-compatible`, `gemini`, `voyage`, `mistral`, `ollama`, `local`, `none`.
+    /// `memory.search.provider`: the embedding provider: `auto` (the default: a configured local model, else the
+    /// first of `openai`, `gemini`, `voyage`, `mistral` with an API key, else none), `openai`,
+    /// `openai-compatible`, `gemini`, `voyage`, `mistral`, `ollama`, `lmstudio`, `deepinfra`, `local`, the id of a
+    /// `models.providers` entry, or `none` (keyword search only).
     pub provider: String,
+    /// `memory.search.model`: the remote provider's embedding model (unset: the provider's default model; a
+    /// provider without one, such as `openai-compatible`, requires it). Not read by `local` (see
+    /// `local.modelPath`) nor by the fallback provider.
     pub model: Option<String>,
-    /// Sent to providers that take an input type (Voyage, OpenAI-compatible servers as `input_type`; Gemini as
-    /// `taskType`) for queries and documents alike, unless the specific one below is set.
+    /// `memory.search.inputType`: sent to providers that take an input type (Voyage, OpenAI-compatible servers as
+    /// `input_type`; Gemini as `taskType`), and the name of the prompt a local model with named prompts uses, for
+    /// queries and documents alike, unless the specific one below is set. Unset by default; primary provider only.
     pub input_type: Option<String>,
+    /// `memory.search.queryInputType`: the input type (or local prompt name) for queries, over `inputType`
+    /// (unset by default).
     pub query_input_type: Option<String>,
+    /// `memory.search.documentInputType`: the input type (or local prompt name) for indexed documents, over
+    /// `inputType` (unset by default).
     pub document_input_type: Option<String>,
-    /// Vector width asked of the provider: Gemini `outputDimensionality`, OpenAI(-compatible) `dimensions`.
+    /// `memory.search.outputDimensionality`: vector width asked of the provider: Gemini `outputDimensionality`,
+    /// OpenAI(-compatible) `dimensions`, a local model's Matryoshka cut (unset by default: the model's own width).
     pub output_dimensionality: Option<usize>,
-    /// A second provider used only when the first fails; `none` for no fallback.
+    /// `memory.search.fallback`: a second provider used only when the first fails; `none` (the default) for no
+    /// fallback. `auto` is not accepted here.
     pub fallback: String,
+    /// `memory.search.remote`: where and how remote embedding requests are sent.
     pub remote: RemoteConfig,
+    /// `memory.search.local`: the model of the `local` provider and its prompts.
     pub local: LocalConfig,
+    /// `memory.search.sources`: what is indexed and searched: `memory` (`MEMORY.md`, `memory/` and `extraPaths`)
+    /// and `sessions` (the conversation transcripts in `sessionsDir`). Default `["memory"]`; at least one;
+    /// `experimental.sessionMemory` adds or removes `sessions`.
     pub sources: Vec<Source>,
+    /// `memory.search.extraPaths`: more files and folders indexed as memory besides the workspace's `MEMORY.md`
+    /// and `memory/` (relative paths are taken in the workspace, `~` expanded); none by default. An agent's own
+    /// list adds to the defaults' rather than replacing them, and `qmd.extraCollections` entries are added here.
     pub extra_paths: Vec<ExtraPath>,
-    /// Where session transcripts (JSONL) are read from, for the `sessions` source.
+    /// `memory.search.sessionsDir`: where session transcripts (JSONL) are read from, for the `sessions` source
+    /// (`{agentId}` replaced, `~` expanded, a relative path taken under the state folder). Unset by default:
+    /// OpenClaw's `<OpenClaw state>/agents/<agentId>/sessions` when it exists, else
+    /// `<state>/agents/<agentId>/sessions`.
     pub sessions_dir: Option<String>,
+    /// `memory.search.chunking`: how files are cut into the chunks that are indexed and returned.
     pub chunking: ChunkingConfig,
+    /// `memory.search.query`: how a search ranks and cuts its results.
     pub query: QueryConfig,
+    /// `memory.search.cache`: the embedding cache.
     pub cache: CacheConfig,
+    /// `memory.search.store`: where the index is kept and whether it holds vectors.
     pub store: StoreConfig,
+    /// `memory.search.sync`: when the index is brought up to date with the files.
     pub sync: SyncConfig,
+    /// `memory.search.multimodal`: indexing images and audio.
     pub multimodal: MultimodalConfig,
-    /// Files larger than this are skipped with a warning.
+    /// `memory.search.maxFileBytes`: memory files larger than this are skipped with a warning, and `memory_get`
+    /// does not read them (default 10 MiB).
     pub max_file_bytes: u64,
 }
 
@@ -118,15 +167,22 @@ impl Default for SearchConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ExtraPath {
+    /// A file or folder, written as a string: a Markdown file, or a folder whose Markdown files are indexed (with
+    /// `multimodal.enabled`, its images and audio too).
     Path(String),
+    /// `{path, pattern}`: the files under `path` that match `pattern`.
     Pattern {
+        /// The file or folder.
         path: String,
+        /// A glob matched against each file's path relative to `path` (`*`, `**`, `?`), narrowing the files the
+        /// folder gives; unset or blank: the entry is a plain path.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pattern: Option<String>,
     },
 }
 
 impl ExtraPath {
+    /// The file or folder, as written.
     pub fn path(&self) -> &str {
         match self {
             ExtraPath::Path(p) | ExtraPath::Pattern { path: p, .. } => p,
@@ -142,6 +198,7 @@ impl ExtraPath {
         }
     }
 
+    /// The glob, trimmed; `None` for a plain path or a blank pattern.
     pub fn pattern(&self) -> Option<&str> {
         match self {
             ExtraPath::Path(_) => None,
@@ -186,15 +243,24 @@ impl From<&ExtraPath> for ExtraPath {
     }
 }
 
+/// `memory.search.remote`: the primary remote provider's endpoint, credentials and request limits (the fallback
+/// provider reads its settings from `models.providers` and the environment only).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RemoteConfig {
+    /// `memory.search.remote.baseUrl`: the API's base URL, over the provider's `models.providers` entry (unset by
+    /// default: that entry's, else the provider's host variable such as `OLLAMA_HOST`, else its default URL).
     pub base_url: Option<String>,
+    /// `memory.search.remote.apiKey`: the API key, over the provider's `models.providers.<id>.apiKey` and its
+    /// environment variable (unset by default).
     pub api_key: Option<SecretString>,
-    /// Extra request headers; values are treated as secrets (they often carry credentials).
+    /// `memory.search.remote.headers`: extra request headers, added to those of the provider's `models.providers`
+    /// entry; values are treated as secrets (they often carry credentials). None by default.
     pub headers: BTreeMap<String, SecretString>,
-    /// Embedding requests in flight at once (OpenClaw's key; default: `indexed::patience::RequestLimits`).
+    /// `memory.search.remote.nonBatchConcurrency`: embedding requests in flight at once (OpenClaw's key; unset by
+    /// default: 4 to a remote API, 1 to a server on this machine or the local network and to Ollama).
     pub non_batch_concurrency: Option<usize>,
+    /// `memory.search.remote.batch`: provider batch jobs for large backfills.
     pub batch: BatchConfig,
 }
 
@@ -202,13 +268,19 @@ pub struct RemoteConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct BatchConfig {
+    /// `memory.search.remote.batch.enabled`: a sync sends the new chunks no cache holds to the primary
+    /// provider's batch API as jobs instead of synchronous requests (default false).
     pub enabled: bool,
-    /// Wait for jobs during the sync; when off, a later sync collects what finished.
+    /// `memory.search.remote.batch.wait`: wait for jobs during the sync (default true); when off, a later sync
+    /// collects what finished.
     pub wait: bool,
-    /// Jobs in flight at once.
+    /// `memory.search.remote.batch.concurrency`: jobs in flight at once (default 2; at least 1).
     pub concurrency: usize,
+    /// `memory.search.remote.batch.pollIntervalMs`: how often a job's progress is asked, in milliseconds
+    /// (default 2000; at least 1).
     pub poll_interval_ms: u64,
-    /// A job not finished this long after submission counts as failed.
+    /// `memory.search.remote.batch.timeoutMinutes`: a job not finished this long after submission counts as
+    /// failed (default 60; at least 1).
     pub timeout_minutes: u64,
 }
 
@@ -218,26 +290,38 @@ impl Default for BatchConfig {
     }
 }
 
+/// `memory.search.local`: the model the `local` provider runs in-process and the prompts it embeds with
+/// (`local.contextSize` is accepted, not acted on: the model's own context length is used).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LocalConfig {
-    /// The model: a folder with `model.safetensors`, `config.json` and `tokenizer.json`, a GGUF file, a name in the
-    /// model caches, an `hf:` URI or an HTTPS GGUF URL (`providers::model_file`). Unset with `provider: "local"`:
-    /// OpenClaw's default model.
+    /// `memory.search.local.modelPath`: the model: a folder with `model.safetensors`, `config.json` and
+    /// `tokenizer.json`, a GGUF file, a name in the model caches, an `hf:` URI or an HTTPS GGUF URL
+    /// (`providers::model_file`); `auto` picks `local` when it is set. Unset (the default) with `provider:
+    /// "local"`: `$MEMORY_LOCAL_MODEL`, else OpenClaw's default model.
     pub model_path: Option<String>,
-    /// Where OpenClaw keeps downloaded models (its default: `~/.openclaw/models/llama.cpp`): looked in first, and
-    /// where a download goes when set.
+    /// `memory.search.local.modelCacheDir`: where OpenClaw keeps downloaded models (its default:
+    /// `~/.openclaw/models/llama.cpp`): looked in first, and where a download goes when set. Unset by default: a
+    /// download goes into memory-rs's cache (`$MEMORY_RS_CACHE/models`, else `~/.cache/memory-rs/models`).
     pub model_cache_dir: Option<String>,
-    /// Prepended to queries before embedding (memory-rs's own key; default: the model's own prompt).
+    /// `memory.search.local.queryPrompt`: prepended to queries before embedding, over the prompt named by
+    /// `queryInputType` (memory-rs's own key; unset by default: the model's own query prompt).
     pub query_prompt: Option<String>,
-    /// Prepended to documents before embedding.
+    /// `memory.search.local.documentPrompt`: prepended to documents before embedding, over the prompt named by
+    /// `documentInputType` (memory-rs's own key; unset by default: the model's own document prompt).
     pub document_prompt: Option<String>,
 }
 
+/// `memory.search.chunking`: the size of the pieces files are indexed and returned in. Both keys are part of the
+/// index identity: changing them rebuilds the index. The flat `chunkSize` / `chunkOverlap` keys are read as these.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChunkingConfig {
+    /// `memory.search.chunking.tokens`: the size of a chunk, in estimated tokens (default 400; at least 16); a
+    /// dated heading always starts a new chunk.
     pub tokens: usize,
+    /// `memory.search.chunking.overlap`: how many tokens a chunk repeats from the end of the one before (default
+    /// 80; less than `tokens`).
     pub overlap: usize,
 }
 
@@ -247,16 +331,24 @@ impl Default for ChunkingConfig {
     }
 }
 
+/// `memory.search.query`: how many results a search returns, which pass, and how candidates are ranked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct QueryConfig {
+    /// `memory.search.query.maxResults`: results a search returns when the request does not say (default 6; at
+    /// least 1). The flat `maxResults` key is read as this.
     pub max_results: usize,
+    /// `memory.search.query.minScore`: the lowest score a result may have when the request does not say (0 to 1;
+    /// default 0.35). Exact-path and exact matches pass whatever their score, and so does a hit the vector leg
+    /// alone scores at this or more; when nothing passes, keyword matches are returned instead of nothing.
     pub min_score: f64,
-    /// The moment searches are asked at, for replays, tests and evaluations: a date (`2026-03-04`) or a date and
-    /// time with an offset (`2026-03-04T21:30:00+08:00`). What "yesterday" and "last week" mean and what temporal
-    /// decay counts from. Unset: the clock, in this machine's time zone.
+    /// `memory.search.query.now`: the moment searches are asked at, for replays, tests and evaluations: a date
+    /// (`2026-03-04`) or a date and time with an offset (`2026-03-04T21:30:00+08:00`). What "yesterday" and "last
+    /// week" mean and what temporal decay counts from. Unset: the clock, in this machine's time zone.
     pub now: Option<String>,
+    /// `memory.search.query.hybrid`: how the keyword and vector legs are combined.
     pub hybrid: HybridConfig,
+    /// `memory.search.query.rerank`: the optional second-stage reranker.
     pub rerank: RerankConfig,
 }
 
@@ -274,17 +366,21 @@ impl Default for QueryConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RerankConfig {
+    /// `memory.search.query.rerank.enabled`: rerank the best candidates with the model at `modelPath` (default
+    /// false; `modelPath` is then required).
     pub enabled: bool,
-    /// The reranker's folder (`model.safetensors`, `tokenizer.json`, `config.json`; a late-interaction model also
-    /// `artifact.metadata` or a `linear.weight` projection); `~` allowed.
+    /// `memory.search.query.rerank.modelPath`: the reranker's folder (`model.safetensors`, `tokenizer.json`,
+    /// `config.json`; a late-interaction model also `artifact.metadata` or a `linear.weight` projection); `~`
+    /// allowed. Unset by default.
     pub model_path: Option<String>,
-    /// How many of the best candidates are reranked (the rest keep their order below them). 10 by default: about
-    /// a quarter of a second with the int8 cross-encoder on two cores; 20 reads deeper on conversations at twice
-    /// the cost and did worse on Cranfield's abstracts (docs/benchmark-history.md).
+    /// `memory.search.query.rerank.candidates`: how many of the best candidates are reranked (default 10; at least
+    /// 1 when reranking is on); the rest keep their order below them. Each one costs a model pass.
     pub candidates: usize,
-    /// Time budget of one reranking, in milliseconds: past it the first-stage order answers, with a warning.
+    /// `memory.search.query.rerank.budgetMs`: time budget of one reranking, in milliseconds (default 2000): past it
+    /// the first-stage order answers, with a warning.
     pub budget_ms: u64,
-    /// The reranker's share in the folded order (0..1; both sides scaled over the candidates first).
+    /// `memory.search.query.rerank.weight`: the reranker's share in the folded order (0..1, default 0.5; both sides
+    /// scaled over the candidates first).
     pub weight: f64,
 }
 
@@ -294,14 +390,26 @@ impl Default for RerankConfig {
     }
 }
 
+/// `memory.search.query.hybrid`: a search asks a keyword (BM25) leg and a vector leg for candidates and merges
+/// their scores; these keys weigh the two and set the re-orderings that follow.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HybridConfig {
+    /// `memory.search.query.hybrid.enabled`: searches ask the vector leg too (default true); false: searches
+    /// match words only (a sync still embeds).
     pub enabled: bool,
+    /// `memory.search.query.hybrid.vectorWeight`: the vector leg's weight in the merged score (default 0.7). The
+    /// two weights are normalised to sum 1 over the legs that answered, and each is scaled per query by how
+    /// decisively its leg separates its candidates; both must be >= 0 and not both 0.
     pub vector_weight: f64,
+    /// `memory.search.query.hybrid.textWeight`: the keyword leg's weight in the merged score (default 0.3).
     pub text_weight: f64,
+    /// `memory.search.query.hybrid.candidateMultiplier`: each leg is asked for `maxResults` (at least 10) times
+    /// this many candidates, at most 200 (default 4; at least 1).
     pub candidate_multiplier: usize,
+    /// `memory.search.query.hybrid.mmr`: diversity re-ordering.
     pub mmr: MmrConfig,
+    /// `memory.search.query.hybrid.temporalDecay`: older notes score lower.
     pub temporal_decay: TemporalDecayConfig,
 }
 
@@ -318,10 +426,16 @@ impl Default for HybridConfig {
     }
 }
 
+/// `memory.search.query.hybrid.mmr`: maximal marginal relevance, which moves results that repeat one ranked
+/// above them further down.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MmrConfig {
+    /// `memory.search.query.hybrid.mmr.enabled`: re-order the ranked candidates by MMR before the `minScore` cut
+    /// (default false); exact-path hits and exact matches stay first.
     pub enabled: bool,
+    /// `memory.search.query.hybrid.mmr.lambda`: relevance against diversity, 0 to 1 (default 0.7): 1 keeps the
+    /// relevance order, lower values push near-duplicates down further.
     pub lambda: f64,
 }
 
@@ -331,10 +445,16 @@ impl Default for MmrConfig {
     }
 }
 
+/// `memory.search.query.hybrid.temporalDecay`: scores multiplied by exp(-ln 2 / halfLifeDays x age in days). A
+/// daily note's age counts from the date in its name, another file's from its modification time; `MEMORY.md` and
+/// undated files under `memory/` do not decay.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TemporalDecayConfig {
+    /// `memory.search.query.hybrid.temporalDecay.enabled`: apply the decay (default false).
     pub enabled: bool,
+    /// `memory.search.query.hybrid.temporalDecay.halfLifeDays`: the age, in days, at which a score is halved
+    /// (default 30; > 0).
     pub half_life_days: f64,
 }
 
@@ -344,10 +464,14 @@ impl Default for TemporalDecayConfig {
     }
 }
 
+/// `memory.search.cache`: vectors kept in the index by the hash of the chunk's text and the provider's settings,
+/// so text embedded once (a file moved or restored, an index rebuilt) is not sent to the provider again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CacheConfig {
+    /// `memory.search.cache.enabled`: read and write the embedding cache (default true).
     pub enabled: bool,
+    /// `memory.search.cache.maxEntries`: vectors the cache keeps; the oldest beyond it are pruned (default 50,000).
     pub max_entries: usize,
 }
 
@@ -357,20 +481,30 @@ impl Default for CacheConfig {
     }
 }
 
+/// `memory.search.store`: the index's file and whether it holds vectors.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// Index file; `{agentId}` is replaced. Default: `<state-dir>/memory/<agentId>.sqlite`.
+    /// `memory.search.store.path`: the builtin engine's index file; `{agentId}` is replaced, `~` expanded, a
+    /// relative path taken under the state folder. Unset by default: `<state>/agents/<agentId>/builtin-<tag>.sqlite`
+    /// (the tag: 12 hex digits hashing the workspace; see [`crate::space::AgentSpace::index_file`]).
     pub path: Option<String>,
-    /// OpenClaw's `store.driver`; only `sqlite` (what the builtin engine is).
+    /// `memory.search.store.driver`: OpenClaw's key; only `sqlite` (what the builtin engine is) is accepted.
+    /// Unset by default.
     pub driver: Option<String>,
+    /// `memory.search.store.vector`: whether the index holds vectors.
     pub vector: StoreVectorConfig,
+    /// `memory.search.store.fts`: accepted for OpenClaw's configs, not acted on.
     pub fts: StoreFtsConfig,
 }
 
+/// `memory.search.store.vector` (`store.vector.extensionPath` is accepted, not acted on: sqlite-vec is compiled
+/// in).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StoreVectorConfig {
+    /// `memory.search.store.vector.enabled`: embed chunks and search by vectors (default true); false: the
+    /// engine uses no embedding provider and searches by words only.
     pub enabled: bool,
 }
 
@@ -386,17 +520,29 @@ impl Default for StoreVectorConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StoreFtsConfig {}
 
+/// `memory.search.sync`: when the index is brought up to date with the files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SyncConfig {
-    /// The longest one embedding request may take, in seconds (OpenClaw's key; default:
-    /// `indexed::patience::RequestLimits`).
+    /// `memory.search.sync.embeddingBatchTimeoutSeconds`: the longest one embedding request may take, in seconds
+    /// (OpenClaw's key; 1 to 86,400; unset by default: 120 to a remote API, 600 to a server on this machine or
+    /// the local network).
     pub embedding_batch_timeout_seconds: Option<u64>,
+    /// `memory.search.sync.watch`: `memory serve` watches the memory files and syncs when they change (default
+    /// true; `--no-watch` also turns it off).
     pub watch: bool,
+    /// `memory.search.sync.watchDebounceMs`: how long the watcher waits after a change before it syncs, in
+    /// milliseconds (default 1500; at most an hour).
     pub watch_debounce_ms: u64,
+    /// `memory.search.sync.intervalMinutes`: the watcher also syncs every this many minutes (default 0: off; at
+    /// most a year).
     pub interval_minutes: u64,
+    /// `memory.search.sync.onSearch`: a search first syncs the files that changed (default true); off: searches
+    /// answer from the index as it is.
     pub on_search: bool,
+    /// `memory.search.sync.onSessionStart`: sync once when `memory serve` or `memory watch` starts (default true).
     pub on_session_start: bool,
+    /// `memory.search.sync.sessions`: when a grown transcript is indexed again.
     pub sessions: SessionsSyncConfig,
 }
 
@@ -414,10 +560,16 @@ impl Default for SyncConfig {
     }
 }
 
+/// `memory.search.sync.sessions`: a transcript that grew is indexed again once it grew by `deltaBytes` or by
+/// `deltaMessages`; below both, its new lines wait (a new, truncated or rotated transcript counts at once).
+/// `sessions.postCompactionForce` is accepted, not acted on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SessionsSyncConfig {
+    /// `memory.search.sync.sessions.deltaBytes`: bytes a transcript must grow by (default 100,000); a search
+    /// syncs a grown transcript first only past this.
     pub delta_bytes: u64,
+    /// `memory.search.sync.sessions.deltaMessages`: messages a transcript must grow by (default 50).
     pub delta_messages: u64,
 }
 
@@ -432,10 +584,14 @@ impl Default for SessionsSyncConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MultimodalConfig {
+    /// `memory.search.multimodal.enabled`: also index the images and audio under `extraPaths` (default false);
+    /// requires `provider: "gemini"`, a multimodal `model` and `fallback: "none"`.
     pub enabled: bool,
-    /// Media files larger than this are skipped with a warning.
+    /// `memory.search.multimodal.maxFileBytes`: media files larger than this are skipped with a warning (default
+    /// 10 MiB).
     pub max_file_bytes: u64,
-    /// Output width of the multimodal model: 768, 1536 or 3072 (default: the model's own, 3072).
+    /// `memory.search.multimodal.dimensions`: output width of the multimodal model: 768, 1536 or 3072, over
+    /// `outputDimensionality` (default: the model's own, 3072).
     pub dimensions: Option<usize>,
 }
 
@@ -449,15 +605,24 @@ impl Default for MultimodalConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ModelsConfig {
+    /// `models.providers`: provider entries by id; a built-in provider reads its entry's key, URL and headers, and
+    /// an id that names no built-in provider can be used as `memory.search.provider` (none by default).
     pub providers: BTreeMap<String, ModelProviderConfig>,
 }
 
+/// `models.providers.<id>`: one provider's settings; keys memory search does not read are ignored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ModelProviderConfig {
-    /// The wire format of a custom provider (`openai-completions`, `google-generative-ai`, `ollama`, ...).
+    /// `models.providers.<id>.api`: the wire format of a custom provider (`openai-completions`,
+    /// `google-generative-ai`, `ollama`, ...; unset: `openai-completions`).
     pub api: Option<String>,
+    /// `models.providers.<id>.apiKey`: the provider's API key, used when `memory.search.remote.apiKey` is not set
+    /// (or for the fallback provider), over the provider's environment variable.
     pub api_key: Option<SecretString>,
+    /// `models.providers.<id>.baseUrl`: the provider's base URL, under `memory.search.remote.baseUrl`.
     pub base_url: Option<String>,
+    /// `models.providers.<id>.headers`: request headers, under `memory.search.remote.headers`; values are treated
+    /// as secrets.
     pub headers: BTreeMap<String, SecretString>,
 }

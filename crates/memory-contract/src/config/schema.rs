@@ -199,7 +199,9 @@ pub(super) fn is_memory_key(name: &str) -> bool {
 /// A problem found in the config, named by the key as the user wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {
+    /// The key's dotted path as written in the file (`memory.search.query.minScore`, `agents.list[0].memorySearch`).
     pub key: String,
+    /// What is wrong with it, or why it is not acted on.
     pub message: String,
 }
 

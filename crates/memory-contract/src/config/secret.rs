@@ -6,11 +6,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// A credential from the configuration (an API key, a header value): shown as `***` by `Debug` and `Display`,
+/// read with [`expose`](Self::expose), serialised as the plain string.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SecretString(String);
 
 impl SecretString {
+    /// A secret holding `value`.
     pub fn new(value: impl Into<String>) -> Self {
         SecretString(value.into())
     }
@@ -20,6 +23,7 @@ impl SecretString {
         &self.0
     }
 
+    /// True when the value is empty or only whitespace.
     pub fn is_empty(&self) -> bool {
         self.0.trim().is_empty()
     }

@@ -49,6 +49,7 @@ impl AgentSpace {
         &self.workspace
     }
 
+    /// The agent's id, as the host gave it (state paths use it made path-safe by [`crate::sanitize_id`]).
     pub fn agent_id(&self) -> &str {
         &self.agent_id
     }
