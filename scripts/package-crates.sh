@@ -18,7 +18,7 @@ lancedb=0
 [ "${1:-}" = "--lancedb" ] && lancedb=1
 
 # Uncommitted changes are packed too (a check before committing them).
-cargo package --workspace --exclude bench --no-verify --allow-dirty
+cargo package --workspace --exclude bench --exclude memory-rs-example-scan --no-verify --allow-dirty
 
 version=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="memory-cli"))')
 crates=(memory-rs-contract memory-rs-core memory-rs-builtin memory-rs-qmd memory-rs-lancedb memory-rs-model-runtime memory-rs-providers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs memory-rs-core's unit tests, memory-rs-builtin's tests and memory-cli's `cli` tests (which drive
+# Runs memory-rs-contract's and memory-rs-core's unit tests, memory-rs-builtin's tests and memory-cli's `cli` tests (which drive
 # memory.exe) as Windows programs under Wine (the tests the release workflow runs on Windows): the engine's
 # file handling (appends, locks, atomic renames, paths with drive letters, case-insensitive names) as Windows
 # does it, on this Linux machine. Not part of `scripts/test.sh` (it needs mingw and Wine, and Wine is not Windows:
@@ -19,9 +19,10 @@ trap '"$wineserver" -k 2>/dev/null; rm -rf "$scratch"' EXIT
 # Wine 8 lacks bcryptprimitives.dll (ProcessPrng), which Rust's standard library calls; Windows 10+ has it.
 x86_64-w64-mingw32-gcc -shared -O2 -o "$scratch/bcryptprimitives.dll" \
     scripts/release/wine/bcryptprimitives.c scripts/release/wine/bcryptprimitives.def -ladvapi32
-# The test programs cargo builds: memory-rs-core's unit tests, memory-rs-builtin's unit and integration tests,
+# The test programs cargo builds: memory-rs-contract's and memory-rs-core's unit tests, memory-rs-builtin's unit and integration tests,
 # memory-cli's `cli` tests (they run the memory.exe built beside them, which gets the DLL too).
 programs=$({
+    cargo test --target "$target" -p memory-rs-contract --lib --no-run --message-format json
     cargo test --target "$target" -p memory-rs-core --lib --no-run --message-format json
     cargo test --target "$target" -p memory-rs-builtin --no-run --message-format json
     cargo test --target "$target" -p memory-cli --test cli --no-run --message-format json

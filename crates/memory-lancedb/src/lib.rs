@@ -14,6 +14,7 @@
 
 pub mod config;
 mod error;
+mod filters;
 mod schema;
 mod storage;
 mod store;

@@ -256,7 +256,7 @@ impl Config {
         if r.enabled && r.model_path.as_deref().is_none_or(|p| p.trim().is_empty()) {
             errs.push(MemoryError::config(
                 "memory.search.query.rerank.modelPath",
-                "is required when rerank.enabled is true (a cross-encoder's folder)",
+                "is required when rerank.enabled is true (the folder of a cross-encoder or a late-interaction model such as ColBERT)",
             ));
         }
         if s.chunking.tokens < 16 {

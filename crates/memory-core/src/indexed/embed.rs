@@ -64,7 +64,7 @@ impl IndexedBackend {
     ) -> (Vec<(String, Vec<f32>)>, Option<String>) {
         let mut out = Vec::new();
         for (hash, key) in todo {
-            let abs = self.roots.abs_path(key);
+            let abs = self.roots().abs_path(key);
             let Some(mime) = media_mime(&abs) else { continue };
             let data = match std::fs::read(&abs) {
                 Ok(d) => d,

@@ -50,10 +50,10 @@ impl IndexedBackend {
             if p.is_absolute() {
                 p.to_path_buf()
             } else {
-                self.roots.workspace.join(p)
+                self.roots().workspace.join(p)
             }
         };
-        let key = self.roots.key_for(&abs);
+        let key = self.roots().key_for(&abs);
         let stored = match ctx.store.files().await {
             Ok(f) => f,
             Err(e) => return answer(PathVerdict::NotIndexed, None, format!("the index cannot list its files: {e}")),
@@ -111,7 +111,7 @@ impl IndexedBackend {
     /// A path the index holds no record of: not a memory file, missing, or a memory file not indexed yet.
     fn unindexed(&self, abs: &Path, key: &str, answer: impl Fn(PathVerdict, Option<usize>, String) -> PathExplanation) -> PathExplanation {
         let exists = abs.exists();
-        match self.roots.classify(abs, abs.is_dir()) {
+        match self.roots().classify(abs, abs.is_dir()) {
             Match::File(_) if exists => answer(
                 PathVerdict::NotIndexed,
                 None,
@@ -124,7 +124,7 @@ impl IndexedBackend {
                 format!(
                     "not a memory file: memory indexes MEMORY.md (or memory.md), USER.md and the Markdown files under memory/ in the workspace {}, \
                      and the configured extra paths (memorySearch.extraPaths), never inside tool folders such as .git or node_modules",
-                    self.roots.workspace.display()
+                    self.roots().workspace.display()
                 ),
             ),
         }

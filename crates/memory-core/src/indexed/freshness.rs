@@ -1,6 +1,7 @@
 //! Freshness on search: before answering, compare the files with the index and sync what changed into the live
 //! index (never waiting for a rebuild), and vouch for hits of files that could not be synced.
 
+use super::files::Files;
 use super::*;
 use crate::discovery::{ChangeFeed, ChangeJournal};
 use crate::locks::LockExt;
@@ -19,6 +20,77 @@ const PARALLEL_FREE_MIN: usize = 4096;
 /// A check looks at the files the change journal named alone when they are at most this many (more: a bulk
 /// write, for which listing every file costs little beside syncing them).
 const NAMED_CHECK_MAX: usize = 256;
+
+/// What the engine knows of changes it has not checked yet: its change journal and the files a check must read
+/// by content. The one owner of the decision what a search's freshness check looks at ([`Freshness::begin`]).
+#[derive(Default)]
+pub(super) struct Freshness {
+    journal: Mutex<Journal>,
+    /// Keys of files a search could not sync (its sync failed): the next search syncs them whatever their size
+    /// and mtime say. (Files a host announces join the journal's named files: `Journal::announce`.)
+    hinted: Mutex<HashSet<String>>,
+}
+
+/// What a freshness check is to look at ([`Freshness::begin`]).
+pub(super) struct Check {
+    pub(super) plan: CheckPlan,
+    /// Keys read by content whatever their stat says: failed before, announced, or named by the journal.
+    pub(super) hinted: HashSet<String>,
+    /// The paths the journal named, for a check of them alone ([`CheckPlan::Named`]).
+    pub(super) named: Vec<PathBuf>,
+}
+
+impl Freshness {
+    /// Start a check: what the journal saw since the last one, and the keys that must be read by content.
+    pub(super) fn begin(&self, files: &Files) -> Check {
+        let mut hinted = std::mem::take(&mut *self.hinted.locked());
+        let (plan, named) = {
+            let mut journal = self.journal.locked();
+            let plan = journal.plan(files.roots(), files.sessions_dir(), !hinted.is_empty());
+            (plan, journal.take_files())
+        };
+        // What the journal saw written is checked by content, as a host's announcement is.
+        hinted.extend(named.iter().map(|p| files.key_of_changed(p)));
+        Check { plan, hinted, named }
+    }
+
+    /// A check that started at `epoch` found the index in step with the files (or brought it there).
+    pub(super) fn in_step_at(&self, epoch: u64) {
+        self.journal.locked().in_step_at(epoch);
+    }
+
+    /// A check could not sync these keys: the next one reads them by content.
+    pub(super) fn retry(&self, hinted: HashSet<String>) {
+        self.hinted.locked().extend(hinted);
+    }
+
+    /// The live index was swapped: what the last check found in step was the old one.
+    pub(super) fn forget(&self) {
+        self.journal.locked().forget();
+    }
+
+    /// A host announced `paths` (absolute) as changed ([`Journal::announce`]).
+    pub(super) fn announce(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.journal.locked().announce(paths);
+    }
+
+    /// The files announced since the last check, for a sync of every file to read by content.
+    pub(super) fn take_announced(&self) -> Vec<PathBuf> {
+        self.journal.locked().take_announced()
+    }
+
+    /// A feed of the journal's changes for a host's watcher ([`Journal::subscribe`]).
+    pub(super) fn subscribe(&self, files: &Files) -> Option<ChangeFeed> {
+        self.journal.locked().subscribe(files.roots(), files.sessions_dir())
+    }
+
+    /// The keys the next check reads by content whatever their stat says (what `status` counts as stale).
+    pub(super) fn pending_hints(&self, files: &Files) -> HashSet<String> {
+        let mut hinted = self.hinted.locked().clone();
+        hinted.extend(self.journal.locked().announced().iter().map(|p| files.key_of_changed(p)));
+        hinted
+    }
+}
 
 /// The change journal ([`ChangeJournal`]) of an engine that searches more than once. A search that finds it
 /// quiet since a check that found the index in step with the files skips the check (a stat per file).
@@ -191,19 +263,12 @@ impl IndexedBackend {
         if !self.config.memory.search.sync.on_search {
             return Ok(Staleness::default());
         }
-        let mut hinted = std::mem::take(&mut *self.hinted.locked());
-        let (plan, named) = {
-            let mut journal = self.journal.locked();
-            let plan = journal.plan(&self.roots, self.sessions_dir.as_deref(), !hinted.is_empty());
-            (plan, journal.take_files())
-        };
+        let Check { plan, hinted, named } = self.freshness.begin(&self.files);
         let (epoch, only_named) = match plan {
             CheckPlan::Skip => return Ok(Staleness::default()),
-            CheckPlan::Named(epoch) => (epoch, self.discover_named(&named)),
+            CheckPlan::Named(epoch) => (epoch, self.files.named(&named)),
             CheckPlan::Run(epoch) => (epoch, None),
         };
-        // What the journal saw written is checked by content, as a host's announcement is.
-        hinted.extend(named.iter().map(|p| self.hint_key(p)));
         // The stats of the files and the read of the records overlap: together they are the check's cost.
         let started = std::time::Instant::now();
         let (files, stored, listed_in, read_in, named_only) = match only_named {
@@ -212,7 +277,7 @@ impl IndexedBackend {
                 (files, stored, started.elapsed(), started.elapsed(), true)
             }
             None => {
-                let discover = self.discovery();
+                let discover = self.files.discovery();
                 let listing = tokio::task::spawn_blocking(move || {
                     let files = discover();
                     (files, started.elapsed())
@@ -259,7 +324,7 @@ impl IndexedBackend {
             if files.len() >= PARALLEL_FREE_MIN {
                 drop(tokio::task::spawn_blocking(move || drop((files, stored))));
             }
-            self.journal.locked().in_step_at(epoch);
+            self.freshness.in_step_at(epoch);
             return Ok(stale);
         }
         debug!(
@@ -277,11 +342,11 @@ impl IndexedBackend {
         let scope = SyncScope::Named { files, keys };
         match self.sync_for_search(scope, deadline).await {
             Ok(None) => {
-                self.journal.locked().in_step_at(epoch);
+                self.freshness.in_step_at(epoch);
                 Ok(Staleness::default())
             }
             Ok(Some(pending)) => {
-                self.journal.locked().in_step_at(epoch);
+                self.freshness.in_step_at(epoch);
                 warnings.push(pending);
                 Ok(Staleness::default())
             }
@@ -295,7 +360,7 @@ impl IndexedBackend {
                     warn!(error = %why, "sync before search failed; answering from the current index");
                     warnings.push(not_in_index_warning(&stale, &why));
                 }
-                self.hinted.locked().extend(hinted);
+                self.freshness.retry(hinted);
                 Ok(stale)
             }
         }
@@ -401,27 +466,6 @@ impl IndexedBackend {
         Ok(pending)
     }
 
-    /// What discovery lists at the paths the change journal named (those of them on disk), and the keys of all of
-    /// them; `None` when they cannot be decided alone (the check then lists every file).
-    fn discover_named(&self, paths: &[PathBuf]) -> Option<(Vec<MemoryFile>, Vec<FileKey>)> {
-        let sources = &self.config.memory.search.sources;
-        let (mut files, mut keys) = (Vec::new(), Vec::new());
-        if sources.contains(&Source::Memory) {
-            for (key, file) in crate::discovery::discover_named(&self.roots, paths)? {
-                keys.push((Source::Memory, key));
-                files.extend(file);
-            }
-        }
-        if let (true, Some(dir)) = (sources.contains(&Source::Sessions), &self.sessions_dir) {
-            for p in paths.iter().filter(|p| p.parent() == Some(dir.as_path()) && sessions::is_transcript_name(p)) {
-                let Some(name) = p.file_name().and_then(|n| n.to_str()) else { continue };
-                keys.push((Source::Sessions, sessions::transcript_key(name)));
-                files.extend(sessions::transcript_file(p));
-            }
-        }
-        Some((files, keys))
-    }
-
     /// Drop candidates the index cannot vouch for: of files deleted since the last sync, and of changed files
     /// whose current text no longer contains the candidate's (a rewrite; an append keeps the old text valid).
     pub(super) fn vouch(&self, stale: &Staleness, candidates: Vec<Candidate>) -> Vec<Candidate> {
@@ -439,8 +483,9 @@ impl IndexedBackend {
                 if !stale.changed.contains(&key) || c.source == Source::Sessions {
                     return true;
                 }
-                let text =
-                    texts.entry(key).or_insert_with(|| read_text(&self.roots.abs_path(&c.path), self.config.memory.search.max_file_bytes).ok());
+                let text = texts
+                    .entry(key)
+                    .or_insert_with(|| read_text(&self.files.roots().abs_path(&c.path), self.config.memory.search.max_file_bytes).ok());
                 text.as_deref().is_some_and(|t| t.contains(c.text.trim()))
             })
             .collect()
@@ -448,9 +493,8 @@ impl IndexedBackend {
 
     /// Files the next search would sync first (the freshness check's rule, without reading any file).
     pub(super) fn count_stale(&self, stored: &[FileRecord]) -> usize {
-        let files = self.discover_all();
-        let mut hinted = self.hinted.locked().clone();
-        hinted.extend(self.journal.locked().announced().iter().map(|p| self.hint_key(p)));
+        let files = self.files.all();
+        let hinted = self.freshness.pending_hints(&self.files);
         let mut unverified = Vec::new();
         stale_for_search(&files, stored, self.config.memory.search.sync.sessions.delta_bytes, &hinted, &mut unverified).len()
     }

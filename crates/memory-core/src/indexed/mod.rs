@@ -2,7 +2,7 @@
 //! incrementally (size + mtime, then hash), chunks and embeds what changed (through the embedding cache),
 //! rebuilds beside the live index when the identity changes, and ranks with the shared pipeline.
 
-use crate::locks::{LockExt, RwLockExt};
+use crate::locks::RwLockExt;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -17,7 +17,7 @@ use crate::backend::MemoryBackend;
 use crate::chunking::headings::headings_above;
 use crate::chunking::{chunk_id, chunk_text, importance};
 use crate::config::Config;
-use crate::discovery::{discover, media_mime, read_text, MemoryFile, MemoryRoots};
+use crate::discovery::{media_mime, read_text, MemoryFile, MemoryRoots};
 use crate::embedding::{run_batch, BatchItem, EmbeddingProvider, EmbeddingPurpose, MediaInput};
 use crate::error::{MemoryError, Result};
 use crate::identity::IndexIdentity;
@@ -35,6 +35,7 @@ pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 mod embed;
 mod explain;
+mod files;
 mod freshness;
 mod live;
 mod open;
@@ -69,21 +70,18 @@ pub use crate::types::{ProgressFn, SyncProgress};
 pub struct IndexedBackend {
     name: String,
     config: Arc<Config>,
-    roots: MemoryRoots,
+    /// What it indexes: the memory roots, the sources, the transcripts folder.
+    files: files::Files,
     storage: Arc<dyn IndexStorage>,
     /// The live index and what is known about it.
     live: live::LiveIndex,
     embedder: Option<Arc<dyn EmbeddingProvider>>,
     /// Who may write the index, and when.
     writer: writer::Writer,
-    /// Keys of files a search could not sync (its sync failed): the next search syncs them whatever their size
-    /// and mtime say. (Files a host announces join the journal's named files: `Journal::announce`.)
-    hinted: Mutex<HashSet<String>>,
-    /// The change journal of a long-lived engine: lets a search skip the stat of every file when nothing changed.
-    journal: Mutex<freshness::Journal>,
+    /// What changed since the last check: the change journal of a long-lived engine (a search skips the stat of
+    /// every file when nothing changed) and the files a check must read by content.
+    freshness: freshness::Freshness,
     progress: RwLock<Option<ProgressFn>>,
-    /// Transcripts folder, when the `sessions` source is on.
-    sessions_dir: Option<PathBuf>,
     /// Where submitted provider batch jobs are recorded (`remote.batch`), so an interrupted backfill resumes.
     batch_state_file: Option<PathBuf>,
     /// The second stage of a search (`memory.search.query.rerank`).
@@ -100,39 +98,9 @@ struct BatchVectors {
 }
 
 impl IndexedBackend {
-    /// Every file of every configured source.
-    fn discover_all(&self) -> Vec<MemoryFile> {
-        self.discovery()()
-    }
-
-    /// Discovery of every source as a job that owns what it needs, so that it can run on another thread while
-    /// this one reads the index's records.
-    fn discovery(&self) -> impl FnOnce() -> Vec<MemoryFile> + Send + 'static {
-        let memory = self.config.memory.search.sources.contains(&Source::Memory).then(|| self.roots.clone());
-        let sessions = self.config.memory.search.sources.contains(&Source::Sessions).then(|| self.sessions_dir.clone());
-        move || {
-            let mut files = memory.as_ref().map(discover).unwrap_or_default();
-            match sessions {
-                Some(Some(dir)) => files.extend(sessions::discover(&dir)),
-                Some(None) => warn!("the sessions source is on but this engine has no transcripts folder"),
-                None => {}
-            }
-            files
-        }
-    }
-
-    /// The index key of a changed path a host announced: transcripts by their key in the sessions source.
-    fn hint_key(&self, abs: &Path) -> String {
-        if let (Some(dir), Some(name)) = (&self.sessions_dir, abs.file_name()) {
-            if abs.parent() == Some(dir.as_path()) {
-                return sessions::transcript_key(&name.to_string_lossy());
-            }
-        }
-        self.roots.key_for(abs)
-    }
-
+    /// The memory roots it indexes.
     pub fn roots(&self) -> &MemoryRoots {
-        &self.roots
+        self.files.roots()
     }
 
     fn store(&self) -> Arc<dyn ChunkStore> {
@@ -143,7 +111,7 @@ impl IndexedBackend {
     fn set_live(&self, store: Arc<dyn ChunkStore>, marker: Option<String>) {
         self.live.swap(store, marker);
         // Another index: what the last check found in step was the old one.
-        self.journal.locked().forget();
+        self.freshness.forget();
     }
 
     /// Reopen the live store when another process swapped in another one (a rebuild, a reset) since this
@@ -202,7 +170,7 @@ struct Announced<'a> {
 
 impl<'a> Announced<'a> {
     fn take(engine: &'a IndexedBackend, every_file: bool) -> Announced<'a> {
-        let paths = if every_file { engine.journal.locked().take_announced() } else { Vec::new() };
+        let paths = if every_file { engine.freshness.take_announced() } else { Vec::new() };
         Announced { engine, paths }
     }
 
@@ -214,7 +182,7 @@ impl<'a> Announced<'a> {
 impl Drop for Announced<'_> {
     fn drop(&mut self) {
         if !self.paths.is_empty() {
-            self.engine.journal.locked().announce(std::mem::take(&mut self.paths));
+            self.engine.freshness.announce(std::mem::take(&mut self.paths));
         }
     }
 }
@@ -230,12 +198,12 @@ impl MemoryBackend for IndexedBackend {
     }
 
     fn notify_changed(&self, paths: &[PathBuf]) {
-        let abs = paths.iter().map(|p| if p.is_absolute() { p.clone() } else { self.roots.workspace.join(p) });
-        self.journal.locked().announce(abs);
+        let abs = paths.iter().map(|p| if p.is_absolute() { p.clone() } else { self.roots().workspace.join(p) });
+        self.freshness.announce(abs);
     }
 
     fn watch_changes(&self) -> Option<Box<dyn crate::changes::ChangeStream>> {
-        let feed = self.journal.locked().subscribe(&self.roots, self.sessions_dir.as_deref())?;
+        let feed = self.freshness.subscribe(&self.files)?;
         Some(Box::new(feed))
     }
 
@@ -248,7 +216,7 @@ impl MemoryBackend for IndexedBackend {
             persistent: true,
             shared_ranking: true,
             cjk: true,
-            sessions: self.sessions_dir.is_some(),
+            sessions: self.files.sessions_dir().is_some(),
             explain: true,
         }
     }
@@ -275,7 +243,7 @@ impl MemoryBackend for IndexedBackend {
     }
 
     async fn get(&self, request: &GetRequest) -> Result<GetResponse> {
-        access::read(&self.roots, request, self.config.memory.search.max_file_bytes)
+        access::read(self.roots(), request, self.config.memory.search.max_file_bytes)
     }
 
     async fn sync(&self, mut options: SyncOptions) -> Result<SyncReport> {

@@ -43,16 +43,14 @@ impl IndexedBackend {
         }
         Ok(IndexedBackend {
             name: name.into(),
+            files: files::Files::new(roots, &config.memory.search),
             config,
-            roots,
             storage,
             live: live::LiveIndex::new(live, live_marker),
             embedder,
             writer: writer::Writer::default(),
-            hinted: Mutex::new(HashSet::new()),
-            journal: Mutex::new(freshness::Journal::default()),
+            freshness: freshness::Freshness::default(),
             progress: RwLock::new(None),
-            sessions_dir: None,
             batch_state_file: None,
             reranker: None,
             patience: patience::Patience::default(),
@@ -80,7 +78,7 @@ impl IndexedBackend {
 
     /// Index session transcripts from `dir` when `memory.search.sources` includes `sessions`.
     pub fn with_sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.sessions_dir = Some(dir.into());
+        self.files.set_sessions_dir(dir.into());
         self
     }
 

@@ -75,7 +75,7 @@ impl IndexedBackend {
         if f.source == Source::Sessions {
             return self.prepare_session(f, old);
         }
-        if self.roots.media {
+        if self.roots().media {
             if let Some(mime) = media_mime(&f.abs_path) {
                 return self.prepare_media(f, old, mime);
             }
@@ -135,7 +135,7 @@ impl IndexedBackend {
 
     /// Whether a chunk stands for an image or audio file (embedded from the file, not from its text).
     pub(super) fn is_media_chunk(&self, c: &ChunkRecord) -> bool {
-        self.roots.media && c.source == Source::Memory && media_mime(std::path::Path::new(&c.path)).is_some()
+        self.roots().media && c.source == Source::Memory && media_mime(std::path::Path::new(&c.path)).is_some()
     }
 
     /// A transcript: read only the tail past what was indexed, once it has grown enough; re-read a truncated or

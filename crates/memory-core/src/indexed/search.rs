@@ -99,7 +99,7 @@ impl IndexedBackend {
         }
         let days = request.days()?;
         if let Some(asked) = request.explain_path.as_deref() {
-            super::explain::check_explain_path(&self.roots, asked)?;
+            super::explain::check_explain_path(self.roots(), asked)?;
         }
         let mut warnings = Vec::new();
         // One wait for the embedding provider serves the whole search: the changed notes' vectors and the query's.

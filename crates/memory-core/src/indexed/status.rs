@@ -96,7 +96,7 @@ impl IndexedBackend {
         }
         Ok(Status {
             backend: self.name.clone(),
-            workspace: self.roots.workspace.display().to_string(),
+            workspace: self.roots().workspace.display().to_string(),
             index_path: Some(store.location()),
             files,
             chunks,

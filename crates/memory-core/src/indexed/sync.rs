@@ -225,11 +225,11 @@ impl IndexedBackend {
         let leave_waiting = matches!(scope, SyncScope::Changed);
         let mut report = SyncReport::default();
         let (files, stored) = match scope {
-            SyncScope::All | SyncScope::Changed => (self.discover_all(), target.files().await?),
+            SyncScope::All | SyncScope::Changed => (self.files.all(), target.files().await?),
             SyncScope::Named { files, keys } => (files, target.file_records(&keys).await?),
         };
         report.files_scanned = files.len();
-        let announced_keys: HashSet<String> = announced.paths.iter().map(|p| self.hint_key(p)).collect();
+        let announced_keys: HashSet<String> = announced.paths.iter().map(|p| self.files.key_of_changed(p)).collect();
         let plan = plan_sync(&files, &stored, &announced_keys, leave_waiting);
         let work = plan.work;
         let removals = plan.removals;
