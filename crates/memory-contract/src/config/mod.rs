@@ -9,11 +9,15 @@
 //! (`BackendRegistry::check_config`).
 
 mod model;
+mod provider;
+mod query;
 mod refs;
 mod schema;
 mod secret;
 
 pub use model::*;
+pub use provider::*;
+pub use query::*;
 pub use refs::EnvLookup;
 pub use schema::ConfigIssue;
 pub use secret::SecretString;

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::SecretString;
+use super::provider::{LocalConfig, ModelsConfig, RemoteConfig};
+use super::query::QueryConfig;
 use crate::types::Source;
 
 /// The checked configuration of one agent: the `memory` block (with the search settings merged from every place
@@ -243,75 +244,6 @@ impl From<&ExtraPath> for ExtraPath {
     }
 }
 
-/// `memory.search.remote`: the primary remote provider's endpoint, credentials and request limits (the fallback
-/// provider reads its settings from `models.providers` and the environment only).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct RemoteConfig {
-    /// `memory.search.remote.baseUrl`: the API's base URL, over the provider's `models.providers` entry (unset by
-    /// default: that entry's, else the provider's host variable such as `OLLAMA_HOST`, else its default URL).
-    pub base_url: Option<String>,
-    /// `memory.search.remote.apiKey`: the API key, over the provider's `models.providers.<id>.apiKey` and its
-    /// environment variable (unset by default).
-    pub api_key: Option<SecretString>,
-    /// `memory.search.remote.headers`: extra request headers, added to those of the provider's `models.providers`
-    /// entry; values are treated as secrets (they often carry credentials). None by default.
-    pub headers: BTreeMap<String, SecretString>,
-    /// `memory.search.remote.nonBatchConcurrency`: embedding requests in flight at once (OpenClaw's key; unset by
-    /// default: 4 to a remote API, 1 to a server on this machine or the local network and to Ollama).
-    pub non_batch_concurrency: Option<usize>,
-    /// `memory.search.remote.batch`: provider batch jobs for large backfills.
-    pub batch: BatchConfig,
-}
-
-/// `memory.search.remote.batch`: embed large backfills as provider batch jobs (OpenAI, Gemini, Voyage).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct BatchConfig {
-    /// `memory.search.remote.batch.enabled`: a sync sends the new chunks no cache holds to the primary
-    /// provider's batch API as jobs instead of synchronous requests (default false).
-    pub enabled: bool,
-    /// `memory.search.remote.batch.wait`: wait for jobs during the sync (default true); when off, a later sync
-    /// collects what finished.
-    pub wait: bool,
-    /// `memory.search.remote.batch.concurrency`: jobs in flight at once (default 2; at least 1).
-    pub concurrency: usize,
-    /// `memory.search.remote.batch.pollIntervalMs`: how often a job's progress is asked, in milliseconds
-    /// (default 2000; at least 1).
-    pub poll_interval_ms: u64,
-    /// `memory.search.remote.batch.timeoutMinutes`: a job not finished this long after submission counts as
-    /// failed (default 60; at least 1).
-    pub timeout_minutes: u64,
-}
-
-impl Default for BatchConfig {
-    fn default() -> Self {
-        BatchConfig { enabled: false, wait: true, concurrency: 2, poll_interval_ms: 2000, timeout_minutes: 60 }
-    }
-}
-
-/// `memory.search.local`: the model the `local` provider runs in-process and the prompts it embeds with
-/// (`local.contextSize` is accepted, not acted on: the model's own context length is used).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct LocalConfig {
-    /// `memory.search.local.modelPath`: the model: a folder with `model.safetensors`, `config.json` and
-    /// `tokenizer.json`, a GGUF file, a name in the model caches, an `hf:` URI or an HTTPS GGUF URL
-    /// (`providers::model_file`); `auto` picks `local` when it is set. Unset (the default) with `provider:
-    /// "local"`: `$MEMORY_LOCAL_MODEL`, else OpenClaw's default model.
-    pub model_path: Option<String>,
-    /// `memory.search.local.modelCacheDir`: where OpenClaw keeps downloaded models (its default:
-    /// `~/.openclaw/models/llama.cpp`): looked in first, and where a download goes when set. Unset by default: a
-    /// download goes into memory-rs's cache (`$MEMORY_RS_CACHE/models`, else `~/.cache/memory-rs/models`).
-    pub model_cache_dir: Option<String>,
-    /// `memory.search.local.queryPrompt`: prepended to queries before embedding, over the prompt named by
-    /// `queryInputType` (memory-rs's own key; unset by default: the model's own query prompt).
-    pub query_prompt: Option<String>,
-    /// `memory.search.local.documentPrompt`: prepended to documents before embedding, over the prompt named by
-    /// `documentInputType` (memory-rs's own key; unset by default: the model's own document prompt).
-    pub document_prompt: Option<String>,
-}
-
 /// `memory.search.chunking`: the size of the pieces files are indexed and returned in. Both keys are part of the
 /// index identity: changing them rebuilds the index. The flat `chunkSize` / `chunkOverlap` keys are read as these.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -328,139 +260,6 @@ pub struct ChunkingConfig {
 impl Default for ChunkingConfig {
     fn default() -> Self {
         ChunkingConfig { tokens: 400, overlap: 80 }
-    }
-}
-
-/// `memory.search.query`: how many results a search returns, which pass, and how candidates are ranked.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct QueryConfig {
-    /// `memory.search.query.maxResults`: results a search returns when the request does not say (default 6; at
-    /// least 1). The flat `maxResults` key is read as this.
-    pub max_results: usize,
-    /// `memory.search.query.minScore`: the lowest score a result may have when the request does not say (0 to 1;
-    /// default 0.35). Exact-path and exact matches pass whatever their score, and so does a hit the vector leg
-    /// alone scores at this or more; when nothing passes, keyword matches are returned instead of nothing.
-    pub min_score: f64,
-    /// `memory.search.query.now`: the moment searches are asked at, for replays, tests and evaluations: a date
-    /// (`2026-03-04`) or a date and time with an offset (`2026-03-04T21:30:00+08:00`). What "yesterday" and "last
-    /// week" mean and what temporal decay counts from. Unset: the clock, in this machine's time zone.
-    pub now: Option<String>,
-    /// `memory.search.query.hybrid`: how the keyword and vector legs are combined.
-    pub hybrid: HybridConfig,
-    /// `memory.search.query.rerank`: the optional second-stage reranker.
-    pub rerank: RerankConfig,
-}
-
-impl Default for QueryConfig {
-    fn default() -> Self {
-        QueryConfig { max_results: 6, min_score: 0.35, now: None, hybrid: HybridConfig::default(), rerank: RerankConfig::default() }
-    }
-}
-
-/// `memory.search.query.rerank`: a second model reads the query with each of the best candidates and its score
-/// is folded into theirs (`memory_core::rerank::fold`): a cross-encoder (the pair read together) or a
-/// late-interaction model (ColBERT: query and passage encoded apart, token vectors compared), the kind told by
-/// the model folder's files. Off by default: it costs a model load and tens of milliseconds per candidate on a
-/// CPU.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct RerankConfig {
-    /// `memory.search.query.rerank.enabled`: rerank the best candidates with the model at `modelPath` (default
-    /// false; `modelPath` is then required).
-    pub enabled: bool,
-    /// `memory.search.query.rerank.modelPath`: the reranker's folder (`model.safetensors`, `tokenizer.json`,
-    /// `config.json`; a late-interaction model also `artifact.metadata` or a `linear.weight` projection); `~`
-    /// allowed. Unset by default.
-    pub model_path: Option<String>,
-    /// `memory.search.query.rerank.candidates`: how many of the best candidates are reranked (default 10; at least
-    /// 1 when reranking is on); the rest keep their order below them. Each one costs a model pass.
-    pub candidates: usize,
-    /// `memory.search.query.rerank.budgetMs`: time budget of one reranking, in milliseconds (default 2000): past it
-    /// the first-stage order answers, with a warning.
-    pub budget_ms: u64,
-    /// `memory.search.query.rerank.weight`: the reranker's share in the folded order (0..1, default 0.5; both sides
-    /// scaled over the candidates first).
-    pub weight: f64,
-}
-
-impl Default for RerankConfig {
-    fn default() -> Self {
-        RerankConfig { enabled: false, model_path: None, candidates: 10, budget_ms: 2000, weight: 0.5 }
-    }
-}
-
-/// `memory.search.query.hybrid`: a search asks a keyword (BM25) leg and a vector leg for candidates and merges
-/// their scores; these keys weigh the two and set the re-orderings that follow.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct HybridConfig {
-    /// `memory.search.query.hybrid.enabled`: searches ask the vector leg too (default true); false: searches
-    /// match words only (a sync still embeds).
-    pub enabled: bool,
-    /// `memory.search.query.hybrid.vectorWeight`: the vector leg's weight in the merged score (default 0.7). The
-    /// two weights are normalised to sum 1 over the legs that answered, and each is scaled per query by how
-    /// decisively its leg separates its candidates; both must be >= 0 and not both 0.
-    pub vector_weight: f64,
-    /// `memory.search.query.hybrid.textWeight`: the keyword leg's weight in the merged score (default 0.3).
-    pub text_weight: f64,
-    /// `memory.search.query.hybrid.candidateMultiplier`: each leg is asked for `maxResults` (at least 10) times
-    /// this many candidates, at most 200 (default 4; at least 1).
-    pub candidate_multiplier: usize,
-    /// `memory.search.query.hybrid.mmr`: diversity re-ordering.
-    pub mmr: MmrConfig,
-    /// `memory.search.query.hybrid.temporalDecay`: older notes score lower.
-    pub temporal_decay: TemporalDecayConfig,
-}
-
-impl Default for HybridConfig {
-    fn default() -> Self {
-        HybridConfig {
-            enabled: true,
-            vector_weight: 0.7,
-            text_weight: 0.3,
-            candidate_multiplier: 4,
-            mmr: MmrConfig::default(),
-            temporal_decay: TemporalDecayConfig::default(),
-        }
-    }
-}
-
-/// `memory.search.query.hybrid.mmr`: maximal marginal relevance, which moves results that repeat one ranked
-/// above them further down.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct MmrConfig {
-    /// `memory.search.query.hybrid.mmr.enabled`: re-order the ranked candidates by MMR before the `minScore` cut
-    /// (default false); exact-path hits and exact matches stay first.
-    pub enabled: bool,
-    /// `memory.search.query.hybrid.mmr.lambda`: relevance against diversity, 0 to 1 (default 0.7): 1 keeps the
-    /// relevance order, lower values push near-duplicates down further.
-    pub lambda: f64,
-}
-
-impl Default for MmrConfig {
-    fn default() -> Self {
-        MmrConfig { enabled: false, lambda: 0.7 }
-    }
-}
-
-/// `memory.search.query.hybrid.temporalDecay`: scores multiplied by exp(-ln 2 / halfLifeDays x age in days). A
-/// daily note's age counts from the date in its name, another file's from its modification time; `MEMORY.md` and
-/// undated files under `memory/` do not decay.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct TemporalDecayConfig {
-    /// `memory.search.query.hybrid.temporalDecay.enabled`: apply the decay (default false).
-    pub enabled: bool,
-    /// `memory.search.query.hybrid.temporalDecay.halfLifeDays`: the age, in days, at which a score is halved
-    /// (default 30; > 0).
-    pub half_life_days: f64,
-}
-
-impl Default for TemporalDecayConfig {
-    fn default() -> Self {
-        TemporalDecayConfig { enabled: false, half_life_days: 30.0 }
     }
 }
 
@@ -599,30 +398,4 @@ impl Default for MultimodalConfig {
     fn default() -> Self {
         MultimodalConfig { enabled: false, max_file_bytes: 10 * 1024 * 1024, dimensions: None }
     }
-}
-
-/// `models.providers.<id>`: only the keys memory search reads; other provider settings are left to the host.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ModelsConfig {
-    /// `models.providers`: provider entries by id; a built-in provider reads its entry's key, URL and headers, and
-    /// an id that names no built-in provider can be used as `memory.search.provider` (none by default).
-    pub providers: BTreeMap<String, ModelProviderConfig>,
-}
-
-/// `models.providers.<id>`: one provider's settings; keys memory search does not read are ignored.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ModelProviderConfig {
-    /// `models.providers.<id>.api`: the wire format of a custom provider (`openai-completions`,
-    /// `google-generative-ai`, `ollama`, ...; unset: `openai-completions`).
-    pub api: Option<String>,
-    /// `models.providers.<id>.apiKey`: the provider's API key, used when `memory.search.remote.apiKey` is not set
-    /// (or for the fallback provider), over the provider's environment variable.
-    pub api_key: Option<SecretString>,
-    /// `models.providers.<id>.baseUrl`: the provider's base URL, under `memory.search.remote.baseUrl`.
-    pub base_url: Option<String>,
-    /// `models.providers.<id>.headers`: request headers, under `memory.search.remote.headers`; values are treated
-    /// as secrets.
-    pub headers: BTreeMap<String, SecretString>,
 }
