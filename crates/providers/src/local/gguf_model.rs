@@ -9,7 +9,7 @@ use model_runtime::{GgufEncoder, GgufModelInfo, ModelOptions};
 use tracing::debug;
 
 use super::load_once::LoadOnce;
-use super::{embedding_error, LocalModelError, PROVIDER};
+use super::{embedding_error, LocalModelError};
 
 /// The provider over one GGUF file; the weights load on first use.
 pub(crate) struct GgufProvider {
@@ -35,11 +35,7 @@ impl GgufProvider {
     }
 
     pub fn prompted(&self, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {
-        let prompt = match purpose {
-            EmbeddingPurpose::Query => &self.info.prompts.query,
-            EmbeddingPurpose::Document => &self.info.prompts.document,
-        };
-        texts.iter().map(|t| format!("{prompt}{t}")).collect()
+        super::prompted(&self.info.prompts, texts, purpose)
     }
 
     pub async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
@@ -47,18 +43,8 @@ impl GgufProvider {
             return Ok(Vec::new());
         }
         let loaded = self.loaded().await?;
-        let _permit =
-            self.gate.acquire().await.map_err(|_| EmbeddingError::Permanent { provider: PROVIDER.into(), message: "provider closed".into() })?;
         let info = self.info.clone();
         let texts = self.prompted(texts, purpose);
-        let n = texts.len();
-        let vectors = tokio::task::spawn_blocking(move || loaded.embed(&info, &texts))
-            .await
-            .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("embedding task failed: {e}") })?
-            .map_err(embedding_error)?;
-        if vectors.len() != n || vectors.iter().any(|v| v.len() != self.info.dimensions) {
-            return Err(EmbeddingError::Permanent { provider: PROVIDER.into(), message: "model produced a malformed batch".into() });
-        }
-        Ok(vectors)
+        super::embed_gated(&self.gate, texts, self.info.dimensions, move |texts| loaded.embed(&info, texts)).await
     }
 }

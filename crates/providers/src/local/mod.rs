@@ -190,17 +190,9 @@ impl FolderProvider {
         loaded.embed(&self.info, &texts).map_err(embedding_error)
     }
 
-    /// The texts with the purpose's prompt in front (as they are when the prompt is empty).
+    /// The texts with the purpose's prompt in front.
     fn prompted(&self, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {
-        let prompt = match purpose {
-            EmbeddingPurpose::Query => &self.info.prompts.query,
-            EmbeddingPurpose::Document => &self.info.prompts.document,
-        };
-        if prompt.is_empty() {
-            texts.to_vec()
-        } else {
-            texts.iter().map(|t| format!("{prompt}{t}")).collect()
-        }
+        prompted(&self.info.prompts, texts, purpose)
     }
 }
 
@@ -247,20 +239,43 @@ impl FolderProvider {
             return Ok(Vec::new());
         }
         let loaded = self.loaded().await?;
-        let _permit =
-            self.gate.acquire().await.map_err(|_| EmbeddingError::Permanent { provider: PROVIDER.into(), message: "provider closed".into() })?;
         let info = self.info.clone();
         let texts = self.prompted(texts, purpose);
-        let n = texts.len();
-        let started = std::time::Instant::now();
-        let vectors = tokio::task::spawn_blocking(move || loaded.embed(&info, &texts))
-            .await
-            .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("embedding task failed: {e}") })?
-            .map_err(embedding_error)?;
-        debug!(texts = n, ms = started.elapsed().as_millis() as u64, "local embedding done");
-        if vectors.len() != n || vectors.iter().any(|v| v.len() != self.info.config.hidden_size) {
-            return Err(EmbeddingError::Permanent { provider: PROVIDER.into(), message: "model produced a malformed batch".into() });
-        }
-        Ok(vectors)
+        embed_gated(&self.gate, texts, self.info.config.hidden_size, move |texts| loaded.embed(&info, texts)).await
+    }
+}
+
+/// One embedding pass of a loaded model off the async runtime, one pass at a time (`gate`: a pass uses every
+/// core), checked: as many vectors as texts, each `dims` wide.
+async fn embed_gated(
+    gate: &tokio::sync::Semaphore,
+    texts: Vec<String>,
+    dims: usize,
+    run: impl FnOnce(&[String]) -> Result<Vec<Vec<f32>>, LocalModelError> + Send + 'static,
+) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+    let _permit = gate.acquire().await.map_err(|_| EmbeddingError::Permanent { provider: PROVIDER.into(), message: "provider closed".into() })?;
+    let n = texts.len();
+    let started = std::time::Instant::now();
+    let vectors = tokio::task::spawn_blocking(move || run(&texts))
+        .await
+        .map_err(|e| EmbeddingError::Permanent { provider: PROVIDER.into(), message: format!("embedding task failed: {e}") })?
+        .map_err(embedding_error)?;
+    debug!(texts = n, ms = started.elapsed().as_millis() as u64, "local embedding done");
+    if vectors.len() != n || vectors.iter().any(|v| v.len() != dims) {
+        return Err(EmbeddingError::Permanent { provider: PROVIDER.into(), message: "model produced a malformed batch".into() });
+    }
+    Ok(vectors)
+}
+
+/// `texts` with the purpose's prompt in front (as they are when the prompt is empty).
+fn prompted(prompts: &model_runtime::Prompts, texts: &[String], purpose: EmbeddingPurpose) -> Vec<String> {
+    let prompt = match purpose {
+        EmbeddingPurpose::Query => &prompts.query,
+        EmbeddingPurpose::Document => &prompts.document,
+    };
+    if prompt.is_empty() {
+        texts.to_vec()
+    } else {
+        texts.iter().map(|t| format!("{prompt}{t}")).collect()
     }
 }
