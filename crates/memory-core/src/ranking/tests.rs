@@ -721,8 +721,32 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
         exact_match: false,
     });
     let before: f64 = items.last().unwrap().score;
-    prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"));
+    prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"), false);
     assert_eq!(items.last().unwrap().score, before);
+}
+
+#[test]
+fn the_head_does_not_move_a_note_found_by_meaning_alone_below_one_sharing_a_word() {
+    // "Why does uploading a receipt over 1 MB fail?" asked in Chinese of an English note: the merge has the note
+    // first (its vector leg's clear first); a daily log sharing "失败" and "原因" (fail, reason) with the question
+    // follows closely. The note can hold none of the question's words: the merge weighed that already.
+    let o = RankingOptions { min_score: 0.0, vector_floor: Some(0.1), ..opts() };
+    let query = Query::parse("上传小票超过 1MB 失败是什么原因？");
+    let note = "client_max_body_size 25m is needed on the upload endpoint, otherwise receipts over 1 MB fail with 413.";
+    let log = "同步失败的原因是证书过期。";
+    let keyword = vec![kw("log", "memory/2026-07-14.md", log, 0.5)];
+    let mut vector = vec![vec_cand("note", "memory/nginx.md", note, 0.60), vec_cand("log", "memory/2026-07-14.md", log, 0.40)];
+    vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "其他", 0.10 + 0.01 * i as f64)));
+    let (merged, _) = merge(keyword.clone(), vector.clone(), query.words(), o.vector_floor, o.vector_weight, o.text_weight);
+    let first = |items: &[Scored]| items.iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id.clone();
+    assert_eq!(first(&merged), "note");
+    let r = rank(keyword, vector.clone(), vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/nginx.md", "{r:?}");
+    assert_eq!(r[1].path, "memory/2026-07-14.md", "{r:?}");
+    // Where no keyword leg weighed the words (a search by vectors alone), the sentence is the only word the
+    // ranking hears, and the log that holds the question's words moves up.
+    let r = rank(vec![], vector, vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/2026-07-14.md", "{r:?}");
 }
 
 #[test]
