@@ -784,6 +784,22 @@ fn a_keyword_match_on_one_word_of_a_chinese_question_does_not_outrank_the_vector
 }
 
 #[test]
+fn a_chinese_questions_function_words_are_not_words_a_keyword_match_holds() {
+    // "What food is the cat allergic to?" asked in Chinese of an English note: the keyword leg's one candidate
+    // holds "过敏" (allergic) and the preposition "对" (to), not "猫" (cat) or "食物" (food).
+    let query = Query::parse("猫对什么食物过敏？");
+    let mom = "妈妈对青霉素过敏，看病时一定要提醒医生。";
+    let pets = "The cat is called Tuanzi. She is allergic to chicken-based food; buy the salmon formula.";
+    assert!((query.words().share_held_by(mom) - 1.0 / 3.0).abs() < 1e-9, "{:?}", query.words());
+    let o = RankingOptions { min_score: 0.0, vector_floor: Some(0.127), ..opts() };
+    let keyword = vec![kw("mom", "memory/people/mom.md", mom, 7.388)];
+    let mut vector = vec![vec_cand("pets", "memory/pets.md", pets, 0.552), vec_cand("mom", "memory/people/mom.md", mom, 0.384)];
+    vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "其他", 0.20 + 0.01 * i as f64)));
+    let r = rank(keyword, vector, vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/pets.md", "{r:?}");
+}
+
+#[test]
 fn the_min_score_cut_keeps_what_passes_else_what_words_back() {
     // (score, keyword-backed)
     let hits = vec![(0.9, false), (0.2, true), (0.5, true), (0.1, false)];
