@@ -9,8 +9,9 @@ use super::{each_document_term, each_hyphen_compound, is_stop_word, raw_tokens, 
 
 /// A query's words as a reader counts them, for asking how much of the query a text holds
 /// ([`QueryWords::share_held_by`]): each content word once (stemmed; stop words out), and each Chinese or Japanese
-/// run cut into its words (jieba; particles and question words out) rather than into the overlapping bigrams the
-/// keyword index matches by, most of which straddle two words and are held by no text at all.
+/// run cut into its words (jieba; function characters, question words and the words jieba tags as function words
+/// out: [`is_function_word`]) rather than into the overlapping bigrams the keyword index matches by, most of which
+/// straddle two words and are held by no text at all.
 #[derive(Debug, Clone, Default)]
 pub struct QueryWords {
     /// Stems, matched against a text's terms.
@@ -33,8 +34,10 @@ impl QueryWords {
                 if t.chars().any(is_kana_or_hangul) {
                     add(t);
                 } else {
-                    for token in jieba().cut(t, true) {
-                        add(token.word);
+                    for token in jieba().tag(t, true) {
+                        if !is_function_word(token.tag) {
+                            add(token.word);
+                        }
                     }
                 }
             } else if t.chars().any(char::is_alphanumeric) && !is_stop_word(t) {
@@ -81,6 +84,14 @@ impl QueryWords {
         held.extend(self.cjk.iter().map(|w| lower.contains(w.as_str())));
         held
     }
+}
+
+/// A jieba part of speech of the words that carry grammar, not content: prepositions (p, "对", "在"),
+/// conjunctions (c), particles (u..., "的", "了"), modal particles (y) and interjections (e). What English stop words
+/// are to [`QueryWords`]: "猫对什么食物过敏" asks about a cat, food and allergy, as "What food is the cat allergic
+/// to?" does; a note that holds "对" holds no more of the question than one that holds "to".
+fn is_function_word(tag: &str) -> bool {
+    matches!(tag, "p" | "c" | "y" | "e") || tag.starts_with('u')
 }
 
 /// Maximum distinct terms in one query: bounds the cost of pasted paragraphs.

@@ -432,7 +432,7 @@ pub fn order(
     record(Stage::Recency, &items);
     window::prefer_dated_in_window(&mut items, query);
     record(Stage::Window, &items);
-    prefer_sentences_holding_the_query(&mut items, query);
+    prefer_sentences_holding_the_query(&mut items, query, weights.text > 0.0 && weights.vector > 0.0);
     record(Stage::Sentence, &items);
     adjust_and_sort(&mut items, opts);
     record(Stage::Adjusted, &items);
@@ -461,7 +461,16 @@ pub const SENTENCE_PREFERENCE: f64 = 0.5;
 /// moves: a bonus deeper down pulls candidates whose one sentence is wordy over ones that hold the answer in
 /// another way; within the first five it decides which answer reads first. Long abstracts whose every sentence
 /// is dense with the query's words gain nothing from it. Figures in docs/benchmark-history.md.
-pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &Query) {
+///
+/// `words_weighed`: the merge gave the keyword leg a weight beside the vector leg's ([`merge`]). Then a head
+/// candidate none of whose sentences holds a query word keeps its place, and the others reorder among their own
+/// places. Why: such a candidate was found by meaning alone (a paraphrase, a note in the other language of a
+/// bilingual memory); its lack of words was already weighed by the keyword leg, and the preference counted it
+/// again, so a Chinese question's English answer, first in the merge, fell below any note sharing one word with
+/// the question ("原因", reason). It is not a worse instance of holding the query together but no instance. Where
+/// no keyword leg weighed the words (a search by vectors alone, or a keyword leg whose best match holds none of
+/// the query's words), the preference is the only word the ranking hears, and every head candidate moves by it.
+pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &Query, words_weighed: bool) {
     let Some(spread) = score_spread(items) else { return };
     // The head as the ranking orders it: exact-path tiers and exact matches first.
     let mut head: Vec<usize> = (0..items.len()).collect();
@@ -478,7 +487,9 @@ pub fn prefer_sentences_holding_the_query(items: &mut [Scored], query: &Query) {
     // scores an agent reads stay those the search computed (within 0..1 as before; added, the bonus put the first
     // hit above 1 for half of locomo-dev's questions), only who holds which changes.
     // In ranking order, and the bonus reorders only within a tier (and exact-match class): each class's scores are
-    // best first here, and go back to its members in their new order.
+    // best first here, and go back to its members in their new order. When the words were weighed, a candidate
+    // that holds none keeps its own place and score.
+    let (mut head, held): (Vec<usize>, Vec<f64>) = head.into_iter().zip(held).filter(|(_, h)| !words_weighed || *h > 0.0).unzip();
     let scores: Vec<f64> = head.iter().map(|&i| items[i].score).collect();
     for (&i, h) in head.iter().zip(held) {
         items[i].score += SENTENCE_PREFERENCE * spread * h / most;

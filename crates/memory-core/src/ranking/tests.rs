@@ -721,8 +721,32 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
         exact_match: false,
     });
     let before: f64 = items.last().unwrap().score;
-    prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"));
+    prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"), false);
     assert_eq!(items.last().unwrap().score, before);
+}
+
+#[test]
+fn the_head_does_not_move_a_note_found_by_meaning_alone_below_one_sharing_a_word() {
+    // "Why does uploading a receipt over 1 MB fail?" asked in Chinese of an English note: the merge has the note
+    // first (its vector leg's clear first); a daily log sharing "失败" and "原因" (fail, reason) with the question
+    // follows closely. The note can hold none of the question's words: the merge weighed that already.
+    let o = RankingOptions { min_score: 0.0, vector_floor: Some(0.1), ..opts() };
+    let query = Query::parse("上传小票超过 1MB 失败是什么原因？");
+    let note = "client_max_body_size 25m is needed on the upload endpoint, otherwise receipts over 1 MB fail with 413.";
+    let log = "同步失败的原因是证书过期。";
+    let keyword = vec![kw("log", "memory/2026-07-14.md", log, 0.5)];
+    let mut vector = vec![vec_cand("note", "memory/nginx.md", note, 0.60), vec_cand("log", "memory/2026-07-14.md", log, 0.40)];
+    vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "其他", 0.10 + 0.01 * i as f64)));
+    let (merged, _) = merge(keyword.clone(), vector.clone(), query.words(), o.vector_floor, o.vector_weight, o.text_weight);
+    let first = |items: &[Scored]| items.iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id.clone();
+    assert_eq!(first(&merged), "note");
+    let r = rank(keyword, vector.clone(), vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/nginx.md", "{r:?}");
+    assert_eq!(r[1].path, "memory/2026-07-14.md", "{r:?}");
+    // Where no keyword leg weighed the words (a search by vectors alone), the sentence is the only word the
+    // ranking hears, and the log that holds the question's words moves up.
+    let r = rank(vec![], vector, vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/2026-07-14.md", "{r:?}");
 }
 
 #[test]
@@ -757,6 +781,22 @@ fn a_keyword_match_on_one_word_of_a_chinese_question_does_not_outrank_the_vector
     assert_eq!(words.share_held_by(&keyword[0].text), 1.0, "{words:?}");
     let items = merge(keyword, vector, &words, Some(0.05), 0.7, 0.3).0;
     assert_eq!(items.into_iter().max_by(|a, b| a.score.total_cmp(&b.score)).unwrap().candidate.chunk_id, "y");
+}
+
+#[test]
+fn a_chinese_questions_function_words_are_not_words_a_keyword_match_holds() {
+    // "What food is the cat allergic to?" asked in Chinese of an English note: the keyword leg's one candidate
+    // holds "过敏" (allergic) and the preposition "对" (to), not "猫" (cat) or "食物" (food).
+    let query = Query::parse("猫对什么食物过敏？");
+    let mom = "妈妈对青霉素过敏，看病时一定要提醒医生。";
+    let pets = "The cat is called Tuanzi. She is allergic to chicken-based food; buy the salmon formula.";
+    assert!((query.words().share_held_by(mom) - 1.0 / 3.0).abs() < 1e-9, "{:?}", query.words());
+    let o = RankingOptions { min_score: 0.0, vector_floor: Some(0.127), ..opts() };
+    let keyword = vec![kw("mom", "memory/people/mom.md", mom, 7.388)];
+    let mut vector = vec![vec_cand("pets", "memory/pets.md", pets, 0.552), vec_cand("mom", "memory/people/mom.md", mom, 0.384)];
+    vector.extend((0..8).map(|i| vec_cand(&format!("o{i}"), &format!("memory/o{i}.md"), "其他", 0.20 + 0.01 * i as f64)));
+    let r = rank(keyword, vector, vec![], &query, &o);
+    assert_eq!(r[0].path, "memory/pets.md", "{r:?}");
 }
 
 #[test]
