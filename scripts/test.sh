@@ -20,11 +20,15 @@ report_skips() {
     rm -f "$MEMORY_TEST_SKIP_REPORT"
 }
 trap report_skips EXIT
-# Lints first when the whole suite runs (not for a filtered run): formatting, then clippy with warnings as errors.
+# Lints when the whole suite runs (not for a filtered run): formatting first; clippy with warnings as errors and the
+# libraries' documentation after the tests.
 if [ "$#" -eq 0 ]; then
     cargo fmt --all --check
 fi
 cargo test --workspace --features memory-cli/lancedb "$@"
 if [ "$#" -eq 0 ]; then
     cargo clippy --workspace --all-targets --features memory-cli/lancedb -- -D warnings
+    # The libraries' documentation (what a plugin author reads) builds without a broken or private link. The
+    # binaries' doc comments are their --help text, written for the terminal.
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --exclude memory-cli --exclude bench --exclude memory-py
 fi

@@ -2,7 +2,7 @@
 //!
 //! [`Host`] knows every engine of this build by its `memory.backend` name: `builtin`, `qmd`, and `lancedb`
 //! with the `lancedb` feature. Every engine other than builtin opens behind a
-//! [`FallbackManager`](memory_core::fallback::FallbackManager): when it fails (missing binary, crash, timeout,
+//! [`FallbackManager`]: when it fails (missing binary, crash, timeout,
 //! unparsable output), builtin answers and status says why, and the engine is tried again after a back-off.
 //! A host adds engines of its own with [`Host::register`] (a plugin engine gets the same fallback).
 //!

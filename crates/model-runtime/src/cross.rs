@@ -79,7 +79,7 @@ impl CrossEncoder {
         Ok(CrossEncoder { encoder, pooler, classifier, tokenizer, pad_id })
     }
 
-    /// Logits of (query, passage) pairs, [`PAIRS_PER_PASS`] a pass, longest first; over budget once `deadline`
+    /// Logits of (query, passage) pairs, `PAIRS_PER_PASS` a pass, longest first; over budget once `deadline`
     /// passes between passes. Blocking (CPU-bound).
     pub fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, ScoreError> {
         let failed = ScoreError::Failed;

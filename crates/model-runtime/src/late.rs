@@ -336,7 +336,7 @@ impl LateEncoder {
         Ok((seq.ids, flat.chunks_exact(self.dim).map(<[f32]>::to_vec).collect()))
     }
 
-    /// MaxSim of each passage against the query, [`PASSAGES_PER_PASS`] passages a pass, longest first; over
+    /// MaxSim of each passage against the query, `PASSAGES_PER_PASS` passages a pass, longest first; over
     /// budget once `deadline` passes between passes. Blocking (CPU-bound).
     pub fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, ScoreError> {
         let failed = ScoreError::Failed;

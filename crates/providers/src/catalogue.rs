@@ -1,16 +1,16 @@
 //! The remote embedding providers: one [`Provider`] entry each, the single place that says what a provider is
 //! (its wire protocol, default model and known widths, keys, base URL, how it tells queries from documents,
-//! its batch API). [`crate::remote`], [`crate::resolve`] and [`crate::batch`] read these entries; none of them
+//! its batch API). [`crate::remote`], `crate::resolve` and [`crate::batch`] read these entries; none of them
 //! names a provider.
 //!
 //! Adding a provider that speaks an existing protocol is one entry in [`CATALOGUE`]; an OpenAI-compatible
 //! service starts from [`OPENAI_COMPATIBLE`] (see docs/providers.md, "Adding an embedding provider"). A new
-//! wire protocol is one module under [`crate::wire`] and one [`Protocol`] variant.
+//! wire protocol is one module under `crate::wire` and one [`Protocol`] variant.
 
 use std::fmt;
 
 /// The wire protocol a provider speaks: request bodies, response parsing, authentication. Each has one module
-/// under [`crate::wire`].
+/// under `crate::wire`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
     /// `POST {base}/embeddings {model, input, dimensions?, input_type?}`, `Authorization: Bearer`.

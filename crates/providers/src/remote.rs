@@ -1,6 +1,6 @@
 //! The HTTP embedding providers: every entry of [`crate::catalogue`].
 //!
-//! One type, [`RemoteProvider`], speaks each provider's wire protocol through [`crate::wire`]; the shared part
+//! One type, [`RemoteProvider`], speaks each provider's wire protocol through `crate::wire`; the shared part
 //! splits the texts into requests by a token budget, runs a few requests at once, and checks every answer (one
 //! vector per text, in order, all of the provider's width) before zeroing non-finite values and L2-normalising.
 

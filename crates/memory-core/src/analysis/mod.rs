@@ -1,6 +1,6 @@
 //! Keyword analysis shared by every engine, for documents and queries alike, so that every store matches the
 //! same terms: Unicode word tokens lowercased, English words stemmed (Snowball, after irregular forms take their
-//! base word: [`irregular`]), CJK runs as character bigrams
+//! base word: `irregular`), CJK runs as character bigrams
 //! (a safety net that finds every two-character word, known to a dictionary or not), plus, for Chinese, the
 //! words of a jieba segmentation that bigrams cannot express: single-character words and words of three or more
 //! characters. Japanese (any kana in the run) and Korean stay bigrams.

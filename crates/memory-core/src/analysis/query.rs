@@ -10,7 +10,7 @@ use super::{each_document_term, each_hyphen_compound, is_stop_word, raw_tokens, 
 /// A query's words as a reader counts them, for asking how much of the query a text holds
 /// ([`QueryWords::share_held_by`]): each content word once (stemmed; stop words out), and each Chinese or Japanese
 /// run cut into its words (jieba; function characters, question words and the words jieba tags as function words
-/// out: [`is_function_word`]) rather than into the overlapping bigrams the keyword index matches by, most of which
+/// out: `is_function_word`) rather than into the overlapping bigrams the keyword index matches by, most of which
 /// straddle two words and are held by no text at all.
 #[derive(Debug, Clone, Default)]
 pub struct QueryWords {
@@ -141,7 +141,7 @@ const PARTICLES: &[&str] = &["out", "up", "down", "off", "over", "in"];
 
 /// Words a query writes apart that a note may write as one ("work out" / "workout", "road trip" / "roadtrip"):
 /// each two adjacent words joined and stemmed, when both are alphabetic, the first is a content word and the
-/// second is one too or a verb particle ([`PARTICLES`]; "for getting" is not "forgetting"). Snippets weigh
+/// second is one too or a verb particle (`PARTICLES`; "for getting" is not "forgetting"). Snippets weigh
 /// them as query terms; a join that is no word matches nothing. Not for the index's search: there the joins
 /// match more wrong chunks than right ones (figures in docs/benchmark-history.md).
 pub fn query_compounds(query: &str) -> Vec<String> {
@@ -172,7 +172,7 @@ pub(super) fn is_article(w: &str) -> bool {
 /// The query's adjacent word pairs, stemmed and joined by a space ("How did Melanie feel after the accident?"
 /// -> "how did", "did melanie", ..., "after accident"): articles skipped, pairs of two stop words left out. A
 /// line that holds a pair in the same order says the query's phrase, not only its words.
-/// [`each_term_and_word_pair`] writes a text's pairs the same way.
+/// [`each_term_and_word_pair`](super::each_term_and_word_pair) writes a text's pairs the same way.
 pub fn query_word_pairs(query: &str) -> Vec<String> {
     let mut words: Vec<Option<(String, bool)>> = Vec::new();
     raw_tokens(&without_clitics(query), |t, cjk| {

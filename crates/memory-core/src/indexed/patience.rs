@@ -21,7 +21,7 @@
 //! needs tens of seconds for a request of 16 long texts); `memory.search.remote.nonBatchConcurrency` requests are
 //! in flight at once, by default [`REMOTE_CONCURRENCY`] for an API and [`LOCAL_SERVER_CONCURRENCY`] for a local
 //! server (requests at once on one CPU only share it: each takes that many times longer and times out). A
-//! background sync gives a call at least its requests' timeouts ([`Bound::for_call`]), so a slow local server is not cut
+//! background sync gives a call at least its requests' timeouts (`Bound::for_call`), so a slow local server is not cut
 //! off by [`CALL_WAIT`].
 
 use std::future::Future;

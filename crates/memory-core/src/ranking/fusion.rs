@@ -62,8 +62,8 @@ pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
 pub const SPREAD_DEPTH: usize = 10;
 
 /// How deep a search for `max_results` is read: at least [`SPREAD_DEPTH`], so that the first k results of any search
-/// are the first k of a search for more (its candidate budget, [`RankingOptions::candidate_limit`], and the lines
-/// its snippets weigh the query's words over, [`finish`]).
+/// are the first k of a search for more (its candidate budget, [`RankingOptions::candidate_limit`](super::RankingOptions::candidate_limit), and the lines
+/// its snippets weigh the query's words over, [`finish`](super::finish)).
 pub fn read_depth(max_results: usize) -> usize {
     max_results.max(SPREAD_DEPTH)
 }

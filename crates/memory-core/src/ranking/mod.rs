@@ -446,7 +446,7 @@ pub fn order(
 pub const HEAD: usize = 5;
 
 /// How far a head candidate whose sentence holds the most query weight moves up, as a share of the search's score
-/// spread ([`score_spread`]); the others move in proportion to what their best sentence holds.
+/// spread (`score_spread`); the others move in proportion to what their best sentence holds.
 pub const SENTENCE_PREFERENCE: f64 = 0.5;
 
 /// Among the best [`HEAD`] candidates, prefer those with one sentence that holds the query's words together: they

@@ -6,7 +6,7 @@
 //! candidates (`ranking::finish`: the best ten, or more when more results are asked for; a speaker's name on every
 //! line of a conversation weighs little, the one word only the answer holds weighs most). Two more kinds of term count: the query's words joined where a note may write them as one ("work
 //! out" finds "workout": [`crate::analysis::query_compounds`]), and its adjacent word pairs in order ("after the
-//! accident": [`crate::analysis::query_word_pairs`]), which weigh [`PAIR_SHARE`] of a word: a phrase decides
+//! accident": [`crate::analysis::query_word_pairs`]), which weigh `PAIR_SHARE` of a word: a phrase decides
 //! between lines that hold the same words. The window is the run of whole lines around the best line (and the
 //! line after it, which most often holds what the best line leads to: the answer to a question, the body under a
 //! heading) that covers the most query-term weight (then the most matching lines, then the most text, then the

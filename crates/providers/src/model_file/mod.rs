@@ -8,7 +8,7 @@
 //!   OpenClaw keeps it, under the name OpenClaw gives it (`local.modelCacheDir`, then `<OpenClaw's state
 //!   folder>/models/llama.cpp`; OpenClaw's default model also in node-llama-cpp's `~/.node-llama-cpp/models`),
 //!   then in this project's cache (`$MEMORY_RS_CACHE/models`, else `~/.cache/memory-rs/models`), and only then
-//!   downloaded ([`download`]) into `local.modelCacheDir` when it is set, else into this project's cache.
+//!   downloaded (`download`) into `local.modelCacheDir` when it is set, else into this project's cache.
 //!
 //! Without `modelPath`, `provider: "local"` means OpenClaw's default, [`OPENCLAW_DEFAULT_MODEL`].
 //!
