@@ -201,13 +201,13 @@ fn has_identity(path: &Path) -> bool {
         .is_ok_and(|n| n > 0)
 }
 
-/// Remove a database file and its WAL/SHM companions.
 /// The file is open elsewhere and the system will not delete it (Windows' sharing and lock violations); never
 /// on Unix, where an open file can be deleted.
 fn in_use(e: &MemoryError) -> bool {
     cfg!(windows) && matches!(e, MemoryError::Io { source, .. } if matches!(source.raw_os_error(), Some(32 | 33)))
 }
 
+/// Remove a database file and its WAL/SHM companions.
 fn remove_db_files(p: &Path) -> Result<()> {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let f = with_suffix(p, suffix);
