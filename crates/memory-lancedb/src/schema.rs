@@ -12,7 +12,6 @@ use memory_core::store::{Candidate, ChunkRecord, FileRecord};
 use memory_core::{MemoryError, Result, Source};
 
 use crate::error::arrow_err;
-pub(crate) use crate::filters::{files_filter, scope_filter, sql_str};
 
 pub(crate) const KIND_CHUNK: &str = "chunk";
 pub(crate) const KIND_FILE: &str = "file";

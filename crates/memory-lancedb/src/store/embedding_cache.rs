@@ -11,6 +11,7 @@ use tracing::debug;
 
 use super::writes::reader;
 use super::{LanceStore, Which, CACHE_READ_CHUNK};
+use crate::filters::sql_str;
 use crate::schema::*;
 
 impl LanceStore {

@@ -6,6 +6,7 @@ use memory_core::Result;
 
 use super::writes::reader;
 use super::{LanceStore, Which};
+use crate::filters::sql_str;
 use crate::schema::*;
 
 pub(super) const META_IDENTITY: &str = "identity";

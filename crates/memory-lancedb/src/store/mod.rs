@@ -18,6 +18,7 @@ use memory_core::store::{Candidate, ChunkStore, EmbeddingCacheKey, FileRecord, K
 use memory_core::{MemoryError, Result, Source};
 
 use crate::error::map_err;
+use crate::filters::sql_str;
 use crate::schema::*;
 use crate::storage::Shared;
 

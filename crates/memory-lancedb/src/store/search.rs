@@ -11,6 +11,7 @@ use memory_core::store::{Candidate, KeywordQuery, Scope};
 use memory_core::{MemoryError, Result};
 
 use super::{LanceStore, Which, CACHE_READ_CHUNK};
+use crate::filters::{scope_filter, sql_str};
 use crate::schema::*;
 
 /// BM25 weight of the heading column relative to the body terms (the builtin engine's weights).

@@ -13,6 +13,7 @@ use memory_core::{Result, Source};
 use tracing::{debug, warn};
 
 use super::{LanceStore, Which};
+use crate::filters::{files_filter, sql_str};
 use crate::schema::*;
 
 impl LanceStore {
