@@ -172,7 +172,7 @@ pub fn check_search(e: &Expect, resp: &SearchResponse) -> Vec<String> {
 }
 
 /// `path#Lstart-Lend`, or `path#Ln` for one line, as OpenClaw cites. Written here, not taken from
-/// memory-core's `ranking::citation`: the suite's expectation must not follow the code it checks.
+/// the contract's `citation::citation`: the suite's expectation must not follow the code it checks.
 pub fn citation(path: &str, start: usize, end: usize) -> String {
     if start == end {
         format!("{path}#L{start}")

@@ -6,7 +6,8 @@
 //! - [`registry`]: maps `memory.backend` to engine factories; an engine opens with an [`registry::OpenContext`]:
 //!   the [`config`] model (OpenClaw's `memory.*` keys, checked once), the agent's [`space`] (workspace,
 //!   transcripts, every state file's name), an [`embedding`] provider and a [`rerank`]er when configured.
-//! - [`explanation`]: what `explain` answers; [`changes`]: changed files an engine shares with a watching host;
+//! - [`citation`]: how a result cites its lines; [`explanation`]: what `explain` answers; [`changes`]: changed
+//!   files an engine shares with a watching host;
 //!   [`dates`]: days and the clock as every part reads them; [`bounded`] and [`paths`]: bounded reads of
 //!   user files and the folders state lives in.
 //!
@@ -21,6 +22,7 @@
 pub mod backend;
 pub mod bounded;
 pub mod changes;
+pub mod citation;
 pub mod config;
 pub mod dates;
 pub mod embedding;

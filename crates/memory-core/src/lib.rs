@@ -28,6 +28,7 @@ pub mod time;
 
 pub use memory_contract::types::*;
 pub use memory_contract::{
-    backend, bounded, changes, config, dates, embedding, error, explanation, now_ms, paths, registry, rerank, sanitize_id, sha256_hex, space, types,
+    backend, bounded, changes, citation, config, dates, embedding, error, explanation, now_ms, paths, registry, rerank, sanitize_id, sha256_hex,
+    space, types,
 };
 pub use memory_contract::{Config, ErrorKind, MemoryBackend, MemoryError, Result};

@@ -37,7 +37,7 @@ pub async fn append_and_index(engine: &dyn MemoryBackend, workspace: &Path, text
 /// Index an entry already written (by [`append_and_index`], or by the `memory append` that hands the indexing to
 /// a shared server: the entry is written once, whoever indexes it).
 pub async fn index_appended(engine: &dyn MemoryBackend, appended: Appended) -> AppendResult {
-    let citation = memory_core::ranking::citation(&appended.path, appended.start_line, appended.end_line);
+    let citation = memory_core::citation::citation(&appended.path, appended.start_line, appended.end_line);
     // The note is safely on disk before the index is touched; a failed sync (another process holding the index
     // longer than the engine waits, say) only delays searchability: the watcher or the next search indexes it. A
     // retry would write the entry twice, so this is never an error.

@@ -26,7 +26,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memory_contract::config::{Citations, Config, ConfigIssue};
+use memory_contract::citation::cite;
+use memory_contract::config::{Config, ConfigIssue};
 use memory_contract::registry::{BackendFactory, OpenContext};
 use memory_contract::{
     Capabilities, GetRequest, GetResponse, MemoryBackend, MemoryError, Result, SearchRequest, SearchResponse, Source, Status, SyncOptions, SyncReport,
@@ -94,13 +95,15 @@ impl MemoryBackend for ScanEngine {
         let query = &self.config.memory.search.query;
         let max_results = request.max_results.unwrap_or(query.max_results);
         let min_score = request.min_score.unwrap_or(query.min_score);
-        let results = if request.sources.is_empty() || request.sources.contains(&Source::Memory) {
+        let mut results = if request.sources.is_empty() || request.sources.contains(&Source::Memory) {
             let chunks = rank::chunks_of(&files::memory_files(&self.workspace), days);
-            rank::search(&chunks, &request.query, max_results, min_score, self.config.memory.citations != Citations::Off)
+            rank::search(&chunks, &request.query, max_results, min_score)
         } else {
             Vec::new()
         };
-        let results = results.into_iter().map(|r| with_source_line(r, self.config.memory.citations)).collect();
+        for r in &mut results {
+            cite(r, self.config.memory.citations);
+        }
         Ok(SearchResponse { results, mode: Some("keyword".into()), warnings, explanation: None })
     }
 
@@ -130,14 +133,4 @@ impl MemoryBackend for ScanEngine {
     async fn close(&self) -> Result<()> {
         Ok(())
     }
-}
-
-/// `memory.citations = "on"`: the snippet ends with a `Source:` line naming the lines it is from.
-fn with_source_line(mut r: memory_contract::SearchResult, mode: Citations) -> memory_contract::SearchResult {
-    if mode == Citations::On {
-        if let Some(c) = &r.citation {
-            r.snippet = format!("{}\n\nSource: {c}", r.snippet);
-        }
-    }
-    r
 }

@@ -71,8 +71,9 @@ fn date_of(key: &str) -> Option<i64> {
 }
 
 /// The chunks that hold words of `query`, best first: those scoring at least `min_score` (0..1), or, when none
-/// does, the best of them anyway (a keyword match is never hidden by the cut alone); at most `max_results`.
-pub fn search(chunks: &[Chunk], query: &str, max_results: usize, min_score: f64, cite: bool) -> Vec<SearchResult> {
+/// does, the best of them anyway (a keyword match is never hidden by the cut alone); at most `max_results`. Results
+/// are uncited: the caller cites them as `memory.citations` says.
+pub fn search(chunks: &[Chunk], query: &str, max_results: usize, min_score: f64) -> Vec<SearchResult> {
     let mut wanted = terms(query);
     wanted.sort();
     wanted.dedup();
@@ -98,12 +99,10 @@ pub fn search(chunks: &[Chunk], query: &str, max_results: usize, min_score: f64,
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.key.cmp(&b.1.key)).then(a.1.start_line.cmp(&b.1.start_line)));
     let passing = scored.iter().filter(|(s, _)| *s >= min_score).count();
     let kept = if passing > 0 { passing } else { scored.len() };
-    scored.into_iter().take(kept.min(max_results)).map(|(score, c)| result(c, score, cite)).collect()
+    scored.into_iter().take(kept.min(max_results)).map(|(score, c)| result(c, score)).collect()
 }
 
-fn result(c: &Chunk, score: f64, cite: bool) -> SearchResult {
-    let citation =
-        if c.start_line == c.end_line { format!("{}#L{}", c.key, c.start_line) } else { format!("{}#L{}-L{}", c.key, c.start_line, c.end_line) };
+fn result(c: &Chunk, score: f64) -> SearchResult {
     SearchResult {
         path: c.key.clone(),
         start_line: c.start_line,
@@ -113,7 +112,7 @@ fn result(c: &Chunk, score: f64, cite: bool) -> SearchResult {
         source: Source::Memory,
         text_score: Some(score),
         vector_score: None,
-        citation: cite.then_some(citation),
+        citation: None,
         snippet_start_line: None,
         snippet_end_line: None,
     }

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use crate::analysis::similarity_tokens;
+use crate::citation::cite;
 use crate::config::{Citations, Config};
 use crate::discovery::{date_from_path, is_evergreen};
 use crate::store::Candidate;
@@ -322,29 +323,6 @@ pub fn min_score_cut<T>(items: Vec<T>, max: usize, passes: impl Fn(&T) -> bool, 
         items.into_iter().filter(passes).take(max).collect()
     } else {
         items.into_iter().filter(keyword_backed).take(max).collect()
-    }
-}
-
-/// Give `result` its citation as `citations` says: `path#L..` in `citation` unless off, and also as a `Source:`
-/// line under the snippet when on. One rule for every engine's results.
-pub fn cite(result: &mut SearchResult, citations: Citations) {
-    if citations == Citations::Off {
-        return;
-    }
-    let cite = citation(&result.path, result.start_line, result.end_line);
-    if citations == Citations::On {
-        result.snippet.push_str("\nSource: ");
-        result.snippet.push_str(&cite);
-    }
-    result.citation = Some(cite);
-}
-
-/// `path#L<start>-L<end>`, or `path#L<n>` for one line.
-pub fn citation(path: &str, start: usize, end: usize) -> String {
-    if start == end {
-        format!("{path}#L{start}")
-    } else {
-        format!("{path}#L{start}-L{end}")
     }
 }
 

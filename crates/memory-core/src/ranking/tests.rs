@@ -361,8 +361,8 @@ fn exact_path_hit_ranks_first_even_below_min_score() {
 
 #[test]
 fn citations_and_snippet_cap() {
-    assert_eq!(citation("memory/a.md", 3, 3), "memory/a.md#L3");
-    assert_eq!(citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
+    assert_eq!(crate::citation::citation("memory/a.md", 3, 3), "memory/a.md#L3");
+    assert_eq!(crate::citation::citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
     let mut c = cand("a", "memory/a.md", "text");
     c.keyword_score = Some(1.0);
     let on = to_results(

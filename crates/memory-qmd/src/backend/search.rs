@@ -157,7 +157,7 @@ impl QmdBackend {
                 r.snippet = truncate_chars(&r.snippet, budget);
             }
             budget = budget.saturating_sub(r.snippet.chars().count());
-            ranking::cite(&mut r, inner.citations);
+            memory_core::citation::cite(&mut r, inner.citations);
             results.push(r);
             if results.len() >= max {
                 break;
