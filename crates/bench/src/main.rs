@@ -306,6 +306,10 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The engine's logs, on stderr, only when RUST_LOG asks for them: the tables stay as they are.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     if cli.ranking != "default" && !matches!(cli.command, Command::Quality { .. } | Command::Locomo { .. } | Command::Multilingual { .. }) {
         anyhow::bail!("--ranking applies to quality, locomo and multilingual only");
     }
