@@ -9,3 +9,4 @@ mod hostile;
 mod recall;
 mod sessions;
 mod store_contract;
+mod unread_language;

@@ -27,6 +27,11 @@ pub struct Explanation {
     /// The similarity the embedding model gives this query and unrelated text: vector scores count from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector_floor: Option<f64>,
+    /// Set when the vector leg was set aside on this query: none of its candidates was more like the query than
+    /// text about something else is (the embedding model does not tell this query's notes from unrelated text,
+    /// as an English model reading Chinese), so the search ranked by words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_set_aside: Option<VectorSetAside>,
     /// The `minScore` the cut used.
     pub min_score: f64,
     /// The most results asked for.
@@ -44,6 +49,17 @@ pub struct Explanation {
     /// Where the note asked about (`explainPath`) is in this search, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathExplanation>,
+}
+
+/// A vector leg set aside: its best candidate's cosine with the query, and the query's cosine with the unrelated
+/// text most like it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VectorSetAside {
+    /// The cosine of the vector leg's best candidate.
+    pub best: f64,
+    /// The cosine of the unrelated probe text most like the query: what the best candidate did not exceed.
+    pub unrelated: f64,
 }
 
 /// The query as the ranking read it.

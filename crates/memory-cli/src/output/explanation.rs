@@ -70,6 +70,12 @@ fn header(out: &mut dyn Write, e: &Explanation, mode: Option<&str>) -> anyhow::R
     if let Some(f) = e.vector_floor {
         legs.push_str(&format!("; vector floor {f:.3}"));
     }
+    if let Some(a) = e.vector_set_aside {
+        legs.push_str(&format!(
+            "; vector leg set aside: its best candidate (cosine {:.3}) is no more like the query than unrelated text ({:.3}), so words rank",
+            a.best, a.unrelated
+        ));
+    }
     writeln!(out, "{legs}")?;
     let decay = e.half_life_days.map_or("off".to_string(), |h| format!("half-life {h} days"));
     writeln!(

@@ -1,5 +1,5 @@
 //! The live index an engine answers from, and what is known about it: its handle, the storage's marker when it was
-//! opened, whether it holds an index, the provider fingerprint it was built with and the probes' centroid, once
+//! opened, whether it holds an index, the provider fingerprint it was built with and the unrelated-text probes, once
 //! read. One owner, so that swapping in another handle (a rebuild, another process's reset) forgets, at once,
 //! everything that was learnt about the old one.
 
@@ -10,7 +10,7 @@ use crate::locks::{LockExt, RwLockExt};
 use crate::store::ChunkStore;
 
 use super::store_handle;
-use super::unrelated::Remembered;
+use super::unrelated::{Remembered, Unrelated};
 
 pub(super) struct LiveIndex {
     store: RwLock<Arc<dyn ChunkStore>>,
@@ -21,8 +21,8 @@ pub(super) struct LiveIndex {
     /// Provider fingerprint of the live index, once read, with the handle it was read from: a swapped-in rebuild is
     /// another handle, so its fingerprint is read again.
     built_fingerprint: RwLock<Option<(usize, Option<String>)>>,
-    /// The probes' centroid ([`super::unrelated`]), once read, with the handle and provider fingerprint it belongs to.
-    centroid: RwLock<Option<Remembered>>,
+    /// The unrelated-text probes ([`super::unrelated`]), once read, with the handle and provider fingerprint they belong to.
+    probes: RwLock<Option<Remembered>>,
 }
 
 impl LiveIndex {
@@ -32,7 +32,7 @@ impl LiveIndex {
             marker: Mutex::new(marker),
             indexed: AtomicBool::new(false),
             built_fingerprint: RwLock::new(None),
-            centroid: RwLock::new(None),
+            probes: RwLock::new(None),
         }
     }
 
@@ -41,7 +41,7 @@ impl LiveIndex {
         self.store.read_locked().clone()
     }
 
-    /// Make `store` the live handle: what was learnt about the old one is forgotten (the centroid is keyed by handle).
+    /// Make `store` the live handle: what was learnt about the old one is forgotten (the probes are keyed by handle).
     pub(super) fn swap(&self, store: Arc<dyn ChunkStore>, marker: Option<String>) {
         *self.store.write_locked() = store;
         *self.marker.locked() = marker;
@@ -80,16 +80,16 @@ impl LiveIndex {
         *self.built_fingerprint.write_locked() = None;
     }
 
-    /// The centroid remembered for the store `handle` and this provider fingerprint, and whether the store holds it.
-    pub(super) fn centroid(&self, handle: usize, fingerprint: &str) -> Option<(Arc<Vec<f32>>, bool)> {
-        match self.centroid.read_locked().as_ref() {
-            Some(r) if r.handle == handle && r.fingerprint == fingerprint => Some((r.centroid.clone(), r.in_store)),
+    /// The probes remembered for the store `handle` and this provider fingerprint, and whether the store holds them.
+    pub(super) fn probes(&self, handle: usize, fingerprint: &str) -> Option<(Arc<Unrelated>, bool)> {
+        match self.probes.read_locked().as_ref() {
+            Some(r) if r.handle == handle && r.fingerprint == fingerprint => Some((r.probes.clone(), r.in_store)),
             _ => None,
         }
     }
 
-    /// Remember the centroid of the store `handle` under this provider fingerprint.
-    pub(super) fn remember_centroid(&self, remembered: Remembered) {
-        *self.centroid.write_locked() = Some(remembered);
+    /// Remember the probes of the store `handle` under this provider fingerprint.
+    pub(super) fn remember_probes(&self, remembered: Remembered) {
+        *self.probes.write_locked() = Some(remembered);
     }
 }

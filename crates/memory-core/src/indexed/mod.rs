@@ -56,7 +56,7 @@ use sync::SyncScope;
 use plan::{indexed_state, plan_sync, stale_for_search, FileKey, Staleness};
 
 /// Which store a cached fact was read from: a swapped-in rebuild is another handle, so facts cached for the old
-/// one (its provider fingerprint, its probe centroid) are read again.
+/// one (its provider fingerprint, its unrelated-text probes) are read again.
 fn store_handle(store: &Arc<dyn ChunkStore>) -> usize {
     Arc::as_ptr(store) as *const () as usize
 }

@@ -78,6 +78,14 @@ impl SearchContext {
     }
 }
 
+/// When the vector leg does not tell the query's notes from unrelated text ([`crate::ranking::vector_leg_tells`]):
+/// its best cosine and the unrelated probe's it did not exceed. `None` when it does, or cannot be measured.
+fn set_aside(leg: &VectorLeg, probes: &unrelated::Unrelated) -> Option<crate::explanation::VectorSetAside> {
+    let best = leg.candidates.iter().filter_map(|c| c.vector_score).filter(|v| v.is_finite()).reduce(f64::max)?;
+    let unrelated = probes.nearest(&leg.query_vector)?;
+    (!crate::ranking::vector_leg_tells(best, unrelated)).then_some(crate::explanation::VectorSetAside { best, unrelated })
+}
+
 /// `first`, then those of `more` it lacks (by chunk id).
 fn union(mut first: Vec<Candidate>, more: Vec<Candidate>) -> Vec<Candidate> {
     let seen: std::collections::HashSet<String> = first.iter().map(|c| c.chunk_id.clone()).collect();
@@ -129,11 +137,21 @@ impl IndexedBackend {
             (false, true) => "vector",
             _ => "keyword",
         };
-        let centroid = match (&vector, &self.embedder) {
-            (Some(_), Some(embedder)) => self.unrelated_centroid(&ctx.store, embedder, patience::Bound::Until(embed_deadline)).await,
+        let probes = match (&vector, &self.embedder) {
+            (Some(_), Some(embedder)) => self.unrelated_probes(&ctx.store, embedder, patience::Bound::Until(embed_deadline)).await,
             _ => None,
         };
-        ctx.opts.vector_floor = vector.as_ref().zip(centroid.as_deref()).and_then(|(leg, c)| unrelated::floor(&leg.query_vector, c));
+        // Beside a keyword leg that matched, a vector leg no better than unrelated text is set aside.
+        let keyword_matched = keyword.as_ref().is_some_and(|k| !k.is_empty());
+        let set_aside = vector.as_ref().zip(probes.as_deref()).filter(|_| keyword_matched).and_then(|(leg, p)| set_aside(leg, p));
+        let vector = match set_aside {
+            Some(a) => {
+                debug!(best = a.best, unrelated = a.unrelated, "vector leg set aside: no candidate is more like the query than unrelated text");
+                None
+            }
+            None => vector,
+        };
+        ctx.opts.vector_floor = vector.as_ref().zip(probes.as_deref()).and_then(|(leg, p)| p.floor(&leg.query_vector));
         let first_vector: &[Candidate] = vector.as_ref().map_or(&[], |leg| &leg.candidates);
         let keyword = match keyword {
             Some(k) => self.expand_keyword(&ctx, terms, words, k, first_vector).await,
@@ -144,8 +162,8 @@ impl IndexedBackend {
             Some(leg) if terms.len() >= PRF_MIN_QUERY_TERMS => {
                 let (vector, scored_by) = self.expand_vector(&ctx, &leg.query_vector, &keyword, words, leg.candidates).await;
                 // The candidates' cosines are with the refined vector now: so is the floor.
-                if let Some(c) = centroid.as_deref() {
-                    ctx.opts.vector_floor = unrelated::floor(&scored_by, c);
+                if let Some(p) = probes.as_deref() {
+                    ctx.opts.vector_floor = p.floor(&scored_by);
                 }
                 (vector, Some(scored_by))
             }
@@ -161,7 +179,7 @@ impl IndexedBackend {
         let mut trace = request.explains().then(|| {
             let mut t = Trace::default();
             (t.keyword_candidates, t.vector_candidates, t.candidate_limit) = (keyword.len(), vector.len(), ctx.limit);
-            (t.vector_floor, t.query_vector) = (ctx.opts.vector_floor, query_vector);
+            (t.vector_floor, t.vector_set_aside, t.query_vector) = (ctx.opts.vector_floor, set_aside, query_vector);
             t
         });
         let mut items = crate::ranking::order(keyword, vector, exact, &query, &ctx.opts, trace.as_mut());

@@ -306,7 +306,7 @@ impl IndexedBackend {
         if let Some(removals) = removals.filter(|r| !r.is_empty()) {
             target.apply(SyncBatch { removals, ..Default::default() }).await?;
         }
-        self.record_unrelated_centroid(target, cache_from, planned, bound).await;
+        self.record_unrelated_probes(target, cache_from, planned, bound).await;
         debug!(?report, "sync finished");
         announced.answered();
         Ok(report)

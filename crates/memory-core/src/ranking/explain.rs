@@ -43,6 +43,8 @@ pub struct Trace {
     pub vector_candidates: usize,
     pub candidate_limit: usize,
     pub vector_floor: Option<f64>,
+    /// Set when the engine set the vector leg aside ([`super::vector_leg_tells`]).
+    pub vector_set_aside: Option<crate::explanation::VectorSetAside>,
     /// The query vector the vector candidates' cosines are with (after feedback, when it refined it).
     pub query_vector: Option<Vec<f32>>,
 }
@@ -115,6 +117,7 @@ impl Trace {
             candidate_limit: self.candidate_limit,
             weights: self.weights,
             vector_floor: self.vector_floor,
+            vector_set_aside: self.vector_set_aside,
             min_score: opts.min_score,
             max_results: opts.max_results,
             half_life_days: opts.half_life_days,

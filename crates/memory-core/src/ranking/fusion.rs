@@ -58,6 +58,20 @@ pub fn vector_scores(vector: &[Candidate], floor: Option<f64>) -> Vec<f64> {
     raw.iter().map(|v| Some(best * (v - floor).max(0.0) / (best - floor)).filter(|s| s.is_finite()).unwrap_or(0.0)).collect()
 }
 
+/// Whether a vector leg tells this query's notes from text about something else: its best candidate (`best`, a
+/// cosine with the query) is more like the query than the unrelated text most like it (`nearest_unrelated`, the
+/// query's highest cosine with the probes the engine measures its floor with). A leg that does not is set aside
+/// beside a keyword leg that matched something: the search ranks by words.
+///
+/// Why: a model that does not read the query's language still answers, with cosines that say nothing. An English
+/// model reading a Chinese question gives every Chinese text about the same similarity, unrelated sentences as
+/// high as the notes, or higher; merged, those cosines outweighed the keyword leg's match and pushed the note
+/// keyword search ranks first out of the first ten. A model that reads the language keeps its best candidates
+/// clearly above every unrelated probe, and its leg counts as before.
+pub fn vector_leg_tells(best: f64, nearest_unrelated: f64) -> bool {
+    !(best.is_finite() && nearest_unrelated.is_finite()) || best > nearest_unrelated
+}
+
 /// How many of a leg's best scores its [`leg_spread`] is measured over: the depth a search is read to.
 pub const SPREAD_DEPTH: usize = 10;
 
@@ -203,4 +217,18 @@ pub fn merge(
         })
         .collect();
     (items, LegWeights { text: tw, vector: vw })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vector_leg_tells;
+
+    #[test]
+    fn a_vector_leg_counts_only_when_its_best_beats_unrelated_text() {
+        assert!(vector_leg_tells(0.62, 0.31), "well above the nearest probe");
+        assert!(!vector_leg_tells(0.55, 0.60), "an unrelated sentence is more like the query");
+        assert!(!vector_leg_tells(0.60, 0.60), "as like the query as unrelated text is: no evidence");
+        assert!(vector_leg_tells(f64::NAN, 0.6), "what cannot be measured is not set aside");
+        assert!(vector_leg_tells(0.2, f64::NAN));
+    }
 }

@@ -20,7 +20,7 @@ mod recency;
 
 pub use exact::{exact_path_tier, ExactQuery};
 pub use explain::{Stage, Trace};
-pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, read_depth, text_scores, vector_scores, SPREAD_DEPTH};
+pub use fusion::{best_match_share, hybrid_weights, leg_spread, merge, read_depth, text_scores, vector_leg_tells, vector_scores, SPREAD_DEPTH};
 pub use query::Query;
 pub use recency::{asks_about_present, prefer_recent, RECENCY_PREFERENCE, RECENCY_PREFERENCE_PRESENT};
 
