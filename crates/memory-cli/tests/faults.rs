@@ -523,14 +523,21 @@ fn many_notes(env: &Env, n: usize) {
     }
 }
 
+/// A workspace in `tmp` with 300 notes, its state folder on a 16 MiB disk of its own (under `tmp`); `None` where
+/// no disk can be mounted (the test then returns, as [`Tmpfs::mount`] says).
+fn notes_on_a_small_disk(tmp: &Path) -> Option<(Tmpfs, Env)> {
+    let disk = Tmpfs::mount(&tmp.join("disk"), "16m")?;
+    let env = Env::new(tmp.join("ws"), disk.dir.join("state"));
+    many_notes(&env, 300);
+    Some((disk, env))
+}
+
 /// Item 5: `index --force` on a state disk without room for the new generation fails, says why, and removes what
 /// it wrote: the disk is as free as before, and the old index still answers and syncs.
 #[test]
 fn a_forced_rebuild_that_fills_the_disk_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
-    many_notes(&env, 300);
+    let Some((disk, env)) = notes_on_a_small_disk(tmp.path()) else { return };
     env.ok(&["index"]);
     let db = live_db(&env);
     let index_kib = fs::metadata(&db).unwrap().len() / 1024;
@@ -711,9 +718,7 @@ fn file_names_that_are_not_utf8_are_skipped_not_confused() {
 #[test]
 fn a_sync_that_fills_the_disk_fails_cleanly_and_completes_later() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
-    many_notes(&env, 300);
+    let Some((disk, env)) = notes_on_a_small_disk(tmp.path()) else { return };
     // How large the index grows, measured on another disk.
     let reference = Env { state: tmp.path().join("reference"), ..Env::new(env.ws.clone(), tmp.path().join("reference")) };
     reference.ok(&["index"]);
