@@ -8,7 +8,8 @@
 #   - a Q8_0 GGUF made from that folder with llama.cpp's layout (architecture `gemma-embedding`, the dense
 #     projections included), by scripts/lib/gguf_convert_gemma.py on PyPI's `gguf` (llama.cpp's converter needs
 #     torch) -> $CACHE/models/embeddinggemma-300m-Q8_0.gguf, the layout of OpenClaw's default model file.
-# The converter's tools (gguf, numpy, safetensors, sentencepiece; pinned) live in a venv under the cache.
+# The converter's tools (gguf, numpy, safetensors, sentencepiece; pinned in scripts/lib/venv.sh) live in a venv
+# under the cache.
 # Idempotent: fetches only when the folder is missing or incomplete, converts only when the converter changed.
 # MEMORY_SKIP_EMBEDDINGGEMMA=1 skips the step (its tests then fail under scripts/test.sh as missing prerequisites).
 set -euo pipefail
@@ -16,8 +17,6 @@ CACHE="${CACHE:-${MEMORY_RS_CACHE:-$HOME/.cache/memory-rs}}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/../lib/venv.sh"
 CONVERTER="$HERE/../lib/gguf_convert_gemma.py"
-VENV="$CACHE/gguf-venv"
-TOOLS="gguf==0.19.0 numpy==2.4.6 safetensors==0.8.0 sentencepiece==0.2.3"
 FOLDER="$CACHE/models/embeddinggemma-300m"
 GGUF="$CACHE/models/embeddinggemma-300m-Q8_0.gguf"
 ZIP_BYTES=1147303689
@@ -76,12 +75,4 @@ PY
   folder_ok || { echo "setup: the EmbeddingGemma folder at $FOLDER is incomplete after unpacking" >&2; exit 1; }
 fi
 
-stamp="$TOOLS $(cat "$CONVERTER" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
-if [ -f "$GGUF" ] && [ "$(cat "$GGUF.converted" 2>/dev/null)" = "$stamp" ]; then
-  exit 0
-fi
-# shellcheck disable=SC2086
-venv_with "$VENV" "gguf, numpy, safetensors, sentencepiece" "the GGUF converter's tools" $TOOLS
-echo "setup: converting EmbeddingGemma to $GGUF (Q8_0)" >&2
-"$VENV/bin/python" "$CONVERTER" "$FOLDER" "$GGUF" q8_0 2> >(grep -v "second separator token" >&2)
-echo "$stamp" > "$GGUF.converted"
+gguf_convert "$GGUF" "converting EmbeddingGemma to $GGUF (Q8_0)" "$CONVERTER" "$FOLDER" "$GGUF" q8_0 2> >(grep -v "second separator token" >&2)

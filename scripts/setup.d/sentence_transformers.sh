@@ -24,7 +24,6 @@ REF="$CACHE/models/embeddinggemma-300m.reference.json"
 CONVERTER="$HERE/../lib/gguf_convert_gemma.py"
 REFERENCE="$HERE/../lib/st_reference.py"
 TEXTS="$HERE/../../crates/model-runtime/tests/data/gguf_reference_texts.txt"
-GGUF_VENV="$CACHE/gguf-venv"
 # torch 2.15.0's own dependencies and the CUDA libraries its libtorch links (the ones `ldd` names), then
 # sentence-transformers, transformers and what they import.
 PINS="torch==2.15.0 filelock==4.3.2 typing_extensions==4.16.0 sympy==1.14.0 mpmath==1.4.1 networkx==3.6.1

@@ -7,9 +7,19 @@ use conformance::testing::open_context;
 use memory_builtin::BuiltinFactory;
 use memory_core::indexed::IndexedBackend;
 use memory_core::{Config, ErrorKind, GetRequest, MemoryBackend, SearchRequest, SyncOptions};
+use tempfile::TempDir;
 
 async fn open(ws: &std::path::Path, state: &std::path::Path) -> IndexedBackend {
     BuiltinFactory.open_indexed(open_context(Config::default(), ws, state, None)).await.unwrap()
+}
+
+/// A workspace whose MEMORY.md says where the gateway runs, a state folder, and the engine on them.
+async fn gateway_note() -> (TempDir, TempDir, IndexedBackend) {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
+    let e = open(ws.path(), state.path()).await;
+    (ws, state, e)
 }
 
 #[tokio::test]
@@ -39,10 +49,7 @@ async fn huge_binary_and_deeply_nested_files() {
 
 #[tokio::test]
 async fn control_characters_and_syntax_in_queries() {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-    let e = open(ws.path(), state.path()).await;
+    let (_ws, _state, e) = gateway_note().await;
     let nasty = [
         "gateway\0studio",
         "\u{1b}[31mgateway\u{1b}[0m",
@@ -105,10 +112,7 @@ async fn memory_get_escapes_are_refused() {
 
 #[tokio::test]
 async fn truncated_database_is_detected_and_rebuilt() {
-    let ws = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    fs::write(ws.path().join("MEMORY.md"), "# Memory\n\nThe gateway runs on the Mac Studio.\n").unwrap();
-    let e = open(ws.path(), state.path()).await;
+    let (ws, state, e) = gateway_note().await;
     e.sync(SyncOptions::default()).await.unwrap();
     let index = e.status().await.unwrap().index_path.unwrap();
     e.close().await.unwrap();

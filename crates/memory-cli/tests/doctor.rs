@@ -43,6 +43,12 @@ fn write_config(dirs: &conformance::testing::TestDirs, v: &Value) -> std::path::
     p
 }
 
+/// `memory doctor` with the config `v` (written as [`write_config`] does).
+fn doctor_with(dirs: &conformance::testing::TestDirs, v: &Value) -> (Vec<Value>, bool) {
+    let config = write_config(dirs, v);
+    doctor(dirs, Some(&config), &[])
+}
+
 const CHECKS: [&str; 10] = ["config", "workspace", "embeddings", "reranker", "engine", "fallback", "index", "skipped", "server", "openclaw"];
 
 #[test]
@@ -72,8 +78,7 @@ fn a_healthy_keyword_workspace_is_ok_throughout() {
 #[test]
 fn a_config_key_accepted_but_unused_warns_naming_it() {
     let dirs = common::workspace(&[]);
-    let config = write_config(&dirs, &json!({ "agents": { "defaults": { "memorySearch": { "local": { "contextSize": 4096 } } } } }));
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
+    let (checks, ok) = doctor_with(&dirs, &json!({ "agents": { "defaults": { "memorySearch": { "local": { "contextSize": 4096 } } } } }));
     assert!(ok, "a warning is no failure: {checks:?}");
     assert!(has(&checks, "config", "OK", "loads"), "{checks:?}");
     let w = lines(&checks, "config").into_iter().find(|c| c["level"] == "WARN").unwrap_or_else(|| panic!("{checks:?}"));
@@ -88,8 +93,7 @@ fn a_broken_config_fails_naming_the_key_and_the_rest_still_reports() {
         (json!({ "memory": { "search": { "maxResultz": 5 } } }), "memory.search.maxResultz"),
         (json!({ "memory": { "search": { "maxResults": "many" } } }), "maxResults"),
     ] {
-        let config = write_config(&dirs, &config);
-        let (checks, ok) = doctor(&dirs, Some(&config), &[]);
+        let (checks, ok) = doctor_with(&dirs, &config);
         assert!(!ok, "exit status 0 on a FAIL: {checks:?}");
         assert!(has(&checks, "config", "FAIL", names), "{checks:?}");
         for name in CHECKS {
@@ -130,9 +134,8 @@ fn a_missing_workspace_fails_and_an_empty_one_warns() {
 fn the_embedding_check_embeds_once_and_reports_the_width() {
     let base_url = common::slow_embedding_server(std::time::Duration::ZERO);
     let dirs = common::workspace(&[]);
-    let config =
-        write_config(&dirs, &json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": base_url } } } }));
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
+    let (checks, ok) =
+        doctor_with(&dirs, &json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": base_url } } } }));
     assert!(ok, "{checks:?}");
     assert!(has(&checks, "embeddings", "OK", "16 dimensions"), "{checks:?}");
     assert!(has(&checks, "engine", "OK", "hybrid search"), "{checks:?}");
@@ -142,8 +145,7 @@ fn the_embedding_check_embeds_once_and_reports_the_width() {
 fn an_embedding_model_that_cannot_load_fails() {
     let dirs = common::workspace(&[]);
     let missing = dirs.state.path().join("no-such-model");
-    let config = write_config(&dirs, &json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": missing } } } }));
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
+    let (checks, ok) = doctor_with(&dirs, &json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": missing } } } }));
     assert!(!ok, "{checks:?}");
     let e = lines(&checks, "embeddings");
     assert!(e.len() == 1 && e[0]["level"] == "FAIL" && e[0]["message"].as_str().unwrap().contains("no-such-model"), "{checks:?}");
@@ -162,11 +164,10 @@ fn a_local_model_and_reranker_load_and_answer() {
         return;
     };
     let dirs = common::workspace(&[]);
-    let config = write_config(
+    let (checks, ok) = doctor_with(
         &dirs,
         &json!({ "memory": { "search": { "provider": "local", "local": { "modelPath": model }, "query": { "rerank": { "enabled": true, "modelPath": reranker } } } } }),
     );
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
     assert!(ok, "{checks:?}");
     assert!(has(&checks, "embeddings", "OK", "384 dimensions"), "{checks:?}");
     assert!(has(&checks, "reranker", "OK", "one pair scored"), "{checks:?}");
@@ -177,11 +178,10 @@ fn an_embedding_provider_that_does_not_answer_fails() {
     let dirs = common::workspace(&[]);
     // A port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = write_config(
+    let (checks, ok) = doctor_with(
         &dirs,
         &json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": format!("http://127.0.0.1:{port}/v1") } } } }),
     );
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
     assert!(!ok, "{checks:?}");
     assert!(has(&checks, "embeddings", "FAIL", "openai-compatible"), "{checks:?}");
 }
@@ -190,8 +190,7 @@ fn an_embedding_provider_that_does_not_answer_fails() {
 fn a_reranker_that_cannot_load_fails() {
     let dirs = common::workspace(&[]);
     let missing = dirs.state.path().join("no-such-reranker");
-    let config = write_config(&dirs, &json!({ "memory": { "search": { "query": { "rerank": { "enabled": true, "modelPath": missing } } } } }));
-    let (checks, ok) = doctor(&dirs, Some(&config), &[]);
+    let (checks, ok) = doctor_with(&dirs, &json!({ "memory": { "search": { "query": { "rerank": { "enabled": true, "modelPath": missing } } } } }));
     assert!(!ok, "{checks:?}");
     assert!(has(&checks, "reranker", "FAIL", "cannot be used"), "{checks:?}");
     let (checks, _) = doctor(&dirs, None, &[]);

@@ -523,13 +523,20 @@ fn many_notes(env: &Env, n: usize) {
     }
 }
 
+/// A workspace in `tmp` whose state folder is on a disk of `size` of its own (under `tmp`); `None` where no disk
+/// can be mounted (the test then returns, as [`Tmpfs::mount`] says).
+fn state_on_a_small_disk(tmp: &Path, size: &str) -> Option<(Tmpfs, Env)> {
+    let disk = Tmpfs::mount(&tmp.join("disk"), size)?;
+    let env = Env::new(tmp.join("ws"), disk.dir.join("state"));
+    Some((disk, env))
+}
+
 /// Item 5: `index --force` on a state disk without room for the new generation fails, says why, and removes what
 /// it wrote: the disk is as free as before, and the old index still answers and syncs.
 #[test]
 fn a_forced_rebuild_that_fills_the_disk_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    let Some((disk, env)) = state_on_a_small_disk(tmp.path(), "16m") else { return };
     many_notes(&env, 300);
     env.ok(&["index"]);
     let db = live_db(&env);
@@ -572,8 +579,7 @@ fn answers_after_rebuild(env: &Env) {
 #[test]
 fn one_shot_commands_answer_from_a_read_only_or_full_state_disk() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "8m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    let Some((disk, env)) = state_on_a_small_disk(tmp.path(), "8m") else { return };
     env.ok(&["index"]);
     // Past the settle window: the notes indexed moments after they were written are read again by the next check,
     // and the sync that would settle their records cannot write; they are current all the same, not "changed".
@@ -711,8 +717,7 @@ fn file_names_that_are_not_utf8_are_skipped_not_confused() {
 #[test]
 fn a_sync_that_fills_the_disk_fails_cleanly_and_completes_later() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "16m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    let Some((disk, env)) = state_on_a_small_disk(tmp.path(), "16m") else { return };
     many_notes(&env, 300);
     // How large the index grows, measured on another disk.
     let reference = Env { state: tmp.path().join("reference"), ..Env::new(env.ws.clone(), tmp.path().join("reference")) };
@@ -757,8 +762,7 @@ fn a_sync_that_fills_the_disk_fails_cleanly_and_completes_later() {
 #[test]
 fn append_with_a_read_only_state_disk_writes_the_entry_and_says_it_is_not_indexed() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "8m") else { return };
-    let env = Env::new(tmp.path().join("ws"), disk.dir.join("state"));
+    let Some((disk, env)) = state_on_a_small_disk(tmp.path(), "8m") else { return };
     env.ok(&["index"]);
     assert!(Command::new("mount").args(["-o", "remount,ro"]).arg(&disk.dir).status().unwrap().success());
     let o = env.ok(&["append", "The zorblax is kept in the shed"]);

@@ -51,6 +51,16 @@ async fn connect_with_append(env: &Env, extra: &[&str], allow_append: Option<&st
     tokio::time::timeout(LIMIT, ().serve(transport)).await.expect("handshake timed out").map_err(|e| e.to_string())
 }
 
+/// The tools the server lists.
+async fn tools(client: &RunningService<RoleClient, ()>) -> Vec<rmcp::model::Tool> {
+    tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap()
+}
+
+/// The session closed, as a client ends it.
+async fn close(client: RunningService<RoleClient, ()>) {
+    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+}
+
 async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, args: Value) -> CallToolResult {
     let params = CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone());
     tokio::time::timeout(LIMIT, client.call_tool(params)).await.expect("tool call timed out").expect("tool call failed")
@@ -78,7 +88,7 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     let info = client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("memory"));
 
-    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let tools = tools(&client).await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     assert!(names.contains(&"memory_search") && names.contains(&"memory_get") && names.contains(&"memory_recall"), "{names:?}");
@@ -168,7 +178,7 @@ async fn lists_tools_with_schemas_and_answers_search_and_get() {
     assert!(refused.is_err() || refused.unwrap().is_error == Some(true));
     assert!(!env.ws.path().join("memory").read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy() != "2026-11-29.md"));
 
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 /// A reranker whose model folder is gone (a cleared cache, a moved folder) costs the second stage, not the memory:
@@ -193,7 +203,7 @@ async fn a_reranker_that_cannot_be_opened_costs_the_order_not_the_memory() {
     assert!(warning.contains("memory.search.query.rerank.modelPath") && warning.contains("not found") && warning.contains("not reranked"), "{v}");
     let r = call(&client, "memory_get", json!({ "path": "MEMORY.md" })).await;
     assert!(payload(&r)["text"].as_str().unwrap().contains("Mac Studio"));
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 
     let out = common::memory(env.ws.path(), env.state.path(), Some(&config)).args(["status", "--deep"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -228,7 +238,7 @@ async fn a_missing_local_model_costs_the_vectors_not_the_memory() {
     assert_eq!(v["results"][0]["path"], "memory/2026-11-29.md", "{v}");
     let said = v["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|w| w.contains("memory.search.local.modelPath"));
     assert!(said, "{v}");
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 /// How many log lines, and how many lines of the answer (its warnings), name the local model's key. It was four
@@ -300,7 +310,7 @@ async fn a_provider_that_does_not_answer_does_not_hold_up_the_agent() {
     assert_eq!(v["indexed"], true, "{v}");
     let r = call(&client, "memory_search", json!({ "query": "spare router" })).await;
     assert_eq!(payload(&r)["results"][0]["path"], v["path"], "found by its words at once");
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 /// An engine that cannot open (here its index folder cannot be created) used to stop `memory serve` before its
@@ -312,7 +322,7 @@ async fn an_engine_that_cannot_open_keeps_the_tools_and_opens_once_fixed() {
     let blocker = env.state.path().join("agents");
     fs::write(&blocker, "a file where the index folder goes").unwrap();
     let client = connect(&env, &[]).await;
-    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let tools = tools(&client).await;
     assert!(tools.iter().any(|t| t.name == "memory_search") && tools.iter().any(|t| t.name == "memory_get"));
     let r = call(&client, "memory_search", json!({ "query": "billing error" })).await;
     assert_eq!(r.is_error, Some(true), "{r:?}");
@@ -336,14 +346,14 @@ async fn an_engine_that_cannot_open_keeps_the_tools_and_opens_once_fixed() {
         assert!(std::time::Instant::now() < deadline, "the engine was not opened again: {r:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_is_opt_in_and_searchable_at_once() {
     let env = env();
     let client = connect(&env, &["--allow-append"]).await;
-    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let tools = tools(&client).await;
     let append = tools.iter().find(|t| t.name == "memory_append").expect("memory_append listed");
     let schema = Value::Object((*append.input_schema).clone());
     assert_eq!(schema["required"], json!(["text"]));
@@ -366,7 +376,7 @@ async fn append_is_opt_in_and_searchable_at_once() {
 
     let r = call(&client, "memory_append", json!({ "text": "  " })).await;
     assert_eq!(r.is_error, Some(true));
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,7 +403,7 @@ async fn the_watcher_keeps_the_server_fresh() {
         assert!(std::time::Instant::now() < deadline, "the server never saw the new file: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,7 +416,7 @@ async fn memory_recall_returns_curated_trigger_matches_and_search_takes_project_
     .unwrap();
     fs::write(env.ws.path().join("memory/2026-11-30.md"), "- Open the gateway to the internet. <!-- trigger: gateway setup -->\n").unwrap();
     let client = connect(&env, &[]).await;
-    let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+    let tools = tools(&client).await;
     let recall = tools.iter().find(|t| t.name == "memory_recall").expect("memory_recall listed");
     let schema = Value::Object((*recall.input_schema).clone());
     assert!(schema["properties"]["message"].is_object() && schema["properties"]["activeProjectKeys"].is_object(), "{schema}");
@@ -427,7 +437,7 @@ async fn memory_recall_returns_curated_trigger_matches_and_search_takes_project_
     // A wrong argument is a tool error, not an ignored key.
     let r = call(&client, "memory_recall", json!({ "message": "x", "projects": ["a"] })).await;
     assert_eq!(r.is_error, Some(true));
-    tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+    close(client).await;
 }
 
 /// `MEMORY_ALLOW_APPEND` is set the way people set switches in a shell or an MCP client's config: `1`, `yes`,
@@ -441,9 +451,9 @@ async fn allow_append_from_the_environment_takes_the_usual_spellings() {
         let client = connect_with_append(&env, &[], Some(value))
             .await
             .unwrap_or_else(|e| panic!("MEMORY_ALLOW_APPEND={value}: the server did not start: {e}"));
-        let tools = tokio::time::timeout(LIMIT, client.list_all_tools()).await.unwrap().unwrap();
+        let tools = tools(&client).await;
         let has_append = tools.iter().any(|t| t.name == "memory_append");
         assert_eq!(has_append, offered, "MEMORY_ALLOW_APPEND={value}");
-        tokio::time::timeout(LIMIT, client.cancel()).await.unwrap().unwrap();
+        close(client).await;
     }
 }

@@ -194,14 +194,20 @@ fn a_note_written_just_before_is_found_through_the_server() {
     assert_eq!(text.matches("wombat").count(), 1);
 }
 
+/// The indexed workspace's in-process answer to a search for `query`, and the server's socket bound for a fake
+/// server to take the command's connections.
+fn answer_and_socket(env: &Env, query: &str) -> (Output, UnixListener) {
+    env.ok(&["index"]);
+    let expected = env.ok(&["--no-server", "search", query, "--json"]);
+    (expected, UnixListener::bind(env.state().join("server.sock")).unwrap())
+}
+
 /// A server that takes the request and dies before answering (as a killed server does): the command answers
 /// in-process, with the same bytes.
 #[test]
 fn a_server_that_dies_mid_request_leaves_the_answer_to_the_command() {
     let env = Env::new();
-    env.ok(&["index"]);
-    let expected = env.ok(&["--no-server", "search", "gateway", "--json"]);
-    let listener = UnixListener::bind(env.state().join("server.sock")).unwrap();
+    let (expected, listener) = answer_and_socket(&env, "gateway");
     let fake = std::thread::spawn(move || {
         let mut taken = 0;
         for stream in listener.incoming().take(2) {
@@ -230,9 +236,7 @@ fn a_server_that_dies_mid_request_leaves_the_answer_to_the_command() {
 #[test]
 fn a_hung_server_is_not_waited_for() {
     let env = Env::new();
-    env.ok(&["index"]);
-    let expected = env.ok(&["--no-server", "search", "canary", "--json"]);
-    let listener = UnixListener::bind(env.state().join("server.sock")).unwrap();
+    let (expected, listener) = answer_and_socket(&env, "canary");
     let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = held.clone();
     std::thread::spawn(move || {

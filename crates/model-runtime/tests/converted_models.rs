@@ -5,20 +5,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::converted::{colbert_dir, model_dir};
 use common::{cosine, Folder, Purpose};
 use model_runtime::{maxsim, CrossEncoder, FolderModelInfo, LateEncoder, Pooling, ScoreError};
 use serde_json::Value;
-
-fn model_dir(var: &str, name: &str) -> PathBuf {
-    let dir = std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs/models").join(name));
-    assert!(dir.join("model.safetensors").is_file(), "{name} not found at {} (run `bash scripts/setup.sh` or set {var})", dir.display());
-    dir
-}
 
 fn reference(dir: &std::path::Path) -> Value {
     let path = dir.with_file_name(format!("{}.reference.json", dir.file_name().unwrap().to_string_lossy()));
@@ -126,20 +118,6 @@ fn an_embedding_model_is_not_a_reranker() {
     let dir = model_dir("MEMORY_TEST_BGE_MODEL", "bge-small-en-v1.5");
     let e = CrossEncoder::check(&FolderModelInfo::inspect(&dir).unwrap()).unwrap_err();
     assert!(e.to_string().contains("not a cross-encoder"), "{e}");
-}
-
-/// The late-interaction model's folder: `MEMORY_TEST_COLBERT_MODEL`, else the setup script's place; `None` (the
-/// test skipped, saying why) when the variable is unset and nothing is there.
-fn colbert_dir() -> Option<PathBuf> {
-    if std::env::var_os("MEMORY_TEST_COLBERT_MODEL").is_some() {
-        return Some(model_dir("MEMORY_TEST_COLBERT_MODEL", "answerai-colbert-small-v1"));
-    }
-    let dir = PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/memory-rs/models/answerai-colbert-small-v1");
-    if dir.join("model.safetensors").is_file() {
-        return Some(dir);
-    }
-    eprintln!("skipped: no answerai-colbert-small-v1 at {} and MEMORY_TEST_COLBERT_MODEL unset (run `bash scripts/setup.sh`)", dir.display());
-    None
 }
 
 #[test]

@@ -188,6 +188,15 @@ fn count(server: &MockServer, method: &str, path: &str) -> usize {
     server.requests().iter().filter(|r| r.method == method && r.path == path).count()
 }
 
+/// Waits until the first job has been polled (a run is then past submitting), failing after `limit`.
+async fn polled(server: &MockServer, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while count(server, "GET", "/v1/batches/batch_1") == 0 {
+        assert!(std::time::Instant::now() < deadline, "jobs never polled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn openai_batch_wire_format_partial_failure_and_cache_delivery() {
     let (server, _fake) =
@@ -282,11 +291,7 @@ async fn resume_after_the_run_is_dropped_mid_batch_polls_instead_of_resubmitting
     let task = tokio::spawn(async move {
         let _ = run(&p1, &task_items, &task_state).await;
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(&server, "GET", "/v1/batches/batch_1") == 0 {
-        assert!(std::time::Instant::now() < deadline, "jobs never polled");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    polled(&server, Duration::from_secs(10)).await;
     task.abort();
     let _ = task.await;
     let recorded: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
@@ -435,11 +440,7 @@ mod engine {
         let sync = tokio::spawn(async move {
             let _ = engine.sync(SyncOptions::default()).await;
         });
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while count(&server, "GET", "/v1/batches/batch_1") == 0 {
-            assert!(std::time::Instant::now() < deadline, "jobs never polled");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        polled(&server, Duration::from_secs(20)).await;
         sync.abort();
         let _ = sync.await;
         assert_eq!(count(&server, "POST", "/v1/files"), 2);

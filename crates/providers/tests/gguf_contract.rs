@@ -28,29 +28,31 @@ fn model(var: &str, name: &str, test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The provider on the model file `var` or the models cache names, checked against the contract (`purposes_differ`:
+/// the model puts a prompt of its own before queries or documents); `None` when the setup has not made the file.
+async fn contract_checked(var: &str, name: &str, test: &str, purposes_differ: bool) -> Option<(PathBuf, LocalProvider)> {
+    let path = model(var, name, &format!("gguf_contract::{test}"))?;
+    let p = LocalProvider::open(&path).unwrap();
+    common::contract::check(&p, common::contract::Expect { purposes_differ }).await;
+    Some((path, p))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embeddinggemma_honours_the_provider_contract() {
-    let test = "gguf_contract::embeddinggemma_honours_the_provider_contract";
-    let Some(path) = model("MEMORY_TEST_EMBEDDINGGEMMA_GGUF", "embeddinggemma-300m-Q8_0.gguf", test) else { return };
-    let p = LocalProvider::open(&path).unwrap();
-    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+    let test = "embeddinggemma_honours_the_provider_contract";
+    contract_checked("MEMORY_TEST_EMBEDDINGGEMMA_GGUF", "embeddinggemma-300m-Q8_0.gguf", test, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nomic_honours_the_provider_contract() {
-    let test = "gguf_contract::nomic_honours_the_provider_contract";
-    let Some(path) = model("MEMORY_TEST_NOMIC_GGUF", "nomic-embed-text-v1.5.f16.gguf", test) else { return };
-    let p = LocalProvider::open(&path).unwrap();
-    common::contract::check(&p, common::contract::Expect { purposes_differ: true }).await;
+    contract_checked("MEMORY_TEST_NOMIC_GGUF", "nomic-embed-text-v1.5.f16.gguf", "nomic_honours_the_provider_contract", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bert_honours_the_provider_contract() {
-    let test = "gguf_contract::bert_honours_the_provider_contract";
-    let Some(path) = model("MEMORY_TEST_BERT_Q8_GGUF", "all-MiniLM-L6-v2.Q8_0.gguf", test) else { return };
-    let p = LocalProvider::open(&path).unwrap();
+    let test = "bert_honours_the_provider_contract";
+    let Some((path, p)) = contract_checked("MEMORY_TEST_BERT_Q8_GGUF", "all-MiniLM-L6-v2.Q8_0.gguf", test, false).await else { return };
     assert_eq!(p.gguf_info().unwrap().architecture, "bert");
-    common::contract::check(&p, common::contract::Expect { purposes_differ: false }).await;
     // A cut the file does not offer is refused when the provider opens it.
     let err = LocalProvider::open_with(&path, &LocalOptions { dimensions: Some(128), ..Default::default() }).unwrap_err();
     assert!(err.to_string().contains("no Matryoshka cuts"), "{err}");

@@ -125,6 +125,21 @@ fn error_body(kind: Kind, status: u16, message: &str) -> String {
     .to_string()
 }
 
+/// A server that refuses the first request (429 with `message`, and the header `wait` saying how long to wait) and
+/// answers the next ones as `kind` does.
+async fn limited_once(kind: Kind, message: &'static str, wait: (&'static str, &'static str)) -> MockServer {
+    MockServer::start(
+        move |rec, n| {
+            if n == 0 {
+                Reply::json(429, error_body(kind, 429, message)).header(wait.0, wait.1)
+            } else {
+                answer(kind, rec, DIMS)
+            }
+        },
+    )
+    .await
+}
+
 fn texts(n: usize, pad: usize) -> Vec<String> {
     (0..n).map(|i| format!("t{i} {}", "x".repeat(pad))).collect()
 }
@@ -259,14 +274,7 @@ async fn unauthorized_is_permanent_not_retried_and_hides_the_key() {
 #[tokio::test]
 async fn rate_limited_then_success_honours_retry_after() {
     for kind in CATALOGUE {
-        let server = MockServer::start(move |rec, n| {
-            if n == 0 {
-                Reply::json(429, error_body(kind, 429, "Rate limit reached")).header("retry-after-ms", "250")
-            } else {
-                answer(kind, rec, DIMS)
-            }
-        })
-        .await;
+        let server = limited_once(kind, "Rate limit reached", ("retry-after-ms", "250")).await;
         let p = provider(kind, &server);
         let started = Instant::now();
         let out = p.embed(&texts(2, 5), EmbeddingPurpose::Document).await.unwrap();
@@ -282,14 +290,7 @@ async fn rate_limited_then_success_honours_retry_after() {
 #[tokio::test]
 async fn retry_after_in_seconds_is_honoured() {
     let kind = entry("gemini");
-    let server = MockServer::start(move |rec, n| {
-        if n == 0 {
-            Reply::json(429, error_body(kind, 429, "Resource has been exhausted")).header("Retry-After", "1")
-        } else {
-            answer(kind, rec, DIMS)
-        }
-    })
-    .await;
+    let server = limited_once(kind, "Resource has been exhausted", ("Retry-After", "1")).await;
     let p = provider(kind, &server);
     let started = Instant::now();
     p.embed(&texts(3, 5), EmbeddingPurpose::Document).await.unwrap();

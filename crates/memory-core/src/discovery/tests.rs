@@ -9,6 +9,11 @@ fn keys(files: &[MemoryFile]) -> Vec<String> {
     files.iter().map(|f| f.key.clone()).collect()
 }
 
+/// The keys of the memory files found in the workspace `ws`, without extra paths.
+fn found_in(ws: &Path) -> Vec<String> {
+    keys(&discover(&MemoryRoots::new(ws, &[] as &[String])))
+}
+
 #[test]
 fn finds_memory_md_daily_logs_and_nested_notes() {
     let d = ws();
@@ -18,8 +23,7 @@ fn finds_memory_md_daily_logs_and_nested_notes() {
     fs::write(d.path().join("memory/projects/deep/er/note.md"), "n").unwrap();
     fs::write(d.path().join("memory/readme.txt"), "not md").unwrap();
     fs::write(d.path().join("notes.md"), "outside memory").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
-    assert_eq!(keys(&discover(&roots)), vec!["MEMORY.md", "memory/2026-11-29.md", "memory/projects/deep/er/note.md"]);
+    assert_eq!(found_in(d.path()), vec!["MEMORY.md", "memory/2026-11-29.md", "memory/projects/deep/er/note.md"]);
 }
 
 #[test]
@@ -49,8 +53,7 @@ fn symlinks_are_skipped() {
     std::os::unix::fs::symlink(outside.path(), d.path().join("memory/linkdir")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.md"), d.path().join("MEMORY.md")).unwrap();
     fs::write(d.path().join("memory/real.md"), "real").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
-    assert_eq!(keys(&discover(&roots)), vec!["memory/real.md"]);
+    assert_eq!(found_in(d.path()), vec!["memory/real.md"]);
 }
 
 #[test]
@@ -61,8 +64,7 @@ fn ignored_folders_are_not_walked() {
         fs::write(d.path().join("memory").join(dir).join("x.md"), "x").unwrap();
     }
     fs::write(d.path().join("memory/keep.md"), "k").unwrap();
-    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
-    assert_eq!(keys(&discover(&roots)), vec!["memory/keep.md"]);
+    assert_eq!(found_in(d.path()), vec!["memory/keep.md"]);
 }
 
 #[test]

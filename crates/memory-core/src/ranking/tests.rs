@@ -20,16 +20,13 @@ fn cand(id: &str, path: &str, text: &str) -> Candidate {
     }
 }
 
+/// `candidate` scored `score` by its words alone (the keyword leg's candidate, no vector).
+fn by_words(candidate: Candidate, score: f64) -> Scored {
+    Scored { candidate, score, text_score: Some(score), vector_score: None, vector_leg: None, tier: 0, exact_match: false }
+}
+
 fn scored(id: &str, text: &str, score: f64) -> Scored {
-    Scored {
-        candidate: cand(id, "memory/x.md", text),
-        score,
-        text_score: Some(score),
-        vector_score: None,
-        vector_leg: None,
-        tier: 0,
-        exact_match: false,
-    }
+    by_words(cand(id, "memory/x.md", text), score)
 }
 
 fn opts() -> RankingOptions {
@@ -89,33 +86,9 @@ fn dated_note_30_days_old_scores_half_and_evergreen_never_decays() {
     o.now_ms = now;
     o.half_life_days = Some(30.0);
     let mut items = vec![
-        Scored {
-            candidate: cand("a", "memory/2026-10-31.md", "x"),
-            score: 0.8,
-            text_score: Some(0.8),
-            vector_score: None,
-            vector_leg: None,
-            tier: 0,
-            exact_match: false,
-        },
-        Scored {
-            candidate: cand("b", "MEMORY.md", "x"),
-            score: 0.8,
-            text_score: Some(0.8),
-            vector_score: None,
-            vector_leg: None,
-            tier: 0,
-            exact_match: false,
-        },
-        Scored {
-            candidate: cand("c", "memory/projects/alpha.md", "x"),
-            score: 0.8,
-            text_score: Some(0.8),
-            vector_score: None,
-            vector_leg: None,
-            tier: 0,
-            exact_match: false,
-        },
+        by_words(cand("a", "memory/2026-10-31.md", "x"), 0.8),
+        by_words(cand("b", "MEMORY.md", "x"), 0.8),
+        by_words(cand("c", "memory/projects/alpha.md", "x"), 0.8),
     ];
     adjust_and_sort(&mut items, &o);
     let by_id: HashMap<_, _> = items.iter().map(|s| (s.candidate.chunk_id.as_str(), s.score)).collect();
@@ -365,17 +338,9 @@ fn citations_and_snippet_cap() {
     assert_eq!(crate::citation::citation("memory/a.md", 3, 9), "memory/a.md#L3-L9");
     let mut c = cand("a", "memory/a.md", "text");
     c.keyword_score = Some(1.0);
-    let on = to_results(
-        vec![Scored { candidate: c.clone(), score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
-        "q",
-        Citations::On,
-    );
+    let on = to_results(vec![by_words(c.clone(), 0.5)], "q", Citations::On);
     assert!(on[0].snippet.ends_with("Source: memory/a.md#L1-L2"));
-    let off = to_results(
-        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
-        "q",
-        Citations::Off,
-    );
+    let off = to_results(vec![by_words(c, 0.5)], "q", Citations::Off);
     assert_eq!(off[0].citation, None);
     assert_eq!(off[0].snippet, "text");
 }
@@ -389,11 +354,7 @@ fn results_say_which_lines_their_snippet_shows() {
     c.start_line = 10;
     c.end_line = 50;
     c.keyword_score = Some(3.0);
-    let r = to_results(
-        vec![Scored { candidate: c, score: 0.5, text_score: Some(0.5), vector_score: None, vector_leg: None, tier: 0, exact_match: false }],
-        "always canary",
-        Citations::Auto,
-    );
+    let r = to_results(vec![by_words(c, 0.5)], "always canary", Citations::Auto);
     assert!(r[0].snippet.ends_with("- Deploys go through the canary cluster first, always"), "{:?}", r[0].snippet);
     assert!(r[0].snippet.chars().count() <= SNIPPET_MAX_CHARS);
     assert_eq!(r[0].snippet_end_line, Some(50));
@@ -412,19 +373,7 @@ fn candidate_limit_is_capped() {
 }
 
 pub(crate) fn candidate_for_floor() -> Candidate {
-    Candidate {
-        chunk_id: "c".into(),
-        source: Source::Memory,
-        path: "memory/a.md".into(),
-        start_line: 1,
-        end_line: 1,
-        text: "a".into(),
-        importance: None,
-        date: None,
-        file_mtime_ms: 0,
-        keyword_score: None,
-        vector_score: None,
-    }
+    Candidate { end_line: 1, ..cand("c", "memory/a.md", "a") }
 }
 
 #[test]
@@ -711,15 +660,7 @@ fn the_head_prefers_a_sentence_that_holds_the_query_together() {
     assert_eq!(r[0].path, "memory/2026-12-04.md", "{r:?}");
     // Only the head moves: a sixth candidate whose sentence holds the whole query stays out of the first five.
     let mut items = merge(keyword, vec![], &QueryWords::default(), None, 0.7, 0.3).0;
-    items.push(Scored {
-        candidate: cand("deep", "memory/deep.md", "Søren keeps the spare key in the car."),
-        score: 0.01,
-        text_score: Some(0.01),
-        vector_score: None,
-        vector_leg: None,
-        tier: 0,
-        exact_match: false,
-    });
+    items.push(by_words(cand("deep", "memory/deep.md", "Søren keeps the spare key in the car."), 0.01));
     let before: f64 = items.last().unwrap().score;
     prefer_sentences_holding_the_query(&mut items, &Query::parse("where does Søren keep the spare key"), false);
     assert_eq!(items.last().unwrap().score, before);

@@ -6,6 +6,8 @@
 
 #![allow(dead_code, reason = "each test file uses its own part of this module")]
 
+pub mod converted;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

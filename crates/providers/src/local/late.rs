@@ -3,30 +3,25 @@
 //! are encoded ([`Conventions`]) is the runtime's to read.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use memory_core::rerank::{RerankError, Reranker};
 use model_runtime::{Conventions, LateEncoder};
 
-use super::load_once::LoadOnce;
-use super::rerank::rerank_error;
+use super::rerank::{rerank_error, LocalModel};
 use super::{LocalModelError, LocalModelInfo};
 
 /// A late-interaction reranker from a model folder. Cheap to clone; the model loads once, on first use.
 #[derive(Clone)]
 pub struct LateInteractionReranker {
-    info: Arc<LocalModelInfo>,
+    model: LocalModel<LateEncoder>,
     conventions: Conventions,
-    loaded: LoadOnce<LateEncoder>,
-    /// One forward pass at a time: candle already uses every core for one.
-    gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for LateInteractionReranker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LateInteractionReranker").field("dir", &self.info.dir).field("conventions", &self.conventions).finish()
+        f.debug_struct("LateInteractionReranker").field("dir", &self.model.info.dir).field("conventions", &self.conventions).finish()
     }
 }
 
@@ -35,11 +30,13 @@ impl LateInteractionReranker {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
         let info = LocalModelInfo::inspect(dir.as_ref())?;
         let conventions = LateEncoder::check(&info)?;
-        Ok(LateInteractionReranker { info: Arc::new(info), conventions, loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
+        let loaded_with = conventions.clone();
+        let model = LocalModel::new(info, move |info| LateEncoder::load(info, loaded_with.clone()));
+        Ok(LateInteractionReranker { model, conventions })
     }
 
     pub fn info(&self) -> &LocalModelInfo {
-        &self.info
+        &self.model.info
     }
 
     pub fn conventions(&self) -> &Conventions {
@@ -48,52 +45,28 @@ impl LateInteractionReranker {
 
     /// Load the weights now (otherwise the first `score` does).
     pub async fn load(&self) -> Result<(), RerankError> {
-        self.model().await.map(|_| ())
-    }
-
-    fn failed(&self, message: String) -> RerankError {
-        RerankError::Failed { reranker: self.info.name.clone(), message }
-    }
-
-    async fn model(&self) -> Result<Arc<LateEncoder>, RerankError> {
-        let (info, conventions) = (self.info.clone(), self.conventions.clone());
-        let load =
-            move || LateEncoder::load(&info, conventions).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
-        self.loaded.get(load, |e| self.failed(e)).await
-    }
-
-    fn model_blocking(&self) -> Result<Arc<LateEncoder>, RerankError> {
-        self.loaded.get_blocking(|| LateEncoder::load(&self.info, self.conventions.clone()).map_err(|e| self.failed(e.to_string())))
+        self.model.get().await.map(|_| ())
     }
 
     /// [`Reranker::score`] without a runtime (benchmarks, tools).
     pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        self.model_blocking()?.score(query, passages, deadline).map_err(|e| rerank_error(&self.info.name, e))
+        self.model.score_blocking(query, passages, deadline, LateEncoder::score)
     }
 
     /// The token ids a query (`query: true`) or a passage is encoded as, and its token vectors (L2-normalised,
     /// one row per kept token), for tools and the tests that compare them with a reference.
     pub fn token_vectors(&self, text: &str, query: bool) -> Result<(Vec<u32>, Vec<Vec<f32>>), RerankError> {
-        self.model_blocking()?.token_vectors(text, query).map_err(|e| rerank_error(&self.info.name, e))
+        self.model.get_blocking()?.token_vectors(text, query).map_err(|e| rerank_error(&self.model.info.name, e))
     }
 }
 
 #[async_trait]
 impl Reranker for LateInteractionReranker {
     fn id(&self) -> &str {
-        &self.info.name
+        &self.model.info.name
     }
 
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        if passages.is_empty() {
-            return Ok(Vec::new());
-        }
-        let model = self.model().await?;
-        let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
-        let n = passages.len();
-        super::rerank::score_off_runtime(&self.info.name, &self.gate, "late interaction", n, move || {
-            model.score(&query, &passages, deadline).map_err(|e| rerank_error(&name, e))
-        })
-        .await
+        self.model.score("late interaction", query, passages, deadline, LateEncoder::score).await
     }
 }

@@ -18,15 +18,12 @@ use super::{LocalModelError, LocalModelInfo};
 /// A cross-encoder reranker from a model folder. Cheap to clone; the model loads once, on first use.
 #[derive(Clone)]
 pub struct LocalReranker {
-    info: Arc<LocalModelInfo>,
-    loaded: LoadOnce<CrossEncoder>,
-    /// One forward pass at a time: candle already uses every core for one.
-    gate: Arc<tokio::sync::Semaphore>,
+    model: LocalModel<CrossEncoder>,
 }
 
 impl std::fmt::Debug for LocalReranker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalReranker").field("dir", &self.info.dir).finish()
+        f.debug_struct("LocalReranker").field("dir", &self.model.info.dir).finish()
     }
 }
 
@@ -132,51 +129,32 @@ impl LocalReranker {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, LocalModelError> {
         let info = LocalModelInfo::inspect(dir.as_ref())?;
         CrossEncoder::check(&info)?;
-        Ok(LocalReranker { info: Arc::new(info), loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) })
+        Ok(LocalReranker { model: LocalModel::new(info, CrossEncoder::load) })
     }
 
     pub fn info(&self) -> &LocalModelInfo {
-        &self.info
+        &self.model.info
     }
 
     /// Load the weights now (otherwise the first `score` does).
     pub async fn load(&self) -> Result<(), RerankError> {
-        self.model().await.map(|_| ())
-    }
-
-    fn failed(&self, message: String) -> RerankError {
-        RerankError::Failed { reranker: self.info.name.clone(), message }
-    }
-
-    async fn model(&self) -> Result<Arc<CrossEncoder>, RerankError> {
-        let info = self.info.clone();
-        let load = move || CrossEncoder::load(&info).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
-        self.loaded.get(load, |e| self.failed(e)).await
+        self.model.get().await.map(|_| ())
     }
 
     /// [`Reranker::score`] without a runtime (benchmarks, tools).
     pub fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        let model = self.loaded.get_blocking(|| CrossEncoder::load(&self.info).map_err(|e| self.failed(e.to_string())))?;
-        model.score(query, passages, deadline).map_err(|e| rerank_error(&self.info.name, e))
+        self.model.score_blocking(query, passages, deadline, CrossEncoder::score)
     }
 }
 
 #[async_trait]
 impl Reranker for LocalReranker {
     fn id(&self) -> &str {
-        &self.info.name
+        &self.model.info.name
     }
 
     async fn score(&self, query: &str, passages: &[String], deadline: Instant) -> Result<Vec<f32>, RerankError> {
-        if passages.is_empty() {
-            return Ok(Vec::new());
-        }
-        let model = self.model().await?;
-        let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
-        score_off_runtime(&self.info.name, &self.gate, "cross-encoder", passages.len(), move || {
-            model.score(&query, &passages, deadline).map_err(|e| rerank_error(&name, e))
-        })
-        .await
+        self.model.score("cross-encoder", query, passages, deadline, CrossEncoder::score).await
     }
 }
 
@@ -188,19 +166,75 @@ pub(super) fn rerank_error(name: &str, e: ScoreError) -> RerankError {
     }
 }
 
-/// One reranking of `passages` passages by a loaded local model, as both local rerankers run it: one at a time
-/// (`gate`: the model's forward passes already use every core) and off the async runtime.
-pub(super) async fn score_off_runtime(
-    name: &str,
-    gate: &tokio::sync::Semaphore,
-    kind: &'static str,
-    passages: usize,
-    score: impl FnOnce() -> Result<Vec<f32>, RerankError> + Send + 'static,
-) -> Result<Vec<f32>, RerankError> {
-    let failed = |message: String| RerankError::Failed { reranker: name.to_string(), message };
-    let _permit = gate.acquire().await.map_err(|_| failed("reranker closed".into()))?;
-    let started = Instant::now();
-    let out = tokio::task::spawn_blocking(score).await.map_err(|e| failed(format!("reranking task failed: {e}")))??;
-    debug!(kind, passages, ms = started.elapsed().as_millis() as u64, "reranked");
-    Ok(out)
+/// How a loaded local reranker scores a query against passages.
+pub(super) type Score<M> = fn(&M, &str, &[String], Instant) -> Result<Vec<f32>, ScoreError>;
+
+/// How a local reranker's model loads from its folder.
+type Load<M> = dyn Fn(&LocalModelInfo) -> Result<M, LocalModelError> + Send + Sync;
+
+/// What both local rerankers hold and do alike: the folder, the model loaded from it once, on first use (by
+/// `load`), and the scoring, one at a time (`gate`: the model's forward passes already use every core) and off the
+/// async runtime.
+pub(super) struct LocalModel<M> {
+    pub(super) info: Arc<LocalModelInfo>,
+    load: Arc<Load<M>>,
+    loaded: LoadOnce<M>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl<M> Clone for LocalModel<M> {
+    fn clone(&self) -> Self {
+        LocalModel { info: self.info.clone(), load: self.load.clone(), loaded: self.loaded.clone(), gate: self.gate.clone() }
+    }
+}
+
+impl<M: Send + Sync + 'static> LocalModel<M> {
+    pub(super) fn new(info: LocalModelInfo, load: impl Fn(&LocalModelInfo) -> Result<M, LocalModelError> + Send + Sync + 'static) -> Self {
+        LocalModel { info: Arc::new(info), load: Arc::new(load), loaded: LoadOnce::new(), gate: Arc::new(tokio::sync::Semaphore::new(1)) }
+    }
+
+    fn failed(&self, message: String) -> RerankError {
+        RerankError::Failed { reranker: self.info.name.clone(), message }
+    }
+
+    /// The model, loaded off the runtime the first time.
+    pub(super) async fn get(&self) -> Result<Arc<M>, RerankError> {
+        let (info, load) = (self.info.clone(), self.load.clone());
+        let load = move || load(&info).map_err(|e| RerankError::Failed { reranker: info.name.clone(), message: e.to_string() });
+        self.loaded.get(load, |e| self.failed(e)).await
+    }
+
+    /// The model, loaded in this thread the first time.
+    pub(super) fn get_blocking(&self) -> Result<Arc<M>, RerankError> {
+        self.loaded.get_blocking(|| (self.load)(&self.info).map_err(|e| self.failed(e.to_string())))
+    }
+
+    /// [`Reranker::score`] without a runtime.
+    pub(super) fn score_blocking(&self, query: &str, passages: &[String], deadline: Instant, score: Score<M>) -> Result<Vec<f32>, RerankError> {
+        score(&*self.get_blocking()?, query, passages, deadline).map_err(|e| rerank_error(&self.info.name, e))
+    }
+
+    /// [`Reranker::score`]: nothing to load for no passages; `kind` names the model in the log.
+    pub(super) async fn score(
+        &self,
+        kind: &'static str,
+        query: &str,
+        passages: &[String],
+        deadline: Instant,
+        score: Score<M>,
+    ) -> Result<Vec<f32>, RerankError> {
+        if passages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let model = self.get().await?;
+        let (name, query, passages) = (self.info.name.clone(), query.to_string(), passages.to_vec());
+        let n = passages.len();
+        let _permit = self.gate.acquire().await.map_err(|_| self.failed("reranker closed".into()))?;
+        let started = Instant::now();
+        let out = tokio::task::spawn_blocking(move || score(&model, &query, &passages, deadline).map_err(|e| rerank_error(&name, e)))
+            .await
+            .map_err(|e| self.failed(format!("reranking task failed: {e}")))??;
+        debug!(kind, passages = n, ms = started.elapsed().as_millis() as u64, "reranked");
+        Ok(out)
+    }
 }
