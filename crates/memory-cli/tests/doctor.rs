@@ -137,7 +137,7 @@ fn the_embedding_check_embeds_once_and_reports_the_width() {
     let (checks, ok) =
         doctor_with(&dirs, &json!({ "memory": { "search": { "provider": "openai-compatible", "model": "m", "remote": { "baseUrl": base_url } } } }));
     assert!(ok, "{checks:?}");
-    assert!(has(&checks, "embeddings", "OK", "16 dimensions"), "{checks:?}");
+    assert!(has(&checks, "embeddings", "OK", "64 dimensions"), "{checks:?}");
     assert!(has(&checks, "engine", "OK", "hybrid search"), "{checks:?}");
 }
 

@@ -90,9 +90,12 @@ pub fn slow_embedding_server(delay: Duration) -> String {
                     .iter()
                     .enumerate()
                     .map(|(i, t)| {
-                        let mut v = vec![0.0f32; 16];
-                        for w in t.split_whitespace() {
-                            v[w.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16] += 1.0;
+                        // Words as a model reads them (case and punctuation aside), hashed into 64 buckets: a note
+                        // sharing the question's words is more like it than an unrelated sentence is.
+                        let mut v = vec![0.0f32; 64];
+                        for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                            let w = w.to_lowercase();
+                            v[w.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 64] += 1.0;
                         }
                         v[0] += 0.01;
                         json!({"object": "embedding", "index": i, "embedding": v})

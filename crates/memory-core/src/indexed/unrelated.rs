@@ -69,8 +69,14 @@ impl Unrelated {
     /// vectors of another width than the first, or of no length, are left out.
     pub(super) fn of(vectors: &[Vec<f32>]) -> Option<Self> {
         let dims = vectors.first()?.len();
-        let probes: Vec<Vec<f32>> = vectors.iter().filter(|v| v.len() == dims).filter_map(|v| unit(v)).collect();
-        if probes.is_empty() {
+        Self::of_units(vectors.iter().filter(|v| v.len() == dims).filter_map(|v| unit(v)).collect())
+    }
+
+    /// From unit vectors of one width, as they are (read back from the index, they are not scaled again: the
+    /// floor a search reads is the one the search that stored them read).
+    fn of_units(probes: Vec<Vec<f32>>) -> Option<Self> {
+        let dims = probes.first()?.len();
+        if dims == 0 || probes.iter().any(|p| p.len() != dims || p.iter().any(|x| !x.is_finite())) {
             return None;
         }
         let n = probes.len() as f64;
@@ -105,7 +111,7 @@ pub(super) fn encode(fingerprint: &str, probes: &Unrelated) -> String {
 pub(super) fn decode(meta: &str, fingerprint: &str) -> Option<Unrelated> {
     let s: Stored = serde_json::from_str(meta).ok()?;
     let usable = s.version == PROBES_VERSION && s.fingerprint == fingerprint && s.probes.len() == PROBES.len();
-    usable.then(|| Unrelated::of(&s.probes)).flatten().filter(|u| u.probes.len() == PROBES.len())
+    usable.then(|| Unrelated::of_units(s.probes)).flatten()
 }
 
 impl IndexedBackend {
