@@ -171,3 +171,26 @@ fn path(out: &mut dyn Write, p: &PathExplanation) -> anyhow::Result<()> {
     writeln!(out, "{}: {}", p.path, p.detail)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use memory_core::explanation::{Explanation, LegWeights, VectorSetAside};
+
+    fn header_of(e: &Explanation) -> String {
+        let mut out = Vec::new();
+        super::header(&mut out, e, Some("hybrid")).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_legs_line_says_when_the_vector_leg_was_set_aside() {
+        let mut e = Explanation { weights: Some(LegWeights { text: 1.0, vector: 0.0 }), keyword_candidates: 8, ..Explanation::default() };
+        assert!(!header_of(&e).contains("set aside"), "{}", header_of(&e));
+        e.vector_set_aside = Some(VectorSetAside { best: 0.551, unrelated: 0.6 });
+        let legs = header_of(&e);
+        assert!(
+            legs.contains("vector leg set aside: its best candidate (cosine 0.551) is no more like the query than unrelated text (0.600)"),
+            "{legs}"
+        );
+    }
+}
