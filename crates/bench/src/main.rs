@@ -5,6 +5,7 @@ mod compare;
 mod corpus;
 mod freshness;
 mod harness;
+mod legs;
 mod locomo;
 mod mcp;
 mod model_oneshot;

@@ -145,6 +145,22 @@ fn table(set: &DevSet, modes: &[Mode], within: usize) {
     }
 }
 
+/// Each hybrid mode's questions answered first, per kind, against its legs that ran beside it
+/// ([`crate::legs::of`]).
+fn shortfalls(set: &DevSet, modes: &[Mode]) -> Vec<crate::legs::Shortfall> {
+    let first = |m: &Mode, kind: &str| set.questions.iter().zip(&m.ranks).filter(|(q, r)| q.kind == kind && **r == Some(1)).count() as f64;
+    let mut out = Vec::new();
+    for m in modes {
+        let Some(legs) = crate::legs::of(&m.label) else { continue };
+        for leg in modes.iter().filter(|l| legs.contains(&l.label)) {
+            for kind in KINDS {
+                crate::legs::compare(&mut out, kind, "answered first", (&m.label, first(m, kind)), (&leg.label, first(leg, kind)), 0);
+            }
+        }
+    }
+    out
+}
+
 pub async fn run(
     dataset: &Path,
     minilm: Option<&Path>,
@@ -181,6 +197,8 @@ pub async fn run(
     table(&set, &modes, 1);
     println!("\nrelevant note in the first 3");
     table(&set, &modes, 3);
+    println!();
+    crate::legs::print(&shortfalls(&set, &modes), 0);
     for m in &modes {
         if let Some((chunks, secs)) = m.indexing {
             println!("({}: indexed {chunks} chunks in {secs:.1} s, {:.1} chunks/s)", m.label, chunks as f64 / secs.max(1e-9));

@@ -72,6 +72,8 @@ pub(super) fn report(runs: &[Run]) {
         }
         println!();
     }
+    println!();
+    crate::legs::print(&shortfalls(runs, &cats), 3);
     if runs.iter().any(|r| r.oracle.len() > 1) {
         println!();
         println!("R@5 of a perfect second stage over the first N hits (the most any reranking of them could reach):");
@@ -81,4 +83,22 @@ pub(super) fn report(runs: &[Run]) {
             println!("{:<40} {}", run.label, cells.join("  "));
         }
     }
+}
+
+/// Each hybrid setup's R@5 and S@5 per category against its legs that ran beside it ([`crate::legs::of`]).
+fn shortfalls(runs: &[Run], cats: &[u32]) -> Vec<crate::legs::Shortfall> {
+    let mut out = Vec::new();
+    for run in runs {
+        let Some(legs) = crate::legs::of(&run.label) else { continue };
+        for leg in runs.iter().filter(|r| legs.contains(&r.label)) {
+            for c in cats {
+                let (Some(h), Some(l)) = (run.by_category.get(c), leg.by_category.get(c)) else { continue };
+                let ((hr, hs), (lr, ls)) = (h.mean(), l.mean());
+                let kind = format!("{c} {}", CATEGORY_NAMES.get(*c as usize - 1).copied().unwrap_or("?"));
+                crate::legs::compare(&mut out, &kind, "R@5", (&run.label, hr[1]), (&leg.label, lr[1]), 3);
+                crate::legs::compare(&mut out, &kind, "S@5", (&run.label, hs[1]), (&leg.label, ls[1]), 3);
+            }
+        }
+    }
+    out
 }
