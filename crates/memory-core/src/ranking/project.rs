@@ -61,20 +61,9 @@ pub fn factor(c: &Candidate, active: &[String]) -> f64 {
 mod tests {
     use super::*;
 
+    /// A memory chunk of `path` holding `text` (its id is its path).
     fn cand(path: &str, text: &str) -> Candidate {
-        Candidate {
-            chunk_id: path.into(),
-            source: Source::Memory,
-            path: path.into(),
-            start_line: 1,
-            end_line: text.lines().count().max(1),
-            text: text.into(),
-            importance: None,
-            date: None,
-            file_mtime_ms: 0,
-            keyword_score: None,
-            vector_score: None,
-        }
+        crate::ranking::tests::cand(path, path, text)
     }
 
     #[test]

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use super::*;
 use crate::store::Candidate;
 
-fn cand(id: &str, path: &str, text: &str) -> Candidate {
+/// A memory chunk `id` of `path` holding `text`, lines 1-2, no score yet: what the ranking tests build on.
+pub(super) fn cand(id: &str, path: &str, text: &str) -> Candidate {
     Candidate {
         chunk_id: id.into(),
         source: Source::Memory,
