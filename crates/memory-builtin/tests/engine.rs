@@ -861,9 +861,7 @@ async fn a_long_lived_engine_sees_every_change_between_searches() {
                     format!("append {rel}")
                 }
                 // Same size, same mtime: only the content tells, and on Unix the change time the rewrite moved.
-                // Rust's stable API has no change time on Windows, where such a rewrite is read again only when
-                // its size or mtime moves (README, Platforms): the step is Unix's.
-                3 if cfg!(unix) => {
+                3 => {
                     let rel = pick(&mut rng, &keys);
                     let p = ws.join(&rel);
                     let mtime = fs::metadata(&p).unwrap().modified().unwrap();

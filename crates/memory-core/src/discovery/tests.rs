@@ -375,3 +375,30 @@ fn the_classifier_answers_by_place_and_name() {
         assert_eq!(roots.classify(Path::new(path), is_dir), want, "{path} (folder: {is_dir})");
     }
 }
+
+/// A rewrite that keeps a note's size and puts its mtime back (`touch -d`, `rsync -t`, a restore) still changes
+/// what discovery says of the file (on Unix its ctime, on Windows its change time), whether the folder was listed
+/// or the file was named; and both ways say the same of a file nothing touched, so a check of named files never
+/// reads unchanged ones again.
+#[test]
+fn a_same_size_rewrite_that_puts_the_mtime_back_changes_the_files_identity() {
+    let d = ws();
+    let p = d.path().join("memory/note.md");
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(&p, "- the gate code is 4711\n").unwrap();
+    let roots = MemoryRoots::new(d.path(), &[] as &[String]);
+    let listed = |roots: &MemoryRoots| discover(roots).into_iter().find(|f| f.key == "memory/note.md").unwrap();
+    let named = |roots: &MemoryRoots| discover_named(roots, std::slice::from_ref(&p)).unwrap().remove(0).1.unwrap();
+    let before = listed(&roots);
+    assert_eq!(named(&roots).stat, before.stat, "listed and named agree");
+    assert_ne!(before.stat, StatId::default(), "the identity is known");
+    let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+    // The change time moves with the clock: let it move past what the first write left.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(&p, "- the gate code is 9033\n").unwrap();
+    fs::File::options().write(true).open(&p).unwrap().set_modified(mtime).unwrap();
+    let after = listed(&roots);
+    assert_eq!((after.size, after.mtime_ms), (before.size, before.mtime_ms), "size and mtime as before");
+    assert_ne!(after.stat, before.stat, "the rewrite is seen");
+    assert_eq!(named(&roots).stat, after.stat, "listed and named agree");
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashSet;
 use tracing::warn;
 
-use super::identity::{push, FileId};
+use super::identity::{push, FileId, FolderStats};
 use super::read::mtime_ms;
 use super::{is_clean, is_indexed_name, MemoryFile, MemoryRoots, StatId, IGNORED_DIRS};
 use crate::types::Source;
@@ -37,7 +37,7 @@ pub(super) fn regular_file(roots: &MemoryRoots, p: &Path) -> Option<(MemoryFile,
         abs_path: p.to_path_buf(),
         size: m.len(),
         mtime_ms: mtime_ms(&m),
-        stat: StatId::of(&m),
+        stat: StatId::of_path(p, &m),
     };
     let id = FileId::of(&f, &m);
     Some((f, id))
@@ -70,6 +70,7 @@ pub(super) fn walk_selected(
             return;
         }
     }
+    let folder = FolderStats::of(dir);
     // The key of each file is the folder's key and its name, when both are plain (no path parsing per file).
     let dir_key = Some(roots.key_for(dir)).filter(|k| is_clean(k) && !Path::new(k).is_absolute());
     // Names are fetched once for the sort (`sort_by_key` would allocate one per comparison), with their first
@@ -101,7 +102,7 @@ pub(super) fn walk_selected(
             if IGNORED_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
-            stat_all(roots, dir, dir_key.as_deref(), std::mem::take(&mut files), out, seen);
+            stat_all(roots, (dir, &folder), dir_key.as_deref(), std::mem::take(&mut files), out, seen);
             walk_selected(roots, &entry.path(), media, extra, out, seen);
         } else if ft.is_file() {
             let path = Path::new(&name);
@@ -110,7 +111,7 @@ pub(super) fn walk_selected(
             }
         }
     }
-    stat_all(roots, dir, dir_key.as_deref(), files, out, seen);
+    stat_all(roots, (dir, &folder), dir_key.as_deref(), files, out, seen);
 }
 
 /// The first 16 bytes of a name, big-endian and zero-padded: ordered as the names are wherever they differ in those
@@ -129,9 +130,10 @@ pub(super) const PARALLEL_STAT_MIN: usize = 512;
 /// Listed entries with the names they were sorted by.
 pub(super) type Listed = Vec<(std::ffi::OsString, std::fs::DirEntry)>;
 
+/// Stats the listed `files` of the folder `dir` (with what its listing told of them, [`FolderStats`]).
 pub(super) fn stat_all(
     roots: &MemoryRoots,
-    dir: &Path,
+    (dir, folder): (&Path, &FolderStats),
     dir_key: Option<&str>,
     files: Listed,
     out: &mut Vec<MemoryFile>,
@@ -139,7 +141,7 @@ pub(super) fn stat_all(
 ) {
     let stat = |part: Listed| -> Vec<(MemoryFile, FileId)> {
         let mut found = Vec::with_capacity(part.len());
-        found.extend(part.into_iter().filter_map(|(name, e)| listed_file(roots, dir, dir_key, &name, e)));
+        found.extend(part.into_iter().filter_map(|(name, e)| listed_file(roots, (dir, folder), dir_key, &name, e)));
         found
     };
     let found = if files.len() < PARALLEL_STAT_MIN {
@@ -163,7 +165,7 @@ pub(super) fn stat_all(
 /// descriptor and the name, never following a link) rather than a walk of the whole path for each file.
 pub(super) fn listed_file(
     roots: &MemoryRoots,
-    dir: &Path,
+    (dir, folder): (&Path, &FolderStats),
     dir_key: Option<&str>,
     name: &std::ffi::OsStr,
     entry: std::fs::DirEntry,
@@ -192,7 +194,7 @@ pub(super) fn listed_file(
         }
         _ => roots.key_for(&p),
     };
-    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: StatId::of(&m) };
+    let f = MemoryFile { source: Source::Memory, key, abs_path: p, size: m.len(), mtime_ms: mtime_ms(&m), stat: folder.stat(name, &m) };
     // Only the file's identity is kept of its metadata (a whole `Metadata` is ~170 bytes per file).
     let id = FileId::of(&f, &m);
     Some((f, id))
