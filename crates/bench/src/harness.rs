@@ -12,7 +12,7 @@ use memory_core::indexed::IndexedBackend;
 use memory_core::registry::OpenContext;
 use memory_core::{Config, MemoryBackend, SearchRequest, SyncOptions};
 
-use crate::seeded_embedder::SeededEmbedder;
+use crate::seeded_embedder::seeded_embedder;
 
 /// The local test model's width (all-MiniLM-L6-v2), so vectors cost what real ones do.
 pub const SEEDED_DIMS: usize = 384;
@@ -47,7 +47,7 @@ async fn open(mode: Mode, workspace: &Path, state: &Path) -> anyhow::Result<Inde
     config.memory.search.provider = "none".into();
     let ctx = OpenContext::new(Arc::new(config), std::fs::canonicalize(workspace)?, state.to_path_buf(), "main").with_embedder(match mode {
         Mode::Keyword => None,
-        Mode::Hybrid => Some(Arc::new(SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED))),
+        Mode::Hybrid => Some(Arc::new(seeded_embedder(SEEDED_DIMS, SEEDED_SEED))),
     });
     Ok(BuiltinFactory.open_indexed(ctx).await?)
 }

@@ -47,6 +47,20 @@ pub fn apply_ranking_profile(config: &mut memory_core::Config) {
     }
 }
 
+/// The rerankers `quality` and `locomo` compare, read alike by both.
+#[derive(clap::Args)]
+struct RerankArgs {
+    /// A reranker folder, a cross-encoder or a late-interaction model (repeat for several): each run is repeated
+    /// reranked by each, at each `--rerank-candidates`.
+    #[arg(long)]
+    reranker: Vec<PathBuf>,
+    /// Candidates reranked, one run per value (`10,20`).
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    rerank_candidates: Vec<usize>,
+    #[arg(long, default_value_t = 0.5)]
+    rerank_weight: f64,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Index and search N generated daily notes of ~2 KB; prints timings and peak memory.
@@ -82,7 +96,8 @@ enum Command {
     /// latency, vector recall@10 against the exact scan, whole-process search; side by side with another
     /// build (`--old DIR` holding its `memory` and `memory-bench`) on the same index files.
     Scale(scale::Options),
-    /// nDCG@10, MAP@100 and Recall@100 on the Cranfield dev queries.
+    /// nDCG@10, MAP@100 and Recall@100 on the Cranfield dev queries; with `--reranker`, hybrid search (keyword
+    /// search without a model) reranked too.
     Quality {
         /// Folder with docs.jsonl, queries-dev.jsonl, qrels-dev.tsv.
         #[arg(long, default_value = "../shared/datasets/cranfield")]
@@ -97,18 +112,12 @@ enum Command {
         /// Keyword-only, even when a model is available.
         #[arg(long)]
         keyword_only: bool,
-        /// A reranker folder, a cross-encoder or a late-interaction model (repeat for several): also hybrid search
-        /// (keyword search without a model) reranked by each, at each `--rerank-candidates`.
-        #[arg(long)]
-        reranker: Vec<PathBuf>,
-        /// Candidates reranked, one run per value (`10,20`).
-        #[arg(long, value_delimiter = ',', default_value = "10")]
-        rerank_candidates: Vec<usize>,
-        #[arg(long, default_value_t = 0.5)]
-        rerank_weight: f64,
+        #[command(flatten)]
+        rerank: RerankArgs,
     },
     /// Long-conversation recall (LoCoMo layout): R@k and S@k for k = 1, 5, 10 per category, keyword and, per
-    /// model, vector-only and hybrid, with search latency.
+    /// model, vector-only and hybrid, with search latency; with `--reranker`, each setup reranked too
+    /// (`memory.search.query.rerank`).
     Locomo {
         /// Folder with questions.jsonl and conv-*/ws/.
         #[arg(long, default_value = "../shared/datasets/locomo-dev")]
@@ -136,15 +145,8 @@ enum Command {
         /// what a second stage over more candidates could reach.
         #[arg(long, default_value_t = 10)]
         depth: usize,
-        /// A reranker folder, a cross-encoder or a late-interaction model (repeat for several): each setup also
-        /// runs with each reranker (`memory.search.query.rerank`) at each `--rerank-candidates`.
-        #[arg(long)]
-        reranker: Vec<PathBuf>,
-        /// Candidates reranked, one run per value (`10,20`).
-        #[arg(long, value_delimiter = ',', default_value = "10")]
-        rerank_candidates: Vec<usize>,
-        #[arg(long, default_value_t = 0.5)]
-        rerank_weight: f64,
+        #[command(flatten)]
+        rerank: RerankArgs,
         #[arg(long, default_value_t = 60_000)]
         rerank_budget_ms: u64,
         /// Also run keyword search through `memory serve` (MCP over stdio, as an agent's client calls it).
@@ -321,7 +323,7 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(options) => rt.block_on(scale::run(options)),
         Command::Freshness { notes, runs, memory_bin, seed } => freshness::run(&notes, runs, memory_bin, seed),
         Command::Server(options) => server::run(options),
-        Command::Quality { dataset, verbose, model, keyword_only, reranker, rerank_candidates, rerank_weight } => {
+        Command::Quality { dataset, verbose, model, keyword_only, rerank: RerankArgs { reranker, rerank_candidates, rerank_weight } } => {
             let model = if keyword_only { None } else { model.or_else(quality::default_model) };
             let rerank: Vec<quality::RerankSetup> = reranker
                 .iter()
@@ -340,9 +342,7 @@ fn main() -> anyhow::Result<()> {
             keep,
             dump,
             depth,
-            reranker,
-            rerank_candidates,
-            rerank_weight,
+            rerank: RerankArgs { reranker, rerank_candidates, rerank_weight },
             rerank_budget_ms,
             served,
             memory_bin,

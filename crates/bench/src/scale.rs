@@ -21,7 +21,7 @@ use memory_core::store::{ChunkStore, Scope};
 use crate::compare::process;
 use crate::corpus;
 use crate::harness::{SEEDED_DIMS, SEEDED_SEED};
-use crate::seeded_embedder::SeededEmbedder;
+use crate::seeded_embedder::seeded_embedder;
 
 /// The command line of `memory-bench scale` (see its help).
 #[derive(clap::Args)]
@@ -170,7 +170,7 @@ async fn vector_recall(ws: &Path, state: &Path, queries: &[String]) -> anyhow::R
     let path = builtin_index_file(state, ws);
     let live = SqliteStorage::new(path).live_path()?;
     let store = SqliteStore::open(&live)?;
-    let embedder = SeededEmbedder::new(SEEDED_DIMS, SEEDED_SEED);
+    let embedder = seeded_embedder(SEEDED_DIMS, SEEDED_SEED);
     let mut total = 0.0;
     let (mut fast_ms, mut exact_ms) = (Vec::new(), Vec::new());
     for q in queries {

@@ -4,64 +4,41 @@
 //! vectors have the real model's width, so storage and vector search cost the same; their *quality* is not a
 //! model's, which is why quality figures always use the real local model.
 
-use async_trait::async_trait;
-use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use conformance::FnEmbedder;
+use memory_core::embedding::sanitize_and_normalize;
 use sha2::{Digest, Sha256};
 
-pub struct SeededEmbedder {
-    dims: usize,
-    seed: u64,
+/// The stand-in of `dims` dimensions, its words' directions drawn from `seed` (both in its fingerprint).
+pub fn seeded_embedder(dims: usize, seed: u64) -> FnEmbedder {
+    FnEmbedder::new("feature-hashing", dims, move |text| vector(dims, seed, text))
+        .with_identity("bench-seeded", format!("bench-seeded:{dims}:{seed}"))
 }
 
-impl SeededEmbedder {
-    pub fn new(dims: usize, seed: u64) -> SeededEmbedder {
-        SeededEmbedder { dims, seed }
-    }
-
-    fn vector(&self, text: &str) -> Vec<f32> {
-        let mut v = vec![0f32; self.dims];
-        for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-            let digest = Sha256::new().chain_update(self.seed.to_le_bytes()).chain_update(word.to_lowercase()).finalize();
-            // A xorshift stream seeded by the word's digest spreads it over every dimension.
-            let mut state = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) | 1;
-            for x in &mut v {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                *x += ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
-            }
+fn vector(dims: usize, seed: u64, text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; dims];
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let digest = Sha256::new().chain_update(seed.to_le_bytes()).chain_update(word.to_lowercase()).finalize();
+        // A xorshift stream seeded by the word's digest spreads it over every dimension.
+        let mut state = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) | 1;
+        for x in &mut v {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *x += ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
         }
-        sanitize_and_normalize(&mut v);
-        v
     }
-}
-
-#[async_trait]
-impl EmbeddingProvider for SeededEmbedder {
-    fn id(&self) -> &str {
-        "bench-seeded"
-    }
-    fn model(&self) -> &str {
-        "feature-hashing"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(self.dims)
-    }
-    fn fingerprint(&self) -> String {
-        format!("bench-seeded:{}:{}", self.dims, self.seed)
-    }
-    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        Ok(texts.iter().map(|t| self.vector(t)).collect())
-    }
+    sanitize_and_normalize(&mut v);
+    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memory_core::embedding::{EmbeddingProvider, EmbeddingPurpose};
 
     #[tokio::test]
     async fn same_text_same_vector_and_shared_words_are_closer() {
-        let e = SeededEmbedder::new(64, 7);
+        let e = seeded_embedder(64, 7);
         let texts = ["gateway deploy canary".to_string(), "gateway deploy".to_string(), "groceries coffee".to_string()];
         let v = e.embed(&texts, EmbeddingPurpose::Document).await.unwrap();
         assert_eq!(v[0], e.embed(&texts[..1], EmbeddingPurpose::Query).await.unwrap()[0]);

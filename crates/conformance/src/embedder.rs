@@ -233,6 +233,74 @@ impl EmbeddingProvider for BagOfWordsEmbedder {
     }
 }
 
+/// A test's own model without the trait's boilerplate: one function gives each text's vector (or a whole call's
+/// answer, for a provider that fails), under provider `test`, a model name and width, and the fingerprint
+/// `<model>-<dims>` unless [`FnEmbedder::with_identity`] says otherwise. Counts its calls.
+pub struct FnEmbedder {
+    id: String,
+    model: String,
+    dims: usize,
+    fingerprint: String,
+    embed: Box<BatchFn>,
+    calls: AtomicUsize,
+}
+
+/// What one call of [`FnEmbedder`] answers for its texts.
+type BatchFn = dyn Fn(&[String]) -> Result<Vec<Vec<f32>>, EmbeddingError> + Send + Sync;
+
+impl FnEmbedder {
+    /// Each text's vector is `vector(text)`.
+    pub fn new(model: &str, dims: usize, vector: impl Fn(&str) -> Vec<f32> + Send + Sync + 'static) -> FnEmbedder {
+        FnEmbedder::batches(model, dims, move |texts| Ok(texts.iter().map(|t| vector(t)).collect()))
+    }
+
+    /// Each call answers `embed(texts)`: a provider that fails, or one that looks at a call's texts together.
+    pub fn batches(
+        model: &str,
+        dims: usize,
+        embed: impl Fn(&[String]) -> Result<Vec<Vec<f32>>, EmbeddingError> + Send + Sync + 'static,
+    ) -> FnEmbedder {
+        FnEmbedder {
+            id: "test".into(),
+            model: model.into(),
+            dims,
+            fingerprint: format!("{model}-{dims}"),
+            embed: Box::new(embed),
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    /// The same under another provider id and fingerprint (what an index records of its model).
+    pub fn with_identity(self, id: &str, fingerprint: impl Into<String>) -> FnEmbedder {
+        FnEmbedder { id: id.into(), fingerprint: fingerprint.into(), ..self }
+    }
+
+    /// Embedding calls so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl EmbeddingProvider for FnEmbedder {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(self.dims)
+    }
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        (self.embed)(texts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

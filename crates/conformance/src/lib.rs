@@ -22,7 +22,8 @@
 //!   `IndexStorage`) checked on a store itself; every store in this repository runs it, and a store of another
 //!   crate can too. The rest of the suite depends on the contract (`memory-rs-contract`) alone.
 //! - [`testing`]: temporary workspace and state folders and the `OpenContext` for engine tests;
-//!   [`BagOfWordsEmbedder`]: the deterministic embedder those tests use.
+//!   [`BagOfWordsEmbedder`]: the deterministic embedder those tests use; [`FnEmbedder`]: a test's own vectors from
+//!   one function.
 #![deny(missing_docs)]
 
 pub mod check;
@@ -33,6 +34,6 @@ pub mod runner;
 pub mod store_contract;
 pub mod testing;
 
-pub use embedder::{BagOfWordsEmbedder, LexiconEmbedder};
+pub use embedder::{BagOfWordsEmbedder, FnEmbedder, LexiconEmbedder};
 pub use fixture::{fixtures_dir, Capability, Case, Expect, Suite};
 pub use runner::{run, run_all, run_suites, CaseOutcome, Outcome, Report, RunOptions};

@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use conformance::testing::TestDirs;
-use conformance::BagOfWordsEmbedder;
+use conformance::{BagOfWordsEmbedder, FnEmbedder};
 use memory_builtin::BuiltinFactory;
 use memory_core::embedding::{sanitize_and_normalize, EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
 use memory_core::indexed::IndexedBackend;
@@ -451,31 +451,15 @@ async fn a_stand_in_uses_the_model_again_once_the_same_one_is_back() {
 }
 
 /// Fails every call: keyword search must still answer, and the failure is reported.
-struct DownEmbedder;
-
-#[async_trait]
-impl EmbeddingProvider for DownEmbedder {
-    fn id(&self) -> &str {
-        "down"
-    }
-    fn model(&self) -> &str {
-        "none"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(8)
-    }
-    fn fingerprint(&self) -> String {
-        "down".into()
-    }
-    async fn embed(&self, _texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        Err(EmbeddingError::Transient { provider: "down".into(), message: "connection refused".into() })
-    }
+fn down_embedder() -> FnEmbedder {
+    FnEmbedder::batches("none", 8, |_| Err(EmbeddingError::Transient { provider: "down".into(), message: "connection refused".into() }))
+        .with_identity("down", "down")
 }
 
 #[tokio::test]
 async fn keyword_search_answers_when_embeddings_fail() {
     let env = sample_env();
-    let e = env.open(Config::default(), Some(Arc::new(DownEmbedder))).await;
+    let e = env.open(Config::default(), Some(Arc::new(down_embedder()))).await;
     let r = e.sync(SyncOptions::default()).await.unwrap();
     assert!(r.warnings.iter().any(|w| w.contains("embedding failed")));
     assert_eq!(r.files_pending, 4, "every file waits for its embeddings: {r:?}");
@@ -743,43 +727,20 @@ async fn the_vector_leg_takes_feedback_only_beside_the_keyword_leg() {
 /// bag of words, so unrelated texts have a cosine of 0.94 and the same text 1. Words are hashed like
 /// `conformance::BagOfWordsEmbedder`'s, with a few garden words taken for one meaning (what a real model knows and keyword
 /// search does not).
-struct BunchedEmbedder {
-    calls: AtomicUsize,
-}
-
-#[async_trait]
-impl EmbeddingProvider for BunchedEmbedder {
-    fn id(&self) -> &str {
-        "test"
-    }
-    fn model(&self) -> &str {
-        "bunched"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(64)
-    }
-    fn fingerprint(&self) -> String {
-        "bunched-64".into()
-    }
-    async fn embed(&self, texts: &[String], _purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let (shared, own) = (0.97f32, (1.0f32 - 0.97 * 0.97).sqrt());
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut words = vec![0f32; 64];
-                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-                    let w = if ["plants", "garden", "tomatoes", "irrigation", "watering"].contains(&w) { "garden" } else { w };
-                    let h = memory_core::sha256_hex(w.as_bytes());
-                    words[1 + usize::from_str_radix(&h[..8], 16).unwrap() % 63] += 1.0;
-                }
-                sanitize_and_normalize(&mut words);
-                words[0] = shared;
-                words[1..].iter_mut().for_each(|x| *x *= own);
-                words
-            })
-            .collect())
-    }
+fn bunched_embedder() -> FnEmbedder {
+    let (shared, own) = (0.97f32, (1.0f32 - 0.97 * 0.97).sqrt());
+    FnEmbedder::new("bunched", 64, move |t| {
+        let mut words = vec![0f32; 64];
+        for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            let w = if ["plants", "garden", "tomatoes", "irrigation", "watering"].contains(&w) { "garden" } else { w };
+            let h = memory_core::sha256_hex(w.as_bytes());
+            words[1 + usize::from_str_radix(&h[..8], 16).unwrap() % 63] += 1.0;
+        }
+        sanitize_and_normalize(&mut words);
+        words[0] = shared;
+        words[1..].iter_mut().for_each(|x| *x *= own);
+        words
+    })
 }
 
 /// With a model whose cosines bunch, the vector leg counts from the model's similarity of unrelated text (its
@@ -795,17 +756,17 @@ async fn a_bunched_models_vector_leg_counts_from_its_unrelated_text_similarity()
     for (i, topic) in ["roadmap", "hiring", "budget", "offsite", "security", "billing", "design", "support"].iter().enumerate() {
         env.write(&format!("memory/n{i}.md"), &format!("# Meeting {i}\n\nWe talked about the {topic} plans for next quarter.\n"));
     }
-    let emb = Arc::new(BunchedEmbedder { calls: AtomicUsize::new(0) });
+    let emb = Arc::new(bunched_embedder());
     let e = env.open(Config::default(), Some(emb.clone())).await;
     e.sync(SyncOptions::default()).await.unwrap();
     drop(e);
 
-    let calls = emb.calls.load(Ordering::SeqCst);
+    let calls = emb.calls();
     let e = env.open(Config::default(), Some(emb.clone())).await;
     let res = e.search(&SearchRequest::new("plants watering")).await.unwrap();
     assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
     assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/garden.md"), "{:?}", res.results);
-    assert_eq!(emb.calls.load(Ordering::SeqCst), calls + 1, "a search embeds its query only");
+    assert_eq!(emb.calls(), calls + 1, "a search embeds its query only");
 }
 
 /// A long-lived engine (`memory serve`, a host) answers later searches from its change journal when nothing

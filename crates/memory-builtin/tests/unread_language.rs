@@ -4,50 +4,29 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use conformance::testing::TestDirs;
-use conformance::BagOfWordsEmbedder;
+use conformance::{BagOfWordsEmbedder, FnEmbedder};
 use memory_builtin::BuiltinFactory;
-use memory_core::embedding::{EmbeddingError, EmbeddingProvider, EmbeddingPurpose};
+use memory_core::embedding::EmbeddingProvider;
 use memory_core::{Config, MemoryBackend, SearchRequest, SyncOptions};
+
+const DIMS: usize = 64;
 
 /// An English model reading Chinese, at its simplest: English words land in a bag of words, and every Chinese
 /// text on one arc, placed by its number of Han characters alone. Chinese texts of about the same length look alike to it,
 /// whatever they say, as unrelated Chinese sentences look nearly alike to an English model.
-struct EnglishOnly(BagOfWordsEmbedder);
-
-const DIMS: usize = 64;
-
-#[async_trait]
-impl EmbeddingProvider for EnglishOnly {
-    fn id(&self) -> &str {
-        "test"
-    }
-    fn model(&self) -> &str {
-        "english-only"
-    }
-    fn dimensions(&self) -> Option<usize> {
-        Some(DIMS)
-    }
-    fn fingerprint(&self) -> String {
-        "english-only-64".into()
-    }
-    async fn embed(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Vec<f32>>, EmbeddingError> {
-        let words = self.0.embed(texts, purpose).await?;
-        Ok(texts
-            .iter()
-            .zip(words)
-            .map(|(t, mut v)| {
-                let han = t.chars().filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c)).count();
-                if han > 0 {
-                    let angle = han as f32 / 20.0;
-                    v = vec![0.0; DIMS];
-                    (v[0], v[1]) = (angle.cos(), angle.sin());
-                }
-                v
-            })
-            .collect())
-    }
+fn english_only() -> FnEmbedder {
+    let words = BagOfWordsEmbedder::new(DIMS);
+    FnEmbedder::new("english-only", DIMS, move |t| {
+        let han = t.chars().filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c)).count();
+        if han == 0 {
+            return words.embed_one(t);
+        }
+        let angle = han as f32 / 20.0;
+        let mut v = vec![0.0; DIMS];
+        (v[0], v[1]) = (angle.cos(), angle.sin());
+        v
+    })
 }
 
 /// The note that answers the question about alerts holds one of its words (服务器) and is long; the others share
@@ -79,7 +58,7 @@ async fn explained(embedder: Arc<dyn EmbeddingProvider>, query: &str) -> memory_
 
 #[tokio::test]
 async fn a_model_that_does_not_read_the_language_leaves_the_ranking_to_words() {
-    let res = explained(Arc::new(EnglishOnly(BagOfWordsEmbedder::new(DIMS))), "服务器出问题会通知到哪里？").await;
+    let res = explained(Arc::new(english_only()), "服务器出问题会通知到哪里？").await;
     assert_eq!(res.mode.as_deref(), Some("hybrid"), "{:?}", res.warnings);
     assert_eq!(res.results.first().map(|r| r.path.as_str()), Some("memory/monitoring.md"), "{:?}", res.results);
     let explanation = res.explanation.expect("asked to explain");

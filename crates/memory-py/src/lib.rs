@@ -85,13 +85,7 @@ impl Hit {
 
 impl From<memory_core::SearchResult> for Hit {
     fn from(r: memory_core::SearchResult) -> Hit {
-        let citation = r.citation.unwrap_or_else(|| {
-            if r.start_line == r.end_line {
-                format!("{}#L{}", r.path, r.start_line)
-            } else {
-                format!("{}#L{}-L{}", r.path, r.start_line, r.end_line)
-            }
-        });
+        let citation = r.citation.unwrap_or_else(|| memory_core::citation::citation(&r.path, r.start_line, r.end_line));
         Hit {
             path: r.path,
             start_line: r.start_line,

@@ -11,7 +11,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::gguf::{check_counts, EmbeddingRows, GgufFile};
+use crate::gguf::{EmbeddingRows, EncoderCounts, GgufFile};
 use crate::q8::{Input, Linear};
 use crate::ModelError;
 
@@ -77,15 +77,8 @@ impl GemmaConfig {
     }
 
     fn check(&self) -> Result<(), String> {
-        check_counts(&[
-            ("embedding_length", self.hidden, 1 << 16),
-            ("block_count", self.layers, 1024),
-            ("head_count", self.heads, 1024),
-            ("head_count_kv", self.kv_heads, self.heads),
-            ("key_length", self.head_dim, 4096),
-            ("feed_forward_length", self.ffn, 1 << 18),
-            ("context_length", self.max_positions, 1 << 20),
-        ])?;
+        let counts = EncoderCounts { hidden: self.hidden, layers: self.layers, heads: self.heads, ffn: self.ffn, context: self.max_positions };
+        counts.check(&[("head_count_kv", self.kv_heads, self.heads), ("key_length", self.head_dim, 4096)])?;
         if !self.heads.is_multiple_of(self.kv_heads) || !self.head_dim.is_multiple_of(2) {
             return Err(format!("{} heads over {} key/value heads of {} dimensions", self.heads, self.kv_heads, self.head_dim));
         }

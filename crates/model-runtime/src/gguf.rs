@@ -60,6 +60,30 @@ pub fn check_counts(counts: &[(&str, usize, usize)]) -> Result<(), String> {
     }
 }
 
+/// The counts every encoder graph's metadata gives, bounded alike whatever the graph.
+pub struct EncoderCounts {
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub ffn: usize,
+    /// The positions the model was trained on.
+    pub context: usize,
+}
+
+impl EncoderCounts {
+    /// [`check_counts`] on these counts, then on the graph's own (`more`).
+    pub fn check(&self, more: &[(&str, usize, usize)]) -> Result<(), String> {
+        check_counts(&[
+            ("embedding_length", self.hidden, 1 << 16),
+            ("block_count", self.layers, 1024),
+            ("head_count", self.heads, 1024),
+            ("feed_forward_length", self.ffn, 1 << 18),
+            ("context_length", self.context, 1 << 20),
+        ])?;
+        check_counts(more)
+    }
+}
+
 impl GgufFile {
     /// An error about this file's contents.
     pub fn invalid(&self, message: impl Into<String>) -> ModelError {

@@ -19,7 +19,7 @@
 use candle_core::{DType, Tensor};
 
 use crate::gemma::{add, rope_table};
-use crate::gguf::{check_counts, EmbeddingRows, GgufFile};
+use crate::gguf::{EmbeddingRows, EncoderCounts, GgufFile};
 use crate::q8::{Input, Linear};
 use crate::{ModelError, Pooling};
 
@@ -96,14 +96,8 @@ impl EncoderConfig {
     }
 
     fn check(&self) -> Result<(), String> {
-        check_counts(&[
-            ("embedding_length", self.hidden, 1 << 16),
-            ("block_count", self.layers, 1024),
-            ("head_count", self.heads, 1024),
-            ("feed_forward_length", self.ffn, 1 << 18),
-            ("context_length", self.trained_positions, 1 << 20),
-            ("vocabulary", self.vocab, 1 << 24),
-        ])?;
+        let counts = EncoderCounts { hidden: self.hidden, layers: self.layers, heads: self.heads, ffn: self.ffn, context: self.trained_positions };
+        counts.check(&[("vocabulary", self.vocab, 1 << 24)])?;
         if !self.hidden.is_multiple_of(self.heads) || !(self.hidden / self.heads).is_multiple_of(2) {
             return Err(format!("{} dimensions do not split into {} heads of an even width", self.hidden, self.heads));
         }

@@ -16,6 +16,7 @@
 
 use super::*;
 use crate::chunking::annotations::entries;
+use crate::citation::citation;
 use crate::discovery::{ROOT_FILE_NAMES, USER_FILE};
 use crate::ranking::project::{active_keys, is_project_scoped_file};
 
@@ -149,7 +150,7 @@ fn project_entries(
             text: e.text.clone(),
             projects: e.annotations.projects.clone(),
             importance: e.annotations.importance,
-            citation: format!("{path}#L{line}"),
+            citation: citation(path, *line, *line),
         })
         .collect();
     out.sort_by(|a, b| b.importance.unwrap_or(0).cmp(&a.importance.unwrap_or(0)).then_with(|| a.path.cmp(&b.path)).then(a.line.cmp(&b.line)));
@@ -192,7 +193,7 @@ fn trigger_matches(
         if score >= RECALL_THRESHOLD {
             let projects = if is_project_scoped_file(Source::Memory, &path) { a.projects.clone() } else { Vec::new() };
             out.push(RecallEntry {
-                citation: format!("{path}#L{line}"),
+                citation: citation(&path, line, line),
                 path,
                 line,
                 text: e.text.clone(),
