@@ -105,8 +105,8 @@ mod windows {
     use std::path::Path;
 
     use windows_sys::Win32::Storage::FileSystem::{
-        FileBasicInfo, FileIdBothDirectoryInfo, GetFileInformationByHandleEx, FILE_BASIC_INFO, FILE_FLAG_BACKUP_SEMANTICS,
-        FILE_ID_BOTH_DIR_INFO, FILE_LIST_DIRECTORY, FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+        FileBasicInfo, FileIdBothDirectoryInfo, GetFileInformationByHandleEx, FILE_BASIC_INFO, FILE_FLAG_BACKUP_SEMANTICS, FILE_ID_BOTH_DIR_INFO,
+        FILE_LIST_DIRECTORY, FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
     };
 
     /// Opened for its attributes or listing only, sharing everything: never in the way of a writer or a rename.
