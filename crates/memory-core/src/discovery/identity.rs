@@ -9,7 +9,8 @@ use super::MemoryFile;
 
 /// What git compares besides size and mtime: the inode and the status-change time (ctime). A rewrite moves the
 /// ctime even when it keeps the size and puts the mtime back (`touch -d`, `rsync -t`, `cp -p`, `tar x`), and
-/// nothing can set a ctime back; a file replaced by a rename has another inode.
+/// nothing can set a ctime back; a file replaced by a rename has another inode. On Windows the file's change time
+/// stands for the ctime (in 100 ns units, only ever compared for equality) and the inode is 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StatId {
     pub ctime_ns: i64,
