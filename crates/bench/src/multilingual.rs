@@ -126,15 +126,18 @@ fn model_label(model: &Path) -> String {
     }
 }
 
+/// The questions of `kind` (all kinds: `None`) that `m` answered with a relevant note among its first `within`.
+fn answered(set: &DevSet, m: &Mode, kind: Option<&str>, within: usize) -> usize {
+    set.questions.iter().zip(&m.ranks).filter(|(q, _)| kind.is_none_or(|k| q.kind == k)).filter(|(_, r)| r.is_some_and(|r| r <= within)).count()
+}
+
 fn table(set: &DevSet, modes: &[Mode], within: usize) {
     print!("{:<14} {:>3}", "kind", "n");
     for m in modes {
         print!(" {:>16}", m.label);
     }
     println!();
-    let count = |m: &Mode, kind: Option<&str>| {
-        set.questions.iter().zip(&m.ranks).filter(|(q, _)| kind.is_none_or(|k| q.kind == k)).filter(|(_, r)| r.is_some_and(|r| r <= within)).count()
-    };
+    let count = |m: &Mode, kind: Option<&str>| answered(set, m, kind, within);
     for kind in KINDS.iter().copied().map(Some).chain([None]) {
         let n = set.questions.iter().filter(|q| kind.is_none_or(|k| q.kind == k)).count();
         print!("{:<14} {:>3}", kind.unwrap_or("total"), n);
@@ -148,7 +151,7 @@ fn table(set: &DevSet, modes: &[Mode], within: usize) {
 /// Each hybrid mode's questions answered first, per kind, against its legs that ran beside it
 /// ([`crate::legs::of`]).
 fn shortfalls(set: &DevSet, modes: &[Mode]) -> Vec<crate::legs::Shortfall> {
-    let first = |m: &Mode, kind: &str| set.questions.iter().zip(&m.ranks).filter(|(q, r)| q.kind == kind && **r == Some(1)).count() as f64;
+    let first = |m: &Mode, kind: &str| answered(set, m, Some(kind), 1) as f64;
     let mut out = Vec::new();
     for m in modes {
         let Some(legs) = crate::legs::of(&m.label) else { continue };
